@@ -1,0 +1,121 @@
+//! Runs a job and measures it: wall time, CPU time, peak RSS.
+
+use crate::resources::{cpu_time, peak_rss_bytes, reset_peak_rss};
+use riffle_runtime::job::{self, JobConfig};
+use riffle_runtime::{JobGraph, JobSummary, RuntimeResult};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// A finished run and what it cost.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// What the job reported.
+    pub summary: JobSummary,
+    /// Wall time.
+    pub wall: Duration,
+    /// CPU time (all threads).
+    pub cpu: Duration,
+    /// Peak RSS of the process during the run, bytes.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Runs `graph` on `runtime`, measuring it.
+///
+/// # Errors
+/// The job failed.
+pub fn run_measured(
+    runtime: &tokio::runtime::Runtime,
+    graph: &JobGraph,
+) -> RuntimeResult<Measured> {
+    reset_peak_rss();
+    let cpu0 = cpu_time();
+    let t0 = Instant::now();
+    let summary = runtime.block_on(job::run(graph, &JobConfig::default()))?;
+    Ok(Measured {
+        summary,
+        wall: t0.elapsed(),
+        cpu: cpu_time().saturating_sub(cpu0),
+        peak_rss_bytes: peak_rss_bytes(),
+    })
+}
+
+/// One line of the benchmark table.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRow {
+    /// Query or job name.
+    pub query: String,
+    /// Parallelism.
+    pub parallelism: usize,
+    /// Input events.
+    pub events: u64,
+    /// Rows the sink received.
+    pub rows_out: u64,
+    /// Median wall seconds.
+    pub seconds: f64,
+    /// Events per wall second.
+    pub events_per_second: f64,
+    /// Events per CPU second.
+    pub events_per_cpu_second: f64,
+    /// Peak RSS in MiB (max over runs).
+    pub peak_rss_mib: f64,
+    /// Runs the median was taken over.
+    pub runs: usize,
+}
+
+impl BenchRow {
+    /// The median run of `runs` (by wall time) as a row.
+    pub fn from_runs(query: &str, parallelism: usize, events: u64, runs: &[Measured]) -> Self {
+        let mut by_wall: Vec<&Measured> = runs.iter().collect();
+        by_wall.sort_by_key(|m| m.wall);
+        let median = by_wall[by_wall.len() / 2];
+        let seconds = median.wall.as_secs_f64();
+        let cpu = median.cpu.as_secs_f64().max(1e-9);
+        let peak = runs
+            .iter()
+            .filter_map(|m| m.peak_rss_bytes)
+            .max()
+            .unwrap_or(0);
+        Self {
+            query: query.into(),
+            parallelism,
+            events,
+            rows_out: median.summary.sink_rows,
+            seconds,
+            events_per_second: events as f64 / seconds.max(1e-9),
+            events_per_cpu_second: events as f64 / cpu,
+            peak_rss_mib: peak as f64 / (1024.0 * 1024.0),
+            runs: runs.len(),
+        }
+    }
+}
+
+fn human(n: f64) -> String {
+    if n >= 1e6 {
+        format!("{:.2} M", n / 1e6)
+    } else if n >= 1e3 {
+        format!("{:.1} K", n / 1e3)
+    } else {
+        format!("{n:.0}")
+    }
+}
+
+/// The rows as a Markdown table.
+pub fn table(rows: &[BenchRow]) -> String {
+    let mut out = String::from("| query | p | events | rows out | seconds | events/s | events/CPU-s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {:.2} | {} | {} | {:.0} |",
+            r.query,
+            r.parallelism,
+            human(r.events as f64),
+            r.rows_out,
+            r.seconds,
+            human(r.events_per_second),
+            human(r.events_per_cpu_second),
+            r.peak_rss_mib
+        );
+    }
+    out
+}

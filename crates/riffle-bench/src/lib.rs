@@ -1,0 +1,19 @@
+//! riffle-bench: the Nexmark queries and the peer job as riffle pipelines (Rust API),
+//! and the harness that runs and times them for `riffle bench`.
+//!
+//! ```text
+//!   Query + QueryOptions ──build──▶ JobGraph ──riffle-runtime──▶ JobSummary
+//!                                                    │
+//!                          harness: wall time, CPU time, peak RSS ──▶ BenchRow table
+//! ```
+
+pub mod error;
+pub mod harness;
+pub mod peer;
+pub mod queries;
+pub mod resources;
+
+pub use error::BenchError;
+pub use harness::{BenchRow, Measured};
+pub use peer::PeerJob;
+pub use queries::{Query, QueryOptions};

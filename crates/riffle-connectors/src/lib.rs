@@ -1,0 +1,17 @@
+//! riffle-connectors: sources and sinks behind riffle-core's traits.
+//!
+//! ```text
+//!  nexmark generator ─┐                       ┌─▶ blackhole (counts)
+//!  peer generator ────┼─▶ RecordBatch stream ─┼─▶ stdout (pretty | jsonl)
+//!                     │                       └─▶ files (jsonl | csv | parquet, rolling)
+//! ```
+//!
+//! Every source here is replayable from an offset and splits over parallel subtasks so
+//! that the union of subtasks' output equals a single subtask's.
+
+pub mod nexmark;
+pub mod peer;
+pub mod sinks;
+
+pub use nexmark::{NexmarkConfig, NexmarkSourceFactory, NexmarkTable};
+pub use peer::PeerSourceFactory;

@@ -1,0 +1,400 @@
+//! The Nexmark source: blocks of events built straight into Arrow columns.
+
+use super::config::NexmarkConfig;
+use super::generate::{EventGenerator, EventKind, EventSink};
+use super::schema::NexmarkTable;
+use riffle_core::arrow::array::{
+    ArrayRef, Int64Array, StringBuilder, TimestampMillisecondArray, TimestampNanosecondArray,
+    UInt16Array, UInt64Array,
+};
+use riffle_core::arrow::datatypes::{DataType, Field, Schema};
+use riffle_core::state::KEY_GROUP_FIELD;
+use riffle_core::time::NANOS_PER_MILLI;
+use riffle_core::{
+    Error, OperatorState, RecordBatch, Result, Source, SourceFactory, SourcePoll, StreamSchema,
+};
+use std::sync::Arc;
+
+/// Builds Nexmark source subtasks producing one table.
+pub struct NexmarkSourceFactory {
+    table: NexmarkTable,
+    schema: StreamSchema,
+    generator: Arc<EventGenerator>,
+}
+
+impl NexmarkSourceFactory {
+    /// A source of `table` rows from the events `config` describes.
+    pub fn new(table: NexmarkTable, config: NexmarkConfig) -> Self {
+        Self::with_generator(table, Arc::new(EventGenerator::new(config)))
+    }
+
+    /// A source sharing an existing generator (several tables of one run).
+    pub fn with_generator(table: NexmarkTable, generator: Arc<EventGenerator>) -> Self {
+        Self {
+            table,
+            schema: table.schema(),
+            generator,
+        }
+    }
+}
+
+impl SourceFactory for NexmarkSourceFactory {
+    fn describe(&self) -> String {
+        let config = self.generator.config();
+        let events = config
+            .events
+            .map_or_else(|| "unbounded".to_string(), |n| format!("{n} events"));
+        format!(
+            "nexmark({}, {events}, {} events/s of event time)",
+            self.table.name(),
+            config.first_event_rate
+        )
+    }
+
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+
+    fn create(&self, subtask: usize, parallelism: usize) -> Result<Box<dyn Source>> {
+        if self.generator.config().block_events == 0 {
+            return Err(Error::config("block_events", "must be at least 1"));
+        }
+        Ok(Box::new(NexmarkSource {
+            table: self.table,
+            schema: self.schema.clone(),
+            generator: self.generator.clone(),
+            parallelism: parallelism as u64,
+            next_block: subtask as u64,
+        }))
+    }
+}
+
+/// One subtask: blocks `subtask, subtask + p, subtask + 2p, …`.
+struct NexmarkSource {
+    table: NexmarkTable,
+    schema: StreamSchema,
+    generator: Arc<EventGenerator>,
+    parallelism: u64,
+    next_block: u64,
+}
+
+impl Source for NexmarkSource {
+    fn poll_next(&mut self) -> Result<SourcePoll> {
+        let config = self.generator.config();
+        let start = self.next_block * config.block_events;
+        let end = match config.events {
+            Some(total) if start >= total => return Ok(SourcePoll::End),
+            Some(total) => (start + config.block_events).min(total),
+            None => start + config.block_events,
+        };
+        self.next_block += self.parallelism;
+        let batch = match self.table {
+            NexmarkTable::Bid => self.build(start, end, EventKind::Bid, Columns::bids)?,
+            NexmarkTable::Auction => {
+                self.build(start, end, EventKind::Auction, Columns::auctions)?
+            }
+            NexmarkTable::Person => self.build(start, end, EventKind::Person, Columns::persons)?,
+        };
+        Ok(SourcePoll::Batch(batch))
+    }
+
+    fn snapshot(&mut self) -> Result<OperatorState> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
+            Field::new("next_block", DataType::UInt64, false),
+            Field::new("parallelism", DataType::UInt64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(UInt16Array::from(vec![0u16])),
+                Arc::new(UInt64Array::from(vec![self.next_block])),
+                Arc::new(UInt64Array::from(vec![self.parallelism])),
+            ],
+        )?;
+        Ok(OperatorState {
+            batches: vec![batch],
+        })
+    }
+
+    fn restore(&mut self, state: OperatorState) -> Result<()> {
+        let bad = |message: &str| Error::State {
+            operator: format!("nexmark({})", self.table.name()),
+            message: message.into(),
+        };
+        let batch = state.batches.first().ok_or_else(|| bad("no offset row"))?;
+        let next = batch
+            .column_by_name("next_block")
+            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+            .ok_or_else(|| bad("missing UInt64 column `next_block`"))?;
+        self.next_block = next.value(0);
+        Ok(())
+    }
+}
+
+impl NexmarkSource {
+    fn build(
+        &self,
+        start: u64,
+        end: u64,
+        kind: EventKind,
+        make: fn(usize) -> Columns,
+    ) -> Result<RecordBatch> {
+        let rows = (start..end).filter(|e| EventKind::of(*e) == kind).count();
+        let mut columns = make(rows);
+        for e in start..end {
+            if EventKind::of(e) == kind {
+                self.generator.generate(e, &mut columns);
+            }
+        }
+        Ok(RecordBatch::try_new(
+            self.schema.schema.clone(),
+            columns.finish(),
+        )?)
+    }
+}
+
+/// Column builders for one table.
+struct Columns {
+    ints: Vec<Vec<i64>>,
+    strings: Vec<StringBuilder>,
+    times_ms: Vec<Vec<i64>>,
+    table: NexmarkTable,
+}
+
+impl Columns {
+    fn new(table: NexmarkTable, rows: usize, ints: usize, strings: &[usize], times: usize) -> Self {
+        Self {
+            ints: (0..ints).map(|_| Vec::with_capacity(rows)).collect(),
+            strings: strings
+                .iter()
+                .map(|bytes| StringBuilder::with_capacity(rows, rows * bytes))
+                .collect(),
+            times_ms: (0..times).map(|_| Vec::with_capacity(rows)).collect(),
+            table,
+        }
+    }
+
+    fn bids(rows: usize) -> Self {
+        Self::new(NexmarkTable::Bid, rows, 3, &[10, 60, 40], 1)
+    }
+
+    fn auctions(rows: usize) -> Self {
+        Self::new(NexmarkTable::Auction, rows, 5, &[12, 50, 400], 2)
+    }
+
+    fn persons(rows: usize) -> Self {
+        Self::new(NexmarkTable::Person, rows, 1, &[12, 14, 19, 10, 2, 120], 1)
+    }
+
+    fn finish(mut self) -> Vec<ArrayRef> {
+        let mut ints = self
+            .ints
+            .drain(..)
+            .map(|v| Arc::new(Int64Array::from(v)) as ArrayRef);
+        let mut strings = self
+            .strings
+            .iter_mut()
+            .map(|b| Arc::new(b.finish()) as ArrayRef);
+        let times: Vec<Vec<i64>> = self.times_ms.drain(..).collect();
+        let ts_ns: ArrayRef = Arc::new(
+            TimestampNanosecondArray::from(
+                times[0]
+                    .iter()
+                    .map(|ms| ms * NANOS_PER_MILLI)
+                    .collect::<Vec<_>>(),
+            )
+            .with_timezone("UTC"),
+        );
+        let mut times = times
+            .into_iter()
+            .map(|v| Arc::new(TimestampMillisecondArray::from(v)) as ArrayRef);
+        let mut next_int = || ints.next().expect("int column");
+        let mut next_time = || times.next().expect("time column");
+        let mut out: Vec<ArrayRef> = Vec::new();
+        match self.table {
+            NexmarkTable::Bid => {
+                out.extend([next_int(), next_int(), next_int()]);
+                out.extend([strings.next(), strings.next()].into_iter().flatten());
+                out.push(next_time());
+                out.extend(strings.next());
+            }
+            NexmarkTable::Auction => {
+                out.push(next_int());
+                out.extend([strings.next(), strings.next()].into_iter().flatten());
+                out.extend([next_int(), next_int()]);
+                out.extend([next_time(), next_time()]);
+                out.extend([next_int(), next_int()]);
+                out.extend(strings.next());
+            }
+            NexmarkTable::Person => {
+                out.push(next_int());
+                out.extend(
+                    [
+                        strings.next(),
+                        strings.next(),
+                        strings.next(),
+                        strings.next(),
+                        strings.next(),
+                    ]
+                    .into_iter()
+                    .flatten(),
+                );
+                out.push(next_time());
+                out.extend(strings.next());
+            }
+        }
+        out.push(ts_ns);
+        out
+    }
+}
+
+impl EventSink for Columns {
+    fn person(
+        &mut self,
+        id: i64,
+        name: &str,
+        email: &str,
+        credit_card: &str,
+        city: &str,
+        state: &str,
+        date_time_ms: i64,
+        extra: &str,
+    ) {
+        self.ints[0].push(id);
+        for (b, v) in self
+            .strings
+            .iter_mut()
+            .zip([name, email, credit_card, city, state, extra])
+        {
+            b.append_value(v);
+        }
+        self.times_ms[0].push(date_time_ms);
+    }
+
+    fn auction(
+        &mut self,
+        id: i64,
+        item_name: &str,
+        description: &str,
+        initial_bid: i64,
+        reserve: i64,
+        date_time_ms: i64,
+        expires_ms: i64,
+        seller: i64,
+        category: i64,
+        extra: &str,
+    ) {
+        for (col, v) in [id, initial_bid, reserve, seller, category]
+            .into_iter()
+            .enumerate()
+        {
+            self.ints[col].push(v);
+        }
+        for (b, v) in self.strings.iter_mut().zip([item_name, description, extra]) {
+            b.append_value(v);
+        }
+        self.times_ms[0].push(date_time_ms);
+        self.times_ms[1].push(expires_ms);
+    }
+
+    fn bid(
+        &mut self,
+        auction: i64,
+        bidder: i64,
+        price: i64,
+        channel: &str,
+        url: &str,
+        date_time_ms: i64,
+        extra: &str,
+    ) {
+        self.ints[0].push(auction);
+        self.ints[1].push(bidder);
+        self.ints[2].push(price);
+        for (b, v) in self.strings.iter_mut().zip([channel, url, extra]) {
+            b.append_value(v);
+        }
+        self.times_ms[0].push(date_time_ms);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use riffle_core::arrow::array::AsArray;
+    use riffle_core::arrow::datatypes::Int64Type;
+
+    fn drain(source: &mut dyn Source) -> Vec<RecordBatch> {
+        let mut out = Vec::new();
+        while let SourcePoll::Batch(b) = source.poll_next().unwrap() {
+            out.push(b);
+        }
+        out
+    }
+
+    fn prices(batches: &[RecordBatch]) -> Vec<i64> {
+        let mut v: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| b.column(2).as_primitive::<Int64Type>().values().to_vec())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn parallel_subtasks_produce_the_single_subtask_output() {
+        let config = NexmarkConfig {
+            events: Some(30_000),
+            block_events: 1000,
+            ..Default::default()
+        };
+        let factory = NexmarkSourceFactory::new(NexmarkTable::Bid, config);
+        let single = drain(factory.create(0, 1).unwrap().as_mut());
+        let mut split = drain(factory.create(0, 3).unwrap().as_mut());
+        split.extend(drain(factory.create(1, 3).unwrap().as_mut()));
+        split.extend(drain(factory.create(2, 3).unwrap().as_mut()));
+        assert_eq!(prices(&single).len(), 30_000 / 50 * 46);
+        assert_eq!(prices(&single), prices(&split));
+    }
+
+    #[test]
+    fn restore_replays_from_the_offset() {
+        let config = NexmarkConfig {
+            events: Some(10_000),
+            block_events: 1000,
+            ..Default::default()
+        };
+        let factory = NexmarkSourceFactory::new(NexmarkTable::Auction, config);
+        let mut a = factory.create(0, 1).unwrap();
+        a.poll_next().unwrap();
+        a.poll_next().unwrap();
+        let offset = a.snapshot().unwrap();
+        let rest = drain(a.as_mut());
+        let mut b = factory.create(0, 1).unwrap();
+        b.restore(offset).unwrap();
+        let replayed = drain(b.as_mut());
+        assert_eq!(rest, replayed);
+    }
+
+    #[test]
+    fn columns_match_the_plain_event_api() {
+        let config = NexmarkConfig {
+            events: Some(2000),
+            block_events: 2000,
+            ..Default::default()
+        };
+        let generator = Arc::new(EventGenerator::new(config));
+        let factory = NexmarkSourceFactory::with_generator(NexmarkTable::Person, generator.clone());
+        let batches = drain(factory.create(0, 1).unwrap().as_mut());
+        let ids = batches[0].column(0).as_primitive::<Int64Type>();
+        let names = batches[0].column(1).as_string::<i32>();
+        assert_eq!(ids.len(), 40);
+        match generator.event(50) {
+            super::super::generate::Event::Person(p) => {
+                assert_eq!(ids.value(1), p.id);
+                assert_eq!(names.value(1), p.name);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

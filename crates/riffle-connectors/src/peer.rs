@@ -1,0 +1,129 @@
+//! The peer-comparison source: `id = 0..N`, `k = id % 1000`, `v = id % 97`.
+//!
+//! Subtask `j` of `p` takes the contiguous id range `[j·N/p, (j+1)·N/p)`. So that all
+//! subtasks walk the same timeline (as Flink's sequence source does), event time is the
+//! position inside the range scaled by `p`: `(id − start) · p / 100` ms, i.e. 100,000
+//! events per event-second over the whole job.
+
+use riffle_core::arrow::array::{Int64Array, TimestampNanosecondArray, UInt16Array, UInt64Array};
+use riffle_core::arrow::datatypes::{DataType, Field, Schema};
+use riffle_core::state::KEY_GROUP_FIELD;
+use riffle_core::{
+    Error, OperatorState, RecordBatch, Result, Source, SourceFactory, SourcePoll, StreamSchema,
+};
+use std::sync::Arc;
+
+/// Builds peer-job source subtasks.
+pub struct PeerSourceFactory {
+    events: u64,
+    batch_rows: u64,
+    schema: StreamSchema,
+}
+
+impl PeerSourceFactory {
+    /// A source of `events` rows in batches of `batch_rows`.
+    pub fn new(events: u64, batch_rows: u64) -> Self {
+        let schema = StreamSchema::with_timestamp(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("k", DataType::Int64, false),
+            Field::new("v", DataType::Int64, false),
+        ]);
+        Self {
+            events,
+            batch_rows: batch_rows.max(1),
+            schema,
+        }
+    }
+}
+
+impl SourceFactory for PeerSourceFactory {
+    fn describe(&self) -> String {
+        format!("peer({} events)", self.events)
+    }
+
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+
+    fn create(&self, subtask: usize, parallelism: usize) -> Result<Box<dyn Source>> {
+        let p = parallelism as u64;
+        let start = self.events * subtask as u64 / p;
+        let end = self.events * (subtask as u64 + 1) / p;
+        Ok(Box::new(PeerSource {
+            schema: self.schema.clone(),
+            start,
+            next: start,
+            end,
+            parallelism: p,
+            batch_rows: self.batch_rows,
+        }))
+    }
+}
+
+struct PeerSource {
+    schema: StreamSchema,
+    start: u64,
+    next: u64,
+    end: u64,
+    parallelism: u64,
+    batch_rows: u64,
+}
+
+/// Nanoseconds of event time per event position: 1/100 ms.
+const NANOS_PER_POSITION: i64 = 10_000;
+
+impl Source for PeerSource {
+    fn poll_next(&mut self) -> Result<SourcePoll> {
+        if self.next >= self.end {
+            return Ok(SourcePoll::End);
+        }
+        let stop = (self.next + self.batch_rows).min(self.end);
+        let ids: Vec<i64> = (self.next as i64..stop as i64).collect();
+        let k: Vec<i64> = ids.iter().map(|id| id % 1000).collect();
+        let v: Vec<i64> = ids.iter().map(|id| id % 97).collect();
+        let scale = self.parallelism as i64 * NANOS_PER_POSITION;
+        let start = self.start as i64;
+        let ts: Vec<i64> = ids.iter().map(|id| (id - start) * scale).collect();
+        self.next = stop;
+        Ok(SourcePoll::Batch(RecordBatch::try_new(
+            self.schema.schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(ids)),
+                Arc::new(Int64Array::from(k)),
+                Arc::new(Int64Array::from(v)),
+                Arc::new(TimestampNanosecondArray::from(ts).with_timezone("UTC")),
+            ],
+        )?))
+    }
+
+    fn snapshot(&mut self) -> Result<OperatorState> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
+            Field::new("next_id", DataType::UInt64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(UInt16Array::from(vec![0u16])),
+                Arc::new(UInt64Array::from(vec![self.next])),
+            ],
+        )?;
+        Ok(OperatorState {
+            batches: vec![batch],
+        })
+    }
+
+    fn restore(&mut self, state: OperatorState) -> Result<()> {
+        let next = state
+            .batches
+            .first()
+            .and_then(|b| b.column_by_name("next_id"))
+            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+            .ok_or_else(|| Error::State {
+                operator: "peer".into(),
+                message: "missing UInt64 column `next_id`".into(),
+            })?;
+        self.next = next.value(0);
+        Ok(())
+    }
+}

@@ -1,0 +1,24 @@
+//! Sinks: blackhole, stdout and rolling files.
+
+mod blackhole;
+mod collect;
+mod files;
+mod stdout;
+
+pub use blackhole::BlackholeSinkFactory;
+pub use collect::CollectSinkFactory;
+pub use files::{read_jsonl_lines, FileFormat, FileSinkFactory, RollingPolicy};
+pub use stdout::{StdoutFormat, StdoutSinkFactory};
+
+use riffle_core::{RecordBatch, Result, TIMESTAMP_FIELD};
+
+/// Drops the internal `_timestamp` column: outputs carry only the user's columns.
+pub(crate) fn without_timestamp(batch: &RecordBatch) -> Result<RecordBatch> {
+    match batch.schema().index_of(TIMESTAMP_FIELD) {
+        Ok(i) => {
+            let keep: Vec<usize> = (0..batch.num_columns()).filter(|c| *c != i).collect();
+            Ok(batch.project(&keep)?)
+        }
+        Err(_) => Ok(batch.clone()),
+    }
+}

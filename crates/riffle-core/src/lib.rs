@@ -1,0 +1,35 @@
+//! riffle-core: the vocabulary every other riffle crate speaks.
+//!
+//! ```text
+//!   Source ──Message::Data/Watermark/Barrier/End──▶ Operator ──▶ … ──▶ Sink
+//!     │                                                │
+//!     └── offsets (replayable)        state as Arrow batches, partitioned by KeyGroup
+//! ```
+//!
+//! Data moves as Arrow [`RecordBatch`]es carrying an event-time column
+//! [`TIMESTAMP_FIELD`] (nanoseconds, UTC). This crate defines the messages on a channel,
+//! the time and key-group model, the traits operators, sources and sinks implement, and
+//! the crate-wide [`Error`]. It knows nothing of the runtime or any concrete operator.
+
+pub mod error;
+pub mod key_group;
+pub mod message;
+pub mod operator;
+pub mod schema;
+pub mod sink;
+pub mod source;
+pub mod state;
+pub mod time;
+
+pub use datafusion_common::arrow;
+pub use datafusion_common::arrow::record_batch::RecordBatch;
+pub use error::{Error, Result};
+pub use key_group::{KeyGroup, KeyHasher, DEFAULT_MAX_PARALLELISM, KEY_HASH_ALGORITHM};
+pub use message::{Barrier, BarrierKind, Epoch, Message};
+pub use operator::{Operator, OperatorContext, OperatorFactory, OperatorId};
+pub use parquet;
+pub use schema::{timestamp_type, StreamSchema, TIMESTAMP_FIELD};
+pub use sink::{Sink, SinkFactory, SinkSummary};
+pub use source::{Source, SourceFactory, SourcePoll};
+pub use state::OperatorState;
+pub use time::{EventTime, Watermark};

@@ -1,0 +1,140 @@
+//! The operator trait: what every stateful or stateless transformation implements.
+
+use crate::error::Result;
+use crate::message::Epoch;
+use crate::schema::StreamSchema;
+use crate::state::OperatorState;
+use crate::time::EventTime;
+use crate::RecordBatch;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A stable operator id: survives restarts and plan edits that keep the operator.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OperatorId(pub String);
+
+impl fmt::Display for OperatorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Counters an operator subtask reports; shared with the runtime's metrics.
+#[derive(Debug, Default)]
+pub struct OperatorCounters {
+    /// Rows dropped because every window they belonged to had already closed.
+    pub late_rows_dropped: AtomicU64,
+    /// Windows (or sessions) fired and emitted.
+    pub windows_emitted: AtomicU64,
+}
+
+impl OperatorCounters {
+    /// Adds `n` late rows.
+    pub fn add_late(&self, n: u64) {
+        if n > 0 {
+            self.late_rows_dropped.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds `n` fired windows.
+    pub fn add_windows(&self, n: u64) {
+        if n > 0 {
+            self.windows_emitted.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Where one operator subtask runs.
+#[derive(Debug, Clone)]
+pub struct OperatorContext {
+    /// The operator's stable id.
+    pub operator_id: OperatorId,
+    /// This subtask's index, `0..parallelism`.
+    pub subtask: usize,
+    /// How many subtasks the operator has.
+    pub parallelism: usize,
+    /// Number of key groups.
+    pub max_parallelism: u16,
+    /// Counters for this subtask.
+    pub counters: Arc<OperatorCounters>,
+}
+
+/// One subtask of an operator.
+///
+/// The runtime calls the hooks from a single task, never concurrently, in channel order:
+/// - [`on_batch`](Operator::on_batch) for each data batch; during barrier alignment,
+///   batches of an input that already delivered the barrier are held back, so every
+///   batch seen before [`snapshot`](Operator::snapshot) belongs to the epoch.
+/// - [`on_watermark`](Operator::on_watermark) whenever the minimum watermark over the
+///   task's inputs advances; it never goes back. The runtime forwards the watermark
+///   downstream *after* the call returns, so rows emitted here precede it.
+/// - [`snapshot`](Operator::snapshot) when all inputs delivered a barrier, before the
+///   barrier is forwarded.
+/// - [`on_end`](Operator::on_end) once, after every input ended and a final
+///   `on_watermark(i64::MAX)`.
+pub trait Operator: Send {
+    /// Processes rows from input `input` (0 for single-input operators; 0 = left and
+    /// 1 = right for joins), appending any output to `out`.
+    ///
+    /// # Errors
+    /// Any error fails the job, naming this operator and subtask.
+    fn on_batch(
+        &mut self,
+        input: usize,
+        batch: RecordBatch,
+        out: &mut Vec<RecordBatch>,
+    ) -> Result<()>;
+
+    /// Event time advanced to `watermark`: fire what it closes.
+    fn on_watermark(&mut self, _watermark: EventTime, _out: &mut Vec<RecordBatch>) -> Result<()> {
+        Ok(())
+    }
+
+    /// All input is done; emit anything still held (after the final watermark).
+    fn on_end(&mut self, _out: &mut Vec<RecordBatch>) -> Result<()> {
+        Ok(())
+    }
+
+    /// The operator's state at a barrier, as Arrow batches partitioned by key group.
+    /// Must be cheap: copy nothing that Arrow arrays already make immutable.
+    fn snapshot(&mut self, _epoch: Epoch) -> Result<OperatorState> {
+        Ok(OperatorState::default())
+    }
+
+    /// Rebuilds state from batches produced by [`snapshot`](Operator::snapshot) of this
+    /// operator (possibly at another parallelism: only this subtask's key groups are
+    /// passed). Called before any other hook.
+    fn restore(&mut self, _state: OperatorState) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Builds subtasks of one operator and describes it to the planner.
+pub trait OperatorFactory: Send + Sync {
+    /// Short description for `explain` and errors, e.g. `tumble(10s) count(*) by k`.
+    fn describe(&self) -> String;
+
+    /// Schema of the rows the operator emits.
+    fn output_schema(&self) -> &StreamSchema;
+
+    /// Number of inputs (1, or 2 for joins).
+    fn input_count(&self) -> usize {
+        1
+    }
+
+    /// Whether the operator holds state that checkpoints must capture.
+    fn is_stateful(&self) -> bool;
+
+    /// Columns the input at `input` must be partitioned by (keyed exchange), or `None`
+    /// when any partitioning works.
+    fn key_columns(&self, _input: usize) -> Option<Vec<usize>> {
+        None
+    }
+
+    /// Creates one subtask.
+    ///
+    /// # Errors
+    /// Configuration that can only be checked at run time.
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>>;
+}

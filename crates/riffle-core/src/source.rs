@@ -1,0 +1,56 @@
+//! The source trait: replayable producers of batches.
+
+use crate::error::Result;
+use crate::schema::StreamSchema;
+use crate::state::OperatorState;
+use crate::RecordBatch;
+
+/// What a source has right now.
+#[derive(Debug)]
+pub enum SourcePoll {
+    /// A batch of rows (with the event-time column).
+    Batch(RecordBatch),
+    /// Nothing available now; ask again shortly.
+    Pending,
+    /// Bounded input is exhausted.
+    End,
+}
+
+/// One subtask of a source.
+///
+/// The runtime calls [`poll_next`](Source::poll_next) in a loop and injects barriers
+/// between two calls; [`snapshot`](Source::snapshot) at a barrier must describe a
+/// position from which a restored source reproduces exactly the rows after it.
+pub trait Source: Send {
+    /// The next batch.
+    ///
+    /// # Errors
+    /// Malformed input (naming file, line and field) or unreachable storage.
+    fn poll_next(&mut self) -> Result<SourcePoll>;
+
+    /// The source's position as state (one row per split).
+    fn snapshot(&mut self) -> Result<OperatorState> {
+        Ok(OperatorState::default())
+    }
+
+    /// Seeks to a position produced by [`snapshot`](Source::snapshot).
+    fn restore(&mut self, _state: OperatorState) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Builds source subtasks and describes the stream they produce.
+pub trait SourceFactory: Send + Sync {
+    /// Short description for `explain`, e.g. `nexmark(bid, 10000000 events)`.
+    fn describe(&self) -> String;
+
+    /// Schema of every batch the source produces.
+    fn output_schema(&self) -> &StreamSchema;
+
+    /// Creates subtask `subtask` of `parallelism`; the union of all subtasks' rows is the
+    /// source's whole output.
+    ///
+    /// # Errors
+    /// Configuration or input that cannot be opened.
+    fn create(&self, subtask: usize, parallelism: usize) -> Result<Box<dyn Source>>;
+}

@@ -1,0 +1,487 @@
+//! Columnar accumulators: one vector per aggregate, indexed by group id.
+
+use super::{AggregateFunction, BoundAggregate, NumericKind};
+use riffle_core::arrow::array::{
+    Array, ArrayRef, AsArray, Float64Array, Int64Array, Int64Builder, ListArray, ListBuilder,
+    StringBuilder,
+};
+use riffle_core::arrow::compute::cast;
+use riffle_core::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
+use riffle_core::{Error, Result};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// A batch's input column, normalised for accumulation.
+pub(crate) enum Input {
+    None,
+    Int(Int64Array),
+    Float(Float64Array),
+    Text(ArrayRef),
+}
+
+enum Column {
+    /// Count of rows (count(*)) or of non-null values (count(col)).
+    Count(Vec<i64>),
+    /// Integer sum/min/max with the count of non-null inputs (0 → null result).
+    Int { values: Vec<i64>, seen: Vec<i64> },
+    /// Float sum/min/max/avg with the count of non-null inputs.
+    Float { values: Vec<f64>, seen: Vec<i64> },
+    /// Distinct integer values.
+    DistinctInt(Vec<HashSet<i64>>),
+    /// Distinct strings.
+    DistinctText(Vec<HashSet<Box<str>>>),
+}
+
+/// Accumulators of several aggregates for many groups.
+pub struct AccumulatorSet {
+    aggregates: Vec<BoundAggregate>,
+    columns: Vec<Column>,
+    groups: usize,
+}
+
+impl AccumulatorSet {
+    pub(crate) fn new(aggregates: &[BoundAggregate]) -> Self {
+        use AggregateFunction as F;
+        let columns = aggregates
+            .iter()
+            .map(|a| match (a.function, a.kind) {
+                (F::CountStar | F::Count, _) => Column::Count(Vec::new()),
+                (F::CountDistinct, NumericKind::Text) => Column::DistinctText(Vec::new()),
+                (F::CountDistinct, _) => Column::DistinctInt(Vec::new()),
+                (F::Avg, _) | (_, NumericKind::Float) => Column::Float {
+                    values: Vec::new(),
+                    seen: Vec::new(),
+                },
+                _ => Column::Int {
+                    values: Vec::new(),
+                    seen: Vec::new(),
+                },
+            })
+            .collect();
+        Self {
+            aggregates: aggregates.to_vec(),
+            columns,
+            groups: 0,
+        }
+    }
+
+    /// Number of group slots.
+    pub fn len(&self) -> usize {
+        self.groups
+    }
+
+    /// Whether there are no slots.
+    pub fn is_empty(&self) -> bool {
+        self.groups == 0
+    }
+
+    fn identity(function: AggregateFunction) -> (i64, f64) {
+        match function {
+            AggregateFunction::Min => (i64::MAX, f64::INFINITY),
+            AggregateFunction::Max => (i64::MIN, f64::NEG_INFINITY),
+            _ => (0, 0.0),
+        }
+    }
+
+    /// Makes sure slots `0..groups` exist.
+    pub fn ensure(&mut self, groups: usize) {
+        if groups <= self.groups {
+            return;
+        }
+        for (column, agg) in self.columns.iter_mut().zip(&self.aggregates) {
+            let (i, f) = Self::identity(agg.function);
+            match column {
+                Column::Count(v) => v.resize(groups, 0),
+                Column::Int { values, seen } => {
+                    values.resize(groups, i);
+                    seen.resize(groups, 0);
+                }
+                Column::Float { values, seen } => {
+                    values.resize(groups, f);
+                    seen.resize(groups, 0);
+                }
+                Column::DistinctInt(v) => v.resize_with(groups, HashSet::new),
+                Column::DistinctText(v) => v.resize_with(groups, HashSet::new),
+            }
+        }
+        self.groups = groups;
+    }
+
+    /// Resets slot `group` to the empty state (for reuse).
+    pub fn reset(&mut self, group: u32) {
+        let g = group as usize;
+        for (column, agg) in self.columns.iter_mut().zip(&self.aggregates) {
+            let (i, f) = Self::identity(agg.function);
+            match column {
+                Column::Count(v) => v[g] = 0,
+                Column::Int { values, seen } => {
+                    values[g] = i;
+                    seen[g] = 0;
+                }
+                Column::Float { values, seen } => {
+                    values[g] = f;
+                    seen[g] = 0;
+                }
+                Column::DistinctInt(v) => v[g].clear(),
+                Column::DistinctText(v) => v[g].clear(),
+            }
+        }
+    }
+
+    /// Normalises this batch's input columns.
+    pub(crate) fn inputs(&self, columns: &[ArrayRef]) -> Result<Vec<Input>> {
+        self.aggregates
+            .iter()
+            .map(|a| {
+                let Some(i) = a.input else {
+                    return Ok(Input::None);
+                };
+                let c = &columns[i];
+                Ok(match a.kind {
+                    NumericKind::Int => Input::Int(
+                        cast(c, &DataType::Int64)?
+                            .as_primitive::<Int64Type>()
+                            .clone(),
+                    ),
+                    NumericKind::Float => Input::Float(
+                        cast(c, &DataType::Float64)?
+                            .as_primitive::<Float64Type>()
+                            .clone(),
+                    ),
+                    NumericKind::Text => Input::Text(c.clone()),
+                })
+            })
+            .collect()
+    }
+
+    /// Adds row `rows[i]` of `inputs` to group `groups[i]` for every `i`.
+    pub(crate) fn update(&mut self, groups: &[u32], rows: &[u32], inputs: &[Input]) {
+        let max = groups.iter().copied().max().map_or(0, |m| m as usize + 1);
+        self.ensure(max);
+        for ((column, agg), input) in self.columns.iter_mut().zip(&self.aggregates).zip(inputs) {
+            let f = agg.function;
+            match (column, input) {
+                (Column::Count(counts), Input::None) => {
+                    for &g in groups {
+                        counts[g as usize] += 1;
+                    }
+                }
+                (Column::Count(counts), input) => {
+                    let nulls = match input {
+                        Input::Int(a) => a.logical_nulls(),
+                        Input::Float(a) => a.logical_nulls(),
+                        Input::Text(a) => a.logical_nulls(),
+                        Input::None => None,
+                    };
+                    for (&g, &r) in groups.iter().zip(rows) {
+                        if nulls.as_ref().is_none_or(|n| n.is_valid(r as usize)) {
+                            counts[g as usize] += 1;
+                        }
+                    }
+                }
+                (Column::Int { values, seen }, Input::Int(a)) => {
+                    let v = a.values();
+                    for (&g, &r) in groups.iter().zip(rows) {
+                        let (g, r) = (g as usize, r as usize);
+                        if a.is_null(r) {
+                            continue;
+                        }
+                        seen[g] += 1;
+                        values[g] = match f {
+                            AggregateFunction::Min => values[g].min(v[r]),
+                            AggregateFunction::Max => values[g].max(v[r]),
+                            _ => values[g].wrapping_add(v[r]),
+                        };
+                    }
+                }
+                (Column::Float { values, seen }, input) => {
+                    let (v, valid): (Vec<f64>, Option<_>) = match input {
+                        Input::Float(a) => (a.values().to_vec(), a.logical_nulls()),
+                        Input::Int(a) => (
+                            a.values().iter().map(|x| *x as f64).collect(),
+                            a.logical_nulls(),
+                        ),
+                        _ => continue,
+                    };
+                    for (&g, &r) in groups.iter().zip(rows) {
+                        let (g, r) = (g as usize, r as usize);
+                        if valid.as_ref().is_some_and(|n| n.is_null(r)) {
+                            continue;
+                        }
+                        seen[g] += 1;
+                        values[g] = match f {
+                            AggregateFunction::Min => values[g].min(v[r]),
+                            AggregateFunction::Max => values[g].max(v[r]),
+                            _ => values[g] + v[r],
+                        };
+                    }
+                }
+                (Column::DistinctInt(sets), Input::Int(a)) => {
+                    for (&g, &r) in groups.iter().zip(rows) {
+                        if a.is_valid(r as usize) {
+                            sets[g as usize].insert(a.value(r as usize));
+                        }
+                    }
+                }
+                (Column::DistinctText(sets), Input::Text(a)) => {
+                    let a = cast(a, &DataType::Utf8).unwrap_or_else(|_| a.clone());
+                    let s = a.as_string::<i32>();
+                    for (&g, &r) in groups.iter().zip(rows) {
+                        if s.is_valid(r as usize) {
+                            sets[g as usize].insert(s.value(r as usize).into());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Folds slot `src` into slot `dst` (session merges).
+    pub fn merge(&mut self, dst: u32, src: u32) {
+        let (d, s) = (dst as usize, src as usize);
+        for (column, agg) in self.columns.iter_mut().zip(&self.aggregates) {
+            match column {
+                Column::Count(v) => v[d] += v[s],
+                Column::Int { values, seen } => {
+                    if seen[s] > 0 {
+                        values[d] = match (agg.function, seen[d]) {
+                            (_, 0) => values[s],
+                            (AggregateFunction::Min, _) => values[d].min(values[s]),
+                            (AggregateFunction::Max, _) => values[d].max(values[s]),
+                            _ => values[d].wrapping_add(values[s]),
+                        };
+                        seen[d] += seen[s];
+                    }
+                }
+                Column::Float { values, seen } => {
+                    if seen[s] > 0 {
+                        values[d] = match (agg.function, seen[d]) {
+                            (_, 0) => values[s],
+                            (AggregateFunction::Min, _) => values[d].min(values[s]),
+                            (AggregateFunction::Max, _) => values[d].max(values[s]),
+                            _ => values[d] + values[s],
+                        };
+                        seen[d] += seen[s];
+                    }
+                }
+                Column::DistinctInt(v) => {
+                    let moved = std::mem::take(&mut v[s]);
+                    v[d].extend(moved);
+                }
+                Column::DistinctText(v) => {
+                    let moved = std::mem::take(&mut v[s]);
+                    v[d].extend(moved);
+                }
+            }
+        }
+    }
+
+    /// The aggregate results of slots `groups`, one array per aggregate.
+    ///
+    /// # Errors
+    /// Casting a min/max back to its input type failed.
+    pub fn finish(&self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
+        let mut out = Vec::with_capacity(self.columns.len());
+        for (column, agg) in self.columns.iter().zip(&self.aggregates) {
+            let array: ArrayRef = match column {
+                Column::Count(v) => Arc::new(Int64Array::from_iter_values(
+                    groups.iter().map(|&g| v[g as usize]),
+                )),
+                Column::Int { values, seen } => Arc::new(Int64Array::from_iter(
+                    groups
+                        .iter()
+                        .map(|&g| (seen[g as usize] > 0).then_some(values[g as usize])),
+                )),
+                Column::Float { values, seen } => {
+                    Arc::new(Float64Array::from_iter(groups.iter().map(|&g| {
+                        let g = g as usize;
+                        (seen[g] > 0).then(|| {
+                            if agg.function == AggregateFunction::Avg {
+                                values[g] / seen[g] as f64
+                            } else {
+                                values[g]
+                            }
+                        })
+                    })))
+                }
+                Column::DistinctInt(v) => Arc::new(Int64Array::from_iter_values(
+                    groups.iter().map(|&g| v[g as usize].len() as i64),
+                )),
+                Column::DistinctText(v) => Arc::new(Int64Array::from_iter_values(
+                    groups.iter().map(|&g| v[g as usize].len() as i64),
+                )),
+            };
+            let target = agg.output.data_type();
+            out.push(if array.data_type() == target {
+                array
+            } else {
+                cast(&array, target)?
+            });
+        }
+        Ok(out)
+    }
+
+    /// State columns of slots `groups`, for snapshots: per aggregate `{name}__value`
+    /// (Int64/Float64 or a list of distinct values) and `{name}__count`.
+    ///
+    /// # Errors
+    /// Arrow failures building lists.
+    pub fn state(&self, groups: &[u32]) -> Result<Vec<(Field, ArrayRef)>> {
+        let mut out = Vec::new();
+        for (column, agg) in self.columns.iter().zip(&self.aggregates) {
+            let name = agg.output.name();
+            let count_field = Field::new(format!("{name}__count"), DataType::Int64, false);
+            match column {
+                Column::Count(v) => out.push((
+                    count_field,
+                    Arc::new(Int64Array::from_iter_values(
+                        groups.iter().map(|&g| v[g as usize]),
+                    )) as ArrayRef,
+                )),
+                Column::Int { values, seen } => {
+                    out.push((
+                        Field::new(format!("{name}__value"), DataType::Int64, false),
+                        Arc::new(Int64Array::from_iter_values(
+                            groups.iter().map(|&g| values[g as usize]),
+                        )),
+                    ));
+                    out.push((
+                        count_field,
+                        Arc::new(Int64Array::from_iter_values(
+                            groups.iter().map(|&g| seen[g as usize]),
+                        )),
+                    ));
+                }
+                Column::Float { values, seen } => {
+                    out.push((
+                        Field::new(format!("{name}__value"), DataType::Float64, false),
+                        Arc::new(Float64Array::from_iter_values(
+                            groups.iter().map(|&g| values[g as usize]),
+                        )),
+                    ));
+                    out.push((
+                        count_field,
+                        Arc::new(Int64Array::from_iter_values(
+                            groups.iter().map(|&g| seen[g as usize]),
+                        )),
+                    ));
+                }
+                Column::DistinctInt(v) => {
+                    let mut b = ListBuilder::new(Int64Builder::new());
+                    for &g in groups {
+                        let mut values: Vec<i64> = v[g as usize].iter().copied().collect();
+                        values.sort_unstable();
+                        b.values().append_slice(&values);
+                        b.append(true);
+                    }
+                    let list = b.finish();
+                    out.push((
+                        Field::new(format!("{name}__value"), list.data_type().clone(), false),
+                        Arc::new(list),
+                    ));
+                }
+                Column::DistinctText(v) => {
+                    let mut b = ListBuilder::new(StringBuilder::new());
+                    for &g in groups {
+                        let mut values: Vec<&str> = v[g as usize].iter().map(|s| &**s).collect();
+                        values.sort_unstable();
+                        for s in values {
+                            b.values().append_value(s);
+                        }
+                        b.append(true);
+                    }
+                    let list = b.finish();
+                    out.push((
+                        Field::new(format!("{name}__value"), list.data_type().clone(), false),
+                        Arc::new(list),
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Restores slots `groups` from the columns [`state`](Self::state) wrote, found by
+    /// name in `batch`.
+    ///
+    /// # Errors
+    /// A state column is missing or has the wrong type.
+    pub fn restore(
+        &mut self,
+        groups: &[u32],
+        batch: &riffle_core::RecordBatch,
+        operator: &str,
+    ) -> Result<()> {
+        let max = groups.iter().copied().max().map_or(0, |m| m as usize + 1);
+        self.ensure(max);
+        let missing = |c: &str| Error::State {
+            operator: operator.into(),
+            message: format!("missing or mistyped state column `{c}`"),
+        };
+        for (column, agg) in self.columns.iter_mut().zip(&self.aggregates) {
+            let name = agg.output.name();
+            let value_name = format!("{name}__value");
+            let count_name = format!("{name}__count");
+            let ints = |n: &str| {
+                batch
+                    .column_by_name(n)
+                    .and_then(|c| c.as_primitive_opt::<Int64Type>().cloned())
+                    .ok_or_else(|| missing(n))
+            };
+            match column {
+                Column::Count(v) => {
+                    let c = ints(&count_name)?;
+                    for (row, &g) in groups.iter().enumerate() {
+                        v[g as usize] = c.value(row);
+                    }
+                }
+                Column::Int { values, seen } => {
+                    let (val, cnt) = (ints(&value_name)?, ints(&count_name)?);
+                    for (row, &g) in groups.iter().enumerate() {
+                        values[g as usize] = val.value(row);
+                        seen[g as usize] = cnt.value(row);
+                    }
+                }
+                Column::Float { values, seen } => {
+                    let val = batch
+                        .column_by_name(&value_name)
+                        .and_then(|c| c.as_primitive_opt::<Float64Type>().cloned())
+                        .ok_or_else(|| missing(&value_name))?;
+                    let cnt = ints(&count_name)?;
+                    for (row, &g) in groups.iter().enumerate() {
+                        values[g as usize] = val.value(row);
+                        seen[g as usize] = cnt.value(row);
+                    }
+                }
+                Column::DistinctInt(v) => {
+                    let list = batch
+                        .column_by_name(&value_name)
+                        .and_then(|c| c.as_any().downcast_ref::<ListArray>())
+                        .ok_or_else(|| missing(&value_name))?;
+                    for (row, &g) in groups.iter().enumerate() {
+                        let values = list.value(row);
+                        let values = values
+                            .as_primitive_opt::<Int64Type>()
+                            .ok_or_else(|| missing(&value_name))?;
+                        v[g as usize] = values.values().iter().copied().collect();
+                    }
+                }
+                Column::DistinctText(v) => {
+                    let list = batch
+                        .column_by_name(&value_name)
+                        .and_then(|c| c.as_any().downcast_ref::<ListArray>())
+                        .ok_or_else(|| missing(&value_name))?;
+                    for (row, &g) in groups.iter().enumerate() {
+                        let values = list.value(row);
+                        let values = values
+                            .as_string_opt::<i32>()
+                            .ok_or_else(|| missing(&value_name))?;
+                        v[g as usize] = values.iter().flatten().map(Into::into).collect();
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,165 @@
+//! Dense ids for group keys: a fast path for one non-null Int64 column, Arrow's row
+//! format for everything else.
+
+use riffle_core::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
+use riffle_core::arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use riffle_core::arrow::row::{RowConverter, Rows, SortField};
+use riffle_core::Result;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+type FastMap<K, V> = HashMap<K, V, xxhash_rust::xxh3::Xxh3Builder>;
+
+enum Table {
+    /// No key columns: one group.
+    Single { present: bool },
+    /// One Int64 column.
+    Int64 {
+        map: FastMap<i64, u32>,
+        keys: Vec<i64>,
+    },
+    /// Any columns, in Arrow's row format.
+    Rows {
+        converter: RowConverter,
+        map: FastMap<Box<[u8]>, u32>,
+        rows: Rows,
+    },
+}
+
+/// Interns key rows into dense group ids `0..len()`.
+pub struct GroupKeys {
+    table: Table,
+    key_schema: SchemaRef,
+}
+
+impl GroupKeys {
+    /// A table for keys with the fields of `key_schema`.
+    ///
+    /// # Errors
+    /// A key type Arrow's row format cannot encode.
+    pub fn new(key_schema: SchemaRef) -> Result<Self> {
+        let fields = key_schema.fields();
+        let table = if fields.is_empty() {
+            Table::Single { present: false }
+        } else if fields.len() == 1
+            && fields[0].data_type() == &DataType::Int64
+            && !fields[0].is_nullable()
+        {
+            Table::Int64 {
+                map: FastMap::default(),
+                keys: Vec::new(),
+            }
+        } else {
+            let converter = RowConverter::new(
+                fields
+                    .iter()
+                    .map(|f| SortField::new(f.data_type().clone()))
+                    .collect(),
+            )?;
+            let rows = converter.empty_rows(0, 0);
+            Table::Rows {
+                converter,
+                map: FastMap::default(),
+                rows,
+            }
+        };
+        Ok(Self { table, key_schema })
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        match &self.table {
+            Table::Single { present } => usize::from(*present),
+            Table::Int64 { keys, .. } => keys.len(),
+            Table::Rows { rows, .. } => rows.num_rows(),
+        }
+    }
+
+    /// Whether no group exists yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Group ids of `rows` (indices into `keys`' arrays), appended to `out`; new keys get
+    /// new ids.
+    ///
+    /// # Errors
+    /// Key columns whose types differ from the table's.
+    pub fn intern(&mut self, keys: &[ArrayRef], rows: &[u32], out: &mut Vec<u32>) -> Result<()> {
+        out.clear();
+        match &mut self.table {
+            Table::Single { present } => {
+                *present = true;
+                out.resize(rows.len(), 0);
+            }
+            Table::Int64 { map, keys: stored } => {
+                let values = keys[0].as_primitive::<Int64Type>().values();
+                for &r in rows {
+                    let v = values[r as usize];
+                    let next = stored.len() as u32;
+                    let id = *map.entry(v).or_insert_with(|| {
+                        stored.push(v);
+                        next
+                    });
+                    out.push(id);
+                }
+            }
+            Table::Rows {
+                converter,
+                map,
+                rows: stored,
+            } => {
+                let encoded = converter.convert_columns(keys)?;
+                for &r in rows {
+                    let row = encoded.row(r as usize);
+                    let id = match map.get(row.as_ref()) {
+                        Some(id) => *id,
+                        None => {
+                            let id = stored.num_rows() as u32;
+                            stored.push(row);
+                            map.insert(row.as_ref().into(), id);
+                            id
+                        }
+                    };
+                    out.push(id);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The key columns of groups `ids`, in that order.
+    ///
+    /// # Errors
+    /// Arrow failures decoding rows.
+    pub fn keys(&self, ids: &[u32]) -> Result<Vec<ArrayRef>> {
+        match &self.table {
+            Table::Single { .. } => Ok(Vec::new()),
+            Table::Int64 { keys, .. } => Ok(vec![Arc::new(Int64Array::from(
+                ids.iter().map(|&i| keys[i as usize]).collect::<Vec<_>>(),
+            ))]),
+            Table::Rows {
+                converter, rows, ..
+            } => {
+                let columns = converter.convert_rows(ids.iter().map(|&i| rows.row(i as usize)))?;
+                // Row decoding may drop nullability or field metadata; restore the key types.
+                Ok(columns
+                    .into_iter()
+                    .zip(self.key_schema.fields())
+                    .map(|(c, f)| {
+                        if c.data_type() == f.data_type() {
+                            c
+                        } else {
+                            riffle_core::arrow::compute::cast(&c, f.data_type()).unwrap_or(c)
+                        }
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// The schema of the key columns.
+    pub fn key_schema(&self) -> &SchemaRef {
+        &self.key_schema
+    }
+}

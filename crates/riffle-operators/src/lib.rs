@@ -1,0 +1,39 @@
+//! riffle-operators: the transformations a pipeline is built from.
+//!
+//! ```text
+//!   rows ─▶ Filter / Project (DataFusion physical expressions, stateless, chainable)
+//!        ─▶ WindowAggregate (tumbling | hopping, keyed, fired by watermark)
+//!        ─▶ SessionAggregate (gap-based sessions per key)
+//!        ─▶ WindowJoin (equi-join of two streams inside one tumbling window)
+//!        ─▶ WindowMaxRows (rows carrying a window's maximum: the q5/q7 pattern)
+//!        ─▶ UpdatingAggregate (unbounded GROUP BY emitting updated rows)
+//!        ─▶ StreamJoin (unbounded equi-join) / IntervalMaxJoin (max over a validity interval)
+//! ```
+//!
+//! Each operator lives in one file with its factory (planning-time checks and output
+//! schema), its runtime state, and its snapshot/restore as key-grouped Arrow batches.
+
+pub mod aggregate;
+pub mod expr;
+pub mod filter;
+pub mod interval_max_join;
+pub mod project;
+pub mod session_aggregate;
+pub mod stream_join;
+pub mod updating_aggregate;
+pub mod window;
+pub mod window_aggregate;
+pub mod window_join;
+pub mod window_max_rows;
+
+pub use aggregate::{AggregateFunction, AggregateSpec};
+pub use filter::FilterFactory;
+pub use interval_max_join::IntervalMaxJoinFactory;
+pub use project::ProjectFactory;
+pub use session_aggregate::SessionAggregateFactory;
+pub use stream_join::StreamJoinFactory;
+pub use updating_aggregate::UpdatingAggregateFactory;
+pub use window::WindowSpec;
+pub use window_aggregate::WindowAggregateFactory;
+pub use window_join::{JoinKind, WindowJoinFactory};
+pub use window_max_rows::WindowMaxRowsFactory;

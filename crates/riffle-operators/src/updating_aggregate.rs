@@ -1,0 +1,183 @@
+//! An unbounded keyed aggregate (`GROUP BY` without a window) that emits, after each
+//! input batch, the new values of every group that batch changed: an upsert stream
+//! keyed by the group columns (the newest row for a key replaces older ones).
+
+use crate::aggregate::{
+    bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
+};
+use crate::window::{key_group_column, timestamp_array, timestamps};
+use riffle_core::arrow::array::ArrayRef;
+use riffle_core::arrow::datatypes::{Schema, SchemaRef};
+use riffle_core::{
+    Epoch, Error, Operator, OperatorContext, OperatorFactory, OperatorState, RecordBatch, Result,
+    StreamSchema,
+};
+use std::sync::Arc;
+
+/// Plans an updating aggregate.
+pub struct UpdatingAggregateFactory {
+    keys: Vec<usize>,
+    key_schema: SchemaRef,
+    aggregates: Vec<BoundAggregate>,
+    specs: Vec<AggregateSpec>,
+    input_timestamp: usize,
+    schema: StreamSchema,
+}
+
+impl UpdatingAggregateFactory {
+    /// `aggregates` per `keys`, updated continuously.
+    ///
+    /// # Errors
+    /// Unknown columns or aggregates that do not apply.
+    pub fn new(
+        input: &StreamSchema,
+        keys: &[&str],
+        aggregates: Vec<AggregateSpec>,
+    ) -> Result<Self> {
+        let key_idx = keys
+            .iter()
+            .map(|k| input.index_of(k))
+            .collect::<Result<Vec<_>>>()?;
+        let key_fields: Vec<_> = key_idx
+            .iter()
+            .map(|&i| input.schema.field(i).clone())
+            .collect();
+        let bound = bind_all(&aggregates, input)?;
+        let mut fields = key_fields.clone();
+        fields.extend(bound.iter().map(|a| a.output.clone()));
+        Ok(Self {
+            keys: key_idx,
+            key_schema: Arc::new(Schema::new(key_fields)),
+            aggregates: bound,
+            specs: aggregates,
+            input_timestamp: input.timestamp_index,
+            schema: StreamSchema::with_timestamp(fields),
+        })
+    }
+}
+
+impl OperatorFactory for UpdatingAggregateFactory {
+    fn describe(&self) -> String {
+        let keys: Vec<_> = self
+            .key_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        format!(
+            "updating {} by ({})",
+            describe(&self.specs),
+            keys.join(", ")
+        )
+    }
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+    fn is_stateful(&self) -> bool {
+        true
+    }
+    fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
+        Some(self.keys.clone())
+    }
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(UpdatingAggregate {
+            keys: self.keys.clone(),
+            table: GroupKeys::new(self.key_schema.clone())?,
+            key_schema: self.key_schema.clone(),
+            accumulators: AccumulatorSet::new(&self.aggregates),
+            input_timestamp: self.input_timestamp,
+            schema: self.schema.clone(),
+            max_parallelism: ctx.max_parallelism,
+            operator: ctx.operator_id.0.clone(),
+        }))
+    }
+}
+
+struct UpdatingAggregate {
+    keys: Vec<usize>,
+    table: GroupKeys,
+    key_schema: SchemaRef,
+    accumulators: AccumulatorSet,
+    input_timestamp: usize,
+    schema: StreamSchema,
+    max_parallelism: u16,
+    operator: String,
+}
+
+impl Operator for UpdatingAggregate {
+    fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
+        let rows: Vec<u32> = (0..batch.num_rows() as u32).collect();
+        let keys: Vec<ArrayRef> = self.keys.iter().map(|&i| batch.column(i).clone()).collect();
+        let mut groups = Vec::new();
+        self.table.intern(&keys, &rows, &mut groups)?;
+        let inputs = self.accumulators.inputs(batch.columns())?;
+        self.accumulators.update(&groups, &rows, &inputs);
+        // One output row per changed group, in first-touched order, stamped with the
+        // newest event time that touched it.
+        let ts = timestamps(&batch, self.input_timestamp);
+        let mut latest: Vec<(u32, i64)> = Vec::new();
+        let mut position = std::collections::HashMap::new();
+        for (row, &g) in groups.iter().enumerate() {
+            match position.get(&g) {
+                Some(&p) => {
+                    let entry: &mut (u32, i64) = &mut latest[p];
+                    entry.1 = entry.1.max(ts[row]);
+                }
+                None => {
+                    position.insert(g, latest.len());
+                    latest.push((g, ts[row]));
+                }
+            }
+        }
+        let ids: Vec<u32> = latest.iter().map(|(g, _)| *g).collect();
+        let mut columns = self.table.keys(&ids)?;
+        columns.extend(self.accumulators.finish(&ids)?);
+        columns.push(timestamp_array(latest.iter().map(|(_, t)| *t).collect()));
+        out.push(RecordBatch::try_new(self.schema.schema.clone(), columns)?);
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+        let ids: Vec<u32> = (0..self.table.len() as u32).collect();
+        let keys = self.table.keys(&ids)?;
+        let (kg_field, kg) = key_group_column(&keys, ids.len(), self.max_parallelism)?;
+        let mut fields = vec![kg_field];
+        let mut columns = vec![kg];
+        fields.extend(self.key_schema.fields().iter().map(|f| f.as_ref().clone()));
+        columns.extend(keys);
+        for (f, c) in self.accumulators.state(&ids)? {
+            fields.push(f);
+            columns.push(c);
+        }
+        Ok(OperatorState {
+            batches: vec![RecordBatch::try_new(
+                Arc::new(Schema::new(fields)),
+                columns,
+            )?],
+        })
+    }
+
+    fn restore(&mut self, state: OperatorState) -> Result<()> {
+        for batch in state.batches {
+            let keys: Vec<ArrayRef> = self
+                .key_schema
+                .fields()
+                .iter()
+                .map(|f| {
+                    batch
+                        .column_by_name(f.name())
+                        .cloned()
+                        .ok_or_else(|| Error::State {
+                            operator: self.operator.clone(),
+                            message: format!("missing key `{}`", f.name()),
+                        })
+                })
+                .collect::<Result<_>>()?;
+            let rows: Vec<u32> = (0..batch.num_rows() as u32).collect();
+            let mut groups = Vec::new();
+            self.table.intern(&keys, &rows, &mut groups)?;
+            self.accumulators.restore(&groups, &batch, &self.operator)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,106 @@
+//! Window shapes and the helpers every windowed operator shares.
+
+use riffle_core::arrow::array::{ArrayRef, AsArray, TimestampNanosecondArray, UInt16Array};
+use riffle_core::arrow::datatypes::{Field, TimestampNanosecondType};
+use riffle_core::state::KEY_GROUP_FIELD;
+use riffle_core::{timestamp_type, EventTime, KeyGroup, KeyHasher, RecordBatch, Result};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The shape of event-time windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowSpec {
+    /// Fixed, non-overlapping windows of `size`.
+    Tumbling {
+        /// Window length.
+        size: Duration,
+    },
+    /// Windows of `size` starting every `slide` (size a multiple of slide).
+    Hopping {
+        /// Window length.
+        size: Duration,
+        /// Distance between window starts.
+        slide: Duration,
+    },
+    /// Per key, rows closer than `gap` belong to one session.
+    Session {
+        /// Inactivity gap that ends a session.
+        gap: Duration,
+    },
+}
+
+pub(crate) fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+impl WindowSpec {
+    /// Short display, e.g. `hop(10s, 2s)`.
+    pub fn describe(&self) -> String {
+        match self {
+            WindowSpec::Tumbling { size } => format!("tumble({size:?})"),
+            WindowSpec::Hopping { size, slide } => format!("hop({size:?}, {slide:?})"),
+            WindowSpec::Session { gap } => format!("session({gap:?})"),
+        }
+    }
+}
+
+/// Start of the tumbling window of `size` containing `ts`.
+pub(crate) fn window_start(ts: EventTime, size: i64) -> EventTime {
+    ts - ts.rem_euclid(size)
+}
+
+/// The event-time column of a batch.
+pub(crate) fn timestamps(batch: &RecordBatch, index: usize) -> &[i64] {
+    batch
+        .column(index)
+        .as_primitive::<TimestampNanosecondType>()
+        .values()
+}
+
+/// A timestamp column (ns, UTC) of the given values.
+pub(crate) fn timestamp_array(values: Vec<i64>) -> ArrayRef {
+    Arc::new(TimestampNanosecondArray::from(values).with_timezone("UTC"))
+}
+
+/// Window bound fields of windowed outputs.
+pub(crate) fn window_fields() -> [Field; 2] {
+    [
+        Field::new("window_start", timestamp_type(), false),
+        Field::new("window_end", timestamp_type(), false),
+    ]
+}
+
+/// The `_key_group` column of state rows with these key columns.
+pub(crate) fn key_group_column(
+    keys: &[ArrayRef],
+    rows: usize,
+    max_parallelism: u16,
+) -> Result<(Field, ArrayRef)> {
+    let groups: Vec<u16> = if keys.is_empty() {
+        vec![0; rows]
+    } else {
+        let mut hasher = KeyHasher::default();
+        hasher
+            .hash_rows(keys)?
+            .iter()
+            .map(|h| KeyGroup::of_hash(*h, max_parallelism).0)
+            .collect()
+    };
+    Ok((
+        Field::new(
+            KEY_GROUP_FIELD,
+            riffle_core::arrow::datatypes::DataType::UInt16,
+            false,
+        ),
+        Arc::new(UInt16Array::from(groups)),
+    ))
+}
+
+/// Takes `rows` of every column.
+pub(crate) fn take_rows(columns: &[ArrayRef], rows: &[u32]) -> Result<Vec<ArrayRef>> {
+    let idx = riffle_core::arrow::array::UInt32Array::from(rows.to_vec());
+    columns
+        .iter()
+        .map(|c| Ok(riffle_core::arrow::compute::take(c.as_ref(), &idx, None)?))
+        .collect()
+}

@@ -1,0 +1,166 @@
+//! A chain: operators (and possibly a sink) run back to back inside one task.
+
+use crate::metrics::JobMetrics;
+use riffle_core::{
+    Epoch, Error, EventTime, Operator, OperatorId, OperatorState, RecordBatch, Sink, SinkSummary,
+};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// An operator in a chain, with its id for error messages.
+pub struct ChainLink {
+    /// The operator's stable id.
+    pub id: OperatorId,
+    /// The operator subtask.
+    pub operator: Box<dyn Operator>,
+}
+
+/// The sink at the end of a chain.
+pub struct ChainSink {
+    /// The sink's stable id.
+    pub id: OperatorId,
+    /// The sink subtask.
+    pub sink: Box<dyn Sink>,
+    /// Its slot in [`JobMetrics`] for the watermark it has seen.
+    pub watermark_slot: usize,
+}
+
+/// A failure inside a chain, naming the operator.
+pub struct ChainError {
+    /// Which operator failed.
+    pub operator: OperatorId,
+    /// What went wrong.
+    pub error: Error,
+}
+
+/// Operators run back to back; what the last emits is collected for the task to send.
+pub struct Chain {
+    links: Vec<ChainLink>,
+    sink: Option<ChainSink>,
+    emitted: Vec<RecordBatch>,
+    metrics: Arc<JobMetrics>,
+    tail: OperatorId,
+}
+
+type ChainResult<T> = std::result::Result<T, ChainError>;
+
+fn at(id: &OperatorId) -> impl FnOnce(Error) -> ChainError + '_ {
+    move |error| ChainError {
+        operator: id.clone(),
+        error,
+    }
+}
+
+impl Chain {
+    /// A chain of `links` after `head` (a source, or the first link), ending in `sink`
+    /// if there is one.
+    pub fn new(
+        head: OperatorId,
+        links: Vec<ChainLink>,
+        sink: Option<ChainSink>,
+        metrics: Arc<JobMetrics>,
+    ) -> Self {
+        let tail = links.last().map_or(head, |l| l.id.clone());
+        Self {
+            links,
+            sink,
+            emitted: Vec::new(),
+            metrics,
+            tail,
+        }
+    }
+
+    /// The operator whose output leaves the chain.
+    pub fn tail(&self) -> &OperatorId {
+        &self.tail
+    }
+
+    /// Batches the chain's tail emitted since the last call (empty when it ends in a sink).
+    pub fn take_emitted(&mut self) -> Vec<RecordBatch> {
+        std::mem::take(&mut self.emitted)
+    }
+
+    /// Feeds a batch into the head of the chain from head input `input`.
+    pub fn on_batch(&mut self, input: usize, batch: RecordBatch) -> ChainResult<()> {
+        self.push(0, input, batch)
+    }
+
+    fn push(&mut self, level: usize, input: usize, batch: RecordBatch) -> ChainResult<()> {
+        if level == self.links.len() {
+            return self.deliver(batch);
+        }
+        let mut out = Vec::new();
+        let link = &mut self.links[level];
+        link.operator
+            .on_batch(input, batch, &mut out)
+            .map_err(at(&link.id))?;
+        for b in out {
+            self.push(level + 1, 0, b)?;
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, batch: RecordBatch) -> ChainResult<()> {
+        match &mut self.sink {
+            Some(sink) => {
+                self.metrics
+                    .sink_rows
+                    .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+                sink.sink.write(&batch).map_err(at(&sink.id))
+            }
+            None => {
+                self.emitted.push(batch);
+                Ok(())
+            }
+        }
+    }
+
+    /// The combined watermark advanced: each operator in turn fires, its output flowing
+    /// through the rest of the chain before the next operator sees the watermark.
+    pub fn on_watermark(&mut self, watermark: EventTime) -> ChainResult<()> {
+        for level in 0..self.links.len() {
+            let mut out = Vec::new();
+            let link = &mut self.links[level];
+            link.operator
+                .on_watermark(watermark, &mut out)
+                .map_err(at(&link.id))?;
+            for b in out {
+                self.push(level + 1, 0, b)?;
+            }
+        }
+        if let Some(sink) = &self.sink {
+            self.metrics
+                .set_sink_watermark(sink.watermark_slot, watermark);
+        }
+        Ok(())
+    }
+
+    /// Input ended (after the final watermark): flush every operator, then the sink.
+    pub fn on_end(&mut self) -> ChainResult<Option<(OperatorId, SinkSummary)>> {
+        for level in 0..self.links.len() {
+            let mut out = Vec::new();
+            let link = &mut self.links[level];
+            link.operator.on_end(&mut out).map_err(at(&link.id))?;
+            for b in out {
+                self.push(level + 1, 0, b)?;
+            }
+        }
+        match &mut self.sink {
+            Some(sink) => {
+                let summary = sink.sink.finish().map_err(at(&sink.id))?;
+                Ok(Some((sink.id.clone(), summary)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Snapshots every operator of the chain at `epoch`.
+    pub fn snapshot(&mut self, epoch: Epoch) -> ChainResult<Vec<(OperatorId, OperatorState)>> {
+        let mut states = Vec::with_capacity(self.links.len());
+        for link in &mut self.links {
+            let state = link.operator.snapshot(epoch).map_err(at(&link.id))?;
+            states.push((link.id.clone(), state));
+        }
+        Ok(states)
+    }
+}

@@ -1,0 +1,31 @@
+//! Errors of building and running a job.
+
+use riffle_core::OperatorId;
+
+/// Result with [`RuntimeError`].
+pub type RuntimeResult<T> = std::result::Result<T, RuntimeError>;
+
+/// Why a job could not be built or did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The graph is malformed (unknown node, wrong number of inputs, …).
+    #[error("invalid job graph: {0}")]
+    Graph(String),
+
+    /// An operator, source or sink subtask failed.
+    #[error("operator `{operator}` (subtask {subtask}) failed: {source}")]
+    Task {
+        operator: OperatorId,
+        subtask: usize,
+        #[source]
+        source: riffle_core::Error,
+    },
+
+    /// A task panicked: a bug in riffle.
+    #[error("task `{task}` panicked: {message} (this is a bug in riffle; please report it)")]
+    Panic { task: String, message: String },
+
+    /// Building the job from its factories failed.
+    #[error(transparent)]
+    Core(#[from] riffle_core::Error),
+}

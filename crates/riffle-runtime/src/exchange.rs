@@ -1,0 +1,139 @@
+//! How rows move from the subtasks of one operator to those of the next.
+
+use riffle_core::arrow::array::UInt32Array;
+use riffle_core::arrow::compute::take_record_batch;
+use riffle_core::{KeyGroup, KeyHasher, Message, RecordBatch, Result};
+use tokio::sync::mpsc::Sender;
+
+/// The routing on one edge of the graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exchange {
+    /// Subtask `i` sends to subtask `i` (equal parallelism).
+    Forward,
+    /// Rows go to the subtask owning their key's key group.
+    Keyed(Vec<usize>),
+    /// Every row goes to every subtask.
+    Broadcast,
+    /// Batches are dealt to subtasks in turn.
+    RoundRobin,
+}
+
+impl Exchange {
+    /// Short name for `explain`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Exchange::Forward => "forward",
+            Exchange::Keyed(_) => "keyed",
+            Exchange::Broadcast => "broadcast",
+            Exchange::RoundRobin => "round-robin",
+        }
+    }
+}
+
+/// The channel was closed by the receiver: the job is shutting down.
+#[derive(Debug)]
+pub struct Disconnected;
+
+/// Sends a task's output over one edge, applying its exchange.
+pub struct OutputRouter {
+    exchange: Exchange,
+    senders: Vec<Sender<Message>>,
+    max_parallelism: u16,
+    hasher: KeyHasher,
+    next: usize,
+    rows_by_target: Vec<Vec<u32>>,
+}
+
+impl OutputRouter {
+    /// A router over `senders`, indexed by downstream subtask (one for forward).
+    pub fn new(exchange: Exchange, senders: Vec<Sender<Message>>, max_parallelism: u16) -> Self {
+        let targets = senders.len();
+        Self {
+            exchange,
+            senders,
+            max_parallelism,
+            hasher: KeyHasher::default(),
+            next: 0,
+            rows_by_target: vec![Vec::new(); targets],
+        }
+    }
+
+    /// Routes a data batch.
+    ///
+    /// # Errors
+    /// `Ok(Err(Disconnected))` when the receiver is gone; `Err` when keys cannot be hashed.
+    pub async fn send_batch(
+        &mut self,
+        batch: RecordBatch,
+    ) -> Result<std::result::Result<(), Disconnected>> {
+        if batch.num_rows() == 0 {
+            return Ok(Ok(()));
+        }
+        let targets = self.senders.len();
+        match &self.exchange {
+            Exchange::Forward => Ok(send(&self.senders[0], Message::Data(batch)).await),
+            Exchange::Broadcast => {
+                for s in &self.senders {
+                    if send(s, Message::Data(batch.clone())).await.is_err() {
+                        return Ok(Err(Disconnected));
+                    }
+                }
+                Ok(Ok(()))
+            }
+            Exchange::RoundRobin => {
+                let target = self.next % targets;
+                self.next = self.next.wrapping_add(1);
+                Ok(send(&self.senders[target], Message::Data(batch)).await)
+            }
+            Exchange::Keyed(_) if targets == 1 => {
+                Ok(send(&self.senders[0], Message::Data(batch)).await)
+            }
+            Exchange::Keyed(key_columns) => {
+                let columns: Vec<_> = key_columns
+                    .iter()
+                    .map(|&i| batch.column(i).clone())
+                    .collect();
+                let hashes = self.hasher.hash_rows(&columns)?;
+                for rows in &mut self.rows_by_target {
+                    rows.clear();
+                }
+                for (row, hash) in hashes.iter().enumerate() {
+                    let target = KeyGroup::of_hash(*hash, self.max_parallelism)
+                        .subtask(targets, self.max_parallelism);
+                    self.rows_by_target[target].push(row as u32);
+                }
+                for target in 0..targets {
+                    let rows = &self.rows_by_target[target];
+                    if rows.is_empty() {
+                        continue;
+                    }
+                    let part = if rows.len() == batch.num_rows() {
+                        batch.clone()
+                    } else {
+                        let indices = UInt32Array::from(rows.clone());
+                        take_record_batch(&batch, &indices)?
+                    };
+                    if send(&self.senders[target], Message::Data(part))
+                        .await
+                        .is_err()
+                    {
+                        return Ok(Err(Disconnected));
+                    }
+                }
+                Ok(Ok(()))
+            }
+        }
+    }
+
+    /// Sends a control message (watermark, barrier, end) to every downstream subtask.
+    pub async fn broadcast(&self, message: Message) -> std::result::Result<(), Disconnected> {
+        for s in &self.senders {
+            send(s, message.clone()).await?;
+        }
+        Ok(())
+    }
+}
+
+async fn send(sender: &Sender<Message>, message: Message) -> std::result::Result<(), Disconnected> {
+    sender.send(message).await.map_err(|_| Disconnected)
+}

@@ -1,0 +1,260 @@
+//! The logical job graph: sources, operators and sinks with their parallelism and the
+//! exchanges between them.
+
+use crate::error::{RuntimeError, RuntimeResult};
+use crate::exchange::Exchange;
+use riffle_core::{
+    OperatorFactory, OperatorId, SinkFactory, SourceFactory, StreamSchema, DEFAULT_MAX_PARALLELISM,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Index of a node in a [`JobGraph`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NodeId(pub usize);
+
+/// How a source's watermarks are derived from the rows it emits.
+#[derive(Debug, Clone, Copy)]
+pub struct WatermarkStrategy {
+    /// Bounded out-of-orderness: watermark = max event time seen − this.
+    pub max_out_of_orderness: Duration,
+    /// After this long without data the source declares itself idle, so it does not
+    /// hold back the watermark downstream. `None` never goes idle.
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Default for WatermarkStrategy {
+    fn default() -> Self {
+        Self {
+            max_out_of_orderness: Duration::ZERO,
+            idle_timeout: Some(Duration::from_secs(5)),
+        }
+    }
+}
+
+/// What a node does.
+#[derive(Clone)]
+pub enum NodeKind {
+    /// Produces rows.
+    Source {
+        /// Builds the subtasks.
+        factory: Arc<dyn SourceFactory>,
+        /// Watermark generation.
+        watermarks: WatermarkStrategy,
+    },
+    /// Transforms rows.
+    Operator(Arc<dyn OperatorFactory>),
+    /// Consumes rows.
+    Sink(Arc<dyn SinkFactory>),
+}
+
+/// One input edge of a node.
+#[derive(Debug, Clone)]
+pub struct Edge {
+    /// The upstream node.
+    pub from: NodeId,
+    /// How rows are routed.
+    pub exchange: Exchange,
+}
+
+/// A node of the graph.
+#[derive(Clone)]
+pub struct Node {
+    /// Stable id (the user-given name).
+    pub id: OperatorId,
+    /// What it does.
+    pub kind: NodeKind,
+    /// Number of subtasks.
+    pub parallelism: usize,
+    /// Input edges, in input order.
+    pub inputs: Vec<Edge>,
+    /// Schema of the rows it emits (sinks: of the rows they receive).
+    pub schema: StreamSchema,
+}
+
+impl Node {
+    /// `explain` text for the node.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            NodeKind::Source { factory, .. } => factory.describe(),
+            NodeKind::Operator(factory) => factory.describe(),
+            NodeKind::Sink(factory) => factory.describe(),
+        }
+    }
+
+    /// Whether the node holds checkpointed state.
+    pub fn is_stateful(&self) -> bool {
+        match &self.kind {
+            NodeKind::Source { .. } => true,
+            NodeKind::Operator(factory) => factory.is_stateful(),
+            NodeKind::Sink(_) => false,
+        }
+    }
+
+    /// Whether this is a sink.
+    pub fn is_sink(&self) -> bool {
+        matches!(self.kind, NodeKind::Sink(_))
+    }
+}
+
+/// A pipeline as a graph of nodes, built with [`source`](JobGraph::source),
+/// [`operator`](JobGraph::operator) and [`sink`](JobGraph::sink).
+#[derive(Clone)]
+pub struct JobGraph {
+    /// The pipeline's name (used for state paths later).
+    pub name: String,
+    /// Number of key groups.
+    pub max_parallelism: u16,
+    nodes: Vec<Node>,
+}
+
+impl JobGraph {
+    /// An empty graph.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            max_parallelism: DEFAULT_MAX_PARALLELISM,
+            nodes: Vec::new(),
+        }
+    }
+
+    /// The nodes, in the order they were added (inputs before consumers).
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// The schema a node emits.
+    pub fn schema(&self, node: NodeId) -> &StreamSchema {
+        &self.nodes[node.0].schema
+    }
+
+    /// Adds a source.
+    pub fn source(
+        &mut self,
+        name: &str,
+        factory: Arc<dyn SourceFactory>,
+        parallelism: usize,
+        watermarks: WatermarkStrategy,
+    ) -> RuntimeResult<NodeId> {
+        let schema = factory.output_schema().clone();
+        self.push(
+            name,
+            NodeKind::Source {
+                factory,
+                watermarks,
+            },
+            parallelism,
+            Vec::new(),
+            schema,
+        )
+    }
+
+    /// Adds an operator fed by `inputs` (one per input the operator takes). The exchange
+    /// on each edge follows from the operator: keyed when it declares key columns,
+    /// forward when the parallelism matches, round robin otherwise.
+    pub fn operator(
+        &mut self,
+        name: &str,
+        factory: Arc<dyn OperatorFactory>,
+        parallelism: usize,
+        inputs: &[NodeId],
+    ) -> RuntimeResult<NodeId> {
+        if inputs.len() != factory.input_count() {
+            return Err(RuntimeError::Graph(format!(
+                "operator `{name}` takes {} input(s), {} given",
+                factory.input_count(),
+                inputs.len()
+            )));
+        }
+        let mut edges = Vec::with_capacity(inputs.len());
+        for (i, from) in inputs.iter().enumerate() {
+            let upstream = self.node(*from)?;
+            let exchange = match factory.key_columns(i) {
+                Some(_) if upstream.parallelism == 1 && parallelism == 1 => Exchange::Forward,
+                Some(keys) => Exchange::Keyed(keys),
+                None if upstream.parallelism == parallelism => Exchange::Forward,
+                None => Exchange::RoundRobin,
+            };
+            edges.push(Edge {
+                from: *from,
+                exchange,
+            });
+        }
+        let schema = factory.output_schema().clone();
+        self.push(
+            name,
+            NodeKind::Operator(factory),
+            parallelism,
+            edges,
+            schema,
+        )
+    }
+
+    /// Adds a sink fed by `input`.
+    pub fn sink(
+        &mut self,
+        name: &str,
+        factory: Arc<dyn SinkFactory>,
+        parallelism: usize,
+        input: NodeId,
+    ) -> RuntimeResult<NodeId> {
+        let upstream = self.node(input)?;
+        let exchange = if upstream.parallelism == parallelism {
+            Exchange::Forward
+        } else {
+            Exchange::RoundRobin
+        };
+        let schema = upstream.schema.clone();
+        self.push(
+            name,
+            NodeKind::Sink(factory),
+            parallelism,
+            vec![Edge {
+                from: input,
+                exchange,
+            }],
+            schema,
+        )
+    }
+
+    fn node(&self, id: NodeId) -> RuntimeResult<&Node> {
+        self.nodes
+            .get(id.0)
+            .ok_or_else(|| RuntimeError::Graph(format!("no node {}", id.0)))
+    }
+
+    fn push(
+        &mut self,
+        name: &str,
+        kind: NodeKind,
+        parallelism: usize,
+        inputs: Vec<Edge>,
+        schema: StreamSchema,
+    ) -> RuntimeResult<NodeId> {
+        if parallelism == 0 || parallelism > usize::from(self.max_parallelism) {
+            return Err(RuntimeError::Graph(format!(
+                "`{name}`: parallelism must be between 1 and {} (max parallelism), got {parallelism}",
+                self.max_parallelism
+            )));
+        }
+        if self.nodes.iter().any(|n| n.id.0 == name) {
+            return Err(RuntimeError::Graph(format!(
+                "two operators are named `{name}`; operator names are their stable ids and must be unique"
+            )));
+        }
+        if let Some(edge) = inputs.iter().find(|e| self.nodes[e.from.0].is_sink()) {
+            return Err(RuntimeError::Graph(format!(
+                "`{name}` reads from sink `{}`; sinks have no output",
+                self.nodes[edge.from.0].id
+            )));
+        }
+        self.nodes.push(Node {
+            id: OperatorId(name.to_string()),
+            kind,
+            parallelism,
+            inputs,
+            schema,
+        });
+        Ok(NodeId(self.nodes.len() - 1))
+    }
+}

@@ -1,0 +1,347 @@
+//! Spawning a compiled job and waiting for it: the first failure stops every task.
+
+use crate::chain::{Chain, ChainLink, ChainSink};
+use crate::error::{RuntimeError, RuntimeResult};
+use crate::exchange::{Exchange, OutputRouter};
+use crate::graph::{JobGraph, NodeKind};
+use crate::metrics::{JobMetrics, OperatorTotals};
+use crate::plan::PhysicalPlan;
+use crate::source_task::SourceTask;
+use crate::task::{run_channel_task, ChainOrCancel, InputChannel};
+use riffle_core::{
+    Barrier, Epoch, Message, OperatorContext, OperatorId, OperatorState, SinkSummary,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::{self, Receiver, Sender, UnboundedReceiver, UnboundedSender};
+use tokio::task::JoinSet;
+
+/// Settings of a run that are not part of the graph.
+#[derive(Debug, Clone)]
+pub struct JobConfig {
+    /// Messages each channel buffers before the sender waits (backpressure).
+    pub channel_capacity: usize,
+}
+
+impl Default for JobConfig {
+    fn default() -> Self {
+        Self {
+            channel_capacity: 16,
+        }
+    }
+}
+
+/// A task's acknowledgement of a barrier: its state at that epoch.
+#[derive(Debug)]
+pub struct SnapshotAck {
+    /// The task (its chain's head operator).
+    pub task: OperatorId,
+    /// The subtask.
+    pub subtask: usize,
+    /// The epoch snapshotted.
+    pub epoch: Epoch,
+    /// State of every operator in the chain (and the source's offsets).
+    pub states: Vec<(OperatorId, OperatorState)>,
+    /// Time spent aligning barriers.
+    pub alignment: Duration,
+}
+
+/// What a finished job did.
+#[derive(Debug, Clone)]
+pub struct JobSummary {
+    /// Wall time from start to the last task's end.
+    pub elapsed: Duration,
+    /// Rows read by sources.
+    pub source_rows: u64,
+    /// Rows written by sinks.
+    pub sink_rows: u64,
+    /// Per sink subtask, what it wrote.
+    pub sinks: Vec<(OperatorId, SinkSummary)>,
+    /// Per operator, late rows and windows.
+    pub operators: Vec<OperatorTotals>,
+}
+
+impl JobSummary {
+    /// Late rows dropped over all operators.
+    pub fn late_rows_dropped(&self) -> u64 {
+        self.operators.iter().map(|o| o.late_rows_dropped).sum()
+    }
+}
+
+pub(crate) struct TaskIdentity {
+    pub(crate) name: OperatorId,
+    pub(crate) subtask: usize,
+}
+
+pub(crate) struct TaskExit {
+    pub(crate) sink: Option<(OperatorId, SinkSummary)>,
+}
+
+pub(crate) type TaskOutcome<T> = std::result::Result<T, ChainOrCancel>;
+
+/// A started job: its metrics, a way to inject barriers, and its result.
+pub struct JobHandle {
+    /// Live counters.
+    pub metrics: Arc<JobMetrics>,
+    barrier_senders: Vec<UnboundedSender<Barrier>>,
+    /// Snapshot acknowledgements, when requested at start.
+    pub acks: Option<UnboundedReceiver<SnapshotAck>>,
+    tasks: JoinSet<(usize, TaskOutcome<TaskExit>)>,
+    task_names: Vec<(OperatorId, usize)>,
+    started: Instant,
+}
+
+impl JobHandle {
+    /// Number of tasks (subtasks of chains) that must acknowledge each barrier.
+    pub fn task_count(&self) -> usize {
+        self.task_names.len()
+    }
+
+    /// Injects `barrier` at every source subtask (between two batches).
+    pub fn inject_barrier(&self, barrier: Barrier) {
+        for s in &self.barrier_senders {
+            // A source that already ended ignores barriers; its downstream counts it aligned.
+            let _ = s.send(barrier);
+        }
+    }
+
+    /// Waits for every task; the first failure aborts the rest and is returned.
+    ///
+    /// # Errors
+    /// The failing operator and subtask with its cause, or a panic.
+    pub async fn wait(mut self) -> RuntimeResult<JobSummary> {
+        let mut sinks = Vec::new();
+        let mut cancelled = None;
+        while let Some(joined) = self.tasks.join_next().await {
+            let (index, outcome) = match joined {
+                Ok(done) => done,
+                Err(e) => {
+                    self.tasks.abort_all();
+                    let message = match e.try_into_panic() {
+                        Ok(payload) => panic_message(payload),
+                        Err(e) => e.to_string(),
+                    };
+                    return Err(RuntimeError::Panic {
+                        task: "unknown".into(),
+                        message,
+                    });
+                }
+            };
+            match outcome {
+                Ok(exit) => sinks.extend(exit.sink),
+                Err(ChainOrCancel::Failed(failure)) => {
+                    self.tasks.abort_all();
+                    let (_, subtask) = &self.task_names[index];
+                    return Err(RuntimeError::Task {
+                        operator: failure.operator,
+                        subtask: *subtask,
+                        source: failure.error,
+                    });
+                }
+                Err(ChainOrCancel::Cancelled) => cancelled = Some(index),
+            }
+        }
+        if let Some(index) = cancelled {
+            // Every task ended, yet one saw a neighbour vanish: that neighbour panicked
+            // or was dropped without reporting. Treat it as a bug rather than success.
+            let (name, subtask) = &self.task_names[index];
+            return Err(RuntimeError::Panic {
+                task: format!("{name}[{subtask}]"),
+                message: "a channel closed without end of stream".into(),
+            });
+        }
+        Ok(JobSummary {
+            elapsed: self.started.elapsed(),
+            source_rows: self
+                .metrics
+                .source_rows
+                .load(std::sync::atomic::Ordering::Relaxed),
+            sink_rows: self
+                .metrics
+                .sink_rows
+                .load(std::sync::atomic::Ordering::Relaxed),
+            sinks,
+            operators: self.metrics.operator_totals(),
+        })
+    }
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".into()
+    }
+}
+
+/// Compiles and starts `graph` on the current tokio runtime.
+///
+/// With `collect_acks`, barrier acknowledgements are delivered on [`JobHandle::acks`].
+///
+/// # Errors
+/// A factory could not create a subtask.
+pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> RuntimeResult<JobHandle> {
+    let plan = PhysicalPlan::compile(graph);
+    let nodes = graph.nodes();
+    let metrics = Arc::new(JobMetrics::default());
+    let (ack_tx, ack_rx) = if collect_acks {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
+
+    // Channels: for every edge into a chain head, one channel per (upstream subtask,
+    // downstream subtask) pair (only u == d for forward edges).
+    let mut inputs_of: HashMap<(usize, usize), Vec<InputChannel>> = HashMap::new();
+    // (chain, subtask) -> routers of its tail.
+    let mut routers_of: HashMap<(usize, usize), Vec<OutputRouter>> = HashMap::new();
+    for (c, chain) in plan.chains.iter().enumerate() {
+        let head = &nodes[chain.nodes[0].0];
+        for (logical_input, edge) in head.inputs.iter().enumerate() {
+            let up_chain = plan.chain_of[edge.from.0];
+            let up_parallelism = plan.chains[up_chain].parallelism;
+            let mut senders_by_upstream: Vec<Vec<Sender<Message>>> =
+                vec![Vec::new(); up_parallelism];
+            for d in 0..chain.parallelism {
+                for (u, senders) in senders_by_upstream.iter_mut().enumerate() {
+                    if edge.exchange == Exchange::Forward && u != d {
+                        continue;
+                    }
+                    let (tx, rx): (Sender<Message>, Receiver<Message>) =
+                        mpsc::channel(config.channel_capacity);
+                    senders.push(tx);
+                    inputs_of.entry((c, d)).or_default().push(InputChannel {
+                        logical_input,
+                        receiver: rx,
+                    });
+                }
+            }
+            for (u, senders) in senders_by_upstream.into_iter().enumerate() {
+                routers_of
+                    .entry((up_chain, u))
+                    .or_default()
+                    .push(OutputRouter::new(
+                        edge.exchange.clone(),
+                        senders,
+                        graph.max_parallelism,
+                    ));
+            }
+        }
+    }
+
+    let mut tasks = JoinSet::new();
+    let mut task_names = Vec::new();
+    let mut barrier_senders = Vec::new();
+    for (c, chain) in plan.chains.iter().enumerate() {
+        let head = &nodes[chain.nodes[0].0];
+        for subtask in 0..chain.parallelism {
+            let mut links = Vec::new();
+            let mut sink = None;
+            for id in &chain.nodes {
+                let node = &nodes[id.0];
+                match &node.kind {
+                    NodeKind::Source { .. } => {}
+                    NodeKind::Operator(factory) => {
+                        let ctx = OperatorContext {
+                            operator_id: node.id.clone(),
+                            subtask,
+                            parallelism: chain.parallelism,
+                            max_parallelism: graph.max_parallelism,
+                            counters: metrics.register_operator(&node.id, subtask),
+                        };
+                        let operator = factory.create(&ctx).map_err(|e| RuntimeError::Task {
+                            operator: node.id.clone(),
+                            subtask,
+                            source: e,
+                        })?;
+                        links.push(ChainLink {
+                            id: node.id.clone(),
+                            operator,
+                        });
+                    }
+                    NodeKind::Sink(factory) => {
+                        let created = factory
+                            .create(&node.schema, subtask, chain.parallelism)
+                            .map_err(|e| RuntimeError::Task {
+                                operator: node.id.clone(),
+                                subtask,
+                                source: e,
+                            })?;
+                        sink = Some(ChainSink {
+                            id: node.id.clone(),
+                            sink: created,
+                            watermark_slot: metrics.register_sink(),
+                        });
+                    }
+                }
+            }
+            let chain_runner = Chain::new(head.id.clone(), links, sink, metrics.clone());
+            let routers = routers_of.remove(&(c, subtask)).unwrap_or_default();
+            let identity = TaskIdentity {
+                name: head.id.clone(),
+                subtask,
+            };
+            let index = task_names.len();
+            task_names.push((head.id.clone(), subtask));
+            match &head.kind {
+                NodeKind::Source {
+                    factory,
+                    watermarks,
+                } => {
+                    let source = factory.create(subtask, chain.parallelism).map_err(|e| {
+                        RuntimeError::Task {
+                            operator: head.id.clone(),
+                            subtask,
+                            source: e,
+                        }
+                    })?;
+                    let (btx, brx) = mpsc::unbounded_channel();
+                    barrier_senders.push(btx);
+                    let task = SourceTask {
+                        identity,
+                        source_id: head.id.clone(),
+                        source,
+                        timestamp_index: head.schema.timestamp_index,
+                        watermarks: *watermarks,
+                        chain: chain_runner,
+                        routers,
+                        barriers: brx,
+                        acks: ack_tx.clone(),
+                        metrics: metrics.clone(),
+                    };
+                    tasks.spawn(async move { (index, task.run().await) });
+                }
+                _ => {
+                    let inputs = inputs_of.remove(&(c, subtask)).unwrap_or_default();
+                    let acks = ack_tx.clone();
+                    tasks.spawn(async move {
+                        (
+                            index,
+                            run_channel_task(identity, inputs, chain_runner, routers, acks).await,
+                        )
+                    });
+                }
+            }
+        }
+    }
+    Ok(JobHandle {
+        metrics,
+        barrier_senders,
+        acks: ack_rx,
+        tasks,
+        task_names,
+        started: Instant::now(),
+    })
+}
+
+/// Runs `graph` to completion on the current tokio runtime.
+///
+/// # Errors
+/// See [`JobHandle::wait`].
+pub async fn run(graph: &JobGraph, config: &JobConfig) -> RuntimeResult<JobSummary> {
+    start(graph, config, false)?.wait().await
+}

@@ -1,0 +1,34 @@
+//! riffle-runtime: turns a logical [`JobGraph`] into running tasks.
+//!
+//! ```text
+//!  JobGraph (nodes + edges) ──compile──▶ PhysicalPlan (chains × parallelism)
+//!                                              │ spawn
+//!   source task ─[bounded channel]─▶ operator task ─▶ … ─▶ sink (chained into a task)
+//!       │ watermark = max_seen - delay        │ watermark = min over inputs
+//!       └ barrier between two batches         └ barrier alignment, snapshot, forward
+//! ```
+//!
+//! Stateless neighbours with equal parallelism are chained into one task; every other
+//! edge is a bounded channel per (upstream subtask, downstream subtask) pair, so each
+//! downstream subtask sees each upstream subtask as one input for watermarks and
+//! barrier alignment. Exchanges: forward, keyed (key groups, see
+//! [`riffle_core::key_group`]), broadcast, round robin.
+
+pub mod align;
+pub mod chain;
+pub mod error;
+pub mod exchange;
+pub mod graph;
+pub mod job;
+pub mod metrics;
+pub mod plan;
+mod source_task;
+mod task;
+pub mod watermark;
+
+pub use error::{RuntimeError, RuntimeResult};
+pub use exchange::Exchange;
+pub use graph::{JobGraph, NodeId, WatermarkStrategy};
+pub use job::{JobConfig, JobSummary, SnapshotAck};
+pub use metrics::JobMetrics;
+pub use plan::PhysicalPlan;
