@@ -280,6 +280,13 @@ pub fn build(
         Query::Q4 => {
             let auctions = b.source(NexmarkTable::Auction)?;
             let bids = b.source(NexmarkTable::Bid)?;
+            // Keep only what the join needs: open auctions are held until they expire.
+            let auctions = b.project(
+                "q4_auctions",
+                auctions,
+                vec![col("id"), col("category"), col("date_time"), col("expires")],
+            )?;
+            let bids = b.project("q4_bids", bids, vec![col("auction"), col("price")])?;
             let closing = IntervalMaxJoinFactory::new(
                 b.graph.schema(auctions),
                 b.graph.schema(bids),

@@ -1,1 +1,45 @@
-fn main() {}
+//! The `riffle` command-line tool.
+
+mod commands;
+mod progress;
+mod units;
+
+use clap::{Parser, Subcommand};
+
+/// riffle: an exactly-once stream processor on Arrow, in one binary.
+#[derive(Debug, Parser)]
+#[command(name = "riffle", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one Nexmark query on the built-in generator, with a live progress line.
+    Nexmark(commands::nexmark::NexmarkArgs),
+    /// Run Nexmark queries and the peer job and print a benchmark table.
+    Bench(commands::bench::BenchArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Nexmark(args) => commands::nexmark::run(args),
+        Command::Bench(args) => commands::bench::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

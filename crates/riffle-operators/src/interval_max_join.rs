@@ -12,7 +12,7 @@
 use crate::aggregate::GroupKeys;
 use crate::window::{key_group_column, take_rows, timestamp_array, timestamps};
 use riffle_core::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array};
-use riffle_core::arrow::compute::{cast, concat_batches};
+use riffle_core::arrow::compute::cast;
 use riffle_core::arrow::datatypes::{
     DataType, Field, Float64Type, Schema, SchemaRef, TimeUnit, TimestampNanosecondType,
 };
@@ -140,6 +140,7 @@ impl OperatorFactory for IntervalMaxJoinFactory {
             left_out: self.left_out.clone(),
             schema: self.schema.clone(),
             table: GroupKeys::new(self.key_schema.clone())?,
+            stored: StoredRows::default(),
             open: HashMap::new(),
             by_end: BTreeSet::new(),
             pending: HashMap::new(),
@@ -152,12 +153,73 @@ impl OperatorFactory for IntervalMaxJoinFactory {
     }
 }
 
-/// An open left row: its interval, the best right value so far, and the row itself.
+/// An open left row: its interval, the best right value so far, and where the row is.
 struct Open {
     start: EventTime,
     end: EventTime,
     best: Option<f64>,
-    row: RecordBatch,
+    /// (stored batch id, row in it).
+    at: (u32, u32),
+}
+
+/// Left batches still referenced by open rows, with how many rows still point at each.
+#[derive(Default)]
+struct StoredRows {
+    batches: HashMap<u32, (RecordBatch, usize)>,
+    next: u32,
+}
+
+impl StoredRows {
+    fn add(&mut self, batch: RecordBatch) -> u32 {
+        let id = self.next;
+        self.next += 1;
+        self.batches.insert(id, (batch, 0));
+        id
+    }
+
+    fn retain(&mut self, id: u32) {
+        if let Some(entry) = self.batches.get_mut(&id) {
+            entry.1 += 1;
+        }
+    }
+
+    fn release(&mut self, id: u32) {
+        if let Some(entry) = self.batches.get_mut(&id) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                self.batches.remove(&id);
+            }
+        }
+    }
+
+    /// Drops a batch nobody references (all its rows were late or replaced).
+    fn forget_if_unused(&mut self, id: u32) {
+        if self.batches.get(&id).is_some_and(|e| e.1 == 0) {
+            self.batches.remove(&id);
+        }
+    }
+
+    /// The rows at `at`, as one batch of `schema`.
+    fn gather(&self, schema: &SchemaRef, at: &[(u32, u32)]) -> Result<RecordBatch> {
+        let mut ids: Vec<u32> = at.iter().map(|(b, _)| *b).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let position: HashMap<u32, usize> =
+            ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        let batches: Vec<&RecordBatch> = ids
+            .iter()
+            .filter_map(|id| self.batches.get(id).map(|e| &e.0))
+            .collect();
+        let indices: Vec<(usize, usize)> =
+            at.iter().map(|(b, r)| (position[b], *r as usize)).collect();
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for c in 0..schema.fields().len() {
+            let arrays: Vec<&dyn riffle_core::arrow::array::Array> =
+                batches.iter().map(|b| b.column(c).as_ref()).collect();
+            columns.push(riffle_core::arrow::compute::interleave(&arrays, &indices)?);
+        }
+        Ok(RecordBatch::try_new(schema.clone(), columns)?)
+    }
 }
 
 struct IntervalMaxJoin {
@@ -170,6 +232,7 @@ struct IntervalMaxJoin {
     left_out: Vec<usize>,
     schema: StreamSchema,
     table: GroupKeys,
+    stored: StoredRows,
     open: HashMap<u32, Open>,
     by_end: BTreeSet<(EventTime, u32)>,
     /// Right (event time, value) waiting for their left row, per key id.
@@ -209,7 +272,7 @@ impl IntervalMaxJoin {
         start: EventTime,
         end: EventTime,
         best: Option<f64>,
-        row: RecordBatch,
+        at: (u32, u32),
     ) {
         let mut best = best;
         if let Some(waiting) = self.pending.remove(&id) {
@@ -219,17 +282,19 @@ impl IntervalMaxJoin {
                 }
             }
         }
+        self.stored.retain(at.0);
         if let Some(old) = self.open.insert(
             id,
             Open {
                 start,
                 end,
                 best,
-                row,
+                at,
             },
         ) {
             // A second left row with the same key replaces the first (ids are unique in Nexmark).
             self.by_end.remove(&(old.end, id));
+            self.stored.release(old.at.0);
         }
         self.by_end.insert((end, id));
     }
@@ -246,14 +311,16 @@ impl Operator for IntervalMaxJoin {
             let ids = self.key_ids(&batch, self.left_key)?;
             let starts = nanos_column(&batch, self.interval.0)?;
             let ends = nanos_column(&batch, self.interval.1)?;
+            let stored = self.stored.add(batch);
             let mut late = 0;
-            for row in 0..batch.num_rows() {
+            for row in 0..ids.len() {
                 if ends[row] <= self.watermark {
                     late += 1;
                     continue;
                 }
-                self.open_left(ids[row], starts[row], ends[row], None, batch.slice(row, 1));
+                self.open_left(ids[row], starts[row], ends[row], None, (stored, row as u32));
             }
+            self.stored.forget_if_unused(stored);
             self.counters.add_late(late);
         } else {
             let ids = self.key_ids(&batch, self.right_key)?;
@@ -297,26 +364,31 @@ impl Operator for IntervalMaxJoin {
                 }
             }
         }
-        let mut rows = Vec::new();
-        let mut finals = Vec::new();
-        let mut ends = Vec::new();
+        let mut closed = Vec::new();
         while let Some(&(end, id)) = self.by_end.first() {
             if end > watermark {
                 break;
             }
             self.by_end.pop_first();
             if let Some(open) = self.open.remove(&id) {
-                if let Some(best) = open.best {
-                    rows.push(open.row);
-                    finals.push(best);
-                    ends.push(end);
-                }
+                closed.push(open);
             }
         }
-        if rows.is_empty() {
-            return Ok(());
+        let matched: Vec<&Open> = closed.iter().filter(|o| o.best.is_some()).collect();
+        let result = if matched.is_empty() {
+            None
+        } else {
+            let at: Vec<(u32, u32)> = matched.iter().map(|o| o.at).collect();
+            let finals: Vec<f64> = matched.iter().filter_map(|o| o.best).collect();
+            let ends: Vec<EventTime> = matched.iter().map(|o| o.end).collect();
+            Some((self.stored.gather(&self.left.schema, &at)?, finals, ends))
+        };
+        for open in &closed {
+            self.stored.release(open.at.0);
         }
-        let left = concat_batches(&self.left.schema, &rows)?;
+        let Some((left, finals, ends)) = result else {
+            return Ok(());
+        };
         let all: Vec<u32> = (0..left.num_rows() as u32).collect();
         let selected: Vec<ArrayRef> = self
             .left_out
@@ -343,7 +415,8 @@ impl Operator for IntervalMaxJoin {
         let mut batches = Vec::new();
         if !self.open.is_empty() {
             let opens: Vec<&Open> = self.open.values().collect();
-            let rows = concat_batches(&self.left.schema, opens.iter().map(|o| &o.row))?;
+            let at: Vec<(u32, u32)> = opens.iter().map(|o| o.at).collect();
+            let rows = self.stored.gather(&self.left.schema, &at)?;
             let keys = vec![cast(
                 rows.column(self.left_key),
                 self.table.key_schema().field(0).data_type(),
@@ -432,9 +505,10 @@ impl Operator for IntervalMaxJoin {
                     nanos_column(&rows, self.interval.0)?,
                     nanos_column(&rows, self.interval.1)?,
                 );
-                for row in 0..rows.num_rows() {
+                let stored = self.stored.add(rows);
+                for row in 0..ids.len() {
                     let b = best.is_valid(row).then(|| best.value(row));
-                    self.open_left(ids[row], starts[row], ends[row], b, rows.slice(row, 1));
+                    self.open_left(ids[row], starts[row], ends[row], b, (stored, row as u32));
                 }
             } else if let Some(keys) = batch.column_by_name("pending_key") {
                 let keys = keys.clone();

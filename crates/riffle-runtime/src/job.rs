@@ -80,6 +80,22 @@ pub(crate) struct TaskExit {
 
 pub(crate) type TaskOutcome<T> = std::result::Result<T, ChainOrCancel>;
 
+/// Injects barriers at every source subtask of a running job.
+#[derive(Clone)]
+pub struct BarrierInjector {
+    senders: Vec<UnboundedSender<Barrier>>,
+}
+
+impl BarrierInjector {
+    /// Sends `barrier` to every source subtask, which emits it between two batches.
+    pub fn inject(&self, barrier: Barrier) {
+        for s in &self.senders {
+            // A source that already ended ignores barriers; its downstream counts it aligned.
+            let _ = s.send(barrier);
+        }
+    }
+}
+
 /// A started job: its metrics, a way to inject barriers, and its result.
 pub struct JobHandle {
     /// Live counters.
@@ -89,6 +105,7 @@ pub struct JobHandle {
     pub acks: Option<UnboundedReceiver<SnapshotAck>>,
     tasks: JoinSet<(usize, TaskOutcome<TaskExit>)>,
     task_names: Vec<(OperatorId, usize)>,
+    task_ids: HashMap<tokio::task::Id, usize>,
     started: Instant,
 }
 
@@ -100,9 +117,13 @@ impl JobHandle {
 
     /// Injects `barrier` at every source subtask (between two batches).
     pub fn inject_barrier(&self, barrier: Barrier) {
-        for s in &self.barrier_senders {
-            // A source that already ended ignores barriers; its downstream counts it aligned.
-            let _ = s.send(barrier);
+        self.barrier_injector().inject(barrier);
+    }
+
+    /// A cloneable handle that injects barriers while [`wait`](Self::wait) runs.
+    pub fn barrier_injector(&self) -> BarrierInjector {
+        BarrierInjector {
+            senders: self.barrier_senders.clone(),
         }
     }
 
@@ -113,19 +134,20 @@ impl JobHandle {
     pub async fn wait(mut self) -> RuntimeResult<JobSummary> {
         let mut sinks = Vec::new();
         let mut cancelled = None;
-        while let Some(joined) = self.tasks.join_next().await {
+        while let Some(joined) = self.tasks.join_next_with_id().await {
             let (index, outcome) = match joined {
-                Ok(done) => done,
+                Ok((_, done)) => done,
                 Err(e) => {
                     self.tasks.abort_all();
+                    let task = match self.task_ids.get(&e.id()) {
+                        Some(&i) => format!("{}[{}]", self.task_names[i].0, self.task_names[i].1),
+                        None => "unknown".into(),
+                    };
                     let message = match e.try_into_panic() {
                         Ok(payload) => panic_message(payload),
                         Err(e) => e.to_string(),
                     };
-                    return Err(RuntimeError::Panic {
-                        task: "unknown".into(),
-                        message,
-                    });
+                    return Err(RuntimeError::Panic { task, message });
                 }
             };
             match outcome {
@@ -235,6 +257,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
 
     let mut tasks = JoinSet::new();
     let mut task_names = Vec::new();
+    let mut task_ids = HashMap::new();
     let mut barrier_senders = Vec::new();
     for (c, chain) in plan.chains.iter().enumerate() {
         let head = &nodes[chain.nodes[0].0];
@@ -313,17 +336,19 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                         acks: ack_tx.clone(),
                         metrics: metrics.clone(),
                     };
-                    tasks.spawn(async move { (index, task.run().await) });
+                    let handle = tasks.spawn(async move { (index, task.run().await) });
+                    task_ids.insert(handle.id(), index);
                 }
                 _ => {
                     let inputs = inputs_of.remove(&(c, subtask)).unwrap_or_default();
                     let acks = ack_tx.clone();
-                    tasks.spawn(async move {
+                    let handle = tasks.spawn(async move {
                         (
                             index,
                             run_channel_task(identity, inputs, chain_runner, routers, acks).await,
                         )
                     });
+                    task_ids.insert(handle.id(), index);
                 }
             }
         }
@@ -334,6 +359,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
         acks: ack_rx,
         tasks,
         task_names,
+        task_ids,
         started: Instant::now(),
     })
 }

@@ -1,0 +1,128 @@
+//! `riffle bench`: the Nexmark queries and the peer job, timed, as one table.
+
+use crate::units::{parse_count, parse_duration};
+use anyhow::{Context, Result};
+use riffle_bench::harness::{run_measured, table, BenchRow};
+use riffle_bench::queries::{self, Query, QueryOptions};
+use riffle_bench::PeerJob;
+use riffle_connectors::nexmark::NexmarkConfig;
+use riffle_connectors::sinks::BlackholeSinkFactory;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `riffle bench`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  riffle bench                                  # every query and both peer jobs\n  riffle bench --queries q0,q5 --events 1M --runs 1\n  riffle bench --job peer-window --events 25M --parallelism 1\n  riffle bench --json > bench.jsonl"
+)]
+pub struct BenchArgs {
+    /// Comma-separated queries, or `all`, or `none`.
+    #[arg(long, default_value = "all")]
+    pub queries: String,
+    /// Peer jobs to run: `peer-stateless`, `peer-window`, `all` or `none`.
+    #[arg(long, default_value = "all")]
+    pub job: String,
+    /// Events per Nexmark query.
+    #[arg(long, default_value = "10M", value_parser = parse_count)]
+    pub events: u64,
+    /// Events per peer job.
+    #[arg(long, default_value = "25M", value_parser = parse_count)]
+    pub peer_events: u64,
+    /// Subtasks per operator.
+    #[arg(long, short, default_value_t = 2)]
+    pub parallelism: usize,
+    /// Events per second of event time for Nexmark (V1 suite: 10M).
+    #[arg(long, default_value = "10M", value_parser = parse_count)]
+    pub rate: u64,
+    /// Watermark delay for Nexmark.
+    #[arg(long, default_value = "4s", value_parser = parse_duration)]
+    pub watermark_delay: Duration,
+    /// Runs per row; the table shows the median.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Print JSON lines instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: BenchArgs) -> Result<()> {
+    anyhow::ensure!(args.runs >= 1, "--runs must be at least 1");
+    let queries: Vec<Query> = match args.queries.as_str() {
+        "all" => Query::ALL.to_vec(),
+        "none" | "" => Vec::new(),
+        list => list
+            .split(',')
+            .map(Query::parse)
+            .collect::<Result<_, _>>()?,
+    };
+    let jobs: Vec<PeerJob> = match args.job.as_str() {
+        "all" => vec![PeerJob::Stateless, PeerJob::Window],
+        "none" | "" => Vec::new(),
+        list => list
+            .split(',')
+            .map(PeerJob::parse)
+            .collect::<Result<_, _>>()?,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let mut rows = Vec::new();
+    let mut emit = |row: BenchRow| -> Result<()> {
+        if args.json {
+            println!("{}", serde_json::to_string(&row)?);
+        } else {
+            eprintln!(
+                "  {:<16} {:>8.2}s  {:>10.0} events/s",
+                row.query, row.seconds, row.events_per_second
+            );
+        }
+        rows.push(row);
+        Ok(())
+    };
+    for query in queries {
+        let opts = QueryOptions {
+            nexmark: NexmarkConfig {
+                events: Some(args.events),
+                first_event_rate: args.rate,
+                ..NexmarkConfig::default()
+            },
+            parallelism: args.parallelism,
+            watermark_delay: args.watermark_delay,
+        };
+        let mut runs = Vec::new();
+        for _ in 0..args.runs {
+            let graph = queries::build(query, &opts, Arc::new(BlackholeSinkFactory))?;
+            runs.push(run_measured(&runtime, &graph).with_context(|| format!("{query} failed"))?);
+        }
+        emit(BenchRow::from_runs(
+            &query.to_string(),
+            args.parallelism,
+            args.events,
+            &runs,
+        ))?;
+    }
+    for job in jobs {
+        let mut runs = Vec::new();
+        for _ in 0..args.runs {
+            let graph = job.build(
+                args.peer_events,
+                args.parallelism,
+                Arc::new(BlackholeSinkFactory),
+            )?;
+            runs.push(
+                run_measured(&runtime, &graph).with_context(|| format!("{} failed", job.name()))?,
+            );
+        }
+        emit(BenchRow::from_runs(
+            job.name(),
+            args.parallelism,
+            args.peer_events,
+            &runs,
+        ))?;
+    }
+    if !args.json {
+        print!("{}", table(&rows));
+    }
+    Ok(())
+}

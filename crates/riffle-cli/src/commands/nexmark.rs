@@ -1,0 +1,153 @@
+//! `riffle nexmark`: run one query with progress and a summary.
+
+use crate::progress::ProgressLine;
+use crate::units::{parse_count, parse_duration};
+use anyhow::{Context, Result};
+use riffle_bench::queries::{self, Query, QueryOptions};
+use riffle_bench::resources::{cpu_time, peak_rss_bytes};
+use riffle_connectors::nexmark::NexmarkConfig;
+use riffle_connectors::sinks::{
+    BlackholeSinkFactory, FileFormat, FileSinkFactory, RollingPolicy, StdoutFormat,
+    StdoutSinkFactory,
+};
+use riffle_core::SinkFactory;
+use riffle_runtime::job::{self, JobConfig};
+use riffle_runtime::PhysicalPlan;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Arguments of `riffle nexmark`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  riffle nexmark --query q5 --events 10M --parallelism 2\n  riffle nexmark --query q7 --events 1M --output out/q7 --format parquet\n  riffle nexmark --query q1 --events 20 --output stdout"
+)]
+pub struct NexmarkArgs {
+    /// Query to run: q0, q1, q2, q3, q4, q5, q7, q8 or q11.
+    #[arg(long, short, default_value = "q5")]
+    pub query: String,
+    /// Total events to generate (persons + auctions + bids), e.g. 10M.
+    #[arg(long, short, default_value = "10M", value_parser = parse_count)]
+    pub events: u64,
+    /// Subtasks per operator.
+    #[arg(long, short, default_value_t = 2)]
+    pub parallelism: usize,
+    /// Events per second of event time (sets timestamps, not speed), e.g. 100K.
+    #[arg(long, default_value = "10M", value_parser = parse_count)]
+    pub rate: u64,
+    /// Out-of-order group size (1 = events in order).
+    #[arg(long, default_value_t = 1)]
+    pub out_of_order: u64,
+    /// Watermark delay behind the newest event time.
+    #[arg(long, default_value = "4s", value_parser = parse_duration)]
+    pub watermark_delay: Duration,
+    /// Where rows go: `blackhole` (count only), `stdout`, or a directory (`out/q5` or
+    /// `file:///abs/dir`).
+    #[arg(long, short, default_value = "blackhole")]
+    pub output: String,
+    /// File format for a directory output: jsonl, csv or parquet.
+    #[arg(long, default_value = "jsonl")]
+    pub format: String,
+    /// Print the dataflow plan (tasks, exchanges, state) and exit.
+    #[arg(long)]
+    pub explain: bool,
+    /// Draw the progress line even when stderr is not a terminal.
+    #[arg(long)]
+    pub progress: bool,
+}
+
+/// Builds the sink an `--output` value names.
+pub fn output_sink(output: &str, format: &str) -> Result<Arc<dyn SinkFactory>> {
+    Ok(match output {
+        "blackhole" => Arc::new(BlackholeSinkFactory),
+        "stdout" => Arc::new(StdoutSinkFactory::new(StdoutFormat::Jsonl)),
+        dir => {
+            let path = PathBuf::from(dir.strip_prefix("file://").unwrap_or(dir));
+            let format = FileFormat::parse(format)?;
+            Arc::new(FileSinkFactory::new(path, format, RollingPolicy::default()))
+        }
+    })
+}
+
+pub fn run(args: NexmarkArgs) -> Result<()> {
+    let query = Query::parse(&args.query)?;
+    anyhow::ensure!(args.parallelism >= 1, "--parallelism must be at least 1");
+    anyhow::ensure!(args.rate >= 1, "--rate must be at least 1 event per second");
+    let opts = QueryOptions {
+        nexmark: NexmarkConfig {
+            events: Some(args.events),
+            first_event_rate: args.rate,
+            out_of_order_group_size: args.out_of_order.max(1),
+            ..NexmarkConfig::default()
+        },
+        parallelism: args.parallelism,
+        watermark_delay: args.watermark_delay,
+    };
+    let sink = output_sink(&args.output, &args.format)?;
+    let graph = queries::build(query, &opts, sink).with_context(|| format!("building {query}"))?;
+    if args.explain {
+        print!("{}", PhysicalPlan::compile(&graph).explain(&graph));
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    eprintln!(
+        "riffle: running nexmark {query} over {} events at parallelism {} (output: {})",
+        args.events, args.parallelism, args.output
+    );
+    let started = Instant::now();
+    let cpu0 = cpu_time();
+    let summary = runtime.block_on(async {
+        let handle = job::start(&graph, &JobConfig::default(), false)?;
+        let progress =
+            ProgressLine::start(handle.metrics.clone(), Some(args.events), args.progress);
+        let result = handle.wait().await;
+        drop(progress);
+        result
+    });
+    let summary = summary.with_context(|| format!("nexmark {query} failed"))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu = cpu_time().saturating_sub(cpu0).as_secs_f64();
+    eprintln!("riffle: {query} finished in {seconds:.2}s");
+    eprintln!(
+        "  events           {} ({:.2} M events/s, {:.2} M events per CPU-second)",
+        args.events,
+        args.events as f64 / seconds / 1e6,
+        args.events as f64 / cpu.max(1e-9) / 1e6
+    );
+    eprintln!(
+        "  rows in / out    {} / {}",
+        summary.source_rows, summary.sink_rows
+    );
+    eprintln!("  late rows dropped {}", summary.late_rows_dropped());
+    for op in summary
+        .operators
+        .iter()
+        .filter(|o| o.late_rows_dropped > 0 || o.windows_emitted > 0)
+    {
+        eprintln!(
+            "    {:<20} windows emitted {:>8}, late rows dropped {}",
+            op.operator.0, op.windows_emitted, op.late_rows_dropped
+        );
+    }
+    if let Some(peak) = peak_rss_bytes() {
+        eprintln!(
+            "  peak memory      {:.0} MiB",
+            peak as f64 / (1024.0 * 1024.0)
+        );
+    }
+    let files: Vec<_> = summary
+        .sinks
+        .iter()
+        .flat_map(|(_, s)| s.files.iter())
+        .collect();
+    if !files.is_empty() {
+        eprintln!("  files written    {}", files.len());
+        for f in files.iter().take(5) {
+            eprintln!("    {}", f.display());
+        }
+    }
+    Ok(())
+}

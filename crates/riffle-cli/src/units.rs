@@ -1,0 +1,69 @@
+//! Parsing counts (`10M`, `100K`) and durations (`4s`, `500ms`) from the command line.
+
+use std::time::Duration;
+
+/// Parses a count with an optional K/M/G suffix (powers of 1000) and `_` separators.
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    let t = s.trim().replace('_', "");
+    let (number, scale) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1e3),
+        Some('M') => (&t[..t.len() - 1], 1e6),
+        Some('G') => (&t[..t.len() - 1], 1e9),
+        _ => (t.as_str(), 1.0),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a count; write e.g. 1000, 100K or 10M"))?;
+    if value < 0.0 || !value.is_finite() {
+        return Err(format!("`{s}` must be a positive count"));
+    }
+    Ok((value * scale).round() as u64)
+}
+
+/// Parses a duration such as `4s`, `500ms`, `1m`, `2h` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration; write e.g. 500ms, 4s or 1m"))?;
+    let seconds = match unit {
+        "" | "s" => value,
+        "ms" => value / 1e3,
+        "us" => value / 1e6,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{s}`; use ms, s, m or h"
+            ))
+        }
+    };
+    if seconds < 0.0 || !seconds.is_finite() {
+        return Err(format!("`{s}` must not be negative"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_take_suffixes() {
+        assert_eq!(parse_count("10M"), Ok(10_000_000));
+        assert_eq!(parse_count("100k"), Ok(100_000));
+        assert_eq!(parse_count("1_000"), Ok(1000));
+        assert_eq!(parse_count("2.5K"), Ok(2500));
+        assert!(parse_count("ten").is_err());
+    }
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(parse_duration("4s"), Ok(Duration::from_secs(4)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert!(parse_duration("3 parsecs").is_err());
+    }
+}

@@ -1,0 +1,491 @@
+//! The runtime's guarantees, checked end to end with small inline sources and operators:
+//! failures surface with the operator's name, nothing hangs, barriers are aligned so
+//! snapshots are consistent, late rows are counted, and chaining follows the rules.
+
+use datafusion_expr::{col, lit};
+use riffle_connectors::sinks::CollectSinkFactory;
+use riffle_connectors::PeerSourceFactory;
+use riffle_core::arrow::array::{Int64Array, TimestampNanosecondArray, UInt64Array};
+use riffle_core::arrow::datatypes::{DataType, Field, Schema};
+use riffle_core::{
+    Barrier, BarrierKind, Epoch, Error, Operator, OperatorContext, OperatorFactory, OperatorState,
+    RecordBatch, Result, Source, SourceFactory, SourcePoll, StreamSchema,
+};
+use riffle_operators::{
+    AggregateSpec, FilterFactory, ProjectFactory, WindowAggregateFactory, WindowSpec,
+};
+use riffle_runtime::job::{self, JobConfig};
+use riffle_runtime::{JobGraph, PhysicalPlan, RuntimeError, WatermarkStrategy};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn no_delay() -> WatermarkStrategy {
+    WatermarkStrategy {
+        max_out_of_orderness: Duration::ZERO,
+        idle_timeout: None,
+    }
+}
+
+/// Passes rows through; fails (or panics) when it sees a row with `id == trigger`.
+struct Tripwire {
+    schema: StreamSchema,
+    trigger: i64,
+    panic: bool,
+}
+
+impl OperatorFactory for Tripwire {
+    fn describe(&self) -> String {
+        "tripwire".into()
+    }
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+    fn is_stateful(&self) -> bool {
+        false
+    }
+    fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
+        // Keyed, so the tripwire runs in its own tasks behind channels.
+        Some(vec![0])
+    }
+    fn create(&self, _: &OperatorContext) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(TripwireOp {
+            trigger: self.trigger,
+            panic: self.panic,
+        }))
+    }
+}
+
+struct TripwireOp {
+    trigger: i64,
+    panic: bool,
+}
+
+impl Operator for TripwireOp {
+    fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
+        let ids = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        if ids.values().contains(&self.trigger) {
+            if self.panic {
+                panic!("tripwire panicked on purpose");
+            }
+            return Err(Error::Injected(format!("row {} is poisoned", self.trigger)));
+        }
+        out.push(batch);
+        Ok(())
+    }
+}
+
+fn tripwire_job(panic: bool) -> JobGraph {
+    let mut g = JobGraph::new("tripwire");
+    let src = g
+        .source(
+            "peer",
+            Arc::new(PeerSourceFactory::new(200_000, 1000)),
+            2,
+            no_delay(),
+        )
+        .unwrap();
+    let schema = g.schema(src).clone();
+    let window = WindowAggregateFactory::new(
+        &schema,
+        &["k"],
+        WindowSpec::Tumbling {
+            size: Duration::from_millis(100),
+        },
+        vec![AggregateSpec::count_star("n")],
+    )
+    .unwrap();
+    let trip = g
+        .operator(
+            "tripwire",
+            Arc::new(Tripwire {
+                schema,
+                trigger: 150_123,
+                panic,
+            }),
+            2,
+            &[src],
+        )
+        .unwrap();
+    let w = g.operator("window", Arc::new(window), 2, &[trip]).unwrap();
+    g.sink("sink", Arc::new(CollectSinkFactory::new()), 2, w)
+        .unwrap();
+    g
+}
+
+#[test]
+fn failing_operator_fails_the_job_naming_operator_and_subtask() {
+    let rt = runtime();
+    let result = rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            job::run(&tripwire_job(false), &JobConfig::default()),
+        )
+        .await
+    });
+    let err = result
+        .expect("the job must not hang")
+        .expect_err("the job must fail");
+    let expected_subtask = {
+        // The tripwire subtask owning id 150123's key group.
+        use riffle_core::{KeyGroup, KeyHasher, DEFAULT_MAX_PARALLELISM};
+        let key: riffle_core::arrow::array::ArrayRef = Arc::new(Int64Array::from(vec![150_123i64]));
+        let h = KeyHasher::default().hash_rows(&[key]).unwrap()[0];
+        KeyGroup::of_hash(h, DEFAULT_MAX_PARALLELISM).subtask(2, DEFAULT_MAX_PARALLELISM)
+    };
+    match &err {
+        RuntimeError::Task {
+            operator, subtask, ..
+        } => {
+            assert_eq!(operator.0, "tripwire");
+            assert_eq!(*subtask, expected_subtask);
+        }
+        other => panic!("unexpected error {other}"),
+    }
+    assert!(err.to_string().contains("row 150123 is poisoned"), "{err}");
+}
+
+#[test]
+fn panicking_operator_is_reported_not_propagated() {
+    let rt = runtime();
+    let result = rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            job::run(&tripwire_job(true), &JobConfig::default()),
+        )
+        .await
+    });
+    let err = result
+        .expect("the job must not hang")
+        .expect_err("the job must fail");
+    assert!(
+        matches!(&err, RuntimeError::Panic { task, .. } if task.starts_with("tripwire[")),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("tripwire panicked on purpose"),
+        "{err}"
+    );
+}
+
+/// Counts the rows it has seen; its snapshot is that count.
+struct Counter {
+    schema: StreamSchema,
+}
+
+impl OperatorFactory for Counter {
+    fn describe(&self) -> String {
+        "counter".into()
+    }
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+    fn is_stateful(&self) -> bool {
+        true
+    }
+    fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
+        Some(vec![1])
+    }
+    fn create(&self, _: &OperatorContext) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(CounterOp { rows: 0 }))
+    }
+}
+
+struct CounterOp {
+    rows: u64,
+}
+
+impl Operator for CounterOp {
+    fn on_batch(&mut self, _: usize, batch: RecordBatch, _: &mut Vec<RecordBatch>) -> Result<()> {
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "rows",
+            DataType::UInt64,
+            false,
+        )]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(UInt64Array::from(vec![self.rows]))])?;
+        Ok(OperatorState {
+            batches: vec![batch],
+        })
+    }
+}
+
+fn state_u64(state: &OperatorState, column: &str) -> u64 {
+    let batch = &state.batches[0];
+    let c = batch
+        .column_by_name(column)
+        .unwrap()
+        .as_any()
+        .downcast_ref::<UInt64Array>()
+        .unwrap();
+    c.value(0)
+}
+
+#[test]
+fn aligned_barriers_give_consistent_snapshots() {
+    // Two source subtasks feed two counter subtasks over a keyed exchange. For every
+    // epoch, the rows the counters had seen at the barrier must equal the rows the
+    // sources had emitted before it: nothing from after the barrier leaks in.
+    let rt = runtime();
+    let mut g = JobGraph::new("aligned");
+    let events = 3_000_000u64;
+    let src = g
+        .source(
+            "peer",
+            Arc::new(PeerSourceFactory::new(events, 1000)),
+            2,
+            no_delay(),
+        )
+        .unwrap();
+    let counter = Counter {
+        schema: g.schema(src).clone(),
+    };
+    let c = g.operator("counter", Arc::new(counter), 2, &[src]).unwrap();
+    g.sink("sink", Arc::new(CollectSinkFactory::new()), 2, c)
+        .unwrap();
+    let (acks, tasks) = rt.block_on(async {
+        let mut handle = job::start(
+            &g,
+            &JobConfig {
+                channel_capacity: 2,
+            },
+            true,
+        )
+        .unwrap();
+        let tasks = handle.task_count();
+        let mut acks_rx = handle.acks.take().unwrap();
+        let injector = handle.barrier_injector();
+        let injecting = tokio::spawn(async move {
+            for epoch in 1..=20 {
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                injector.inject(Barrier {
+                    epoch: Epoch(epoch),
+                    kind: BarrierKind::Checkpoint,
+                });
+            }
+        });
+        let summary = handle.wait().await.unwrap();
+        injecting.await.unwrap();
+        assert_eq!(summary.source_rows, events);
+        let mut acks = Vec::new();
+        while let Ok(ack) = acks_rx.try_recv() {
+            acks.push(ack);
+        }
+        (acks, tasks)
+    });
+    let mut by_epoch: HashMap<Epoch, (usize, u64, u64)> = HashMap::new();
+    for ack in &acks {
+        let entry = by_epoch.entry(ack.epoch).or_default();
+        entry.0 += 1;
+        for (op, state) in &ack.states {
+            match op.0.as_str() {
+                "peer" => {
+                    // next_id is absolute; subtask ranges start at 0 and events / 2.
+                    let start = if ack.subtask == 0 { 0 } else { events / 2 };
+                    entry.1 += state_u64(state, "next_id") - start;
+                }
+                "counter" => entry.2 += state_u64(state, "rows"),
+                _ => {}
+            }
+        }
+    }
+    let complete: Vec<_> = by_epoch
+        .iter()
+        .filter(|(_, (n, _, _))| *n == tasks)
+        .collect();
+    assert!(
+        !complete.is_empty(),
+        "no epoch completed; acks: {}",
+        acks.len()
+    );
+    for (epoch, (_, emitted, counted)) in complete {
+        assert_eq!(emitted, counted, "epoch {epoch}: sources emitted {emitted} rows before the barrier, counters saw {counted}");
+    }
+}
+
+/// Emits two batches: on time, then one with rows far behind the watermark.
+struct LateSource {
+    schema: StreamSchema,
+}
+
+impl SourceFactory for LateSource {
+    fn describe(&self) -> String {
+        "late".into()
+    }
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+    fn create(&self, _: usize, _: usize) -> Result<Box<dyn Source>> {
+        Ok(Box::new(LateSourceTask {
+            schema: self.schema.clone(),
+            step: 0,
+        }))
+    }
+}
+
+struct LateSourceTask {
+    schema: StreamSchema,
+    step: u8,
+}
+
+impl Source for LateSourceTask {
+    fn poll_next(&mut self) -> Result<SourcePoll> {
+        let second = 1_000_000_000i64;
+        let times: Vec<i64> = match self.step {
+            0 => vec![0, second, 30 * second],
+            1 => vec![2 * second, 3 * second, 29 * second],
+            _ => return Ok(SourcePoll::End),
+        };
+        self.step += 1;
+        let n = times.len();
+        let batch = RecordBatch::try_new(
+            self.schema.schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![1; n])),
+                Arc::new(TimestampNanosecondArray::from(times).with_timezone("UTC")),
+            ],
+        )?;
+        Ok(SourcePoll::Batch(batch))
+    }
+}
+
+#[test]
+fn late_rows_are_dropped_and_counted() {
+    let schema = StreamSchema::with_timestamp(vec![Field::new("k", DataType::Int64, false)]);
+    let mut g = JobGraph::new("late");
+    let strategy = WatermarkStrategy {
+        max_out_of_orderness: Duration::from_secs(5),
+        idle_timeout: None,
+    };
+    let src = g
+        .source("late", Arc::new(LateSource { schema }), 1, strategy)
+        .unwrap();
+    let window = WindowAggregateFactory::new(
+        g.schema(src),
+        &["k"],
+        WindowSpec::Tumbling {
+            size: Duration::from_secs(10),
+        },
+        vec![AggregateSpec::count_star("n")],
+    )
+    .unwrap();
+    let w = g.operator("window", Arc::new(window), 1, &[src]).unwrap();
+    let sink = CollectSinkFactory::new();
+    g.sink("sink", Arc::new(sink.clone()), 1, w).unwrap();
+    let summary = runtime()
+        .block_on(job::run(&g, &JobConfig::default()))
+        .unwrap();
+    // The watermark after batch 1 is 25 s: window [0, 10) has fired, so the rows at 2 s
+    // and 3 s are late; the row at 29 s is on time.
+    assert_eq!(summary.late_rows_dropped(), 2);
+    let window_totals = summary
+        .operators
+        .iter()
+        .find(|o| o.operator.0 == "window")
+        .unwrap();
+    assert_eq!(window_totals.late_rows_dropped, 2);
+    let counts: Vec<i64> = sink
+        .batches()
+        .iter()
+        .flat_map(|b| {
+            b.column_by_name("n")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    // [0, 10) keeps its 2 on-time rows; 29 s lands in [20, 30) and 30 s in [30, 40).
+    assert_eq!(counts, vec![2, 1, 1]);
+}
+
+#[test]
+fn stateless_neighbours_chain_and_keyed_edges_split_tasks() {
+    let mut g = JobGraph::new("chain");
+    let src = g
+        .source(
+            "peer",
+            Arc::new(PeerSourceFactory::new(10, 10)),
+            2,
+            no_delay(),
+        )
+        .unwrap();
+    let f = FilterFactory::new(g.schema(src), col("v").gt(lit(3i64))).unwrap();
+    let f = g.operator("filter", Arc::new(f), 2, &[src]).unwrap();
+    let p = ProjectFactory::new(g.schema(f), vec![col("k"), col("v")]).unwrap();
+    let p = g.operator("project", Arc::new(p), 2, &[f]).unwrap();
+    let w = WindowAggregateFactory::new(
+        g.schema(p),
+        &["k"],
+        WindowSpec::Tumbling {
+            size: Duration::from_secs(1),
+        },
+        vec![AggregateSpec::count_star("n")],
+    )
+    .unwrap();
+    let w = g.operator("window", Arc::new(w), 2, &[p]).unwrap();
+    g.sink("sink", Arc::new(CollectSinkFactory::new()), 1, w)
+        .unwrap();
+    let plan = PhysicalPlan::compile(&g);
+    let names: Vec<Vec<String>> = plan
+        .chains
+        .iter()
+        .map(|c| {
+            c.nodes
+                .iter()
+                .map(|n| g.nodes()[n.0].id.0.clone())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            vec!["peer", "filter", "project"],
+            vec!["window"],
+            vec!["sink"]
+        ]
+    );
+    let text = plan.explain(&g);
+    assert!(text.contains("keyed by (k)"), "{text}");
+    assert!(text.contains("stateful"), "{text}");
+}
+
+#[test]
+fn duplicate_operator_names_are_refused() {
+    let mut g = JobGraph::new("dup");
+    g.source(
+        "peer",
+        Arc::new(PeerSourceFactory::new(10, 10)),
+        1,
+        no_delay(),
+    )
+    .unwrap();
+    let err = g
+        .source(
+            "peer",
+            Arc::new(PeerSourceFactory::new(10, 10)),
+            1,
+            no_delay(),
+        )
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("unique"), "{err}");
+}
