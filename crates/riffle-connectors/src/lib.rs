@@ -9,9 +9,11 @@
 //! Every source here is replayable from an offset and splits over parallel subtasks so
 //! that the union of subtasks' output equals a single subtask's.
 
+pub mod file_source;
 pub mod nexmark;
 pub mod peer;
 pub mod sinks;
 
+pub use file_source::{FileSourceConfig, FileSourceFactory, MalformedRecords};
 pub use nexmark::{NexmarkConfig, NexmarkSourceFactory, NexmarkTable};
 pub use peer::PeerSourceFactory;

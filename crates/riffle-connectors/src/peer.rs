@@ -9,7 +9,8 @@ use riffle_core::arrow::array::{Int64Array, TimestampNanosecondArray, UInt16Arra
 use riffle_core::arrow::datatypes::{DataType, Field, Schema};
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{
-    Error, OperatorState, RecordBatch, Result, Source, SourceFactory, SourcePoll, StreamSchema,
+    Error, OperatorContext, OperatorState, RecordBatch, Result, Source, SourceFactory, SourcePoll,
+    StreamSchema,
 };
 use std::sync::Arc;
 
@@ -45,10 +46,10 @@ impl SourceFactory for PeerSourceFactory {
         &self.schema
     }
 
-    fn create(&self, subtask: usize, parallelism: usize) -> Result<Box<dyn Source>> {
-        let p = parallelism as u64;
-        let start = self.events * subtask as u64 / p;
-        let end = self.events * (subtask as u64 + 1) / p;
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Source>> {
+        let p = ctx.parallelism as u64;
+        let start = self.events * ctx.subtask as u64 / p;
+        let end = self.events * (ctx.subtask as u64 + 1) / p;
         Ok(Box::new(PeerSource {
             schema: self.schema.clone(),
             start,

@@ -27,6 +27,8 @@ pub struct OperatorCounters {
     pub late_rows_dropped: AtomicU64,
     /// Windows (or sessions) fired and emitted.
     pub windows_emitted: AtomicU64,
+    /// Malformed input records skipped (sources configured to skip them).
+    pub records_skipped: AtomicU64,
 }
 
 impl OperatorCounters {
@@ -34,6 +36,13 @@ impl OperatorCounters {
     pub fn add_late(&self, n: u64) {
         if n > 0 {
             self.late_rows_dropped.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds `n` skipped malformed records.
+    pub fn add_skipped(&self, n: u64) {
+        if n > 0 {
+            self.records_skipped.fetch_add(n, Ordering::Relaxed);
         }
     }
 
@@ -58,6 +67,19 @@ pub struct OperatorContext {
     pub max_parallelism: u16,
     /// Counters for this subtask.
     pub counters: Arc<OperatorCounters>,
+}
+
+impl OperatorContext {
+    /// A context outside any job (tools and tests): fresh counters, default key groups.
+    pub fn detached(operator: &str, subtask: usize, parallelism: usize) -> Self {
+        Self {
+            operator_id: OperatorId(operator.to_string()),
+            subtask,
+            parallelism,
+            max_parallelism: crate::DEFAULT_MAX_PARALLELISM,
+            counters: Arc::new(OperatorCounters::default()),
+        }
+    }
 }
 
 /// One subtask of an operator.

@@ -1,6 +1,7 @@
 //! The source trait: replayable producers of batches.
 
 use crate::error::Result;
+use crate::operator::OperatorContext;
 use crate::schema::StreamSchema;
 use crate::state::OperatorState;
 use crate::RecordBatch;
@@ -47,10 +48,10 @@ pub trait SourceFactory: Send + Sync {
     /// Schema of every batch the source produces.
     fn output_schema(&self) -> &StreamSchema;
 
-    /// Creates subtask `subtask` of `parallelism`; the union of all subtasks' rows is the
-    /// source's whole output.
+    /// Creates subtask `ctx.subtask` of `ctx.parallelism`; the union of all subtasks'
+    /// rows is the source's whole output.
     ///
     /// # Errors
     /// Configuration or input that cannot be opened.
-    fn create(&self, subtask: usize, parallelism: usize) -> Result<Box<dyn Source>>;
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Source>>;
 }

@@ -525,12 +525,12 @@ impl Operator for IntervalMaxJoin {
                     .and_then(|c| c.as_primitive_opt::<Float64Type>())
                     .ok_or_else(|| bad("missing `pending_value`"))?
                     .clone();
-                for row in 0..batch.num_rows() {
+                for (row, &id) in ids.iter().enumerate() {
                     self.pending
-                        .entry(ids[row])
+                        .entry(id)
                         .or_default()
                         .push((t.value(row), v.value(row)));
-                    self.pending_order.push_back((t.value(row), ids[row]));
+                    self.pending_order.push_back((t.value(row), id));
                 }
             } else {
                 return Err(bad("unknown state batch"));

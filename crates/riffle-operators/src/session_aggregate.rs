@@ -304,11 +304,11 @@ impl Operator for SessionAggregate {
             let rows: Vec<u32> = (0..batch.num_rows() as u32).collect();
             let mut key_ids = Vec::new();
             self.key_table.intern(&keys, &rows, &mut key_ids)?;
-            for row in 0..batch.num_rows() {
+            for (row, &key) in key_ids.iter().enumerate() {
                 let slot = self.allocate();
                 self.accumulators
                     .restore(&[slot], &batch.slice(row, 1), &operator)?;
-                self.place(key_ids[row], starts.value(row), ends.value(row), Some(slot));
+                self.place(key, starts.value(row), ends.value(row), Some(slot));
             }
         }
         Ok(())

@@ -164,6 +164,7 @@ impl OperatorFactory for WindowJoinFactory {
             windows: BTreeMap::new(),
             watermark: EventTime::MIN,
             counters: ctx.counters.clone(),
+            max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
         }))
     }
@@ -179,6 +180,7 @@ struct WindowJoin {
     windows: BTreeMap<EventTime, Buffered>,
     watermark: EventTime,
     counters: Arc<OperatorCounters>,
+    max_parallelism: u16,
     operator: String,
 }
 
@@ -333,7 +335,7 @@ impl Operator for WindowJoin {
                     let (_, kg) = crate::window::key_group_column(
                         &keys,
                         rows.num_rows(),
-                        riffle_core::DEFAULT_MAX_PARALLELISM,
+                        self.max_parallelism,
                     )?;
                     let kg = kg
                         .as_primitive::<riffle_core::arrow::datatypes::UInt16Type>()

@@ -315,12 +315,17 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                     factory,
                     watermarks,
                 } => {
-                    let source = factory.create(subtask, chain.parallelism).map_err(|e| {
-                        RuntimeError::Task {
-                            operator: head.id.clone(),
-                            subtask,
-                            source: e,
-                        }
+                    let ctx = OperatorContext {
+                        operator_id: head.id.clone(),
+                        subtask,
+                        parallelism: chain.parallelism,
+                        max_parallelism: graph.max_parallelism,
+                        counters: metrics.register_operator(&head.id, subtask),
+                    };
+                    let source = factory.create(&ctx).map_err(|e| RuntimeError::Task {
+                        operator: head.id.clone(),
+                        subtask,
+                        source: e,
                     })?;
                     let (btx, brx) = mpsc::unbounded_channel();
                     barrier_senders.push(btx);

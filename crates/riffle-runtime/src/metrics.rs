@@ -39,6 +39,8 @@ pub struct OperatorTotals {
     pub late_rows_dropped: u64,
     /// Windows emitted.
     pub windows_emitted: u64,
+    /// Malformed records skipped.
+    pub records_skipped: u64,
 }
 
 impl JobMetrics {
@@ -88,15 +90,18 @@ impl JobMetrics {
         for (id, _, counters) in operators.iter() {
             let late = counters.late_rows_dropped.load(Ordering::Relaxed);
             let windows = counters.windows_emitted.load(Ordering::Relaxed);
+            let skipped = counters.records_skipped.load(Ordering::Relaxed);
             match totals.iter_mut().find(|t| &t.operator == id) {
                 Some(t) => {
                     t.late_rows_dropped += late;
                     t.windows_emitted += windows;
+                    t.records_skipped += skipped;
                 }
                 None => totals.push(OperatorTotals {
                     operator: id.clone(),
                     late_rows_dropped: late,
                     windows_emitted: windows,
+                    records_skipped: skipped,
                 }),
             }
         }

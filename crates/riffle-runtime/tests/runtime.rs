@@ -331,7 +331,7 @@ impl SourceFactory for LateSource {
     fn output_schema(&self) -> &StreamSchema {
         &self.schema
     }
-    fn create(&self, _: usize, _: usize) -> Result<Box<dyn Source>> {
+    fn create(&self, _: &OperatorContext) -> Result<Box<dyn Source>> {
         Ok(Box::new(LateSourceTask {
             schema: self.schema.clone(),
             step: 0,

@@ -11,7 +11,8 @@ use riffle_core::arrow::datatypes::{DataType, Field, Schema};
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::time::NANOS_PER_MILLI;
 use riffle_core::{
-    Error, OperatorState, RecordBatch, Result, Source, SourceFactory, SourcePoll, StreamSchema,
+    Error, OperatorContext, OperatorState, RecordBatch, Result, Source, SourceFactory, SourcePoll,
+    StreamSchema,
 };
 use std::sync::Arc;
 
@@ -55,7 +56,7 @@ impl SourceFactory for NexmarkSourceFactory {
         &self.schema
     }
 
-    fn create(&self, subtask: usize, parallelism: usize) -> Result<Box<dyn Source>> {
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Source>> {
         if self.generator.config().block_events == 0 {
             return Err(Error::config("block_events", "must be at least 1"));
         }
@@ -63,8 +64,8 @@ impl SourceFactory for NexmarkSourceFactory {
             table: self.table,
             schema: self.schema.clone(),
             generator: self.generator.clone(),
-            parallelism: parallelism as u64,
-            next_block: subtask as u64,
+            parallelism: ctx.parallelism as u64,
+            next_block: ctx.subtask as u64,
         }))
     }
 }
@@ -349,10 +350,30 @@ mod tests {
             ..Default::default()
         };
         let factory = NexmarkSourceFactory::new(NexmarkTable::Bid, config);
-        let single = drain(factory.create(0, 1).unwrap().as_mut());
-        let mut split = drain(factory.create(0, 3).unwrap().as_mut());
-        split.extend(drain(factory.create(1, 3).unwrap().as_mut()));
-        split.extend(drain(factory.create(2, 3).unwrap().as_mut()));
+        let single = drain(
+            factory
+                .create(&OperatorContext::detached("nexmark", 0, 1))
+                .unwrap()
+                .as_mut(),
+        );
+        let mut split = drain(
+            factory
+                .create(&OperatorContext::detached("nexmark", 0, 3))
+                .unwrap()
+                .as_mut(),
+        );
+        split.extend(drain(
+            factory
+                .create(&OperatorContext::detached("nexmark", 1, 3))
+                .unwrap()
+                .as_mut(),
+        ));
+        split.extend(drain(
+            factory
+                .create(&OperatorContext::detached("nexmark", 2, 3))
+                .unwrap()
+                .as_mut(),
+        ));
         assert_eq!(prices(&single).len(), 30_000 / 50 * 46);
         assert_eq!(prices(&single), prices(&split));
     }
@@ -365,12 +386,16 @@ mod tests {
             ..Default::default()
         };
         let factory = NexmarkSourceFactory::new(NexmarkTable::Auction, config);
-        let mut a = factory.create(0, 1).unwrap();
+        let mut a = factory
+            .create(&OperatorContext::detached("nexmark", 0, 1))
+            .unwrap();
         a.poll_next().unwrap();
         a.poll_next().unwrap();
         let offset = a.snapshot().unwrap();
         let rest = drain(a.as_mut());
-        let mut b = factory.create(0, 1).unwrap();
+        let mut b = factory
+            .create(&OperatorContext::detached("nexmark", 0, 1))
+            .unwrap();
         b.restore(offset).unwrap();
         let replayed = drain(b.as_mut());
         assert_eq!(rest, replayed);
@@ -385,7 +410,12 @@ mod tests {
         };
         let generator = Arc::new(EventGenerator::new(config));
         let factory = NexmarkSourceFactory::with_generator(NexmarkTable::Person, generator.clone());
-        let batches = drain(factory.create(0, 1).unwrap().as_mut());
+        let batches = drain(
+            factory
+                .create(&OperatorContext::detached("nexmark", 0, 1))
+                .unwrap()
+                .as_mut(),
+        );
         let ids = batches[0].column(0).as_primitive::<Int64Type>();
         let names = batches[0].column(1).as_string::<i32>();
         assert_eq!(ids.len(), 40);

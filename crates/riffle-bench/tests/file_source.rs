@@ -1,0 +1,289 @@
+//! The file source end to end: formats, ordering, parallel splits, malformed records
+//! (named or skipped and counted), and replay from an offset.
+
+use riffle_connectors::sinks::{CollectSinkFactory, FileFormat, FileSinkFactory, RollingPolicy};
+use riffle_connectors::{FileSourceConfig, FileSourceFactory, MalformedRecords};
+use riffle_core::arrow::array::{AsArray, Int64Array, StringArray, TimestampNanosecondArray};
+use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use riffle_core::{
+    Error, OperatorContext, RecordBatch, Source, SourceFactory, SourcePoll, StreamSchema,
+};
+use riffle_runtime::job::{self, JobConfig};
+use riffle_runtime::{JobGraph, JobSummary, RuntimeError, WatermarkStrategy};
+use std::path::Path;
+use std::sync::Arc;
+
+fn config(path: &Path, format: FileFormat, on_malformed: MalformedRecords) -> FileSourceConfig {
+    FileSourceConfig {
+        path: path.display().to_string(),
+        format,
+        schema: None,
+        event_time_column: "ts".into(),
+        on_malformed,
+        batch_rows: 3,
+    }
+}
+
+fn run(
+    factory: FileSourceFactory,
+    parallelism: usize,
+) -> Result<(Vec<RecordBatch>, JobSummary), RuntimeError> {
+    let mut g = JobGraph::new("files");
+    let src = g.source(
+        "files",
+        Arc::new(factory),
+        parallelism,
+        WatermarkStrategy::default(),
+    )?;
+    let sink = CollectSinkFactory::new();
+    g.sink("sink", Arc::new(sink.clone()), parallelism, src)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let summary = rt.block_on(job::run(&g, &JobConfig::default()))?;
+    Ok((sink.batches(), summary))
+}
+
+fn ids(batches: &[RecordBatch]) -> Vec<i64> {
+    let mut v: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            b.column_by_name("id")
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn write_jsonl(dir: &Path, name: &str, first_id: i64, rows: usize) {
+    let text: String = (0..rows as i64)
+        .map(|i| {
+            format!(
+                "{{\"id\": {}, \"name\": \"n{}\", \"ts\": \"2025-01-01T00:00:{:02}Z\"}}\n",
+                first_id + i,
+                first_id + i,
+                i % 60
+            )
+        })
+        .collect();
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+#[test]
+fn jsonl_directory_is_read_completely_at_any_parallelism() {
+    let dir = tempfile::tempdir().unwrap();
+    write_jsonl(dir.path(), "a.jsonl", 0, 10);
+    write_jsonl(dir.path(), "b.jsonl", 10, 7);
+    write_jsonl(dir.path(), "c.jsonl", 17, 5);
+    for p in [1, 2] {
+        let factory = FileSourceFactory::new(config(
+            dir.path(),
+            FileFormat::Jsonl,
+            MalformedRecords::Fail,
+        ))
+        .unwrap();
+        assert_eq!(factory.files().len(), 3);
+        let (batches, _) = run(factory, p).unwrap();
+        assert_eq!(ids(&batches), (0..22).collect::<Vec<_>>(), "p{p}");
+        let ts = batches[0]
+            .column_by_name("_timestamp")
+            .unwrap()
+            .as_primitive::<riffle_core::arrow::datatypes::TimestampNanosecondType>();
+        assert!(ts.value(0) >= 1_735_689_600_000_000_000);
+    }
+}
+
+#[test]
+fn malformed_json_names_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    write_jsonl(dir.path(), "a.jsonl", 0, 4);
+    let mut text = std::fs::read_to_string(dir.path().join("a.jsonl")).unwrap();
+    text.push_str("{\"id\": \"forty\", \"name\": \"x\", \"ts\": \"2025-01-01T00:00:05Z\"}\n");
+    std::fs::write(dir.path().join("a.jsonl"), text).unwrap();
+    // With the schema declared (inference would type `id` as a string from the bad row).
+    let mut cfg = config(dir.path(), FileFormat::Jsonl, MalformedRecords::Fail);
+    cfg.schema = Some(Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("ts", DataType::Utf8, false),
+    ])));
+    let err =
+        run(FileSourceFactory::new(cfg).unwrap(), 1).expect_err("a bad record must fail the job");
+    match err {
+        RuntimeError::Task {
+            source: Error::MalformedRecord {
+                file, line, field, ..
+            },
+            ..
+        } => {
+            assert!(file.ends_with("a.jsonl"));
+            assert_eq!(line, 5);
+            assert_eq!(field.as_deref(), Some("id"));
+        }
+        other => panic!("unexpected error: {other:?}"),
+    }
+}
+
+#[test]
+fn malformed_records_can_be_skipped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "{\"id\": 1, \"ts\": \"2025-01-01T00:00:01Z\"}\nnot json at all\n{\"id\": 2, \"ts\": \"yesterday\"}\n{\"id\": 3, \"ts\": \"2025-01-01T00:00:03Z\"}\n";
+    std::fs::write(dir.path().join("a.jsonl"), text).unwrap();
+    let mut cfg = config(dir.path(), FileFormat::Jsonl, MalformedRecords::Skip);
+    cfg.schema = Some(Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("ts", DataType::Utf8, true),
+    ])));
+    let (batches, summary) = run(FileSourceFactory::new(cfg.clone()).unwrap(), 1).unwrap();
+    assert_eq!(ids(&batches), vec![1, 3]);
+    let skipped: u64 = summary.operators.iter().map(|o| o.records_skipped).sum();
+    assert_eq!(skipped, 2, "the unparseable line and the bad event time");
+    // The same file without skipping fails at line 2.
+    cfg.on_malformed = MalformedRecords::Fail;
+    let err = run(FileSourceFactory::new(cfg).unwrap(), 1).expect_err("must fail");
+    assert!(err.to_string().contains("line 2"), "{err}");
+}
+
+#[test]
+fn csv_with_epoch_millis_and_bad_event_time() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.csv"),
+        "id,price,ts\n1,10,1735689600000\n2,20,1735689601000\n3,30,\n",
+    )
+    .unwrap();
+    let factory =
+        FileSourceFactory::new(config(dir.path(), FileFormat::Csv, MalformedRecords::Fail))
+            .unwrap();
+    let err = run(factory, 1).expect_err("a missing event time must fail");
+    let text = err.to_string();
+    assert!(
+        text.contains("a.csv") && text.contains("line 4") && text.contains("`ts`"),
+        "{text}"
+    );
+    std::fs::write(
+        dir.path().join("a.csv"),
+        "id,price,ts\n1,10,1735689600000\n2,20,1735689601000\n",
+    )
+    .unwrap();
+    let factory =
+        FileSourceFactory::new(config(dir.path(), FileFormat::Csv, MalformedRecords::Fail))
+            .unwrap();
+    let (batches, _) = run(factory, 1).unwrap();
+    assert_eq!(ids(&batches), vec![1, 2]);
+    let ts = batches[0]
+        .column_by_name("_timestamp")
+        .unwrap()
+        .as_primitive::<riffle_core::arrow::datatypes::TimestampNanosecondType>();
+    assert_eq!(ts.value(0), 1_735_689_600_000 * 1_000_000);
+}
+
+#[test]
+fn parquet_written_by_the_file_sink_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = StreamSchema::with_timestamp(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("ts", riffle_core::timestamp_type(), false),
+    ]);
+    let sink = FileSinkFactory::new(
+        dir.path(),
+        FileFormat::Parquet,
+        RollingPolicy {
+            max_file_bytes: 1,
+            max_file_age: None,
+        },
+    );
+    let mut writer = riffle_core::SinkFactory::create(&sink, &schema, 0, 1).unwrap();
+    for chunk in 0..3i64 {
+        let ids: Vec<i64> = (chunk * 4..chunk * 4 + 4).collect();
+        let times: Vec<i64> = ids.iter().map(|i| i * 1_000_000_000).collect();
+        let batch = RecordBatch::try_new(
+            schema.schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(ids.clone())),
+                Arc::new(StringArray::from(
+                    ids.iter().map(|i| format!("n{i}")).collect::<Vec<_>>(),
+                )),
+                Arc::new(TimestampNanosecondArray::from(times.clone()).with_timezone("UTC")),
+                Arc::new(TimestampNanosecondArray::from(times).with_timezone("UTC")),
+            ],
+        )
+        .unwrap();
+        writer.write(&batch).unwrap();
+    }
+    let summary = writer.finish().unwrap();
+    assert_eq!(
+        summary.files.len(),
+        3,
+        "max_file_bytes = 1 rolls after every batch"
+    );
+    assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e
+        .unwrap()
+        .path()
+        .display()
+        .to_string()
+        .ends_with(".inprogress")));
+    let factory = FileSourceFactory::new(config(
+        dir.path(),
+        FileFormat::Parquet,
+        MalformedRecords::Fail,
+    ))
+    .unwrap();
+    let (batches, _) = run(factory, 2).unwrap();
+    assert_eq!(ids(&batches), (0..12).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_restored_source_replays_from_its_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    write_jsonl(dir.path(), "a.jsonl", 0, 8);
+    write_jsonl(dir.path(), "b.jsonl", 8, 8);
+    let factory = FileSourceFactory::new(config(
+        dir.path(),
+        FileFormat::Jsonl,
+        MalformedRecords::Fail,
+    ))
+    .unwrap();
+    let ctx = OperatorContext::detached("files", 0, 1);
+    let drain = |s: &mut dyn Source| {
+        let mut out = Vec::new();
+        while let SourcePoll::Batch(b) = s.poll_next().unwrap() {
+            out.push(b);
+        }
+        out
+    };
+    let mut a = factory.create(&ctx).unwrap();
+    let first = [a.poll_next().unwrap(), a.poll_next().unwrap()];
+    assert!(first.iter().all(|p| matches!(p, SourcePoll::Batch(_))));
+    let offset = a.snapshot().unwrap();
+    let rest = drain(a.as_mut());
+    let mut b = factory.create(&ctx).unwrap();
+    b.restore(offset).unwrap();
+    let replayed = drain(b.as_mut());
+    assert_eq!(ids(&rest), ids(&replayed));
+    assert_eq!(ids(&replayed), (6..16).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_path_without_files_is_a_clear_configuration_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = FileSourceFactory::new(config(
+        &dir.path().join("nothing-*.jsonl"),
+        FileFormat::Jsonl,
+        MalformedRecords::Fail,
+    ))
+    .unwrap_err();
+    assert!(err.to_string().contains("no jsonl files"), "{err}");
+    write_jsonl(dir.path(), "a.jsonl", 0, 2);
+    let mut cfg = config(dir.path(), FileFormat::Jsonl, MalformedRecords::Fail);
+    cfg.event_time_column = "when".into();
+    let err = FileSourceFactory::new(cfg).unwrap_err();
+    assert!(err.to_string().contains("no column `when`"), "{err}");
+}

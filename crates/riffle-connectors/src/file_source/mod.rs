@@ -1,0 +1,308 @@
+//! A replayable source over a directory or glob of JSONL, CSV or Parquet files.
+//!
+//! Files are read in name order; subtask `i` of `p` reads files `i, i + p, …`. The
+//! schema is given or inferred from the first file; the event-time column is named by
+//! the user and becomes `_timestamp` (timestamps of any unit, RFC 3339 strings, or
+//! integers as epoch milliseconds). A malformed record fails the job with an error
+//! naming file, line and field, or — with [`MalformedRecords::Skip`] — is skipped and
+//! counted. The position (file, next line or row) is the checkpointed offset.
+//!
+//! JSONL and CSV are read line by line: a CSV record may not span lines.
+
+mod reader;
+
+use crate::sinks::FileFormat;
+use reader::FileReader;
+use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use riffle_core::arrow::json::reader::infer_json_schema_from_seekable;
+use riffle_core::operator::OperatorCounters;
+use riffle_core::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use riffle_core::{
+    Error, OperatorContext, OperatorState, Result, Source, SourceFactory, SourcePoll, StreamSchema,
+    TIMESTAMP_FIELD,
+};
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What to do with a record that cannot be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MalformedRecords {
+    /// Fail the job, naming file, line and field.
+    Fail,
+    /// Skip the record and count it (`records_skipped` in the run summary).
+    Skip,
+}
+
+/// Settings of a file source.
+#[derive(Debug, Clone)]
+pub struct FileSourceConfig {
+    /// A directory (every file with the format's extension), a file, or a glob.
+    pub path: String,
+    /// File format.
+    pub format: FileFormat,
+    /// Columns of the files; `None` infers them from the first file.
+    pub schema: Option<SchemaRef>,
+    /// Name of the column holding event time.
+    pub event_time_column: String,
+    /// Malformed records: fail or skip.
+    pub on_malformed: MalformedRecords,
+    /// Rows per output batch.
+    pub batch_rows: usize,
+}
+
+/// Builds file source subtasks.
+#[derive(Debug)]
+pub struct FileSourceFactory {
+    config: FileSourceConfig,
+    files: Vec<PathBuf>,
+    file_schema: SchemaRef,
+    event_time_index: usize,
+    schema: StreamSchema,
+}
+
+/// Lists the files a path names, in order.
+fn list_files(path: &str, format: FileFormat) -> Result<Vec<PathBuf>> {
+    let p = Path::new(path);
+    let mut files: Vec<PathBuf> = if p.is_dir() {
+        std::fs::read_dir(p)
+            .map_err(|e| Error::io(p, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| {
+                f.is_file()
+                    && f.extension().is_some_and(|x| {
+                        x == format.extension() || (format == FileFormat::Jsonl && x == "json")
+                    })
+            })
+            .collect()
+    } else if p.is_file() {
+        vec![p.to_path_buf()]
+    } else {
+        let pattern = glob::glob(path)
+            .map_err(|e| Error::config("path", format!("`{path}` is not a valid glob: {e}")))?;
+        pattern
+            .filter_map(|f| f.ok())
+            .filter(|f| f.is_file())
+            .collect()
+    };
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::config(
+            "path",
+            format!(
+                "no {} files at `{path}`; give a directory, a file or a glob such as data/*.{}",
+                format.extension(),
+                format.extension()
+            ),
+        ));
+    }
+    Ok(files)
+}
+
+fn infer_schema(file: &Path, format: FileFormat) -> Result<Schema> {
+    let open = || File::open(file).map_err(|e| Error::io(file, e));
+    let inferred = match format {
+        FileFormat::Jsonl => {
+            infer_json_schema_from_seekable(BufReader::new(open()?), Some(1000)).map(|(s, _)| s)
+        }
+        FileFormat::Csv => riffle_core::arrow::csv::reader::Format::default()
+            .with_header(true)
+            .infer_schema(BufReader::new(open()?), Some(1000))
+            .map(|(s, _)| s),
+        FileFormat::Parquet => {
+            let builder = ParquetRecordBatchReaderBuilder::try_new(open()?).map_err(|e| {
+                Error::config(
+                    "path",
+                    format!("{} is not a readable Parquet file: {e}", file.display()),
+                )
+            })?;
+            Ok(builder.schema().as_ref().clone())
+        }
+    };
+    inferred.map_err(|e| {
+        Error::config(
+            "schema",
+            format!(
+                "cannot infer a schema from {}: {e}; give the schema explicitly",
+                file.display()
+            ),
+        )
+    })
+}
+
+impl FileSourceFactory {
+    /// Lists the files and settles the schema.
+    ///
+    /// # Errors
+    /// No files, an unreadable first file, or an event-time column that is missing or of
+    /// a type that cannot be event time.
+    pub fn new(config: FileSourceConfig) -> Result<Self> {
+        let files = list_files(&config.path, config.format)?;
+        let file_schema = match &config.schema {
+            Some(s) => s.clone(),
+            None => Arc::new(infer_schema(&files[0], config.format)?),
+        };
+        let event_time_index = file_schema
+            .index_of(&config.event_time_column)
+            .map_err(|_| {
+                Error::config(
+                    "event_time_column",
+                    format!(
+                        "no column `{}`; the files have {:?}",
+                        config.event_time_column,
+                        file_schema
+                            .fields()
+                            .iter()
+                            .map(|f| f.name())
+                            .collect::<Vec<_>>()
+                    ),
+                )
+            })?;
+        let ty = file_schema.field(event_time_index).data_type();
+        if !matches!(
+            ty,
+            DataType::Timestamp(..)
+                | DataType::Int64
+                | DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Date32
+        ) {
+            return Err(Error::config("event_time_column", format!("`{}` is {ty}; event time must be a timestamp, an RFC 3339 string or epoch milliseconds", config.event_time_column)));
+        }
+        if file_schema.index_of(TIMESTAMP_FIELD).is_ok() {
+            return Err(Error::config(
+                "schema",
+                format!("the files have a `{TIMESTAMP_FIELD}` column, which riffle reserves"),
+            ));
+        }
+        let fields: Vec<Field> = file_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let schema = StreamSchema::with_timestamp(fields);
+        Ok(Self {
+            config,
+            files,
+            file_schema,
+            event_time_index,
+            schema,
+        })
+    }
+
+    /// The files this source reads, in order.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+}
+
+impl SourceFactory for FileSourceFactory {
+    fn describe(&self) -> String {
+        format!(
+            "files({}, {}, {} files)",
+            self.config.format.extension(),
+            self.config.path,
+            self.files.len()
+        )
+    }
+
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Source>> {
+        let files: Vec<PathBuf> = self
+            .files
+            .iter()
+            .skip(ctx.subtask)
+            .step_by(ctx.parallelism.max(1))
+            .cloned()
+            .collect();
+        Ok(Box::new(FileSource {
+            files,
+            next_file: 0,
+            reader: None,
+            config: self.config.clone(),
+            file_schema: self.file_schema.clone(),
+            event_time_index: self.event_time_index,
+            schema: self.schema.clone(),
+            counters: ctx.counters.clone(),
+            operator: ctx.operator_id.0.clone(),
+        }))
+    }
+}
+
+struct FileSource {
+    files: Vec<PathBuf>,
+    next_file: usize,
+    reader: Option<FileReader>,
+    config: FileSourceConfig,
+    file_schema: SchemaRef,
+    event_time_index: usize,
+    schema: StreamSchema,
+    counters: Arc<OperatorCounters>,
+    operator: String,
+}
+
+impl FileSource {
+    fn open(&self, index: usize, skip: u64) -> Result<FileReader> {
+        FileReader::open(
+            &self.files[index],
+            self.config.format,
+            self.file_schema.clone(),
+            self.config.batch_rows,
+            skip,
+        )
+    }
+}
+
+impl Source for FileSource {
+    fn poll_next(&mut self) -> Result<SourcePoll> {
+        loop {
+            if self.reader.is_none() {
+                if self.next_file >= self.files.len() {
+                    return Ok(SourcePoll::End);
+                }
+                self.reader = Some(self.open(self.next_file, 0)?);
+                self.next_file += 1;
+            }
+            let Some(reader) = self.reader.as_mut() else {
+                continue;
+            };
+            let skip = self.config.on_malformed == MalformedRecords::Skip;
+            match reader.next_batch(skip, self.event_time_index, &self.schema, &self.counters)? {
+                Some(batch) if batch.num_rows() > 0 => return Ok(SourcePoll::Batch(batch)),
+                Some(_) => {}
+                None => self.reader = None,
+            }
+        }
+    }
+
+    fn snapshot(&mut self) -> Result<OperatorState> {
+        // The file being read (or the next one) and how far into it.
+        let (file, position) = match &self.reader {
+            Some(r) => (self.next_file - 1, r.position()),
+            None => (self.next_file, 0),
+        };
+        let path = self
+            .files
+            .get(file)
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        reader::offset_state(&path, file as u64, position)
+    }
+
+    fn restore(&mut self, state: OperatorState) -> Result<()> {
+        let (path, file, position) = reader::read_offset_state(&state, &self.operator)?;
+        let file = file as usize;
+        if file < self.files.len() {
+            if self.files[file].display().to_string() != path {
+                return Err(Error::State { operator: self.operator.clone(), message: format!("checkpoint was reading {path}, but file #{file} is now {}; the input directory changed", self.files[file].display()) });
+            }
+            self.reader = Some(self.open(file, position)?);
+        }
+        self.next_file = file + 1;
+        Ok(())
+    }
+}

@@ -1,0 +1,378 @@
+//! Reading one file: lines for JSONL and CSV (with line numbers for errors), row groups
+//! for Parquet; turning the event-time column into `_timestamp`.
+
+use crate::sinks::FileFormat;
+use riffle_core::arrow::array::{Array, ArrayRef, AsArray, StringArray, UInt16Array, UInt64Array};
+use riffle_core::arrow::compute::kernels::cast::{cast_with_options, CastOptions};
+use riffle_core::arrow::compute::{concat_batches, kernels::numeric::mul};
+use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, TimeUnit};
+use riffle_core::operator::OperatorCounters;
+use riffle_core::parquet::arrow::arrow_reader::{
+    ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+};
+use riffle_core::state::KEY_GROUP_FIELD;
+use riffle_core::{timestamp_type, Error, OperatorState, RecordBatch, Result, StreamSchema};
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// An open file and the position in it.
+pub(super) struct FileReader {
+    path: PathBuf,
+    kind: Kind,
+    schema: SchemaRef,
+    batch_rows: usize,
+}
+
+enum Kind {
+    /// JSONL or CSV: next line number to read (1-based) and the open reader.
+    Lines {
+        format: FileFormat,
+        reader: BufReader<File>,
+        next_line: u64,
+    },
+    /// Parquet: rows already returned.
+    Parquet {
+        reader: ParquetRecordBatchReader,
+        rows: u64,
+    },
+}
+
+impl FileReader {
+    /// Opens `path`, skipping `skip` lines (JSONL/CSV, after the header) or rows (Parquet).
+    pub(super) fn open(
+        path: &Path,
+        format: FileFormat,
+        schema: SchemaRef,
+        batch_rows: usize,
+        skip: u64,
+    ) -> Result<Self> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let kind = match format {
+            FileFormat::Parquet => {
+                let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+                    .and_then(|b| {
+                        b.with_batch_size(batch_rows)
+                            .with_offset(skip as usize)
+                            .build()
+                    })
+                    .map_err(|e| Error::MalformedRecord {
+                        file: path.into(),
+                        line: 0,
+                        field: None,
+                        message: format!("not a readable Parquet file: {e}"),
+                    })?;
+                Kind::Parquet { reader, rows: skip }
+            }
+            FileFormat::Jsonl | FileFormat::Csv => {
+                let mut reader = BufReader::new(file);
+                let mut next_line = 1;
+                let header = u64::from(format == FileFormat::Csv);
+                let mut line = String::new();
+                // Position counts lines after the header; a fresh CSV skips its header.
+                let to_skip = if skip == 0 { header } else { skip };
+                while next_line <= to_skip {
+                    line.clear();
+                    if reader
+                        .read_line(&mut line)
+                        .map_err(|e| Error::io(path, e))?
+                        == 0
+                    {
+                        break;
+                    }
+                    next_line += 1;
+                }
+                Kind::Lines {
+                    format,
+                    reader,
+                    next_line,
+                }
+            }
+        };
+        Ok(Self {
+            path: path.into(),
+            kind,
+            schema,
+            batch_rows: batch_rows.max(1),
+        })
+    }
+
+    /// Where to resume: the next line number minus one (JSONL/CSV) or rows read (Parquet).
+    pub(super) fn position(&self) -> u64 {
+        match &self.kind {
+            Kind::Lines { next_line, .. } => next_line - 1,
+            Kind::Parquet { rows, .. } => *rows,
+        }
+    }
+
+    /// The next batch with `_timestamp` appended, or `None` at end of file.
+    pub(super) fn next_batch(
+        &mut self,
+        skip_malformed: bool,
+        event_time: usize,
+        out_schema: &StreamSchema,
+        counters: &OperatorCounters,
+    ) -> Result<Option<RecordBatch>> {
+        let (batch, lines) = match &mut self.kind {
+            Kind::Parquet { reader, rows } => match reader.next() {
+                None => return Ok(None),
+                Some(batch) => {
+                    let batch = batch.map_err(|e| Error::MalformedRecord {
+                        file: self.path.clone(),
+                        line: *rows + 1,
+                        field: None,
+                        message: format!("unreadable Parquet data: {e}"),
+                    })?;
+                    let first = *rows + 1;
+                    *rows += batch.num_rows() as u64;
+                    let lines: Vec<u64> = (first..first + batch.num_rows() as u64).collect();
+                    (batch, lines)
+                }
+            },
+            Kind::Lines {
+                format,
+                reader,
+                next_line,
+            } => {
+                let mut lines = Vec::new();
+                let mut text = String::new();
+                while lines.len() < self.batch_rows {
+                    text.clear();
+                    let n = reader
+                        .read_line(&mut text)
+                        .map_err(|e| Error::io(&self.path, e))?;
+                    if n == 0 {
+                        break;
+                    }
+                    let number = *next_line;
+                    *next_line += 1;
+                    if !text.trim().is_empty() {
+                        lines.push((number, text.clone()));
+                    }
+                }
+                if lines.is_empty() {
+                    return Ok(None);
+                }
+                decode_lines(
+                    &self.path,
+                    *format,
+                    &self.schema,
+                    &lines,
+                    skip_malformed,
+                    counters,
+                )?
+            }
+        };
+        with_event_time(
+            &self.path,
+            batch,
+            &lines,
+            event_time,
+            out_schema,
+            skip_malformed,
+            counters,
+        )
+        .map(Some)
+    }
+}
+
+fn decode(
+    format: FileFormat,
+    schema: &SchemaRef,
+    text: &[u8],
+    rows: usize,
+) -> std::result::Result<Option<RecordBatch>, String> {
+    match format {
+        FileFormat::Jsonl => {
+            let mut d = riffle_core::arrow::json::ReaderBuilder::new(schema.clone())
+                .with_batch_size(rows.max(1))
+                .build_decoder()
+                .map_err(|e| e.to_string())?;
+            d.decode(text).map_err(|e| e.to_string())?;
+            d.flush().map_err(|e| e.to_string())
+        }
+        _ => {
+            let mut d = riffle_core::arrow::csv::ReaderBuilder::new(schema.clone())
+                .with_header(false)
+                .with_batch_size(rows.max(1))
+                .build_decoder();
+            let mut rest = text;
+            while !rest.is_empty() {
+                let n = d.decode(rest).map_err(|e| e.to_string())?;
+                if n == 0 {
+                    break;
+                }
+                rest = &rest[n..];
+            }
+            d.flush().map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// The field an Arrow decoding error names, if any.
+fn field_of(message: &str, schema: &Schema) -> Option<String> {
+    if let Some(rest) = message.split("field '").nth(1) {
+        return rest.split('\'').next().map(str::to_string);
+    }
+    // CSV errors name the column by index: "... for column 2 at line ...".
+    let column: usize = message
+        .split("for column ")
+        .nth(1)?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    schema.fields().get(column).map(|f| f.name().clone())
+}
+
+/// Decodes lines; on failure finds the bad lines one by one, failing or skipping them.
+fn decode_lines(
+    path: &Path,
+    format: FileFormat,
+    schema: &SchemaRef,
+    lines: &[(u64, String)],
+    skip: bool,
+    counters: &OperatorCounters,
+) -> Result<(RecordBatch, Vec<u64>)> {
+    let all: String = lines.iter().map(|(_, l)| l.as_str()).collect();
+    if let Ok(Some(batch)) = decode(format, schema, all.as_bytes(), lines.len()) {
+        if batch.num_rows() == lines.len() {
+            return Ok((batch, lines.iter().map(|(n, _)| *n).collect()));
+        }
+    }
+    let mut parts = Vec::new();
+    let mut kept = Vec::new();
+    for (number, line) in lines {
+        let result = decode(format, schema, line.as_bytes(), 1).and_then(|b| {
+            b.filter(|b| b.num_rows() == 1)
+                .ok_or_else(|| "the line holds no record".to_string())
+        });
+        match result {
+            Ok(batch) => {
+                parts.push(batch);
+                kept.push(*number);
+            }
+            Err(_) if skip => counters.add_skipped(1),
+            Err(message) => {
+                return Err(Error::MalformedRecord { file: path.into(), line: *number, field: field_of(&message, schema), message: format!("{message}; fix the record, or configure the source to skip malformed records") });
+            }
+        }
+    }
+    Ok((concat_batches(schema, &parts)?, kept))
+}
+
+/// Appends `_timestamp` from the event-time column; rows whose event time is missing or
+/// unparseable are malformed.
+fn with_event_time(
+    path: &Path,
+    batch: RecordBatch,
+    lines: &[u64],
+    event_time: usize,
+    out: &StreamSchema,
+    skip: bool,
+    counters: &OperatorCounters,
+) -> Result<RecordBatch> {
+    let column = batch.column(event_time);
+    let safe = CastOptions {
+        safe: true,
+        ..Default::default()
+    };
+    let nanos: ArrayRef = match column.data_type() {
+        DataType::Int64 => {
+            let ms = column.as_primitive::<Int64Type>();
+            let scaled = mul(
+                ms,
+                &riffle_core::arrow::array::Int64Array::new_scalar(1_000_000),
+            )?;
+            cast_with_options(&scaled, &timestamp_type(), &safe)?
+        }
+        DataType::Timestamp(_, _) | DataType::Utf8 | DataType::LargeUtf8 | DataType::Date32 => {
+            cast_with_options(
+                column,
+                &DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+                &safe,
+            )?
+        }
+        other => {
+            return Err(Error::config(
+                "event_time_column",
+                format!("{other} cannot be event time"),
+            ))
+        }
+    };
+    let field = batch.schema().field(event_time).name().clone();
+    let (batch, nanos) = match nanos.logical_nulls().filter(|n| n.null_count() > 0) {
+        None => (batch, nanos),
+        Some(valid) => {
+            if !skip {
+                let row = (0..nanos.len()).find(|r| valid.is_null(*r)).unwrap_or(0);
+                let value = riffle_core::arrow::util::display::array_value_to_string(column, row)
+                    .unwrap_or_default();
+                return Err(Error::MalformedRecord {
+                    file: path.into(),
+                    line: lines[row],
+                    field: Some(field),
+                    message: format!("event time `{value}` is missing or not a timestamp (use RFC 3339, or epoch milliseconds)"),
+                });
+            }
+            counters.add_skipped(valid.null_count() as u64);
+            let mask = riffle_core::arrow::array::BooleanArray::new(valid.into_inner(), None);
+            (
+                riffle_core::arrow::compute::filter_record_batch(&batch, &mask)?,
+                riffle_core::arrow::compute::filter(&nanos, &mask)?,
+            )
+        }
+    };
+    let mut columns = batch.columns().to_vec();
+    columns.push(nanos);
+    Ok(RecordBatch::try_new(out.schema.clone(), columns)?)
+}
+
+/// The offset state: which file and how far into it.
+pub(super) fn offset_state(path: &str, file: u64, position: u64) -> Result<OperatorState> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
+        Field::new("file", DataType::Utf8, false),
+        Field::new("file_index", DataType::UInt64, false),
+        Field::new("position", DataType::UInt64, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(UInt16Array::from(vec![0u16])),
+            Arc::new(StringArray::from(vec![path])),
+            Arc::new(UInt64Array::from(vec![file])),
+            Arc::new(UInt64Array::from(vec![position])),
+        ],
+    )?;
+    Ok(OperatorState {
+        batches: vec![batch],
+    })
+}
+
+/// Reads what [`offset_state`] wrote.
+pub(super) fn read_offset_state(
+    state: &OperatorState,
+    operator: &str,
+) -> Result<(String, u64, u64)> {
+    let bad = || Error::State {
+        operator: operator.into(),
+        message: "file source offset needs columns file, file_index, position".into(),
+    };
+    let batch = state.batches.first().ok_or_else(bad)?;
+    let path = batch
+        .column_by_name("file")
+        .and_then(|c| c.as_string_opt::<i32>())
+        .ok_or_else(bad)?
+        .value(0)
+        .to_string();
+    let u = |n: &str| {
+        batch
+            .column_by_name(n)
+            .and_then(|c| c.as_primitive_opt::<riffle_core::arrow::datatypes::UInt64Type>())
+            .map(|a| a.value(0))
+            .ok_or_else(bad)
+    };
+    Ok((path, u("file_index")?, u("position")?))
+}
