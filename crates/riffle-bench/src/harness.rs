@@ -3,7 +3,7 @@
 use crate::resources::{cpu_time, peak_rss_bytes, reset_peak_rss};
 use riffle_runtime::job::{self, JobConfig};
 use riffle_runtime::{JobGraph, JobSummary, RuntimeResult};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -41,7 +41,7 @@ pub fn run_measured(
 }
 
 /// One line of the benchmark table.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchRow {
     /// Query or job name.
     pub query: String,
@@ -87,6 +87,22 @@ impl BenchRow {
             peak_rss_mib: peak as f64 / (1024.0 * 1024.0),
             runs: runs.len(),
         }
+    }
+}
+
+impl BenchRow {
+    /// The median of single-run rows of one query (by wall time), with the largest peak
+    /// RSS over them.
+    ///
+    /// # Panics
+    /// If `runs` is empty.
+    pub fn median(runs: &[BenchRow]) -> BenchRow {
+        let mut sorted: Vec<&BenchRow> = runs.iter().collect();
+        sorted.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+        let mut row = sorted[sorted.len() / 2].clone();
+        row.peak_rss_mib = runs.iter().map(|r| r.peak_rss_mib).fold(0.0, f64::max);
+        row.runs = runs.len();
+        row
     }
 }
 

@@ -258,7 +258,17 @@ pub fn build(
                 .or(col("state").eq(lit("ID")))
                 .or(col("state").eq(lit("CA")));
             let sellers = b.filter("q3_people", people, in_states)?;
+            let sellers = b.project(
+                "q3_people_columns",
+                sellers,
+                vec![col("id"), col("name"), col("city"), col("state")],
+            )?;
             let category = b.filter("q3_auctions", auctions, col("category").eq(lit(10i64)))?;
+            let category = b.project(
+                "q3_auction_columns",
+                category,
+                vec![col("id"), col("seller")],
+            )?;
             let join = StreamJoinFactory::new(
                 b.graph.schema(sellers),
                 b.graph.schema(category),
@@ -355,6 +365,9 @@ pub fn build(
         Query::Q8 => {
             let people = b.source(NexmarkTable::Person)?;
             let auctions = b.source(NexmarkTable::Auction)?;
+            // Buffer only what the join emits or matches on.
+            let people = b.project("q8_people", people, vec![col("id"), col("name")])?;
+            let auctions = b.project("q8_auctions", auctions, vec![col("seller")])?;
             let join = WindowJoinFactory::new(
                 JoinKind::LeftSemi,
                 b.graph.schema(people),

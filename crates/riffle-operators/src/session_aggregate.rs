@@ -77,8 +77,8 @@ impl OperatorFactory for SessionAggregateFactory {
             .map(|f| f.name().as_str())
             .collect();
         format!(
-            "session({}ns) {} by ({})",
-            self.gap,
+            "session({}) {} by ({})",
+            crate::window::display_nanos(self.gap),
             describe(&self.specs),
             keys.join(", ")
         )

@@ -44,6 +44,11 @@ impl WindowSpec {
     }
 }
 
+/// A nanosecond length for display: `10s`, `500ms`.
+pub(crate) fn display_nanos(ns: i64) -> String {
+    format!("{:?}", Duration::from_nanos(ns.max(0) as u64))
+}
+
 /// Start of the tumbling window of `size` containing `ts`.
 pub(crate) fn window_start(ts: EventTime, size: i64) -> EventTime {
     ts - ts.rem_euclid(size)

@@ -123,8 +123,8 @@ impl OperatorFactory for WindowJoinFactory {
                 .join(", ")
         };
         format!(
-            "tumble({}ns) {:?} join on ({}) = ({})",
-            self.size,
+            "tumble({}) {:?} join on ({}) = ({})",
+            crate::window::display_nanos(self.size),
             self.kind,
             names(&self.left, &self.left_keys),
             names(&self.right, &self.right_keys)

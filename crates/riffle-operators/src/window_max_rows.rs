@@ -62,8 +62,8 @@ impl OperatorFactory for WindowMaxRowsFactory {
     fn describe(&self) -> String {
         let stage = if self.global { "global" } else { "local" };
         format!(
-            "tumble({}ns) rows with max({}) [{stage}]",
-            self.size,
+            "tumble({}) rows with max({}) [{stage}]",
+            crate::window::display_nanos(self.size),
             self.schema.schema.field(self.value).name()
         )
     }

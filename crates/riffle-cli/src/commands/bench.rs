@@ -43,6 +43,49 @@ pub struct BenchArgs {
     /// Print JSON lines instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Run every measurement in this process instead of a child process per run (peak
+    /// RSS then covers all runs so far).
+    #[arg(long)]
+    pub in_process: bool,
+}
+
+/// One measurement in a child process, so its peak RSS is its own.
+fn run_child(args: &BenchArgs, queries: &str, job: &str) -> Result<BenchRow> {
+    let exe = std::env::current_exe().context("locating the riffle binary")?;
+    let output = std::process::Command::new(exe)
+        .args(["bench", "--in-process", "--json", "--runs", "1"])
+        .args(["--queries", queries, "--job", job])
+        .args([
+            "--events",
+            &args.events.to_string(),
+            "--peer-events",
+            &args.peer_events.to_string(),
+        ])
+        .args([
+            "--parallelism",
+            &args.parallelism.to_string(),
+            "--rate",
+            &args.rate.to_string(),
+        ])
+        .args([
+            "--watermark-delay",
+            &format!("{}ms", args.watermark_delay.as_millis()),
+        ])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("starting a benchmark child process")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "benchmark of {queries}{job} failed ({})",
+        output.status
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text
+        .lines()
+        .last()
+        .context("the benchmark child printed nothing")?;
+    Ok(serde_json::from_str(line)
+        .with_context(|| format!("reading the child's result `{line}`"))?)
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
@@ -80,6 +123,29 @@ pub fn run(args: BenchArgs) -> Result<()> {
         rows.push(row);
         Ok(())
     };
+    if !args.in_process {
+        let names: Vec<(String, &str, &str)> = queries
+            .iter()
+            .map(|q| (q.to_string(), "query", ""))
+            .chain(jobs.iter().map(|j| (j.name().to_string(), "job", "")))
+            .collect();
+        for (name, kind, _) in names {
+            let mut runs = Vec::new();
+            for _ in 0..args.runs {
+                let (q, j) = if kind == "query" {
+                    (name.as_str(), "none")
+                } else {
+                    ("none", name.as_str())
+                };
+                runs.push(run_child(&args, q, j)?);
+            }
+            emit(BenchRow::median(&runs))?;
+        }
+        if !args.json {
+            print!("{}", table(&rows));
+        }
+        return Ok(());
+    }
     for query in queries {
         let opts = QueryOptions {
             nexmark: NexmarkConfig {
