@@ -84,8 +84,7 @@ fn run_child(args: &BenchArgs, queries: &str, job: &str) -> Result<BenchRow> {
         .lines()
         .last()
         .context("the benchmark child printed nothing")?;
-    Ok(serde_json::from_str(line)
-        .with_context(|| format!("reading the child's result `{line}`"))?)
+    serde_json::from_str(line).with_context(|| format!("reading the child's result `{line}`"))
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
