@@ -190,6 +190,60 @@ impl JobGraph {
         )
     }
 
+    /// Adds an operator with the exchange on each input edge chosen by the caller (for
+    /// example [`Exchange::Broadcast`] to replicate a small stream to every subtask).
+    ///
+    /// # Errors
+    /// Wrong number of inputs, a keyed exchange for an operator that declares other key
+    /// columns, or a forward edge between different parallelisms.
+    pub fn operator_with_exchanges(
+        &mut self,
+        name: &str,
+        factory: Arc<dyn OperatorFactory>,
+        parallelism: usize,
+        inputs: &[(NodeId, Exchange)],
+    ) -> RuntimeResult<NodeId> {
+        if inputs.len() != factory.input_count() {
+            return Err(RuntimeError::Graph(format!(
+                "operator `{name}` takes {} input(s), {} given",
+                factory.input_count(),
+                inputs.len()
+            )));
+        }
+        let mut edges = Vec::with_capacity(inputs.len());
+        for (i, (from, exchange)) in inputs.iter().enumerate() {
+            let upstream = self.node(*from)?;
+            if *exchange == Exchange::Forward && upstream.parallelism != parallelism {
+                return Err(RuntimeError::Graph(format!(
+                    "`{name}`: a forward edge needs equal parallelism ({} → {parallelism}); use round robin",
+                    upstream.parallelism
+                )));
+            }
+            if let (Some(keys), false) = (
+                factory.key_columns(i),
+                matches!(exchange, Exchange::Keyed(_)),
+            ) {
+                if parallelism > 1 {
+                    return Err(RuntimeError::Graph(format!(
+                        "`{name}` is keyed by columns {keys:?} on input {i}; its input must be a keyed exchange"
+                    )));
+                }
+            }
+            edges.push(Edge {
+                from: *from,
+                exchange: exchange.clone(),
+            });
+        }
+        let schema = factory.output_schema().clone();
+        self.push(
+            name,
+            NodeKind::Operator(factory),
+            parallelism,
+            edges,
+            schema,
+        )
+    }
+
     /// Adds a sink fed by `input`.
     pub fn sink(
         &mut self,

@@ -56,23 +56,17 @@ impl WatermarkTracker {
     }
 
     fn recompute(&mut self) -> Option<EventTime> {
-        let mut min_active: Option<EventTime> = None;
-        let mut all_ended = true;
-        for state in &self.inputs {
-            match state {
-                InputState::Active(t) => {
-                    all_ended = false;
-                    min_active = Some(min_active.map_or(*t, |m| m.min(*t)));
-                }
-                InputState::Idle(_) => all_ended = false,
-                InputState::Ended => {}
-            }
-        }
-        let candidate = if all_ended {
-            EventTime::MAX
-        } else {
-            min_active?
-        };
+        // Ended inputs are active at +inf; idle ones are left out. With every input idle
+        // there is nothing to take the minimum over, and the watermark stays.
+        let candidate = self
+            .inputs
+            .iter()
+            .filter_map(|state| match state {
+                InputState::Active(t) => Some(*t),
+                InputState::Ended => Some(EventTime::MAX),
+                InputState::Idle(_) => None,
+            })
+            .min()?;
         if candidate > self.current {
             self.current = candidate;
             Some(candidate)
@@ -101,6 +95,25 @@ mod tests {
         assert_eq!(t.update(1, Watermark::Idle), Some(10));
         // The idle input speaks again with an older time: the watermark never goes back.
         assert_eq!(t.update(1, Watermark::EventTime(3)), None);
+        assert_eq!(t.current(), 10);
+    }
+
+    #[test]
+    fn ended_and_idle_inputs_release_the_watermark() {
+        let mut t = WatermarkTracker::new(2);
+        t.update(0, Watermark::EventTime(10));
+        t.update(1, Watermark::EventTime(5));
+        assert_eq!(t.end(0), None);
+        assert_eq!(t.update(1, Watermark::Idle), Some(EventTime::MAX));
+    }
+
+    #[test]
+    fn all_idle_holds_the_watermark() {
+        let mut t = WatermarkTracker::new(2);
+        t.update(0, Watermark::EventTime(10));
+        t.update(1, Watermark::EventTime(5));
+        assert_eq!(t.update(1, Watermark::Idle), Some(10));
+        assert_eq!(t.update(0, Watermark::Idle), None);
         assert_eq!(t.current(), 10);
     }
 

@@ -469,6 +469,177 @@ fn stateless_neighbours_chain_and_keyed_edges_split_tasks() {
 }
 
 #[test]
+fn broadcast_and_round_robin_deliver_rows_as_promised() {
+    // 1 source subtask -> 3 pass-through subtasks: broadcast gives each every row,
+    // round robin gives the rows once in total.
+    let rt = runtime();
+    for (exchange, copies) in [
+        (riffle_runtime::Exchange::Broadcast, 3u64),
+        (riffle_runtime::Exchange::RoundRobin, 1),
+    ] {
+        let mut g = JobGraph::new("fan-out");
+        let src = g
+            .source(
+                "peer",
+                Arc::new(PeerSourceFactory::new(10_000, 100)),
+                1,
+                no_delay(),
+            )
+            .unwrap();
+        let pass = FilterFactory::new(g.schema(src), col("v").gt_eq(lit(0i64))).unwrap();
+        let pass = g
+            .operator_with_exchanges("pass", Arc::new(pass), 3, &[(src, exchange.clone())])
+            .unwrap();
+        let sink = CollectSinkFactory::new();
+        g.sink("sink", Arc::new(sink.clone()), 3, pass).unwrap();
+        let summary = rt.block_on(job::run(&g, &JobConfig::default())).unwrap();
+        assert_eq!(summary.sink_rows, 10_000 * copies, "{exchange:?}");
+        let mut ids: Vec<i64> = sink
+            .batches()
+            .iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 10_000, "{exchange:?}: every id arrives");
+    }
+    let mut g = JobGraph::new("bad");
+    let src = g
+        .source(
+            "peer",
+            Arc::new(PeerSourceFactory::new(10, 10)),
+            1,
+            no_delay(),
+        )
+        .unwrap();
+    let pass = FilterFactory::new(g.schema(src), col("v").gt_eq(lit(0i64))).unwrap();
+    let err = g
+        .operator_with_exchanges(
+            "pass",
+            Arc::new(pass),
+            3,
+            &[(src, riffle_runtime::Exchange::Forward)],
+        )
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("equal parallelism"), "{err}");
+}
+
+/// Subtask 0 emits 60 s of event time; subtask 1 emits one row, then nothing until the
+/// sink has output (or a 20 s safety timeout), then ends.
+struct QuietSource {
+    schema: StreamSchema,
+    sink: CollectSinkFactory,
+    released_by_output: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SourceFactory for QuietSource {
+    fn describe(&self) -> String {
+        "quiet".into()
+    }
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Source>> {
+        Ok(Box::new(QuietTask {
+            schema: self.schema.clone(),
+            subtask: ctx.subtask,
+            step: 0,
+            started: std::time::Instant::now(),
+            sink: self.sink.clone(),
+            released_by_output: self.released_by_output.clone(),
+        }))
+    }
+}
+
+struct QuietTask {
+    schema: StreamSchema,
+    subtask: usize,
+    step: i64,
+    started: std::time::Instant,
+    sink: CollectSinkFactory,
+    released_by_output: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Source for QuietTask {
+    fn poll_next(&mut self) -> Result<SourcePoll> {
+        let batch = |schema: &StreamSchema, t: i64| {
+            RecordBatch::try_new(
+                schema.schema.clone(),
+                vec![
+                    Arc::new(Int64Array::from(vec![1])),
+                    Arc::new(TimestampNanosecondArray::from(vec![t]).with_timezone("UTC")),
+                ],
+            )
+        };
+        let second = 1_000_000_000i64;
+        if self.subtask == 0 {
+            self.step += 1;
+            return Ok(match self.step {
+                s if s <= 60 => SourcePoll::Batch(batch(&self.schema, s * second)?),
+                _ => SourcePoll::End,
+            });
+        }
+        if self.step == 0 {
+            self.step = 1;
+            return Ok(SourcePoll::Batch(batch(&self.schema, 0)?));
+        }
+        if !self.sink.batches().is_empty() {
+            self.released_by_output
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            return Ok(SourcePoll::End);
+        }
+        if self.started.elapsed() > Duration::from_secs(20) {
+            return Ok(SourcePoll::End);
+        }
+        Ok(SourcePoll::Pending)
+    }
+}
+
+#[test]
+fn an_idle_source_does_not_hold_back_windows() {
+    let schema = StreamSchema::with_timestamp(vec![Field::new("k", DataType::Int64, false)]);
+    let sink = CollectSinkFactory::new();
+    let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let source = QuietSource {
+        schema,
+        sink: sink.clone(),
+        released_by_output: released.clone(),
+    };
+    let mut g = JobGraph::new("idle");
+    let strategy = WatermarkStrategy {
+        max_out_of_orderness: Duration::ZERO,
+        idle_timeout: Some(Duration::from_millis(50)),
+    };
+    let src = g.source("quiet", Arc::new(source), 2, strategy).unwrap();
+    let window = WindowAggregateFactory::new(
+        g.schema(src),
+        &["k"],
+        WindowSpec::Tumbling {
+            size: Duration::from_secs(10),
+        },
+        vec![AggregateSpec::count_star("n")],
+    )
+    .unwrap();
+    let w = g.operator("window", Arc::new(window), 1, &[src]).unwrap();
+    g.sink("sink", Arc::new(sink.clone()), 1, w).unwrap();
+    runtime()
+        .block_on(job::run(&g, &JobConfig::default()))
+        .unwrap();
+    assert!(
+        released.load(std::sync::atomic::Ordering::SeqCst),
+        "windows must fire while one source subtask is idle, not only when it ends"
+    );
+}
+
+#[test]
 fn duplicate_operator_names_are_refused() {
     let mut g = JobGraph::new("dup");
     g.source(

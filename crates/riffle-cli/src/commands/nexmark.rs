@@ -45,7 +45,7 @@ pub struct NexmarkArgs {
     /// `file:///abs/dir`).
     #[arg(long, short, default_value = "blackhole")]
     pub output: String,
-    /// File format for a directory output: jsonl, csv or parquet.
+    /// Format: jsonl, csv or parquet for a directory; jsonl or pretty (tables) for stdout.
     #[arg(long, default_value = "jsonl")]
     pub format: String,
     /// Print the dataflow plan (tasks, exchanges, state) and exit.
@@ -60,6 +60,7 @@ pub struct NexmarkArgs {
 pub fn output_sink(output: &str, format: &str) -> Result<Arc<dyn SinkFactory>> {
     Ok(match output {
         "blackhole" => Arc::new(BlackholeSinkFactory),
+        "stdout" if format == "pretty" => Arc::new(StdoutSinkFactory::new(StdoutFormat::Pretty)),
         "stdout" => Arc::new(StdoutSinkFactory::new(StdoutFormat::Jsonl)),
         dir => {
             let path = PathBuf::from(dir.strip_prefix("file://").unwrap_or(dir));
