@@ -106,7 +106,8 @@ impl BenchRow {
     }
 }
 
-fn human(n: f64) -> String {
+/// A rate or count with a K/M suffix: `4.35 M`, `12.0 K`.
+pub fn human(n: f64) -> String {
     if n >= 1e6 {
         format!("{:.2} M", n / 1e6)
     } else if n >= 1e3 {

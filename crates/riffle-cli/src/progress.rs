@@ -1,6 +1,7 @@
 //! The live progress line and the run summary.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use riffle_bench::harness::human;
 use riffle_runtime::JobMetrics;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -14,13 +15,7 @@ pub struct ProgressLine {
 }
 
 fn rate(n: f64) -> String {
-    if n >= 1e6 {
-        format!("{:.2}M", n / 1e6)
-    } else if n >= 1e3 {
-        format!("{:.1}K", n / 1e3)
-    } else {
-        format!("{n:.0}")
-    }
+    human(n).replace(' ', "")
 }
 
 impl ProgressLine {

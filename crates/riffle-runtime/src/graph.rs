@@ -159,13 +159,6 @@ impl JobGraph {
         parallelism: usize,
         inputs: &[NodeId],
     ) -> RuntimeResult<NodeId> {
-        if inputs.len() != factory.input_count() {
-            return Err(RuntimeError::Graph(format!(
-                "operator `{name}` takes {} input(s), {} given",
-                factory.input_count(),
-                inputs.len()
-            )));
-        }
         let mut edges = Vec::with_capacity(inputs.len());
         for (i, from) in inputs.iter().enumerate() {
             let upstream = self.node(*from)?;
@@ -175,19 +168,9 @@ impl JobGraph {
                 None if upstream.parallelism == parallelism => Exchange::Forward,
                 None => Exchange::RoundRobin,
             };
-            edges.push(Edge {
-                from: *from,
-                exchange,
-            });
+            edges.push((*from, exchange));
         }
-        let schema = factory.output_schema().clone();
-        self.push(
-            name,
-            NodeKind::Operator(factory),
-            parallelism,
-            edges,
-            schema,
-        )
+        self.operator_with_exchanges(name, factory, parallelism, &edges)
     }
 
     /// Adds an operator with the exchange on each input edge chosen by the caller (for

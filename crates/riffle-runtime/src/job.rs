@@ -199,6 +199,15 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
+/// Wraps a factory's error with the node and subtask it was building.
+fn failed(id: &OperatorId, subtask: usize) -> impl FnOnce(riffle_core::Error) -> RuntimeError + '_ {
+    move |source| RuntimeError::Task {
+        operator: id.clone(),
+        subtask,
+        source,
+    }
+}
+
 /// Compiles and starts `graph` on the current tokio runtime.
 ///
 /// With `collect_acks`, barrier acknowledgements are delivered on [`JobHandle::acks`].
@@ -261,6 +270,14 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
     let mut barrier_senders = Vec::new();
     for (c, chain) in plan.chains.iter().enumerate() {
         let head = &nodes[chain.nodes[0].0];
+        // Each subtask of each node gets its own counters, registered for the summary.
+        let context = |id: &OperatorId, subtask: usize| OperatorContext {
+            operator_id: id.clone(),
+            subtask,
+            parallelism: chain.parallelism,
+            max_parallelism: graph.max_parallelism,
+            counters: metrics.register_operator(id, subtask),
+        };
         for subtask in 0..chain.parallelism {
             let mut links = Vec::new();
             let mut sink = None;
@@ -269,18 +286,8 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                 match &node.kind {
                     NodeKind::Source { .. } => {}
                     NodeKind::Operator(factory) => {
-                        let ctx = OperatorContext {
-                            operator_id: node.id.clone(),
-                            subtask,
-                            parallelism: chain.parallelism,
-                            max_parallelism: graph.max_parallelism,
-                            counters: metrics.register_operator(&node.id, subtask),
-                        };
-                        let operator = factory.create(&ctx).map_err(|e| RuntimeError::Task {
-                            operator: node.id.clone(),
-                            subtask,
-                            source: e,
-                        })?;
+                        let ctx = context(&node.id, subtask);
+                        let operator = factory.create(&ctx).map_err(failed(&node.id, subtask))?;
                         links.push(ChainLink {
                             id: node.id.clone(),
                             operator,
@@ -289,11 +296,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                     NodeKind::Sink(factory) => {
                         let created = factory
                             .create(&node.schema, subtask, chain.parallelism)
-                            .map_err(|e| RuntimeError::Task {
-                                operator: node.id.clone(),
-                                subtask,
-                                source: e,
-                            })?;
+                            .map_err(failed(&node.id, subtask))?;
                         sink = Some(ChainSink {
                             id: node.id.clone(),
                             sink: created,
@@ -315,18 +318,8 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                     factory,
                     watermarks,
                 } => {
-                    let ctx = OperatorContext {
-                        operator_id: head.id.clone(),
-                        subtask,
-                        parallelism: chain.parallelism,
-                        max_parallelism: graph.max_parallelism,
-                        counters: metrics.register_operator(&head.id, subtask),
-                    };
-                    let source = factory.create(&ctx).map_err(|e| RuntimeError::Task {
-                        operator: head.id.clone(),
-                        subtask,
-                        source: e,
-                    })?;
+                    let ctx = context(&head.id, subtask);
+                    let source = factory.create(&ctx).map_err(failed(&head.id, subtask))?;
                     let (btx, brx) = mpsc::unbounded_channel();
                     barrier_senders.push(btx);
                     let task = SourceTask {
