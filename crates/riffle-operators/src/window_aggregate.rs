@@ -5,6 +5,7 @@
 //! watermark reaches `e − 1`; a row whose every window has fired is late: dropped and
 //! counted.
 
+use crate::aggregate::normalize_inputs;
 use crate::aggregate::{
     bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
 };
@@ -204,7 +205,7 @@ impl Operator for WindowAggregate {
         if by_start.is_empty() {
             return Ok(());
         }
-        let inputs = AccumulatorSet::new(&self.aggregates).inputs(batch.columns())?;
+        let inputs = normalize_inputs(&self.aggregates, batch.columns())?;
         let mut groups = std::mem::take(&mut self.scratch);
         for (start, rows) in by_start {
             if !self.windows.contains_key(&start) {

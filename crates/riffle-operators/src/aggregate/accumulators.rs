@@ -130,28 +130,7 @@ impl AccumulatorSet {
 
     /// Normalises this batch's input columns.
     pub(crate) fn inputs(&self, columns: &[ArrayRef]) -> Result<Vec<Input>> {
-        self.aggregates
-            .iter()
-            .map(|a| {
-                let Some(i) = a.input else {
-                    return Ok(Input::None);
-                };
-                let c = &columns[i];
-                Ok(match a.kind {
-                    NumericKind::Int => Input::Int(
-                        cast(c, &DataType::Int64)?
-                            .as_primitive::<Int64Type>()
-                            .clone(),
-                    ),
-                    NumericKind::Float => Input::Float(
-                        cast(c, &DataType::Float64)?
-                            .as_primitive::<Float64Type>()
-                            .clone(),
-                    ),
-                    NumericKind::Text => Input::Text(c.clone()),
-                })
-            })
-            .collect()
+        normalize_inputs(&self.aggregates, columns)
     }
 
     /// Adds row `rows[i]` of `inputs` to group `groups[i]` for every `i`.
@@ -484,4 +463,33 @@ impl AccumulatorSet {
         }
         Ok(())
     }
+}
+
+/// Widens each aggregate's input column of a batch to the type its accumulator uses.
+pub(crate) fn normalize_inputs(
+    aggregates: &[BoundAggregate],
+    columns: &[ArrayRef],
+) -> Result<Vec<Input>> {
+    aggregates
+        .iter()
+        .map(|a| {
+            let Some(i) = a.input else {
+                return Ok(Input::None);
+            };
+            let c = &columns[i];
+            Ok(match a.kind {
+                NumericKind::Int => Input::Int(
+                    cast(c, &DataType::Int64)?
+                        .as_primitive::<Int64Type>()
+                        .clone(),
+                ),
+                NumericKind::Float => Input::Float(
+                    cast(c, &DataType::Float64)?
+                        .as_primitive::<Float64Type>()
+                        .clone(),
+                ),
+                NumericKind::Text => Input::Text(c.clone()),
+            })
+        })
+        .collect()
 }

@@ -4,6 +4,7 @@
 mod accumulators;
 mod group_keys;
 
+pub(crate) use accumulators::normalize_inputs;
 pub use accumulators::AccumulatorSet;
 pub use group_keys::GroupKeys;
 
