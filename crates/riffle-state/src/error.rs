@@ -1,0 +1,54 @@
+//! Errors of the checkpoint store.
+
+use riffle_core::Epoch;
+
+/// Result with [`StateError`].
+pub type StateResult<T> = std::result::Result<T, StateError>;
+
+/// What went wrong reading or writing checkpoints.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The state root URL is not one riffle understands.
+    #[error("invalid state root `{url}`: {message}")]
+    Root { url: String, message: String },
+
+    /// The storage could not be reached or refused an operation; retrying may help.
+    #[error("storage error at {path}: {source}")]
+    Storage {
+        path: String,
+        #[source]
+        source: object_store::Error,
+    },
+
+    /// A file exists but does not hold what the manifest says (size, CRC, format).
+    #[error("damaged checkpoint file {path}: {reason}")]
+    Corrupt { path: String, reason: String },
+
+    /// A manifest for this epoch already exists (conditional create lost).
+    #[error("a manifest for epoch {epoch} already exists at {path}")]
+    ManifestExists { epoch: Epoch, path: String },
+
+    /// A process of an older generation tried to commit.
+    #[error("generation {generation} may not commit epoch {epoch}: generation {current} owns the pipeline now")]
+    StaleGeneration {
+        generation: u64,
+        current: u64,
+        epoch: Epoch,
+    },
+
+    /// Encoding state as Parquet failed.
+    #[error("cannot encode state of `{operator}`: {source}")]
+    Encode {
+        operator: String,
+        #[source]
+        source: riffle_core::parquet::errors::ParquetError,
+    },
+
+    /// Local file I/O (fsync) failed.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,26 @@
+//! riffle-state: checkpoints on object storage.
+//!
+//! ```text
+//!  {state_root}/{pipeline}/
+//!    _latest.json                         hint: newest committed epoch
+//!    checkpoints/epoch=000042/
+//!      _manifest.json                     commit point (written last, conditional create)
+//!      {operator}/{subtask:03}-{part}.parquet   typed state, CRC32C in the manifest
+//! ```
+//!
+//! [`CheckpointStore`] does the I/O (any `object_store`: `file://`, `memory://`);
+//! [`recovery`] holds the decisions — which checkpoint to restore, what GC may delete —
+//! as pure functions over manifests, with no storage calls.
+
+pub mod error;
+pub mod layout;
+pub mod manifest;
+pub mod recovery;
+pub mod root;
+pub mod state_file;
+pub mod store;
+
+pub use error::{StateError, StateResult};
+pub use manifest::{FileEntry, Manifest, ManifestStatus, OperatorEntry, FORMAT_VERSION};
+pub use root::StateRoot;
+pub use store::CheckpointStore;

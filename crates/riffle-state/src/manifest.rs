@@ -1,0 +1,153 @@
+//! The checkpoint manifest: the commit point of an epoch, as JSON.
+
+use riffle_core::{Epoch, KEY_HASH_ALGORITHM};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the manifest and state-file format; a reader refuses other versions.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Where an epoch is in the commit protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ManifestStatus {
+    /// Every task acked; the decision to commit is logged, sinks may not have committed.
+    Prepared,
+    /// Sinks committed; the epoch is complete.
+    Committed,
+}
+
+/// One state file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Path relative to the pipeline's state directory.
+    pub path: String,
+    /// Rows in the file.
+    pub rows: u64,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// CRC32C of the whole file.
+    pub crc32c: u32,
+}
+
+/// The files one subtask of an operator wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubtaskEntry {
+    /// The subtask.
+    pub subtask: usize,
+    /// Its files (one per state schema).
+    pub files: Vec<FileEntry>,
+}
+
+/// One stateful operator (or source) at this epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorEntry {
+    /// Stable operator id.
+    pub operator: String,
+    /// Parallelism the state was taken at.
+    pub parallelism: usize,
+    /// Number of key groups.
+    pub max_parallelism: u16,
+    /// Files per subtask.
+    pub subtasks: Vec<SubtaskEntry>,
+}
+
+/// The manifest of one epoch (`checkpoints/epoch=N/_manifest.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The pipeline's name.
+    pub pipeline: String,
+    /// The run that wrote it; an older generation may not commit (fencing).
+    pub generation: u64,
+    /// The epoch.
+    pub epoch: Epoch,
+    /// Prepared or committed.
+    pub status: ManifestStatus,
+    /// When the epoch was triggered, ms since the Unix epoch.
+    pub triggered_at_ms: i64,
+    /// When the manifest reached its status, ms since the Unix epoch.
+    pub written_at_ms: i64,
+    /// Smallest watermark over the sinks at the barrier, if any.
+    pub watermark: Option<i64>,
+    /// The key hash state was partitioned with.
+    pub key_hash: String,
+    /// A fingerprint of the plan (operator ids, parallelism, schemas).
+    pub plan_fingerprint: String,
+    /// State of every stateful operator and source.
+    pub operators: Vec<OperatorEntry>,
+    /// What sinks staged for this epoch, per sink subtask, to commit or re-commit.
+    pub sink_committables: Vec<serde_json::Value>,
+    /// Counters at the barrier (late rows dropped, windows emitted, …).
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl Manifest {
+    /// A prepared manifest with empty operator and sink lists.
+    pub fn prepared(pipeline: &str, generation: u64, epoch: Epoch, triggered_at_ms: i64) -> Self {
+        Self {
+            format_version: FORMAT_VERSION,
+            pipeline: pipeline.to_string(),
+            generation,
+            epoch,
+            status: ManifestStatus::Prepared,
+            triggered_at_ms,
+            written_at_ms: triggered_at_ms,
+            watermark: None,
+            key_hash: KEY_HASH_ALGORITHM.to_string(),
+            plan_fingerprint: String::new(),
+            operators: Vec::new(),
+            sink_committables: Vec::new(),
+            counters: BTreeMap::new(),
+        }
+    }
+
+    /// Every file the manifest references.
+    pub fn files(&self) -> impl Iterator<Item = &FileEntry> {
+        self.operators
+            .iter()
+            .flat_map(|o| o.subtasks.iter().flat_map(|s| s.files.iter()))
+    }
+
+    /// Checks the invariants a manifest must hold before it is written and after it is
+    /// read; returns what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.format_version != FORMAT_VERSION {
+            return Err(format!(
+                "format version {} (this riffle reads version {FORMAT_VERSION})",
+                self.format_version
+            ));
+        }
+        if self.epoch.0 == 0 {
+            return Err("epoch 0 is not a checkpoint".into());
+        }
+        if self.key_hash != KEY_HASH_ALGORITHM {
+            return Err(format!(
+                "state was partitioned with key hash `{}`, this riffle uses `{KEY_HASH_ALGORITHM}`",
+                self.key_hash
+            ));
+        }
+        let dir = format!("checkpoints/{}/", crate::layout::epoch_dir_name(self.epoch));
+        for op in &self.operators {
+            if op.parallelism == 0 || op.parallelism > usize::from(op.max_parallelism) {
+                return Err(format!(
+                    "operator `{}` has parallelism {} with max parallelism {}",
+                    op.operator, op.parallelism, op.max_parallelism
+                ));
+            }
+            for s in &op.subtasks {
+                if s.subtask >= op.parallelism {
+                    return Err(format!(
+                        "operator `{}` lists subtask {} of {}",
+                        op.operator, s.subtask, op.parallelism
+                    ));
+                }
+                if let Some(f) = s.files.iter().find(|f| !f.path.starts_with(&dir)) {
+                    return Err(format!("file {} lies outside {dir}", f.path));
+                }
+            }
+        }
+        Ok(())
+    }
+}

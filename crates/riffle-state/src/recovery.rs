@@ -1,0 +1,187 @@
+//! Checkpoint decisions as pure functions: which epoch to restore, what GC may delete,
+//! whether a generation may commit. No storage calls here; the store gathers the facts.
+
+use crate::manifest::{Manifest, ManifestStatus};
+use riffle_core::Epoch;
+use std::collections::BTreeSet;
+
+/// What the store found for one epoch directory.
+#[derive(Debug, Clone)]
+pub enum EpochFinding {
+    /// A manifest whose files all verified.
+    Valid(Manifest),
+    /// A manifest or file is damaged; the reason names the file.
+    Damaged(String),
+    /// No manifest: an epoch that never reached its commit point.
+    Partial,
+}
+
+/// The outcome of recovery planning.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecoveryPlan {
+    /// The epoch to restore, or `None` to start empty (no usable checkpoint).
+    pub restore: Option<Epoch>,
+    /// The chosen manifest was PREPARED: its sink commits must be re-run (roll forward).
+    pub roll_forward: bool,
+    /// Damaged epochs newer than the choice, with the reason, newest first.
+    pub skipped: Vec<(Epoch, String)>,
+    /// Epochs without a manifest, to sweep.
+    pub partial: Vec<Epoch>,
+}
+
+/// Chooses the newest valid checkpoint (PREPARED counts: its commit was decided).
+pub fn plan_recovery(findings: &[(Epoch, EpochFinding)]) -> RecoveryPlan {
+    let mut sorted: Vec<&(Epoch, EpochFinding)> = findings.iter().collect();
+    sorted.sort_by_key(|f| std::cmp::Reverse(f.0));
+    let mut plan = RecoveryPlan {
+        restore: None,
+        roll_forward: false,
+        skipped: Vec::new(),
+        partial: Vec::new(),
+    };
+    for (epoch, finding) in sorted {
+        match finding {
+            EpochFinding::Partial => plan.partial.push(*epoch),
+            EpochFinding::Damaged(reason) if plan.restore.is_none() => {
+                plan.skipped.push((*epoch, reason.clone()))
+            }
+            EpochFinding::Damaged(_) => {}
+            EpochFinding::Valid(m) if plan.restore.is_none() => {
+                plan.restore = Some(*epoch);
+                plan.roll_forward = m.status == ManifestStatus::Prepared;
+            }
+            EpochFinding::Valid(_) => {}
+        }
+    }
+    plan.partial.sort();
+    plan
+}
+
+/// Epochs GC may delete: committed epochs beyond the newest `retain`, and partial or
+/// damaged epochs older than the newest retained one. Epochs newer than the newest
+/// committed one (possibly in flight) and every retained epoch are kept.
+pub fn plan_gc(findings: &[(Epoch, EpochFinding)], retain: usize) -> Vec<Epoch> {
+    let mut committed: Vec<Epoch> = findings
+        .iter()
+        .filter_map(|(e, f)| match f {
+            EpochFinding::Valid(m) if m.status == ManifestStatus::Committed => Some(*e),
+            _ => None,
+        })
+        .collect();
+    committed.sort_by_key(|e| std::cmp::Reverse(*e));
+    let kept: BTreeSet<Epoch> = committed.iter().take(retain.max(1)).copied().collect();
+    let Some(&oldest_kept) = kept.iter().next() else {
+        return Vec::new();
+    };
+    let mut delete: Vec<Epoch> = findings
+        .iter()
+        .map(|(e, _)| *e)
+        .filter(|e| !kept.contains(e) && *e < oldest_kept)
+        .collect();
+    delete.sort();
+    delete
+}
+
+/// Whether a process of `generation` may commit, given the newest generation recorded in
+/// any manifest: only the newest generation commits (zombies are fenced out).
+pub fn may_commit(generation: u64, newest_recorded: Option<u64>) -> bool {
+    newest_recorded.is_none_or(|newest| generation >= newest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(epoch: u64, status: ManifestStatus) -> EpochFinding {
+        let mut m = Manifest::prepared("p", 1, Epoch(epoch), 0);
+        m.status = status;
+        EpochFinding::Valid(m)
+    }
+
+    #[test]
+    fn newest_committed_is_restored() {
+        let plan = plan_recovery(&[
+            (Epoch(1), manifest(1, ManifestStatus::Committed)),
+            (Epoch(2), manifest(2, ManifestStatus::Committed)),
+        ]);
+        assert_eq!(plan.restore, Some(Epoch(2)));
+        assert!(!plan.roll_forward);
+    }
+
+    #[test]
+    fn prepared_is_rolled_forward() {
+        let plan = plan_recovery(&[
+            (Epoch(1), manifest(1, ManifestStatus::Committed)),
+            (Epoch(2), manifest(2, ManifestStatus::Prepared)),
+        ]);
+        assert_eq!(plan.restore, Some(Epoch(2)));
+        assert!(plan.roll_forward);
+    }
+
+    #[test]
+    fn damaged_newest_falls_back_to_previous() {
+        let plan = plan_recovery(&[
+            (
+                Epoch(3),
+                EpochFinding::Damaged("checkpoints/epoch=000003/w/000-0.parquet: CRC".into()),
+            ),
+            (Epoch(2), manifest(2, ManifestStatus::Committed)),
+        ]);
+        assert_eq!(plan.restore, Some(Epoch(2)));
+        assert_eq!(plan.skipped.len(), 1);
+        assert!(plan.skipped[0].1.contains("CRC"));
+    }
+
+    #[test]
+    fn partial_epoch_is_ignored_and_swept() {
+        let plan = plan_recovery(&[
+            (Epoch(4), EpochFinding::Partial),
+            (Epoch(3), manifest(3, ManifestStatus::Committed)),
+        ]);
+        assert_eq!(plan.restore, Some(Epoch(3)));
+        assert_eq!(plan.partial, vec![Epoch(4)]);
+    }
+
+    #[test]
+    fn nothing_usable_means_no_restore() {
+        let plan = plan_recovery(&[(Epoch(1), EpochFinding::Damaged("bad".into()))]);
+        assert_eq!(plan.restore, None);
+    }
+
+    #[test]
+    fn gc_keeps_the_newest_k_and_anything_newer() {
+        let findings: Vec<_> = (1..=6)
+            .map(|e| {
+                (
+                    Epoch(e),
+                    if e == 6 {
+                        EpochFinding::Partial
+                    } else {
+                        manifest(e, ManifestStatus::Committed)
+                    },
+                )
+            })
+            .chain([(Epoch(0), EpochFinding::Partial)])
+            .collect();
+        // Epoch 6 has no manifest yet (in flight): kept. Retain 3 → keep 3, 4, 5.
+        assert_eq!(plan_gc(&findings, 3), vec![Epoch(0), Epoch(1), Epoch(2)]);
+    }
+
+    #[test]
+    fn gc_never_deletes_a_retained_prepared_epoch_chain() {
+        let findings = vec![
+            (Epoch(1), manifest(1, ManifestStatus::Committed)),
+            (Epoch(2), manifest(2, ManifestStatus::Prepared)),
+        ];
+        // The PREPARED epoch is newer than every committed one: never a deletion candidate.
+        assert_eq!(plan_gc(&findings, 1), Vec::<Epoch>::new());
+    }
+
+    #[test]
+    fn stale_generation_cannot_commit() {
+        assert!(may_commit(3, Some(3)));
+        assert!(may_commit(4, Some(3)));
+        assert!(!may_commit(2, Some(3)));
+        assert!(may_commit(1, None));
+    }
+}

@@ -1,0 +1,94 @@
+//! Operator state as Parquet files, with sizes and CRC32C checked on read.
+
+use crate::error::{StateError, StateResult};
+use crate::manifest::FileEntry;
+use bytes::Bytes;
+use riffle_core::arrow::datatypes::SchemaRef;
+use riffle_core::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use riffle_core::parquet::arrow::ArrowWriter;
+use riffle_core::{OperatorState, RecordBatch};
+
+/// One encoded file: all batches of one schema.
+pub struct EncodedFile {
+    /// The Parquet bytes.
+    pub bytes: Bytes,
+    /// Rows in it.
+    pub rows: u64,
+    /// CRC32C of `bytes`.
+    pub crc32c: u32,
+}
+
+/// Encodes `state` as one Parquet file per distinct batch schema, in first-seen order.
+///
+/// # Errors
+/// Parquet cannot encode a column type.
+pub fn encode(operator: &str, state: &OperatorState) -> StateResult<Vec<EncodedFile>> {
+    let mut groups: Vec<(SchemaRef, Vec<&RecordBatch>)> = Vec::new();
+    for batch in &state.batches {
+        match groups.iter_mut().find(|(s, _)| *s == batch.schema()) {
+            Some((_, list)) => list.push(batch),
+            None => groups.push((batch.schema(), vec![batch])),
+        }
+    }
+    let encode_error = |source| StateError::Encode {
+        operator: operator.to_string(),
+        source,
+    };
+    let mut files = Vec::with_capacity(groups.len());
+    for (schema, batches) in groups {
+        let mut buffer = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut buffer, schema, None).map_err(encode_error)?;
+        let mut rows = 0u64;
+        for b in batches {
+            writer.write(b).map_err(encode_error)?;
+            rows += b.num_rows() as u64;
+        }
+        writer.close().map_err(encode_error)?;
+        let crc32c = crc32c::crc32c(&buffer);
+        files.push(EncodedFile {
+            bytes: Bytes::from(buffer),
+            rows,
+            crc32c,
+        });
+    }
+    Ok(files)
+}
+
+/// Decodes a state file after checking its size and CRC32C against `entry`.
+///
+/// # Errors
+/// [`StateError::Corrupt`] naming the file when size, checksum or Parquet data are wrong.
+pub fn decode(entry: &FileEntry, bytes: Bytes) -> StateResult<Vec<RecordBatch>> {
+    let corrupt = |reason: String| StateError::Corrupt {
+        path: entry.path.clone(),
+        reason,
+    };
+    if bytes.len() as u64 != entry.bytes {
+        return Err(corrupt(format!(
+            "{} bytes on storage, the manifest records {} (truncated or replaced)",
+            bytes.len(),
+            entry.bytes
+        )));
+    }
+    let crc = crc32c::crc32c(&bytes);
+    if crc != entry.crc32c {
+        return Err(corrupt(format!(
+            "CRC32C {crc:#010x}, the manifest records {:#010x}",
+            entry.crc32c
+        )));
+    }
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|b| b.build())
+        .map_err(|e| corrupt(format!("not readable as Parquet: {e}")))?;
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| corrupt(format!("not readable as Parquet: {e}")))?;
+    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    if rows != entry.rows {
+        return Err(corrupt(format!(
+            "{rows} rows, the manifest records {}",
+            entry.rows
+        )));
+    }
+    Ok(batches)
+}

@@ -1,0 +1,305 @@
+//! Reading and writing one pipeline's checkpoints on an object store.
+
+use crate::error::{StateError, StateResult};
+use crate::layout::{parse_epoch_dir, Layout};
+use crate::manifest::{FileEntry, Manifest, ManifestStatus};
+use crate::root::StateRoot;
+use crate::state_file;
+use bytes::Bytes;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use riffle_core::{Epoch, OperatorState, RecordBatch};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The `_latest.json` hint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatestHint {
+    /// Newest committed epoch when it was written.
+    pub epoch: Epoch,
+}
+
+/// A pipeline's checkpoints under a state root.
+#[derive(Debug, Clone)]
+pub struct CheckpointStore {
+    root: StateRoot,
+    layout: Layout,
+}
+
+fn storage(path: &ObjectPath) -> impl FnOnce(object_store::Error) -> StateError + '_ {
+    move |source| StateError::Storage {
+        path: path.to_string(),
+        source,
+    }
+}
+
+impl CheckpointStore {
+    /// The checkpoints of `pipeline` under `root`.
+    pub fn new(root: StateRoot, pipeline: &str) -> Self {
+        let layout = Layout::new(&root.prefix, pipeline);
+        Self { root, layout }
+    }
+
+    /// The paths this store uses.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.root.store
+    }
+
+    /// Makes a written object durable on local disk: fsync the file and its directory.
+    fn sync(&self, path: &ObjectPath) -> StateResult<()> {
+        let Some(dir) = &self.root.local_dir else {
+            return Ok(());
+        };
+        let file = dir.join(path.as_ref());
+        let io = |e| StateError::Io {
+            path: file.display().to_string(),
+            source: e,
+        };
+        std::fs::File::open(&file)
+            .and_then(|f| f.sync_all())
+            .map_err(io)?;
+        if let Some(parent) = file.parent() {
+            std::fs::File::open(parent)
+                .and_then(|d| d.sync_all())
+                .map_err(io)?;
+        }
+        Ok(())
+    }
+
+    async fn put(&self, path: &ObjectPath, bytes: Bytes, mode: PutMode) -> StateResult<()> {
+        let options = PutOptions {
+            mode,
+            ..PutOptions::default()
+        };
+        self.store()
+            .put_opts(path, PutPayload::from(bytes), options)
+            .await
+            .map_err(storage(path))?;
+        self.sync(path)
+    }
+
+    /// Writes one subtask's state for `epoch`; returns the manifest entries of its files.
+    ///
+    /// # Errors
+    /// Encoding or storage failures.
+    pub async fn write_state(
+        &self,
+        epoch: Epoch,
+        operator: &str,
+        subtask: usize,
+        state: &OperatorState,
+    ) -> StateResult<Vec<FileEntry>> {
+        let mut entries = Vec::new();
+        for (part, file) in state_file::encode(operator, state)?.into_iter().enumerate() {
+            let path = self.layout.state_file(epoch, operator, subtask, part);
+            let bytes = file.bytes.len() as u64;
+            self.put(&path, file.bytes, PutMode::Overwrite).await?;
+            entries.push(FileEntry {
+                path: self.layout.relative(&path),
+                rows: file.rows,
+                bytes,
+                crc32c: file.crc32c,
+            });
+        }
+        Ok(entries)
+    }
+
+    fn encode_manifest(manifest: &Manifest) -> Bytes {
+        // Serializing plain data with string keys cannot fail.
+        Bytes::from(serde_json::to_vec_pretty(manifest).unwrap_or_default())
+    }
+
+    /// Writes `manifest` (status PREPARED) with a conditional create: the logged commit
+    /// decision. Exactly one writer wins an epoch.
+    ///
+    /// # Errors
+    /// [`StateError::ManifestExists`] when the epoch already has a manifest.
+    ///
+    /// # Panics
+    /// If the manifest is invalid or not PREPARED: the coordinator built it, so that is a bug.
+    pub async fn prepare(&self, manifest: &Manifest) -> StateResult<()> {
+        assert_eq!(
+            manifest.status,
+            ManifestStatus::Prepared,
+            "prepare takes a PREPARED manifest"
+        );
+        if let Err(problem) = manifest.validate() {
+            panic!(
+                "refusing to write an invalid manifest for epoch {}: {problem}",
+                manifest.epoch
+            );
+        }
+        let path = self.layout.manifest(manifest.epoch);
+        match self
+            .put(&path, Self::encode_manifest(manifest), PutMode::Create)
+            .await
+        {
+            Err(StateError::Storage {
+                source: object_store::Error::AlreadyExists { .. },
+                ..
+            }) => Err(StateError::ManifestExists {
+                epoch: manifest.epoch,
+                path: path.to_string(),
+            }),
+            other => other,
+        }
+    }
+
+    /// Rewrites the epoch's manifest as COMMITTED. Idempotent.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn commit(&self, manifest: &Manifest) -> StateResult<()> {
+        let mut committed = manifest.clone();
+        committed.status = ManifestStatus::Committed;
+        let path = self.layout.manifest(manifest.epoch);
+        self.put(&path, Self::encode_manifest(&committed), PutMode::Overwrite)
+            .await
+    }
+
+    /// Points `_latest.json` at `epoch` (a hint; recovery lists epochs itself).
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn flip_latest(&self, epoch: Epoch) -> StateResult<()> {
+        let bytes = Bytes::from(serde_json::to_vec(&LatestHint { epoch }).unwrap_or_default());
+        self.put(&self.layout.latest(), bytes, PutMode::Overwrite)
+            .await
+    }
+
+    /// Reads the `_latest.json` hint; `None` when missing or unreadable (it is only a hint).
+    pub async fn latest_hint(&self) -> Option<Epoch> {
+        let got = self.store().get(&self.layout.latest()).await.ok()?;
+        let bytes = got.bytes().await.ok()?;
+        serde_json::from_slice::<LatestHint>(&bytes)
+            .ok()
+            .map(|h| h.epoch)
+    }
+
+    /// Every epoch directory under `checkpoints/`, ascending (with or without manifest).
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn list_epochs(&self) -> StateResult<Vec<Epoch>> {
+        let dir = self.layout.checkpoints();
+        let listing = self
+            .store()
+            .list_with_delimiter(Some(&dir))
+            .await
+            .map_err(storage(&dir))?;
+        let mut epochs: Vec<Epoch> = listing
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().and_then(parse_epoch_dir))
+            .collect();
+        epochs.sort();
+        Ok(epochs)
+    }
+
+    /// Reads and validates the manifest of `epoch`; `Ok(None)` when there is none.
+    ///
+    /// # Errors
+    /// [`StateError::Corrupt`] naming the manifest when it is not valid JSON or breaks an
+    /// invariant; storage failures.
+    pub async fn read_manifest(&self, epoch: Epoch) -> StateResult<Option<Manifest>> {
+        let path = self.layout.manifest(epoch);
+        let got = match self.store().get(&path).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(storage(&path)(e)),
+        };
+        let bytes = got.bytes().await.map_err(storage(&path))?;
+        let corrupt = |reason: String| StateError::Corrupt {
+            path: path.to_string(),
+            reason,
+        };
+        let manifest: Manifest = serde_json::from_slice(&bytes)
+            .map_err(|e| corrupt(format!("not a valid manifest: {e}")))?;
+        manifest.validate().map_err(corrupt)?;
+        if manifest.epoch != epoch {
+            return Err(corrupt(format!(
+                "manifest says epoch {}, stored under epoch {epoch}",
+                manifest.epoch
+            )));
+        }
+        Ok(Some(manifest))
+    }
+
+    /// Reads one state file, checking size and CRC32C.
+    ///
+    /// # Errors
+    /// [`StateError::Corrupt`] for a missing, truncated or altered file.
+    pub async fn read_state(&self, entry: &FileEntry) -> StateResult<Vec<RecordBatch>> {
+        let path = self.layout.absolute(&entry.path);
+        let got = match self.store().get(&path).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(StateError::Corrupt {
+                    path: entry.path.clone(),
+                    reason: "missing, but the manifest references it".into(),
+                })
+            }
+            Err(e) => return Err(storage(&path)(e)),
+        };
+        let bytes = got.bytes().await.map_err(storage(&path))?;
+        state_file::decode(entry, bytes)
+    }
+
+    /// Checks that every file `manifest` references exists with its size and CRC32C and
+    /// decodes as Parquet; returns the first problem.
+    ///
+    /// # Errors
+    /// The first damaged file.
+    pub async fn verify(&self, manifest: &Manifest) -> StateResult<()> {
+        for entry in manifest.files() {
+            self.read_state(entry).await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes everything under an epoch's directory (GC and sweeping partial epochs).
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn delete_epoch(&self, epoch: Epoch) -> StateResult<()> {
+        use futures::TryStreamExt;
+        let dir = self.layout.epoch_dir(epoch);
+        let objects: Vec<_> = self
+            .store()
+            .list(Some(&dir))
+            .try_collect()
+            .await
+            .map_err(storage(&dir))?;
+        // The manifest goes first, so a crash mid-delete leaves a partial epoch, never a
+        // manifest pointing at deleted files.
+        let manifest = self.layout.manifest(epoch);
+        let mut paths: Vec<ObjectPath> = objects.into_iter().map(|o| o.location).collect();
+        paths.sort_by_key(|p| *p != manifest);
+        for path in paths {
+            match self.store().delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(storage(&path)(e)),
+            }
+        }
+        // A local file system keeps the emptied directories, which would still list as
+        // an epoch; remove them.
+        if let Some(root) = &self.root.local_dir {
+            let local = root.join(dir.as_ref());
+            match std::fs::remove_dir_all(&local) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(StateError::Io {
+                        path: local.display().to_string(),
+                        source: e,
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+}

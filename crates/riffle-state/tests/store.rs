@@ -1,0 +1,238 @@
+//! The checkpoint store on a real local directory and in memory: round trips, the
+//! conditional create that makes PREPARED the commit decision, idempotent commit, and
+//! each kind of damage reported with the file it is in.
+
+use riffle_core::arrow::array::{Int64Array, StringArray, UInt16Array};
+use riffle_core::arrow::datatypes::{DataType, Field, Schema};
+use riffle_core::{Epoch, OperatorState, RecordBatch};
+use riffle_state::manifest::{OperatorEntry, SubtaskEntry};
+use riffle_state::recovery::{plan_recovery, EpochFinding};
+use riffle_state::{CheckpointStore, Manifest, ManifestStatus, StateError, StateRoot};
+use std::sync::Arc;
+
+fn state(rows: i64) -> OperatorState {
+    let a = Arc::new(Schema::new(vec![
+        Field::new("_key_group", DataType::UInt16, false),
+        Field::new("k", DataType::Int64, false),
+        Field::new("label", DataType::Utf8, false),
+    ]));
+    let b = Arc::new(Schema::new(vec![
+        Field::new("_key_group", DataType::UInt16, false),
+        Field::new("next", DataType::Int64, false),
+    ]));
+    let batch_a = RecordBatch::try_new(
+        a,
+        vec![
+            Arc::new(UInt16Array::from(
+                (0..rows).map(|i| (i % 128) as u16).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from((0..rows).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(
+                (0..rows).map(|i| format!("row {i}")).collect::<Vec<_>>(),
+            )),
+        ],
+    )
+    .unwrap();
+    let batch_b = RecordBatch::try_new(
+        b,
+        vec![
+            Arc::new(UInt16Array::from(vec![0u16])),
+            Arc::new(Int64Array::from(vec![rows])),
+        ],
+    )
+    .unwrap();
+    OperatorState {
+        batches: vec![batch_a, batch_b],
+    }
+}
+
+async fn write_epoch(store: &CheckpointStore, epoch: u64) -> Manifest {
+    let epoch = Epoch(epoch);
+    let files = store
+        .write_state(epoch, "window", 0, &state(1000))
+        .await
+        .unwrap();
+    assert_eq!(files.len(), 2, "one file per state schema");
+    let mut manifest = Manifest::prepared("p", 1, epoch, 0);
+    manifest.operators.push(OperatorEntry {
+        operator: "window".into(),
+        parallelism: 1,
+        max_parallelism: 128,
+        subtasks: vec![SubtaskEntry { subtask: 0, files }],
+    });
+    store.prepare(&manifest).await.unwrap();
+    manifest
+}
+
+fn roots() -> Vec<(StateRoot, Option<tempfile::TempDir>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = StateRoot::parse(&format!("file://{}", dir.path().display())).unwrap();
+    vec![
+        (file, Some(dir)),
+        (StateRoot::parse("memory://").unwrap(), None),
+    ]
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn state_round_trips_through_parquet_files() {
+    rt().block_on(async {
+        for (root, _dir) in roots() {
+            let store = CheckpointStore::new(root, "p");
+            let manifest = write_epoch(&store, 1).await;
+            let read = store
+                .read_manifest(Epoch(1))
+                .await
+                .unwrap()
+                .expect("manifest");
+            assert_eq!(read, manifest);
+            let files: Vec<_> = read.files().cloned().collect();
+            assert!(files[0]
+                .path
+                .starts_with("checkpoints/epoch=000001/window/000-"));
+            let batches = store.read_state(&files[0]).await.unwrap();
+            assert_eq!(batches, vec![state(1000).batches[0].clone()]);
+            store.verify(&read).await.unwrap();
+        }
+    });
+}
+
+#[test]
+fn only_one_writer_prepares_an_epoch() {
+    rt().block_on(async {
+        for (root, _dir) in roots() {
+            let store = CheckpointStore::new(root, "p");
+            let manifest = write_epoch(&store, 7).await;
+            let err = store.prepare(&manifest).await.unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    StateError::ManifestExists {
+                        epoch: Epoch(7),
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+        }
+    });
+}
+
+#[test]
+fn commit_is_idempotent() {
+    rt().block_on(async {
+        for (root, _dir) in roots() {
+            let store = CheckpointStore::new(root, "p");
+            let manifest = write_epoch(&store, 2).await;
+            store.commit(&manifest).await.unwrap();
+            store.commit(&manifest).await.unwrap();
+            store.flip_latest(Epoch(2)).await.unwrap();
+            let read = store.read_manifest(Epoch(2)).await.unwrap().unwrap();
+            assert_eq!(read.status, ManifestStatus::Committed);
+            assert_eq!(store.latest_hint().await, Some(Epoch(2)));
+        }
+    });
+}
+
+#[test]
+fn damage_is_reported_with_the_file_and_recovery_falls_back() {
+    rt().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let root = StateRoot::parse(dir.path().to_str().unwrap()).unwrap();
+        let store = CheckpointStore::new(root, "p");
+        let older = write_epoch(&store, 1).await;
+        store.commit(&older).await.unwrap();
+        let newer = write_epoch(&store, 2).await;
+        store.commit(&newer).await.unwrap();
+        let file = newer.files().next().unwrap().clone();
+        let on_disk = dir.path().join("p").join(&file.path);
+        let original = std::fs::read(&on_disk).unwrap();
+
+        // Truncated.
+        std::fs::write(&on_disk, &original[..original.len() / 2]).unwrap();
+        let err = store.read_state(&file).await.unwrap_err().to_string();
+        assert!(
+            err.contains(&file.path) && err.contains("truncated"),
+            "{err}"
+        );
+
+        // One byte flipped.
+        let mut flipped = original.clone();
+        flipped[original.len() / 3] ^= 0x40;
+        std::fs::write(&on_disk, &flipped).unwrap();
+        let err = store.read_state(&file).await.unwrap_err().to_string();
+        assert!(err.contains(&file.path) && err.contains("CRC32C"), "{err}");
+
+        // Removed.
+        std::fs::remove_file(&on_disk).unwrap();
+        let err = store.verify(&newer).await.unwrap_err().to_string();
+        assert!(err.contains(&file.path) && err.contains("missing"), "{err}");
+
+        // Recovery skips the damaged newest epoch and restores the previous one.
+        let mut findings = Vec::new();
+        for epoch in store.list_epochs().await.unwrap() {
+            let finding = match store.read_manifest(epoch).await {
+                Ok(Some(m)) => match store.verify(&m).await {
+                    Ok(()) => EpochFinding::Valid(m),
+                    Err(e) => EpochFinding::Damaged(e.to_string()),
+                },
+                Ok(None) => EpochFinding::Partial,
+                Err(e) => EpochFinding::Damaged(e.to_string()),
+            };
+            findings.push((epoch, finding));
+        }
+        let plan = plan_recovery(&findings);
+        assert_eq!(plan.restore, Some(Epoch(1)));
+        assert!(plan.skipped[0].1.contains(&file.path));
+
+        // A manifest that is not JSON, and a garbage _latest.json hint.
+        let manifest_path = dir.path().join("p/checkpoints/epoch=000001/_manifest.json");
+        std::fs::write(&manifest_path, b"{ this is not json").unwrap();
+        let err = store.read_manifest(Epoch(1)).await.unwrap_err().to_string();
+        assert!(
+            err.contains("epoch=000001/_manifest.json") && err.contains("not a valid manifest"),
+            "{err}"
+        );
+        std::fs::write(dir.path().join("p/_latest.json"), b"garbage").unwrap();
+        assert_eq!(
+            store.latest_hint().await,
+            None,
+            "a bad hint is ignored, not fatal"
+        );
+    });
+}
+
+#[test]
+fn partial_epochs_are_listed_and_deleted_whole() {
+    rt().block_on(async {
+        for (root, _dir) in roots() {
+            let store = CheckpointStore::new(root, "p");
+            let m = write_epoch(&store, 3).await;
+            store.commit(&m).await.unwrap();
+            // Epoch 4: state written, no manifest (crashed before the commit point).
+            store
+                .write_state(Epoch(4), "window", 0, &state(10))
+                .await
+                .unwrap();
+            assert_eq!(store.list_epochs().await.unwrap(), vec![Epoch(3), Epoch(4)]);
+            assert!(store.read_manifest(Epoch(4)).await.unwrap().is_none());
+            store.delete_epoch(Epoch(4)).await.unwrap();
+            assert_eq!(store.list_epochs().await.unwrap(), vec![Epoch(3)]);
+        }
+    });
+}
+
+#[test]
+fn unsupported_roots_are_refused_clearly() {
+    let err = StateRoot::parse("ftp://host/dir").unwrap_err().to_string();
+    assert!(
+        err.contains("file:///path") && err.contains("memory://"),
+        "{err}"
+    );
+}
