@@ -25,6 +25,13 @@ pub enum RuntimeError {
     #[error("task `{task}` panicked: {message} (this is a bug in riffle; please report it)")]
     Panic { task: String, message: String },
 
+    /// Checkpointed state cannot be given to the job as planned.
+    #[error("cannot restore `{operator}` from the checkpoint: {message}")]
+    Restore {
+        operator: OperatorId,
+        message: String,
+    },
+
     /// Building the job from its factories failed.
     #[error(transparent)]
     Core(#[from] riffle_core::Error),

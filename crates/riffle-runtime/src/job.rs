@@ -6,6 +6,7 @@ use crate::exchange::{Exchange, OutputRouter};
 use crate::graph::{JobGraph, NodeKind};
 use crate::metrics::{JobMetrics, OperatorTotals};
 use crate::plan::PhysicalPlan;
+use crate::restore::RestoredJob;
 use crate::source_task::SourceTask;
 use crate::task::{run_channel_task, ChainOrCancel, InputChannel};
 use riffle_core::{
@@ -22,12 +23,15 @@ use tokio::task::JoinSet;
 pub struct JobConfig {
     /// Messages each channel buffers before the sender waits (backpressure).
     pub channel_capacity: usize,
+    /// State to start from (a checkpoint), if any.
+    pub restore: Option<Arc<RestoredJob>>,
 }
 
 impl Default for JobConfig {
     fn default() -> Self {
         Self {
             channel_capacity: 16,
+            restore: None,
         }
     }
 }
@@ -199,6 +203,26 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
+/// The checkpointed state of one subtask, if the job restores.
+fn restored_state(
+    config: &JobConfig,
+    id: &OperatorId,
+    subtask: usize,
+    parallelism: usize,
+    max_parallelism: u16,
+    is_source: bool,
+) -> RuntimeResult<Option<riffle_core::OperatorState>> {
+    let Some(restore) = &config.restore else {
+        return Ok(None);
+    };
+    restore
+        .state_for(id, subtask, parallelism, max_parallelism, is_source)
+        .map_err(|message| RuntimeError::Restore {
+            operator: id.clone(),
+            message,
+        })
+}
+
 /// Wraps a factory's error with the node and subtask it was building.
 fn failed(id: &OperatorId, subtask: usize) -> impl FnOnce(riffle_core::Error) -> RuntimeError + '_ {
     move |source| RuntimeError::Task {
@@ -217,6 +241,24 @@ fn failed(id: &OperatorId, subtask: usize) -> impl FnOnce(riffle_core::Error) ->
 pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> RuntimeResult<JobHandle> {
     let plan = PhysicalPlan::compile(graph);
     let nodes = graph.nodes();
+    if let Some(restore) = &config.restore {
+        // State the new plan has no operator for would be silently lost: refuse.
+        let mut orphans: Vec<&str> = restore
+            .operators
+            .keys()
+            .filter(|id| !nodes.iter().any(|n| &n.id == *id))
+            .map(|id| id.0.as_str())
+            .collect();
+        if !orphans.is_empty() {
+            orphans.sort_unstable();
+            return Err(RuntimeError::Restore {
+                operator: OperatorId(orphans.join(", ")),
+                message:
+                    "the checkpoint holds state for these operators, which the job no longer has"
+                        .into(),
+            });
+        }
+    }
     let metrics = Arc::new(JobMetrics::default());
     let (ack_tx, ack_rx) = if collect_acks {
         let (tx, rx) = mpsc::unbounded_channel();
@@ -287,7 +329,18 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                     NodeKind::Source { .. } => {}
                     NodeKind::Operator(factory) => {
                         let ctx = context(&node.id, subtask);
-                        let operator = factory.create(&ctx).map_err(failed(&node.id, subtask))?;
+                        let mut operator =
+                            factory.create(&ctx).map_err(failed(&node.id, subtask))?;
+                        if let Some(state) = restored_state(
+                            config,
+                            &node.id,
+                            subtask,
+                            chain.parallelism,
+                            graph.max_parallelism,
+                            false,
+                        )? {
+                            operator.restore(state).map_err(failed(&node.id, subtask))?;
+                        }
                         links.push(ChainLink {
                             id: node.id.clone(),
                             operator,
@@ -319,7 +372,17 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                     watermarks,
                 } => {
                     let ctx = context(&head.id, subtask);
-                    let source = factory.create(&ctx).map_err(failed(&head.id, subtask))?;
+                    let mut source = factory.create(&ctx).map_err(failed(&head.id, subtask))?;
+                    if let Some(state) = restored_state(
+                        config,
+                        &head.id,
+                        subtask,
+                        chain.parallelism,
+                        graph.max_parallelism,
+                        true,
+                    )? {
+                        source.restore(state).map_err(failed(&head.id, subtask))?;
+                    }
                     let (btx, brx) = mpsc::unbounded_channel();
                     barrier_senders.push(btx);
                     let task = SourceTask {
@@ -368,4 +431,46 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
 /// See [`JobHandle::wait`].
 pub async fn run(graph: &JobGraph, config: &JobConfig) -> RuntimeResult<JobSummary> {
     start(graph, config, false)?.wait().await
+}
+
+/// Starts `graph` with a [`CheckpointCoordinator`](crate::CheckpointCoordinator) taking
+/// checkpoints into `store`; the coordinator's report resolves when the job's tasks end.
+///
+/// # Errors
+/// As [`start`].
+pub fn start_with_checkpoints(
+    graph: &JobGraph,
+    config: &JobConfig,
+    store: riffle_state::CheckpointStore,
+    checkpoints: crate::CheckpointConfig,
+) -> RuntimeResult<(JobHandle, tokio::task::JoinHandle<crate::CheckpointReport>)> {
+    let mut handle = start(graph, config, true)?;
+    let acks = handle
+        .acks
+        .take()
+        .ok_or_else(|| RuntimeError::Graph("acks were not collected".into()))?;
+    let operators = graph
+        .nodes()
+        .iter()
+        .filter(|n| n.is_stateful())
+        .map(|n| {
+            (
+                n.id.clone(),
+                crate::coordinator::OperatorInfo {
+                    parallelism: n.parallelism,
+                    max_parallelism: graph.max_parallelism,
+                },
+            )
+        })
+        .collect();
+    let coordinator = crate::CheckpointCoordinator {
+        store,
+        config: checkpoints,
+        pipeline: graph.name.clone(),
+        operators,
+        task_count: handle.task_count(),
+    };
+    let injector = handle.barrier_injector();
+    let report = tokio::spawn(coordinator.run(injector, acks));
+    Ok((handle, report))
 }

@@ -16,19 +16,23 @@
 
 pub mod align;
 pub mod chain;
+pub mod coordinator;
 pub mod error;
 pub mod exchange;
 pub mod graph;
 pub mod job;
 pub mod metrics;
 pub mod plan;
+pub mod restore;
 mod source_task;
 mod task;
 pub mod watermark;
 
+pub use coordinator::{CheckpointConfig, CheckpointCoordinator, CheckpointReport};
 pub use error::{RuntimeError, RuntimeResult};
 pub use exchange::Exchange;
 pub use graph::{JobGraph, NodeId, WatermarkStrategy};
 pub use job::{JobConfig, JobSummary, SnapshotAck};
 pub use metrics::JobMetrics;
 pub use plan::PhysicalPlan;
+pub use restore::RestoredJob;

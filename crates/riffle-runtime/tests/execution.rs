@@ -252,6 +252,7 @@ fn aligned_barriers_give_consistent_snapshots() {
             &g,
             &JobConfig {
                 channel_capacity: 2,
+                ..JobConfig::default()
             },
             true,
         )

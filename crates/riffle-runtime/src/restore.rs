@@ -1,0 +1,121 @@
+//! State loaded from a checkpoint, handed to operator subtasks at start — redistributed
+//! by key group when an operator's parallelism changed.
+
+use riffle_core::arrow::array::{AsArray, BooleanArray};
+use riffle_core::arrow::compute::filter_record_batch;
+use riffle_core::arrow::datatypes::UInt16Type;
+use riffle_core::state::KEY_GROUP_FIELD;
+use riffle_core::{Epoch, KeyGroup, OperatorId, OperatorState};
+use riffle_state::{CheckpointStore, Manifest, StateResult};
+use std::collections::HashMap;
+
+/// One operator's state as checkpointed.
+#[derive(Debug, Clone)]
+pub struct RestoredOperator {
+    /// Parallelism at the checkpoint.
+    pub parallelism: usize,
+    /// Key groups at the checkpoint.
+    pub max_parallelism: u16,
+    /// State per old subtask.
+    pub subtasks: HashMap<usize, OperatorState>,
+}
+
+/// Everything a job restores from one checkpoint.
+#[derive(Debug, Clone)]
+pub struct RestoredJob {
+    /// The checkpoint's epoch.
+    pub epoch: Epoch,
+    /// State per operator id.
+    pub operators: HashMap<OperatorId, RestoredOperator>,
+}
+
+impl RestoredJob {
+    /// Reads every state file `manifest` references (checking sizes and CRC32C).
+    ///
+    /// # Errors
+    /// A damaged or missing file, named.
+    pub async fn load(store: &CheckpointStore, manifest: &Manifest) -> StateResult<Self> {
+        let mut operators = HashMap::new();
+        for op in &manifest.operators {
+            let mut subtasks = HashMap::new();
+            for s in &op.subtasks {
+                let mut batches = Vec::new();
+                for file in &s.files {
+                    batches.extend(store.read_state(file).await?);
+                }
+                subtasks.insert(s.subtask, OperatorState { batches });
+            }
+            operators.insert(
+                OperatorId(op.operator.clone()),
+                RestoredOperator {
+                    parallelism: op.parallelism,
+                    max_parallelism: op.max_parallelism,
+                    subtasks,
+                },
+            );
+        }
+        Ok(Self {
+            epoch: manifest.epoch,
+            operators,
+        })
+    }
+
+    /// The state subtask `subtask` of `parallelism` restores, or `None` for an operator
+    /// the checkpoint does not hold.
+    ///
+    /// # Errors
+    /// A source asked to change parallelism, or a different number of key groups.
+    pub fn state_for(
+        &self,
+        operator: &OperatorId,
+        subtask: usize,
+        parallelism: usize,
+        max_parallelism: u16,
+        is_source: bool,
+    ) -> Result<Option<OperatorState>, String> {
+        let Some(restored) = self.operators.get(operator) else {
+            return Ok(None);
+        };
+        if restored.max_parallelism != max_parallelism {
+            return Err(format!(
+                "the checkpoint has {} key groups and the job {max_parallelism}; max parallelism cannot change",
+                restored.max_parallelism
+            ));
+        }
+        if restored.parallelism == parallelism {
+            return Ok(Some(
+                restored.subtasks.get(&subtask).cloned().unwrap_or_default(),
+            ));
+        }
+        if is_source {
+            return Err(format!(
+                "the source was checkpointed at parallelism {} and cannot restore at {parallelism} yet; run it at {}",
+                restored.parallelism, restored.parallelism
+            ));
+        }
+        // Rescale: keep the rows of every old subtask whose key group this subtask owns.
+        let mut batches = Vec::new();
+        for state in restored.subtasks.values() {
+            for batch in &state.batches {
+                let Some(groups) = batch
+                    .column_by_name(KEY_GROUP_FIELD)
+                    .and_then(|c| c.as_primitive_opt::<UInt16Type>())
+                else {
+                    return Err(format!(
+                        "a state batch has no UInt16 `{KEY_GROUP_FIELD}` column"
+                    ));
+                };
+                let mine: BooleanArray = groups
+                    .values()
+                    .iter()
+                    .map(|g| Some(KeyGroup(*g).subtask(parallelism, max_parallelism) == subtask))
+                    .collect();
+                let part = filter_record_batch(batch, &mine).map_err(|e| e.to_string())?;
+                if part.num_rows() > 0 {
+                    batches.push(part);
+                }
+            }
+        }
+        Ok(Some(OperatorState { batches }))
+    }
+}
