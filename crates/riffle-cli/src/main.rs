@@ -20,6 +20,8 @@ enum Command {
     Nexmark(commands::nexmark::NexmarkArgs),
     /// Run Nexmark queries and the peer job and print a benchmark table.
     Bench(commands::bench::BenchArgs),
+    /// Inspect checkpoints on storage.
+    Checkpoints(commands::checkpoints::CheckpointsArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -34,6 +36,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Nexmark(args) => commands::nexmark::run(args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::Checkpoints(args) => commands::checkpoints::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

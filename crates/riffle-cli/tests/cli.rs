@@ -103,3 +103,94 @@ fn mistakes_get_clear_errors() {
         .unwrap();
     assert!(String::from_utf8_lossy(&result.stderr).contains("use jsonl, csv or parquet"));
 }
+
+#[test]
+fn a_killed_checkpointed_run_resumes_from_its_newest_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let args = |extra: &[&str]| {
+        let mut cmd = riffle();
+        cmd.args([
+            "nexmark",
+            "--query",
+            "q11",
+            "--rate",
+            "100K",
+            "--checkpoint-interval",
+            "20ms",
+            "--state",
+        ])
+        .arg(&state)
+        .args(extra);
+        cmd
+    };
+    // A long run, killed (SIGKILL) once a checkpoint has committed.
+    let mut child = args(&["--events", "500M"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let listed = loop {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let list = riffle()
+            .args([
+                "checkpoints",
+                "list",
+                "--pipeline",
+                "nexmark-q11",
+                "--state",
+            ])
+            .arg(&state)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&list.stdout).to_string();
+        if text.contains("COMMITTED") || std::time::Instant::now() > deadline {
+            break text;
+        }
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        listed.contains("COMMITTED"),
+        "no checkpoint committed within a minute: {listed}"
+    );
+
+    // The same pipeline resumes; a different one (other event count) is refused.
+    let other = args(&["--events", "1M"]).output().unwrap();
+    assert!(!other.status.success());
+    assert!(
+        String::from_utf8_lossy(&other.stderr).contains("different pipeline"),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    let mut resumed = args(&["--events", "500M"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = resumed.stderr.take().unwrap();
+    let mut first_lines = String::new();
+    let mut buf = [0u8; 4096];
+    while !first_lines.contains("running nexmark") {
+        let n = std::io::Read::read(&mut stderr, &mut buf).unwrap();
+        assert!(n > 0, "riffle exited early: {first_lines}");
+        first_lines.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    resumed.kill().unwrap();
+    resumed.wait().unwrap();
+    assert!(
+        first_lines.contains("resuming `nexmark-q11` from checkpoint epoch"),
+        "{first_lines}"
+    );
+    let history = riffle()
+        .args([
+            "checkpoints",
+            "history",
+            "--pipeline",
+            "nexmark-q11",
+            "--state",
+        ])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&history.stdout).contains("\"restored_epoch\""));
+}

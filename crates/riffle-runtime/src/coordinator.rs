@@ -101,6 +101,10 @@ pub struct CheckpointCoordinator {
     pub operators: HashMap<OperatorId, OperatorInfo>,
     /// Tasks that must ack each epoch.
     pub task_count: usize,
+    /// The plan's fingerprint, recorded in manifests.
+    pub plan_fingerprint: String,
+    /// The job's live metrics (watermark and counters recorded in manifests).
+    pub metrics: Option<std::sync::Arc<crate::JobMetrics>>,
 }
 
 impl CheckpointCoordinator {
@@ -214,6 +218,24 @@ impl CheckpointCoordinator {
                 max_parallelism: info.max_parallelism,
                 subtasks,
             });
+        }
+        manifest.plan_fingerprint = self.plan_fingerprint.clone();
+        if let Some(metrics) = &self.metrics {
+            // Read when the last ack arrived: the watermark sinks had reached by then.
+            manifest.watermark = metrics.sink_watermark();
+            let totals = metrics.operator_totals();
+            manifest.counters.insert(
+                "late_rows_dropped".into(),
+                totals.iter().map(|t| t.late_rows_dropped).sum(),
+            );
+            manifest.counters.insert(
+                "windows_emitted".into(),
+                totals.iter().map(|t| t.windows_emitted).sum(),
+            );
+            manifest.counters.insert(
+                "records_skipped".into(),
+                totals.iter().map(|t| t.records_skipped).sum(),
+            );
         }
         manifest.written_at_ms = now_ms();
         self.store.prepare(&manifest).await?;

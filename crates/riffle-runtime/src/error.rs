@@ -25,6 +25,10 @@ pub enum RuntimeError {
     #[error("task `{task}` panicked: {message} (this is a bug in riffle; please report it)")]
     Panic { task: String, message: String },
 
+    /// Checkpoint storage failed or holds nothing usable.
+    #[error("checkpoint error: {0}")]
+    Checkpoint(String),
+
     /// Checkpointed state cannot be given to the job as planned.
     #[error("cannot restore `{operator}` from the checkpoint: {message}")]
     Restore {

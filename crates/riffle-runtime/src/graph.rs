@@ -123,6 +123,22 @@ impl JobGraph {
         &self.nodes
     }
 
+    /// A fingerprint of what the plan computes: every node's id, description and output
+    /// schema (not parallelism, which a restore may change). Recorded in manifests so a
+    /// changed pipeline is not silently restored from old state.
+    pub fn fingerprint(&self) -> String {
+        let mut text = String::new();
+        for n in &self.nodes {
+            text.push_str(&format!(
+                "{}|{}|{:?};",
+                n.id,
+                n.describe(),
+                n.schema.schema.fields()
+            ));
+        }
+        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+    }
+
     /// The schema a node emits.
     pub fn schema(&self, node: NodeId) -> &StreamSchema {
         &self.nodes[node.0].schema

@@ -469,6 +469,8 @@ pub fn start_with_checkpoints(
         pipeline: graph.name.clone(),
         operators,
         task_count: handle.task_count(),
+        plan_fingerprint: graph.fingerprint(),
+        metrics: Some(handle.metrics.clone()),
     };
     let injector = handle.barrier_injector();
     let report = tokio::spawn(coordinator.run(injector, acks));

@@ -23,6 +23,7 @@ pub mod graph;
 pub mod job;
 pub mod metrics;
 pub mod plan;
+pub mod recovery;
 pub mod restore;
 mod source_task;
 mod task;

@@ -63,6 +63,16 @@ impl Layout {
         ObjectPath::from(format!("{}/_latest.json", self.base))
     }
 
+    /// `recovery/`.
+    pub fn recovery_dir(&self) -> ObjectPath {
+        ObjectPath::from(format!("{}/recovery", self.base))
+    }
+
+    /// `recovery/{at_ms:013}.json` (zero-padded so names sort by time).
+    pub fn recovery_record(&self, at_ms: i64) -> ObjectPath {
+        ObjectPath::from(format!("{}/recovery/{at_ms:013}.json", self.base))
+    }
+
     /// The path relative to the pipeline's base (what manifests record).
     pub fn relative(&self, path: &ObjectPath) -> String {
         path.as_ref()

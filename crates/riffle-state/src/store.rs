@@ -261,6 +261,44 @@ impl CheckpointStore {
         Ok(())
     }
 
+    /// Writes `recovery/{at_ms}.json`: what a recovery chose and why.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn write_recovery_record(&self, at_ms: i64, json: Vec<u8>) -> StateResult<()> {
+        let path = self.layout.recovery_record(at_ms);
+        self.put(&path, Bytes::from(json), PutMode::Overwrite).await
+    }
+
+    /// Every recovery record, oldest first, as JSON text.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn recovery_records(&self) -> StateResult<Vec<String>> {
+        use futures::TryStreamExt;
+        let dir = self.layout.recovery_dir();
+        let mut objects: Vec<_> = self
+            .store()
+            .list(Some(&dir))
+            .try_collect()
+            .await
+            .map_err(storage(&dir))?;
+        objects.sort_by(|a, b| a.location.cmp(&b.location));
+        let mut out = Vec::new();
+        for o in objects {
+            let bytes = self
+                .store()
+                .get(&o.location)
+                .await
+                .map_err(storage(&o.location))?
+                .bytes()
+                .await
+                .map_err(storage(&o.location))?;
+            out.push(String::from_utf8_lossy(&bytes).into_owned());
+        }
+        Ok(out)
+    }
+
     /// Deletes everything under an epoch's directory (GC and sweeping partial epochs).
     ///
     /// # Errors

@@ -1,0 +1,84 @@
+//! `riffle checkpoints list | show`: what is on storage.
+
+use anyhow::{Context, Result};
+use riffle_core::Epoch;
+use riffle_state::{CheckpointStore, StateRoot};
+
+/// Arguments of `riffle checkpoints`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  riffle checkpoints list --pipeline nexmark-q5\n  riffle checkpoints show 12 --pipeline nexmark-q5 --state ./riffle-state\n  riffle checkpoints history --pipeline nexmark-q5"
+)]
+pub struct CheckpointsArgs {
+    #[command(subcommand)]
+    pub command: CheckpointsCommand,
+    /// Where checkpoints live: a directory, file:///abs/dir, or memory://.
+    #[arg(long, global = true, default_value = "./riffle-state")]
+    pub state: String,
+    /// The pipeline (`nexmark-q5` for `riffle nexmark --query q5`).
+    #[arg(long, global = true, default_value = "nexmark-q5")]
+    pub pipeline: String,
+}
+
+/// What to show.
+#[derive(Debug, clap::Subcommand)]
+pub enum CheckpointsCommand {
+    /// One line per epoch: status, time, files, bytes, watermark.
+    List,
+    /// The manifest of one epoch, as JSON.
+    Show {
+        /// The epoch.
+        epoch: u64,
+    },
+    /// What each recovery chose and why.
+    History,
+}
+
+pub fn run(args: CheckpointsArgs) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let root =
+        StateRoot::parse(&args.state).with_context(|| format!("opening `{}`", args.state))?;
+    let store = CheckpointStore::new(root, &args.pipeline);
+    runtime.block_on(async {
+        match args.command {
+            CheckpointsCommand::List => {
+                let epochs = store.list_epochs().await?;
+                if epochs.is_empty() {
+                    println!("no checkpoints of `{}` in {}", args.pipeline, args.state);
+                    return Ok(());
+                }
+                println!("{:>8}  {:<10} {:>14}  {:>5}  {:>12}  watermark", "epoch", "status", "written (ms)", "files", "bytes");
+                for epoch in epochs {
+                    match store.read_manifest(epoch).await {
+                        Ok(Some(m)) => {
+                            let files = m.files().count();
+                            let bytes: u64 = m.files().map(|f| f.bytes).sum();
+                            let status = format!("{:?}", m.status).to_uppercase();
+                            let watermark = m.watermark.map_or("-".into(), |w| w.to_string());
+                            println!("{:>8}  {status:<10} {:>14}  {files:>5}  {bytes:>12}  {watermark}", epoch.0, m.written_at_ms);
+                        }
+                        Ok(None) => println!("{:>8}  {:<10}", epoch.0, "PARTIAL"),
+                        Err(e) => println!("{:>8}  {:<10} {e}", epoch.0, "DAMAGED"),
+                    }
+                }
+                Ok(())
+            }
+            CheckpointsCommand::Show { epoch } => {
+                let manifest = store
+                    .read_manifest(Epoch(epoch))
+                    .await?
+                    .with_context(|| format!("epoch {epoch} of `{}` has no manifest; `riffle checkpoints list` shows what exists", args.pipeline))?;
+                println!("{}", serde_json::to_string_pretty(&manifest)?);
+                Ok(())
+            }
+            CheckpointsCommand::History => {
+                for record in store.recovery_records().await? {
+                    println!("{record}");
+                }
+                Ok(())
+            }
+        }
+    })
+}
