@@ -18,6 +18,8 @@ pub struct Measured {
     pub cpu: Duration,
     /// Peak RSS of the process during the run, bytes.
     pub peak_rss_bytes: Option<u64>,
+    /// What the checkpoint coordinator did, for checkpointed runs.
+    pub checkpoints: Option<riffle_runtime::CheckpointReport>,
 }
 
 /// Runs `graph` on `runtime`, measuring it.
@@ -37,7 +39,50 @@ pub fn run_measured(
         wall: t0.elapsed(),
         cpu: cpu_time().saturating_sub(cpu0),
         peak_rss_bytes: peak_rss_bytes(),
+        checkpoints: None,
     })
+}
+
+/// Runs `graph` taking checkpoints every `interval` into a fresh directory under
+/// `state_dir` (removed afterwards), measuring it.
+///
+/// # Errors
+/// The job failed, or the state directory cannot be used.
+pub fn run_measured_with_checkpoints(
+    runtime: &tokio::runtime::Runtime,
+    graph: &JobGraph,
+    interval: std::time::Duration,
+    state_dir: &std::path::Path,
+) -> RuntimeResult<Measured> {
+    use riffle_runtime::RuntimeError;
+    let root = riffle_state::StateRoot::parse(&state_dir.display().to_string())
+        .map_err(|e| RuntimeError::Checkpoint(e.to_string()))?;
+    let store = riffle_state::CheckpointStore::new(root, &graph.name);
+    let config = riffle_runtime::CheckpointConfig {
+        interval,
+        ..Default::default()
+    };
+    reset_peak_rss();
+    let cpu0 = cpu_time();
+    let t0 = Instant::now();
+    let (summary, report) = runtime.block_on(async {
+        let (handle, report) =
+            job::start_with_checkpoints(graph, &JobConfig::default(), store, config)?;
+        let summary = handle.wait().await?;
+        let report = report
+            .await
+            .map_err(|e| RuntimeError::Checkpoint(e.to_string()))?;
+        Ok::<_, RuntimeError>((summary, report))
+    })?;
+    let measured = Measured {
+        summary,
+        wall: t0.elapsed(),
+        cpu: cpu_time().saturating_sub(cpu0),
+        peak_rss_bytes: peak_rss_bytes(),
+        checkpoints: Some(report),
+    };
+    let _ = std::fs::remove_dir_all(state_dir);
+    Ok(measured)
 }
 
 /// One line of the benchmark table.
@@ -61,6 +106,24 @@ pub struct BenchRow {
     pub peak_rss_mib: f64,
     /// Runs the median was taken over.
     pub runs: usize,
+    /// Checkpoint interval in ms (0: checkpoints off).
+    #[serde(default)]
+    pub checkpoint_interval_ms: u64,
+    /// Checkpoints committed in the median run.
+    #[serde(default)]
+    pub checkpoints: usize,
+    /// Median checkpoint duration (trigger to COMMITTED), ms.
+    #[serde(default)]
+    pub checkpoint_p50_ms: f64,
+    /// 99th-percentile checkpoint duration, ms.
+    #[serde(default)]
+    pub checkpoint_p99_ms: f64,
+    /// Mean state bytes per checkpoint, MiB.
+    #[serde(default)]
+    pub checkpoint_mib: f64,
+    /// Longest barrier alignment over the checkpoints, ms.
+    #[serde(default)]
+    pub alignment_max_ms: f64,
 }
 
 impl BenchRow {
@@ -86,7 +149,41 @@ impl BenchRow {
             events_per_cpu_second: events as f64 / cpu,
             peak_rss_mib: peak as f64 / (1024.0 * 1024.0),
             runs: runs.len(),
+            checkpoint_interval_ms: 0,
+            checkpoints: 0,
+            checkpoint_p50_ms: 0.0,
+            checkpoint_p99_ms: 0.0,
+            checkpoint_mib: 0.0,
+            alignment_max_ms: 0.0,
         }
+        .with_checkpoints(median.checkpoints.as_ref())
+    }
+
+    fn with_checkpoints(mut self, report: Option<&riffle_runtime::CheckpointReport>) -> Self {
+        let Some(report) = report else { return self };
+        let mut durations: Vec<f64> = report
+            .durations
+            .iter()
+            .map(|d| d.as_secs_f64() * 1e3)
+            .collect();
+        durations.sort_by(f64::total_cmp);
+        let pick = |p: f64| {
+            durations
+                .get(((durations.len().max(1) - 1) as f64 * p).round() as usize)
+                .copied()
+                .unwrap_or(0.0)
+        };
+        self.checkpoints = report.committed.len();
+        self.checkpoint_p50_ms = pick(0.5);
+        self.checkpoint_p99_ms = pick(0.99);
+        let bytes: u64 = report.bytes.iter().sum();
+        self.checkpoint_mib = bytes as f64 / report.bytes.len().max(1) as f64 / (1024.0 * 1024.0);
+        self.alignment_max_ms = report
+            .alignment
+            .iter()
+            .map(|d| d.as_secs_f64() * 1e3)
+            .fold(0.0, f64::max);
+        self
     }
 }
 
@@ -115,6 +212,32 @@ pub fn human(n: f64) -> String {
     } else {
         format!("{n:.0}")
     }
+}
+
+/// Checkpointed rows as a Markdown table: throughput next to checkpoint costs.
+pub fn checkpoint_table(rows: &[BenchRow]) -> String {
+    let mut out = String::from("| query | p | events | interval | events/s | checkpoints | p50 ms | p99 ms | MiB/checkpoint | max alignment ms |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        let interval = if r.checkpoint_interval_ms == 0 {
+            "off".to_string()
+        } else {
+            format!("{} ms", r.checkpoint_interval_ms)
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {interval} | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} |",
+            r.query,
+            r.parallelism,
+            human(r.events as f64),
+            human(r.events_per_second),
+            r.checkpoints,
+            r.checkpoint_p50_ms,
+            r.checkpoint_p99_ms,
+            r.checkpoint_mib,
+            r.alignment_max_ms
+        );
+    }
+    out
 }
 
 /// The rows as a Markdown table.

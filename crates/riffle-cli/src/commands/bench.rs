@@ -2,7 +2,9 @@
 
 use crate::units::{parse_count, parse_duration};
 use anyhow::{Context, Result};
-use riffle_bench::harness::{run_measured, table, BenchRow};
+use riffle_bench::harness::{
+    checkpoint_table, run_measured, run_measured_with_checkpoints, table, BenchRow, Measured,
+};
 use riffle_bench::queries::{self, Query, QueryOptions};
 use riffle_bench::PeerJob;
 use riffle_connectors::nexmark::NexmarkConfig;
@@ -43,6 +45,13 @@ pub struct BenchArgs {
     /// Print JSON lines instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Checkpoint intervals to measure, comma-separated (`0` = off), e.g. `0,10s,1s`.
+    #[arg(long, default_value = "0")]
+    pub checkpoint_interval: String,
+    /// Directory for benchmark checkpoints (each run uses a fresh subdirectory, removed
+    /// afterwards).
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("riffle-bench-state"))]
+    pub state: std::path::PathBuf,
     /// Run every measurement in this process instead of a child process per run (peak
     /// RSS then covers all runs so far).
     #[arg(long)]
@@ -50,7 +59,7 @@ pub struct BenchArgs {
 }
 
 /// One measurement in a child process, so its peak RSS is its own.
-fn run_child(args: &BenchArgs, queries: &str, job: &str) -> Result<BenchRow> {
+fn run_child(args: &BenchArgs, queries: &str, job: &str, interval: Duration) -> Result<BenchRow> {
     let exe = std::env::current_exe().context("locating the riffle binary")?;
     let output = std::process::Command::new(exe)
         .args(["bench", "--in-process", "--json", "--runs", "1"])
@@ -71,6 +80,12 @@ fn run_child(args: &BenchArgs, queries: &str, job: &str) -> Result<BenchRow> {
             "--watermark-delay",
             &format!("{}ms", args.watermark_delay.as_millis()),
         ])
+        .args([
+            "--checkpoint-interval",
+            &format!("{}ms", interval.as_millis()),
+        ])
+        .arg("--state")
+        .arg(&args.state)
         .stderr(std::process::Stdio::inherit())
         .output()
         .context("starting a benchmark child process")?;
@@ -105,6 +120,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
             .map(PeerJob::parse)
             .collect::<Result<_, _>>()?,
     };
+    let intervals: Vec<Duration> = args
+        .checkpoint_interval
+        .split(',')
+        .map(|d| parse_duration(d).map_err(anyhow::Error::msg))
+        .collect::<Result<_>>()?;
+    let checkpointed = intervals.iter().any(|d| !d.is_zero());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -122,29 +143,49 @@ pub fn run(args: BenchArgs) -> Result<()> {
         rows.push(row);
         Ok(())
     };
+    let print_table = |rows: &[BenchRow]| {
+        if args.json {
+            return;
+        }
+        if checkpointed {
+            print!("{}", checkpoint_table(rows));
+        } else {
+            print!("{}", table(rows));
+        }
+    };
     if !args.in_process {
-        let names: Vec<(String, &str, &str)> = queries
+        let names: Vec<(String, bool)> = queries
             .iter()
-            .map(|q| (q.to_string(), "query", ""))
-            .chain(jobs.iter().map(|j| (j.name().to_string(), "job", "")))
+            .map(|q| (q.to_string(), true))
+            .chain(jobs.iter().map(|j| (j.name().to_string(), false)))
             .collect();
-        for (name, kind, _) in names {
-            let mut runs = Vec::new();
-            for _ in 0..args.runs {
-                let (q, j) = if kind == "query" {
+        for (name, is_query) in names {
+            for &interval in &intervals {
+                let (q, j) = if is_query {
                     (name.as_str(), "none")
                 } else {
                     ("none", name.as_str())
                 };
-                runs.push(run_child(&args, q, j)?);
+                let runs = (0..args.runs)
+                    .map(|_| run_child(&args, q, j, interval))
+                    .collect::<Result<Vec<_>>>()?;
+                emit(BenchRow::median(&runs))?;
             }
-            emit(BenchRow::median(&runs))?;
         }
-        if !args.json {
-            print!("{}", table(&rows));
-        }
+        print_table(&rows);
         return Ok(());
     }
+    // In process: exactly one query or job per child, one interval.
+    let interval = intervals.first().copied().unwrap_or_default();
+    let measure = |graph: &riffle_runtime::JobGraph, n: usize| {
+        if interval.is_zero() {
+            run_measured(&runtime, graph)
+        } else {
+            let dir = args.state.join(format!("run-{}-{n}", std::process::id()));
+            run_measured_with_checkpoints(&runtime, graph, interval, &dir)
+        }
+    };
+    let mut measured: Vec<(String, u64, Vec<Measured>)> = Vec::new();
     for query in queries {
         let opts = QueryOptions {
             nexmark: NexmarkConfig {
@@ -156,38 +197,29 @@ pub fn run(args: BenchArgs) -> Result<()> {
             watermark_delay: args.watermark_delay,
         };
         let mut runs = Vec::new();
-        for _ in 0..args.runs {
+        for n in 0..args.runs {
             let graph = queries::build(query, &opts, Arc::new(BlackholeSinkFactory))?;
-            runs.push(run_measured(&runtime, &graph).with_context(|| format!("{query} failed"))?);
+            runs.push(measure(&graph, n).with_context(|| format!("{query} failed"))?);
         }
-        emit(BenchRow::from_runs(
-            &query.to_string(),
-            args.parallelism,
-            args.events,
-            &runs,
-        ))?;
+        measured.push((query.to_string(), args.events, runs));
     }
     for job in jobs {
         let mut runs = Vec::new();
-        for _ in 0..args.runs {
+        for n in 0..args.runs {
             let graph = job.build(
                 args.peer_events,
                 args.parallelism,
                 Arc::new(BlackholeSinkFactory),
             )?;
-            runs.push(
-                run_measured(&runtime, &graph).with_context(|| format!("{} failed", job.name()))?,
-            );
+            runs.push(measure(&graph, n).with_context(|| format!("{} failed", job.name()))?);
         }
-        emit(BenchRow::from_runs(
-            job.name(),
-            args.parallelism,
-            args.peer_events,
-            &runs,
-        ))?;
+        measured.push((job.name().to_string(), args.peer_events, runs));
     }
-    if !args.json {
-        print!("{}", table(&rows));
+    for (name, events, runs) in measured {
+        let mut row = BenchRow::from_runs(&name, args.parallelism, events, &runs);
+        row.checkpoint_interval_ms = interval.as_millis() as u64;
+        emit(row)?;
     }
+    print_table(&rows);
     Ok(())
 }
