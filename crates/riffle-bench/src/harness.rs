@@ -22,6 +22,23 @@ pub struct Measured {
     pub checkpoints: Option<riffle_runtime::CheckpointReport>,
 }
 
+/// Times `run` (wall, CPU, peak RSS).
+fn measure(
+    run: impl FnOnce() -> RuntimeResult<(JobSummary, Option<riffle_runtime::CheckpointReport>)>,
+) -> RuntimeResult<Measured> {
+    reset_peak_rss();
+    let cpu0 = cpu_time();
+    let t0 = Instant::now();
+    let (summary, checkpoints) = run()?;
+    Ok(Measured {
+        summary,
+        wall: t0.elapsed(),
+        cpu: cpu_time().saturating_sub(cpu0),
+        peak_rss_bytes: peak_rss_bytes(),
+        checkpoints,
+    })
+}
+
 /// Runs `graph` on `runtime`, measuring it.
 ///
 /// # Errors
@@ -30,16 +47,11 @@ pub fn run_measured(
     runtime: &tokio::runtime::Runtime,
     graph: &JobGraph,
 ) -> RuntimeResult<Measured> {
-    reset_peak_rss();
-    let cpu0 = cpu_time();
-    let t0 = Instant::now();
-    let summary = runtime.block_on(job::run(graph, &JobConfig::default()))?;
-    Ok(Measured {
-        summary,
-        wall: t0.elapsed(),
-        cpu: cpu_time().saturating_sub(cpu0),
-        peak_rss_bytes: peak_rss_bytes(),
-        checkpoints: None,
+    measure(|| {
+        Ok((
+            runtime.block_on(job::run(graph, &JobConfig::default()))?,
+            None,
+        ))
     })
 }
 
@@ -62,27 +74,19 @@ pub fn run_measured_with_checkpoints(
         interval,
         ..Default::default()
     };
-    reset_peak_rss();
-    let cpu0 = cpu_time();
-    let t0 = Instant::now();
-    let (summary, report) = runtime.block_on(async {
-        let (handle, report) =
-            job::start_with_checkpoints(graph, &JobConfig::default(), store, config)?;
-        let summary = handle.wait().await?;
-        let report = report
-            .await
-            .map_err(|e| RuntimeError::Checkpoint(e.to_string()))?;
-        Ok::<_, RuntimeError>((summary, report))
-    })?;
-    let measured = Measured {
-        summary,
-        wall: t0.elapsed(),
-        cpu: cpu_time().saturating_sub(cpu0),
-        peak_rss_bytes: peak_rss_bytes(),
-        checkpoints: Some(report),
-    };
+    let measured = measure(|| {
+        runtime.block_on(async {
+            let (handle, report) =
+                job::start_with_checkpoints(graph, &JobConfig::default(), store, config)?;
+            let summary = handle.wait().await?;
+            let report = report
+                .await
+                .map_err(|e| RuntimeError::Checkpoint(e.to_string()))?;
+            Ok((summary, Some(report)))
+        })
+    });
     let _ = std::fs::remove_dir_all(state_dir);
-    Ok(measured)
+    measured
 }
 
 /// One line of the benchmark table.

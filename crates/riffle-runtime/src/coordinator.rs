@@ -14,7 +14,7 @@
 use crate::job::{BarrierInjector, SnapshotAck};
 use riffle_core::{Barrier, BarrierKind, Epoch, OperatorId};
 use riffle_state::manifest::{OperatorEntry, SubtaskEntry};
-use riffle_state::recovery::{plan_gc, EpochFinding};
+use riffle_state::recovery::plan_gc;
 use riffle_state::{CheckpointStore, Manifest, StateError};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -245,15 +245,7 @@ impl CheckpointCoordinator {
     }
 
     async fn collect_garbage(&self) -> Result<(), StateError> {
-        let mut findings = Vec::new();
-        for epoch in self.store.list_epochs().await? {
-            let finding = match self.store.read_manifest(epoch).await {
-                Ok(Some(m)) => EpochFinding::Valid(m),
-                Ok(None) => EpochFinding::Partial,
-                Err(e) => EpochFinding::Damaged(e.to_string()),
-            };
-            findings.push((epoch, finding));
-        }
+        let findings = self.store.findings(false).await?;
         for epoch in plan_gc(&findings, self.config.retain) {
             self.store.delete_epoch(epoch).await?;
         }

@@ -5,6 +5,7 @@ use crate::restore::RestoredJob;
 use riffle_core::Epoch;
 use riffle_state::recovery::{plan_recovery, EpochFinding, RecoveryPlan};
 use riffle_state::{CheckpointStore, Manifest, StateError};
+
 use serde::Serialize;
 
 /// What recovery decided.
@@ -45,24 +46,15 @@ fn state_error(e: StateError) -> RuntimeError {
 /// Storage failures; or checkpoints exist but none is usable (the caller must choose to
 /// start empty explicitly).
 pub async fn recover(store: &CheckpointStore) -> RuntimeResult<Recovered> {
-    let epochs = store.list_epochs().await.map_err(state_error)?;
-    let mut findings = Vec::with_capacity(epochs.len());
-    let mut generation = 0;
-    for epoch in &epochs {
-        let finding = match store.read_manifest(*epoch).await {
-            Ok(Some(m)) => {
-                generation = generation.max(m.generation);
-                match store.verify(&m).await {
-                    Ok(()) => EpochFinding::Valid(m),
-                    Err(e) => EpochFinding::Damaged(e.to_string()),
-                }
-            }
-            Ok(None) => EpochFinding::Partial,
-            Err(e @ StateError::Corrupt { .. }) => EpochFinding::Damaged(e.to_string()),
-            Err(e) => return Err(state_error(e)),
-        };
-        findings.push((*epoch, finding));
-    }
+    let findings = store.findings(true).await.map_err(state_error)?;
+    let generation = findings
+        .iter()
+        .filter_map(|(_, f)| match f {
+            EpochFinding::Valid(m) => Some(m.generation),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
     let plan = plan_recovery(&findings);
     let manifest = plan.restore.and_then(|e| {
         findings.iter().find_map(|(epoch, f)| match f {
@@ -88,7 +80,7 @@ pub async fn recover(store: &CheckpointStore) -> RuntimeResult<Recovered> {
     for epoch in &plan.partial {
         store.delete_epoch(*epoch).await.map_err(state_error)?;
     }
-    let next_epoch = Epoch(epochs.last().map_or(0, |e| e.0) + 1);
+    let next_epoch = Epoch(findings.iter().map(|(e, _)| e.0).max().unwrap_or(0) + 1);
     let record = RecoveryRecord {
         at_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

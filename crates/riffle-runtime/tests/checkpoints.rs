@@ -20,6 +20,13 @@ use std::time::Duration;
 const EVENTS: u64 = 600_000;
 
 fn job(window_parallelism: usize) -> (JobGraph, CollectSinkFactory) {
+    job_with_sources(2, window_parallelism)
+}
+
+fn job_with_sources(
+    source_parallelism: usize,
+    window_parallelism: usize,
+) -> (JobGraph, CollectSinkFactory) {
     let mut g = JobGraph::new("peer-window");
     let watermarks = WatermarkStrategy {
         max_out_of_orderness: Duration::from_millis(50),
@@ -29,7 +36,7 @@ fn job(window_parallelism: usize) -> (JobGraph, CollectSinkFactory) {
         .source(
             "peer",
             Arc::new(PeerSourceFactory::new(EVENTS, 500)),
-            2,
+            source_parallelism,
             watermarks,
         )
         .unwrap();
@@ -213,30 +220,7 @@ fn restore_refuses_state_the_plan_cannot_take() {
         "the window's state has no operator in this plan: {err}"
     );
 
-    let mut g = JobGraph::new("peer-window");
-    let src = g
-        .source(
-            "peer",
-            Arc::new(PeerSourceFactory::new(EVENTS, 500)),
-            1,
-            WatermarkStrategy::default(),
-        )
-        .unwrap();
-    let w = WindowAggregateFactory::new(
-        g.schema(src),
-        &["k"],
-        WindowSpec::Tumbling {
-            size: Duration::from_millis(100),
-        },
-        vec![
-            AggregateSpec::count_star("n"),
-            AggregateSpec::new(AggregateFunction::Sum, "v", "sum_v"),
-        ],
-    )
-    .unwrap();
-    let w = g.operator("window", Arc::new(w), 2, &[src]).unwrap();
-    g.sink("sink", Arc::new(CollectSinkFactory::new()), 2, w)
-        .unwrap();
+    let (g, _) = job_with_sources(1, 2);
     let err = rt
         .block_on(job::run(&g, &config))
         .err()

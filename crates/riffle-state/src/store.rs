@@ -299,6 +299,34 @@ impl CheckpointStore {
         Ok(out)
     }
 
+    /// What every epoch directory holds: a valid manifest (its files verified when
+    /// `verify`), a damaged one (with the reason, naming the file), or none (partial).
+    ///
+    /// # Errors
+    /// Storage failures other than damage.
+    pub async fn findings(
+        &self,
+        verify: bool,
+    ) -> StateResult<Vec<(Epoch, crate::recovery::EpochFinding)>> {
+        use crate::recovery::EpochFinding;
+        let mut findings = Vec::new();
+        for epoch in self.list_epochs().await? {
+            let finding = match self.read_manifest(epoch).await {
+                Ok(Some(m)) if verify => match self.verify(&m).await {
+                    Ok(()) => EpochFinding::Valid(m),
+                    Err(e @ StateError::Corrupt { .. }) => EpochFinding::Damaged(e.to_string()),
+                    Err(e) => return Err(e),
+                },
+                Ok(Some(m)) => EpochFinding::Valid(m),
+                Ok(None) => EpochFinding::Partial,
+                Err(e @ StateError::Corrupt { .. }) => EpochFinding::Damaged(e.to_string()),
+                Err(e) => return Err(e),
+            };
+            findings.push((epoch, finding));
+        }
+        Ok(findings)
+    }
+
     /// Deletes everything under an epoch's directory (GC and sweeping partial epochs).
     ///
     /// # Errors
