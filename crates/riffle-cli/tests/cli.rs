@@ -156,6 +156,23 @@ fn a_killed_checkpointed_run_resumes_from_its_newest_checkpoint() {
     );
 
     // The same pipeline resumes; a different one (other event count) is refused.
+    let records = || {
+        let history = riffle()
+            .args([
+                "checkpoints",
+                "history",
+                "--pipeline",
+                "nexmark-q11",
+                "--state",
+            ])
+            .arg(&state)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&history.stdout)
+            .matches("\"at_ms\"")
+            .count()
+    };
+    let before = records();
     let other = args(&["--events", "1M"]).output().unwrap();
     assert!(!other.status.success());
     assert!(
@@ -163,6 +180,8 @@ fn a_killed_checkpointed_run_resumes_from_its_newest_checkpoint() {
         "{}",
         String::from_utf8_lossy(&other.stderr)
     );
+    // The refusal changed nothing on storage: no new recovery record.
+    assert_eq!(records(), before, "a refused start wrote a recovery record");
     let mut resumed = args(&["--events", "500M"])
         .stderr(std::process::Stdio::piped())
         .spawn()

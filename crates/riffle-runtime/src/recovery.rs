@@ -42,10 +42,14 @@ fn state_error(e: StateError) -> RuntimeError {
 /// epochs and writes a recovery record (`recovery/{ms}.json`). A damaged newer
 /// checkpoint is skipped (and named in the plan), never deleted.
 ///
+/// `fingerprint` is the plan's ([`JobGraph::fingerprint`](crate::JobGraph::fingerprint)):
+/// a checkpoint taken by a different plan is refused before anything is changed on
+/// storage.
+///
 /// # Errors
-/// Storage failures; or checkpoints exist but none is usable (the caller must choose to
-/// start empty explicitly).
-pub async fn recover(store: &CheckpointStore) -> RuntimeResult<Recovered> {
+/// Storage failures; checkpoints exist but none is usable, or the newest usable one
+/// belongs to a different plan (the caller must choose to start empty explicitly).
+pub async fn recover(store: &CheckpointStore, fingerprint: &str) -> RuntimeResult<Recovered> {
     let findings = store.findings(true).await.map_err(state_error)?;
     let generation = findings
         .iter()
@@ -72,6 +76,14 @@ pub async fn recover(store: &CheckpointStore) -> RuntimeResult<Recovered> {
             "no usable checkpoint: {}; fix or remove them, or start from empty state with --no-restore",
             reasons.join("; ")
         )));
+    }
+    if let Some(m) = &manifest {
+        if !m.plan_fingerprint.is_empty() && m.plan_fingerprint != fingerprint {
+            return Err(RuntimeError::Checkpoint(format!(
+                "checkpoint epoch {} of `{}` was taken by a different pipeline (other query, event count or options); start from empty state with --no-restore, or use another state root",
+                m.epoch, m.pipeline
+            )));
+        }
     }
     let restored = match &manifest {
         Some(m) => Some(RestoredJob::load(store, m).await.map_err(state_error)?),

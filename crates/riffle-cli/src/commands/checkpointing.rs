@@ -44,7 +44,7 @@ pub async fn prepare(
             job_config,
         });
     }
-    let recovered = recover(&store)
+    let recovered = recover(&store, &graph.fingerprint())
         .await
         .context("recovering from checkpoints")?;
     for (epoch, reason) in &recovered.plan.skipped {
@@ -66,12 +66,6 @@ pub async fn prepare(
     checkpoints.generation = recovered.generation;
     match (recovered.manifest, recovered.restored) {
         (Some(manifest), Some(restored)) => {
-            anyhow::ensure!(
-                manifest.plan_fingerprint.is_empty() || manifest.plan_fingerprint == graph.fingerprint(),
-                "checkpoint epoch {} of `{}` was taken by a different pipeline (other query, event count or options); run with --no-restore to start over, or use another --state",
-                manifest.epoch,
-                graph.name
-            );
             let offsets: Vec<String> = manifest
                 .operators
                 .iter()
