@@ -12,7 +12,9 @@ use riffle_core::arrow::datatypes::{Int64Type, TimestampNanosecondType};
 use riffle_core::{OperatorId, RecordBatch};
 use riffle_operators::{AggregateFunction, AggregateSpec, WindowAggregateFactory, WindowSpec};
 use riffle_runtime::job::{self, JobConfig};
-use riffle_runtime::{CheckpointConfig, JobGraph, RestoredJob, WatermarkStrategy};
+use riffle_runtime::{
+    CheckpointConfig, CheckpointReport, JobGraph, RestoredJob, WatermarkStrategy,
+};
 use riffle_state::{CheckpointStore, ManifestStatus, StateRoot};
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,6 +82,22 @@ fn rows(batches: &[RecordBatch]) -> Vec<(i64, i64, i64, i64)> {
     out
 }
 
+/// Runs `graph` to the end with the coordinator checkpointing into `store`.
+fn run_checkpointed(
+    rt: &tokio::runtime::Runtime,
+    graph: &JobGraph,
+    store: &CheckpointStore,
+    checkpoints: CheckpointConfig,
+) -> CheckpointReport {
+    rt.block_on(async {
+        let (handle, report) =
+            job::start_with_checkpoints(graph, &JobConfig::default(), store.clone(), checkpoints)
+                .unwrap();
+        handle.wait().await.unwrap();
+        report.await.unwrap()
+    })
+}
+
 #[test]
 fn a_restored_job_emits_exactly_the_windows_open_at_the_checkpoint() {
     let rt = runtime();
@@ -92,13 +110,7 @@ fn a_restored_job_emits_exactly_the_windows_open_at_the_checkpoint() {
 
     // The uninterrupted run, taking checkpoints as it goes.
     let (graph, sink) = job(2);
-    let report = rt.block_on(async {
-        let (handle, report) =
-            job::start_with_checkpoints(&graph, &JobConfig::default(), store.clone(), checkpoints)
-                .unwrap();
-        handle.wait().await.unwrap();
-        report.await.unwrap()
-    });
+    let report = run_checkpointed(&rt, &graph, &store, checkpoints);
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     assert!(
         !report.committed.is_empty(),
@@ -183,13 +195,7 @@ fn restore_refuses_state_the_plan_cannot_take() {
         interval: Duration::from_millis(2),
         ..CheckpointConfig::default()
     };
-    let report = rt.block_on(async {
-        let (handle, report) =
-            job::start_with_checkpoints(&graph, &JobConfig::default(), store.clone(), checkpoints)
-                .unwrap();
-        handle.wait().await.unwrap();
-        report.await.unwrap()
-    });
+    let report = run_checkpointed(&rt, &graph, &store, checkpoints);
     let epoch = *report.committed.last().expect("an epoch committed");
     let manifest = rt.block_on(store.read_manifest(epoch)).unwrap().unwrap();
     let restored = Arc::new(rt.block_on(RestoredJob::load(&store, &manifest)).unwrap());
