@@ -70,19 +70,20 @@ pub fn run_measured_with_checkpoints(
     let root = riffle_state::StateRoot::parse(&state_dir.display().to_string())
         .map_err(|e| RuntimeError::Checkpoint(e.to_string()))?;
     let store = riffle_state::CheckpointStore::new(root, &graph.name);
-    let config = riffle_runtime::CheckpointConfig {
-        interval,
+    let run = riffle_runtime::CheckpointedRun {
+        checkpoints: riffle_runtime::CheckpointConfig {
+            interval,
+            ..Default::default()
+        },
+        restart: riffle_runtime::RestartStrategy::None,
+        start_empty: true,
         ..Default::default()
     };
     let measured = measure(|| {
         runtime.block_on(async {
-            let (handle, report) =
-                job::start_with_checkpoints(graph, &JobConfig::default(), store, config)?;
-            let summary = handle.wait().await?;
-            let report = report
-                .await
-                .map_err(|e| RuntimeError::Checkpoint(e.to_string()))?;
-            Ok((summary, Some(report)))
+            let mut outcome =
+                riffle_runtime::run_checkpointed(graph, &store, run.clone(), &mut ()).await?;
+            Ok((outcome.summary, outcome.reports.pop()))
         })
     });
     let _ = std::fs::remove_dir_all(state_dir);

@@ -200,7 +200,16 @@ fn parquet_written_by_the_file_sink_reads_back() {
             max_file_age: None,
         },
     );
-    let mut writer = riffle_core::SinkFactory::create(&sink, &schema, 0, 1).unwrap();
+    let mut writer = riffle_core::SinkFactory::create(
+        &sink,
+        &schema,
+        &riffle_core::SinkContext {
+            subtask: 0,
+            parallelism: 1,
+            exactly_once: false,
+        },
+    )
+    .unwrap();
     for chunk in 0..3i64 {
         let ids: Vec<i64> = (chunk * 4..chunk * 4 + 4).collect();
         let times: Vec<i64> = ids.iter().map(|i| i * 1_000_000_000).collect();

@@ -25,6 +25,9 @@ pub enum BarrierKind {
     /// A savepoint after which the job stops; with `drain`, sources first emit
     /// [`Watermark::MAX`] so every open window fires.
     StopWithSavepoint { drain: bool },
+    /// The last checkpoint of a bounded run: every source has ended and emitted its final
+    /// watermark, so this epoch commits all remaining output. Sources stop after it.
+    EndOfInput,
 }
 
 /// A checkpoint barrier: every row before it belongs to `epoch`.

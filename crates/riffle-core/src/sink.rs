@@ -1,8 +1,10 @@
-//! The sink trait: where rows leave the pipeline.
+//! The sink trait: where rows leave the pipeline, with two-phase commit for exactly-once.
 
 use crate::error::Result;
+use crate::message::Epoch;
 use crate::schema::StreamSchema;
 use crate::RecordBatch;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// What one sink subtask wrote.
@@ -10,35 +12,94 @@ use std::path::PathBuf;
 pub struct SinkSummary {
     /// Rows written.
     pub rows: u64,
-    /// Files written, for file sinks.
+    /// Files written (committed, or staged for commit), for file sinks.
     pub files: Vec<PathBuf>,
+}
+
+/// How a sink subtask runs.
+#[derive(Debug, Clone, Copy)]
+pub struct SinkContext {
+    /// This subtask's index, `0..parallelism`.
+    pub subtask: usize,
+    /// How many subtasks the sink has.
+    pub parallelism: usize,
+    /// Checkpoints are on: output becomes visible only when
+    /// [`SinkFactory::commit`] commits what [`Sink::pre_commit`] staged. Otherwise the
+    /// sink publishes as it goes and at [`Sink::finish`].
+    pub exactly_once: bool,
+}
+
+/// What a sink subtask staged for one epoch; the coordinator commits it once the epoch's
+/// manifest is PREPARED, and recovery re-commits it (so commit must be idempotent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Committable {
+    /// The sink's operator id.
+    pub sink: String,
+    /// The sink subtask that staged it.
+    pub subtask: usize,
+    /// The epoch it belongs to.
+    pub epoch: Epoch,
+    /// Sink-defined description of the staged transaction (JSON text).
+    pub payload: String,
 }
 
 /// One subtask of a sink.
 pub trait Sink: Send {
-    /// Writes rows. Rows may be buffered until [`finish`](Sink::finish).
+    /// Writes rows. Rows may be buffered until [`pre_commit`](Sink::pre_commit) or
+    /// [`finish`](Sink::finish).
     ///
     /// # Errors
     /// The destination cannot be written.
     fn write(&mut self, batch: &RecordBatch) -> Result<()>;
 
-    /// Input ended: flush and close everything, and say what was written.
+    /// Barrier `epoch` reached the sink: make everything written since the previous
+    /// barrier durable but invisible, and describe it (the payload of a
+    /// [`Committable`]). `None` when the sink has nothing to commit (non-transactional
+    /// sinks, or no rows in this epoch).
+    ///
+    /// # Errors
+    /// The staged output cannot be flushed.
+    fn pre_commit(&mut self, _epoch: Epoch) -> Result<Option<String>> {
+        Ok(None)
+    }
+
+    /// Input ended: flush and close everything, and say what was written. In
+    /// exactly-once mode, rows after the last barrier stay staged (uncommitted).
     fn finish(&mut self) -> Result<SinkSummary>;
 }
 
-/// Builds sink subtasks.
+/// Builds sink subtasks, and commits or discards what they staged.
 pub trait SinkFactory: Send + Sync {
     /// Short description for `explain`, e.g. `files(jsonl, out/)`.
     fn describe(&self) -> String;
 
-    /// Creates subtask `subtask` of `parallelism` for rows of `schema`.
+    /// Whether output is published only through [`commit`](SinkFactory::commit)
+    /// (exactly-once with checkpoints); otherwise output is at-least-once after a crash.
+    fn is_transactional(&self) -> bool {
+        false
+    }
+
+    /// Creates subtask `ctx.subtask` of `ctx.parallelism` for rows of `schema`.
     ///
     /// # Errors
     /// The destination cannot be opened.
-    fn create(
-        &self,
-        schema: &StreamSchema,
-        subtask: usize,
-        parallelism: usize,
-    ) -> Result<Box<dyn Sink>>;
+    fn create(&self, schema: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>>;
+
+    /// Publishes what a subtask staged. Idempotent: committing a committable again (a
+    /// recovery rolling a PREPARED epoch forward) changes nothing.
+    ///
+    /// # Errors
+    /// The staged output is gone without having been published, or storage fails.
+    fn commit(&self, _committable: &Committable) -> Result<()> {
+        Ok(())
+    }
+
+    /// Discards everything staged that no commit published (recovery, after rolling
+    /// forward and before the job starts); returns how many transactions or files.
+    ///
+    /// # Errors
+    /// Storage failures.
+    fn abort_staged(&self) -> Result<usize> {
+        Ok(0)
+    }
 }

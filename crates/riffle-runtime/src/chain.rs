@@ -163,4 +163,13 @@ impl Chain {
         }
         Ok(states)
     }
+
+    /// Pre-commits the chain's sink at `epoch`: its id and committable payload, if any.
+    pub fn pre_commit(&mut self, epoch: Epoch) -> ChainResult<Option<(OperatorId, String)>> {
+        let Some(sink) = &mut self.sink else {
+            return Ok(None);
+        };
+        let payload = sink.sink.pre_commit(epoch).map_err(at(&sink.id))?;
+        Ok(payload.map(|p| (sink.id.clone(), p)))
+    }
 }

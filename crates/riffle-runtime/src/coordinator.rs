@@ -1,22 +1,26 @@
 //! The checkpoint coordinator: triggers epochs, collects every task's snapshot, uploads
-//! the state as Parquet while the job runs on, and writes the manifest last.
+//! the state as Parquet while the job runs on, and commits (DESIGN §4).
 //!
 //! ```text
-//!  every interval: inject Barrier(N) at sources ──▶ tasks align, snapshot, ack
-//!  acks ──▶ upload state files (async) ──▶ all acked? ──▶ manifest PREPARED (create)
-//!        ──▶ COMMITTED ──▶ _latest.json ──▶ GC keeps the newest K committed epochs
+//!  every interval: inject Barrier(N) at sources ──▶ tasks align, snapshot, pre-commit, ack
+//!  acks ──▶ upload state files ──▶ all acked? ──▶ fencing check ──▶ manifest PREPARED
+//!        ──▶ sinks commit ──▶ COMMITTED ──▶ _latest.json ──▶ GC keeps the newest K
 //! ```
 //!
-//! With no transactional sink, PREPARED is followed at once by COMMITTED (DESIGN §4.6).
-//! An epoch that does not complete within the timeout is abandoned: its files stay as a
-//! partial epoch, swept by the next recovery.
+//! A bounded run ends with an end-of-input epoch: once every source subtask ran dry it
+//! waits for that barrier, which commits all remaining output. An epoch that does not
+//! complete within the timeout is abandoned (its files stay as a partial epoch, swept by
+//! the next recovery); more than `tolerable_failures` failed epochs in a row fail the job.
 
-use crate::job::{BarrierInjector, SnapshotAck};
-use riffle_core::{Barrier, BarrierKind, Epoch, OperatorId};
+use crate::checkpoint_events::{CheckpointEvent, CheckpointListener};
+use crate::crash::{maybe_crash, CrashPoint};
+use crate::job::{BarrierInjector, JobStopper, SnapshotAck};
+use riffle_core::{Barrier, BarrierKind, Committable, Epoch, OperatorId, SinkFactory};
 use riffle_state::manifest::{OperatorEntry, SubtaskEntry};
-use riffle_state::recovery::plan_gc;
-use riffle_state::{CheckpointStore, Manifest, StateError};
+use riffle_state::recovery::{may_commit, plan_gc};
+use riffle_state::{CheckpointStore, Manifest};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -25,13 +29,17 @@ use tokio::sync::mpsc::UnboundedReceiver;
 pub struct CheckpointConfig {
     /// Time between two epochs' triggers.
     pub interval: Duration,
+    /// Least time between one epoch's completion and the next trigger.
+    pub min_pause: Duration,
     /// An epoch not complete after this long is abandoned.
     pub timeout: Duration,
+    /// Failed epochs in a row the job tolerates; one more fails it.
+    pub tolerable_failures: usize,
     /// Committed epochs to keep.
     pub retain: usize,
     /// This run's generation (fencing).
     pub generation: u64,
-    /// The first epoch this run takes (one past the restored epoch).
+    /// The first epoch this run takes (one past every existing epoch).
     pub first_epoch: Epoch,
 }
 
@@ -39,7 +47,9 @@ impl Default for CheckpointConfig {
     fn default() -> Self {
         Self {
             interval: Duration::from_secs(10),
+            min_pause: Duration::ZERO,
             timeout: Duration::from_secs(60),
+            tolerable_failures: 3,
             retain: 3,
             generation: 1,
             first_epoch: Epoch(1),
@@ -52,7 +62,7 @@ impl Default for CheckpointConfig {
 pub struct CheckpointReport {
     /// Epochs committed, in order.
     pub committed: Vec<Epoch>,
-    /// Epochs abandoned (timeout, or the job ended first).
+    /// Epochs abandoned (timeout, failure, or the job ended first).
     pub abandoned: Vec<Epoch>,
     /// Time from trigger to COMMITTED, per committed epoch.
     pub durations: Vec<Duration>,
@@ -60,8 +70,10 @@ pub struct CheckpointReport {
     pub bytes: Vec<u64>,
     /// Longest barrier alignment seen per committed epoch.
     pub alignment: Vec<Duration>,
-    /// Storage errors that failed an epoch (the job went on).
+    /// Why epochs failed.
     pub errors: Vec<String>,
+    /// The end-of-input epoch committed: all output of a bounded run is published.
+    pub end_of_input_committed: bool,
 }
 
 /// Static facts the manifest needs about each stateful operator.
@@ -75,12 +87,30 @@ pub struct OperatorInfo {
 
 struct Pending {
     epoch: Epoch,
+    kind: BarrierKind,
     triggered: Instant,
     triggered_at_ms: i64,
     acks: usize,
     files: BTreeMap<String, Vec<SubtaskEntry>>,
+    committables: Vec<Committable>,
     bytes: u64,
     alignment: Duration,
+}
+
+/// Why an epoch did not complete; `fatal` when the job must stop (a logged decision
+/// whose sinks could not commit, or a newer generation fenced this run out).
+struct Incomplete {
+    reason: String,
+    fatal: bool,
+}
+
+impl Incomplete {
+    fn retry(e: riffle_state::StateError) -> Self {
+        Self {
+            reason: e.to_string(),
+            fatal: false,
+        }
+    }
 }
 
 fn now_ms() -> i64 {
@@ -99,69 +129,160 @@ pub struct CheckpointCoordinator {
     pub pipeline: String,
     /// Parallelism of every operator whose state may appear in acks.
     pub operators: HashMap<OperatorId, OperatorInfo>,
+    /// Sinks by operator id, to commit their committables.
+    pub sinks: HashMap<String, Arc<dyn SinkFactory>>,
     /// Tasks that must ack each epoch.
     pub task_count: usize,
+    /// Source subtasks: when all reached end of input, the end-of-input epoch starts.
+    pub source_subtasks: usize,
     /// The plan's fingerprint, recorded in manifests.
     pub plan_fingerprint: String,
     /// The job's live metrics (watermark and counters recorded in manifests).
-    pub metrics: Option<std::sync::Arc<crate::JobMetrics>>,
+    pub metrics: Option<Arc<crate::JobMetrics>>,
+    /// Who hears about checkpoint events.
+    pub listeners: Vec<Arc<dyn CheckpointListener>>,
+}
+
+/// Channels the coordinator reads and the job it may stop.
+pub struct CoordinatorInputs {
+    /// Injects barriers at the sources.
+    pub injector: BarrierInjector,
+    /// Snapshot acknowledgements.
+    pub acks: UnboundedReceiver<SnapshotAck>,
+    /// One message per source subtask that ran dry.
+    pub end_of_input: Option<UnboundedReceiver<()>>,
+    /// Fails the job after too many failed checkpoints.
+    pub stopper: JobStopper,
 }
 
 impl CheckpointCoordinator {
+    fn emit(&self, event: CheckpointEvent) {
+        for l in &self.listeners {
+            l.on_event(&event);
+        }
+    }
+
     /// Triggers epochs and completes them until the ack channel closes (job ended).
-    pub async fn run(
-        self,
-        injector: BarrierInjector,
-        mut acks: UnboundedReceiver<SnapshotAck>,
-    ) -> CheckpointReport {
+    pub async fn run(self, inputs: CoordinatorInputs) -> CheckpointReport {
+        let CoordinatorInputs {
+            injector,
+            mut acks,
+            end_of_input,
+            stopper,
+        } = inputs;
+        let mut ended_rx = end_of_input;
+        let mut ended_sources = 0;
         let mut report = CheckpointReport::default();
         let mut next_epoch = self.config.first_epoch;
         let mut pending: Option<Pending> = None;
+        let mut failures = 0usize;
+        let mut last_completed: Option<Instant> = None;
+        let mut end_of_input_triggered = false;
         let mut ticker = tokio::time::interval(self.config.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticker.tick().await;
         loop {
-            tokio::select! {
-                _ = ticker.tick() => {
-                    if let Some(p) = &pending {
-                        if p.triggered.elapsed() < self.config.timeout {
-                            continue; // at most one epoch in flight
+            let all_ended = ended_rx.is_some() && ended_sources >= self.source_subtasks;
+            // The end-of-input epoch starts as soon as nothing else is in flight.
+            let trigger_now = all_ended && !end_of_input_triggered && pending.is_none();
+            let mut trigger = trigger_now;
+            if !trigger_now {
+                tokio::select! {
+                    _ = ticker.tick(), if !end_of_input_triggered => {
+                        if let Some(p) = &pending {
+                            if p.triggered.elapsed() < self.config.timeout {
+                                continue; // at most one epoch in flight
+                            }
+                            let p = pending.take();
+                            if let Some(p) = p {
+                                let reason = format!("epoch {} timed out after {:?}", p.epoch, self.config.timeout);
+                                self.fail(&mut report, &mut failures, p.epoch, reason, &stopper);
+                            }
                         }
-                        // Timed out: abandon it; the new epoch below replaces it.
-                        report.abandoned.push(p.epoch);
+                        let paused = last_completed.is_some_and(|t| t.elapsed() < self.config.min_pause);
+                        trigger = !paused;
                     }
-                    let epoch = next_epoch;
-                    next_epoch = Epoch(epoch.0 + 1);
-                    pending = Some(Pending { epoch, triggered: Instant::now(), triggered_at_ms: now_ms(), acks: 0, files: BTreeMap::new(), bytes: 0, alignment: Duration::ZERO });
-                    injector.inject(Barrier { epoch, kind: BarrierKind::Checkpoint });
-                }
-                ack = acks.recv() => {
-                    let Some(ack) = ack else { break };
-                    let Some(p) = pending.as_mut().filter(|p| p.epoch == ack.epoch) else { continue };
-                    if let Err(e) = self.upload(p, ack).await {
-                        report.errors.push(e.to_string());
-                        report.abandoned.push(p.epoch);
-                        pending = None;
+                    ended = async { match &mut ended_rx { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
+                        match ended {
+                            Some(()) => ended_sources += 1,
+                            None => ended_rx = None,
+                        }
                         continue;
                     }
-                    if p.acks == self.task_count {
-                        let done = pending.take();
-                        if let Some(done) = done {
-                            match self.complete(&done).await {
-                                Ok(()) => {
-                                    report.committed.push(done.epoch);
-                                    report.durations.push(done.triggered.elapsed());
-                                    report.bytes.push(done.bytes);
-                                    report.alignment.push(done.alignment);
+                    ack = acks.recv() => {
+                        let Some(ack) = ack else { break };
+                        let Some(p) = pending.as_mut().filter(|p| p.epoch == ack.epoch) else { continue };
+                        let ack_task = format!("{}[{}]", ack.task, ack.subtask);
+                        if let Err(e) = self.upload(p, ack).await {
+                            let epoch = p.epoch;
+                            pending = None;
+                            self.fail(&mut report, &mut failures, epoch, e.to_string(), &stopper);
+                            continue;
+                        }
+                        tracing::debug!(epoch = %p.epoch, acks = p.acks, task = %ack_task, "checkpoint acked");
+                        self.emit(CheckpointEvent::Acked { epoch: p.epoch, acks: p.acks, tasks: self.task_count });
+                        if p.acks < self.task_count {
+                            continue;
+                        }
+                        let Some(done) = pending.take() else { continue };
+                        maybe_crash(CrashPoint::AfterSnapshotUpload, done.epoch);
+                        match self.complete(&done).await {
+                            Ok(()) => {
+                                failures = 0;
+                                last_completed = Some(Instant::now());
+                                let duration = done.triggered.elapsed();
+                                report.committed.push(done.epoch);
+                                report.durations.push(duration);
+                                report.bytes.push(done.bytes);
+                                report.alignment.push(done.alignment);
+                                if done.kind == BarrierKind::EndOfInput {
+                                    report.end_of_input_committed = true;
                                 }
-                                Err(e) => {
-                                    report.errors.push(e.to_string());
+                                self.emit(CheckpointEvent::Completed { epoch: done.epoch, duration, bytes: done.bytes, alignment: done.alignment });
+                            }
+                            Err(Incomplete { reason, fatal }) => {
+                                if fatal {
+                                    // Sinks of a logged decision must commit before any
+                                    // later epoch; only recovery's roll forward can now.
                                     report.abandoned.push(done.epoch);
+                                    report.errors.push(format!("epoch {}: {reason}", done.epoch));
+                                    stopper.fail(format!("epoch {} is PREPARED but its sinks could not commit: {reason}; restart to roll it forward", done.epoch));
+                                } else {
+                                    self.fail(&mut report, &mut failures, done.epoch, reason, &stopper);
                                 }
                             }
                         }
+                        continue;
                     }
                 }
+            }
+            if trigger {
+                let end = all_ended && !end_of_input_triggered;
+                let kind = if end {
+                    end_of_input_triggered = true;
+                    BarrierKind::EndOfInput
+                } else {
+                    BarrierKind::Checkpoint
+                };
+                let epoch = next_epoch;
+                next_epoch = Epoch(epoch.0 + 1);
+                pending = Some(Pending {
+                    epoch,
+                    kind,
+                    triggered: Instant::now(),
+                    triggered_at_ms: now_ms(),
+                    acks: 0,
+                    files: BTreeMap::new(),
+                    committables: Vec::new(),
+                    bytes: 0,
+                    alignment: Duration::ZERO,
+                });
+                tracing::debug!(%epoch, ?kind, "checkpoint triggered");
+                self.emit(CheckpointEvent::Started {
+                    epoch,
+                    end_of_input: end,
+                });
+                injector.inject(Barrier { epoch, kind });
             }
         }
         if let Some(p) = pending {
@@ -170,9 +291,39 @@ impl CheckpointCoordinator {
         report
     }
 
-    async fn upload(&self, pending: &mut Pending, ack: SnapshotAck) -> Result<(), StateError> {
+    fn fail(
+        &self,
+        report: &mut CheckpointReport,
+        failures: &mut usize,
+        epoch: Epoch,
+        reason: String,
+        stopper: &JobStopper,
+    ) {
+        *failures += 1;
+        tracing::warn!(%epoch, %reason, consecutive = *failures, "checkpoint failed");
+        report.abandoned.push(epoch);
+        report.errors.push(format!("epoch {epoch}: {reason}"));
+        self.emit(CheckpointEvent::Failed {
+            epoch,
+            reason: reason.clone(),
+            consecutive: *failures,
+        });
+        if *failures > self.config.tolerable_failures {
+            stopper.fail(format!(
+                "{} checkpoints failed in a row (tolerable: {}); the last: epoch {epoch}: {reason}",
+                *failures, self.config.tolerable_failures
+            ));
+        }
+    }
+
+    async fn upload(
+        &self,
+        pending: &mut Pending,
+        ack: SnapshotAck,
+    ) -> Result<(), riffle_state::StateError> {
         pending.acks += 1;
         pending.alignment = pending.alignment.max(ack.alignment);
+        pending.committables.extend(ack.committables);
         for (operator, state) in ack.states {
             if state.batches.is_empty() && !self.operators.contains_key(&operator) {
                 continue;
@@ -189,12 +340,13 @@ impl CheckpointCoordinator {
                 .push(SubtaskEntry {
                     subtask: ack.subtask,
                     files,
+                    watermark: (ack.watermark > i64::MIN).then_some(ack.watermark),
                 });
         }
         Ok(())
     }
 
-    async fn complete(&self, pending: &Pending) -> Result<(), StateError> {
+    fn manifest(&self, pending: &Pending) -> Manifest {
         let mut manifest = Manifest::prepared(
             &self.pipeline,
             self.config.generation,
@@ -219,6 +371,10 @@ impl CheckpointCoordinator {
                 subtasks,
             });
         }
+        manifest.sink_committables = pending.committables.clone();
+        manifest
+            .sink_committables
+            .sort_by(|a, b| (&a.sink, a.subtask).cmp(&(&b.sink, b.subtask)));
         manifest.plan_fingerprint = self.plan_fingerprint.clone();
         if let Some(metrics) = &self.metrics {
             // Read when the last ack arrived: the watermark sinks had reached by then.
@@ -238,13 +394,61 @@ impl CheckpointCoordinator {
             );
         }
         manifest.written_at_ms = now_ms();
-        self.store.prepare(&manifest).await?;
-        self.store.commit(&manifest).await?;
-        self.store.flip_latest(pending.epoch).await?;
-        self.collect_garbage().await
+        manifest
     }
 
-    async fn collect_garbage(&self) -> Result<(), StateError> {
+    /// PREPARED → sink commit → COMMITTED → `_latest.json` → GC, with crash points.
+    async fn complete(&self, pending: &Pending) -> Result<(), Incomplete> {
+        let newest = self
+            .store
+            .read_generation()
+            .await
+            .map_err(Incomplete::retry)?;
+        if !may_commit(self.config.generation, newest) {
+            return Err(Incomplete {
+                reason: format!(
+                    "fenced: this run is generation {} but generation {} has started on the same state; stop this process",
+                    self.config.generation,
+                    newest.unwrap_or_default()
+                ),
+                fatal: true,
+            });
+        }
+        let manifest = self.manifest(pending);
+        self.store
+            .prepare(&manifest)
+            .await
+            .map_err(Incomplete::retry)?;
+        maybe_crash(CrashPoint::AfterManifestPrepared, pending.epoch);
+        for c in &manifest.sink_committables {
+            let committed = match self.sinks.get(&c.sink) {
+                Some(sink) => sink.commit(c).map_err(|e| {
+                    format!("committing sink `{}` subtask {}: {e}", c.sink, c.subtask)
+                }),
+                None => Err(format!("no sink `{}` to commit", c.sink)),
+            };
+            committed.map_err(|reason| Incomplete {
+                reason,
+                fatal: true,
+            })?;
+        }
+        maybe_crash(CrashPoint::AfterSinkCommit, pending.epoch);
+        // From here on the output is published: a storage failure leaves a PREPARED
+        // manifest that the next epoch or recovery supersedes.
+        self.store
+            .commit(&manifest)
+            .await
+            .map_err(Incomplete::retry)?;
+        maybe_crash(CrashPoint::AfterManifestCommitted, pending.epoch);
+        self.store
+            .flip_latest(pending.epoch)
+            .await
+            .map_err(Incomplete::retry)?;
+        maybe_crash(CrashPoint::AfterLatestFlip, pending.epoch);
+        self.collect_garbage().await.map_err(Incomplete::retry)
+    }
+
+    async fn collect_garbage(&self) -> Result<(), riffle_state::StateError> {
         let findings = self.store.findings(false).await?;
         for epoch in plan_gc(&findings, self.config.retain) {
             self.store.delete_epoch(epoch).await?;

@@ -123,6 +123,17 @@ impl JobGraph {
         &self.nodes
     }
 
+    /// Every sink by its id.
+    pub fn sinks(&self) -> std::collections::HashMap<String, Arc<dyn SinkFactory>> {
+        self.nodes
+            .iter()
+            .filter_map(|n| match &n.kind {
+                NodeKind::Sink(factory) => Some((n.id.0.clone(), factory.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// A fingerprint of what the plan computes: every node's id, description and output
     /// schema (not parallelism, which a restore may change). Recorded in manifests so a
     /// changed pipeline is not silently restored from old state.

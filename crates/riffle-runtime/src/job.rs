@@ -10,7 +10,8 @@ use crate::restore::RestoredJob;
 use crate::source_task::SourceTask;
 use crate::task::{run_channel_task, ChainOrCancel, InputChannel};
 use riffle_core::{
-    Barrier, Epoch, Message, OperatorContext, OperatorId, OperatorState, SinkSummary,
+    Barrier, Committable, Epoch, EventTime, Message, OperatorContext, OperatorId, OperatorState,
+    SinkContext, SinkSummary,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,6 +26,10 @@ pub struct JobConfig {
     pub channel_capacity: usize,
     /// State to start from (a checkpoint), if any.
     pub restore: Option<Arc<RestoredJob>>,
+    /// Sinks publish only what checkpoints commit, and a bounded run ends with an
+    /// [`EndOfInput`](riffle_core::BarrierKind::EndOfInput) checkpoint that commits the
+    /// rest. Set by [`start_with_checkpoints`].
+    pub exactly_once: bool,
 }
 
 impl Default for JobConfig {
@@ -32,6 +37,7 @@ impl Default for JobConfig {
         Self {
             channel_capacity: 16,
             restore: None,
+            exactly_once: false,
         }
     }
 }
@@ -47,6 +53,10 @@ pub struct SnapshotAck {
     pub epoch: Epoch,
     /// State of every operator in the chain (and the source's offsets).
     pub states: Vec<(OperatorId, OperatorState)>,
+    /// What the chain's sink staged for this epoch.
+    pub committables: Vec<Committable>,
+    /// The task's input watermark at the barrier.
+    pub watermark: EventTime,
     /// Time spent aligning barriers.
     pub alignment: Duration,
 }
@@ -100,6 +110,20 @@ impl BarrierInjector {
     }
 }
 
+/// Fails a running job from outside its tasks (the coordinator, after too many failed
+/// checkpoints): [`JobHandle::wait`] aborts every task and returns the message.
+#[derive(Clone)]
+pub struct JobStopper {
+    sender: UnboundedSender<String>,
+}
+
+impl JobStopper {
+    /// Stops the job with `message` as its error.
+    pub fn fail(&self, message: String) {
+        let _ = self.sender.send(message);
+    }
+}
+
 /// A started job: its metrics, a way to inject barriers, and its result.
 pub struct JobHandle {
     /// Live counters.
@@ -107,7 +131,12 @@ pub struct JobHandle {
     barrier_senders: Vec<UnboundedSender<Barrier>>,
     /// Snapshot acknowledgements, when requested at start.
     pub acks: Option<UnboundedReceiver<SnapshotAck>>,
+    /// With [`JobConfig::exactly_once`], one message per source subtask that reached
+    /// the end of its input and waits for the end-of-input barrier.
+    pub end_of_input: Option<UnboundedReceiver<()>>,
     tasks: JoinSet<(usize, TaskOutcome<TaskExit>)>,
+    stop_tx: UnboundedSender<String>,
+    stop_rx: UnboundedReceiver<String>,
     task_names: Vec<(OperatorId, usize)>,
     task_ids: HashMap<tokio::task::Id, usize>,
     started: Instant,
@@ -117,6 +146,18 @@ impl JobHandle {
     /// Number of tasks (subtasks of chains) that must acknowledge each barrier.
     pub fn task_count(&self) -> usize {
         self.task_names.len()
+    }
+
+    /// Number of source subtasks (each takes barriers from the injector).
+    pub fn source_subtasks(&self) -> usize {
+        self.barrier_senders.len()
+    }
+
+    /// A handle that fails the job while [`wait`](Self::wait) runs.
+    pub fn stopper(&self) -> JobStopper {
+        JobStopper {
+            sender: self.stop_tx.clone(),
+        }
     }
 
     /// Injects `barrier` at every source subtask (between two batches).
@@ -138,7 +179,15 @@ impl JobHandle {
     pub async fn wait(mut self) -> RuntimeResult<JobSummary> {
         let mut sinks = Vec::new();
         let mut cancelled = None;
-        while let Some(joined) = self.tasks.join_next_with_id().await {
+        loop {
+            let joined = tokio::select! {
+                joined = self.tasks.join_next_with_id() => joined,
+                Some(message) = self.stop_rx.recv() => {
+                    self.tasks.abort_all();
+                    return Err(RuntimeError::Checkpoint(message));
+                }
+            };
+            let Some(joined) = joined else { break };
             let (index, outcome) = match joined {
                 Ok((_, done)) => done,
                 Err(e) => {
@@ -221,6 +270,22 @@ fn restored_state(
             operator: id.clone(),
             message,
         })
+}
+
+/// The watermark a restored chain subtask resumes at: the smallest over its nodes that
+/// the checkpoint holds.
+fn restored_watermark(
+    config: &JobConfig,
+    chain: &crate::plan::ChainSpec,
+    nodes: &[crate::graph::Node],
+    subtask: usize,
+) -> Option<EventTime> {
+    let restore = config.restore.as_ref()?;
+    chain
+        .nodes
+        .iter()
+        .filter_map(|id| restore.watermark_for(&nodes[id.0].id, subtask, chain.parallelism))
+        .min()
 }
 
 /// Wraps a factory's error with the node and subtask it was building.
@@ -306,10 +371,17 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
         }
     }
 
+    let (stop_tx, stop_rx) = mpsc::unbounded_channel();
     let mut tasks = JoinSet::new();
     let mut task_names = Vec::new();
     let mut task_ids = HashMap::new();
     let mut barrier_senders = Vec::new();
+    let (end_tx, end_rx) = if config.exactly_once {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
     for (c, chain) in plan.chains.iter().enumerate() {
         let head = &nodes[chain.nodes[0].0];
         // Each subtask of each node gets its own counters, registered for the summary.
@@ -347,8 +419,13 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                         });
                     }
                     NodeKind::Sink(factory) => {
+                        let ctx = SinkContext {
+                            subtask,
+                            parallelism: chain.parallelism,
+                            exactly_once: config.exactly_once,
+                        };
                         let created = factory
-                            .create(&node.schema, subtask, chain.parallelism)
+                            .create(&node.schema, &ctx)
                             .map_err(failed(&node.id, subtask))?;
                         sink = Some(ChainSink {
                             id: node.id.clone(),
@@ -396,6 +473,8 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                         barriers: brx,
                         acks: ack_tx.clone(),
                         metrics: metrics.clone(),
+                        restored_watermark: restored_watermark(config, chain, nodes, subtask),
+                        end_of_input: end_tx.clone(),
                     };
                     let handle = tasks.spawn(async move { (index, task.run().await) });
                     task_ids.insert(handle.id(), index);
@@ -403,10 +482,19 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                 _ => {
                     let inputs = inputs_of.remove(&(c, subtask)).unwrap_or_default();
                     let acks = ack_tx.clone();
+                    let watermark = restored_watermark(config, chain, nodes, subtask);
                     let handle = tasks.spawn(async move {
                         (
                             index,
-                            run_channel_task(identity, inputs, chain_runner, routers, acks).await,
+                            run_channel_task(
+                                identity,
+                                inputs,
+                                chain_runner,
+                                routers,
+                                acks,
+                                watermark,
+                            )
+                            .await,
                         )
                     });
                     task_ids.insert(handle.id(), index);
@@ -418,7 +506,10 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
         metrics,
         barrier_senders,
         acks: ack_rx,
+        end_of_input: end_rx,
         tasks,
+        stop_tx,
+        stop_rx,
         task_names,
         task_ids,
         started: Instant::now(),
@@ -434,7 +525,9 @@ pub async fn run(graph: &JobGraph, config: &JobConfig) -> RuntimeResult<JobSumma
 }
 
 /// Starts `graph` with a [`CheckpointCoordinator`](crate::CheckpointCoordinator) taking
-/// checkpoints into `store`; the coordinator's report resolves when the job's tasks end.
+/// checkpoints into `store`, exactly-once (sinks publish only committed epochs, and a
+/// bounded run ends with an end-of-input checkpoint). The coordinator's report resolves
+/// when the job's tasks end.
 ///
 /// # Errors
 /// As [`start`].
@@ -443,8 +536,13 @@ pub fn start_with_checkpoints(
     config: &JobConfig,
     store: riffle_state::CheckpointStore,
     checkpoints: crate::CheckpointConfig,
+    listeners: Vec<Arc<dyn crate::CheckpointListener>>,
 ) -> RuntimeResult<(JobHandle, tokio::task::JoinHandle<crate::CheckpointReport>)> {
-    let mut handle = start(graph, config, true)?;
+    let config = JobConfig {
+        exactly_once: true,
+        ..config.clone()
+    };
+    let mut handle = start(graph, &config, true)?;
     let acks = handle
         .acks
         .take()
@@ -468,11 +566,19 @@ pub fn start_with_checkpoints(
         config: checkpoints,
         pipeline: graph.name.clone(),
         operators,
+        sinks: graph.sinks(),
         task_count: handle.task_count(),
+        source_subtasks: handle.source_subtasks(),
         plan_fingerprint: graph.fingerprint(),
         metrics: Some(handle.metrics.clone()),
+        listeners,
     };
-    let injector = handle.barrier_injector();
-    let report = tokio::spawn(coordinator.run(injector, acks));
+    let inputs = crate::coordinator::CoordinatorInputs {
+        injector: handle.barrier_injector(),
+        acks,
+        end_of_input: handle.end_of_input.take(),
+        stopper: handle.stopper(),
+    };
+    let report = tokio::spawn(coordinator.run(inputs));
     Ok((handle, report))
 }

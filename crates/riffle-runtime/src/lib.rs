@@ -16,7 +16,9 @@
 
 pub mod align;
 pub mod chain;
+pub mod checkpoint_events;
 pub mod coordinator;
+pub mod crash;
 pub mod error;
 pub mod exchange;
 pub mod graph;
@@ -26,14 +28,20 @@ pub mod plan;
 pub mod recovery;
 pub mod restore;
 mod source_task;
+pub mod supervisor;
 mod task;
 pub mod watermark;
 
+pub use checkpoint_events::{CheckpointEvent, CheckpointListener, RecordingListener};
 pub use coordinator::{CheckpointConfig, CheckpointCoordinator, CheckpointReport};
+pub use crash::CrashPoint;
 pub use error::{RuntimeError, RuntimeResult};
 pub use exchange::Exchange;
 pub use graph::{JobGraph, NodeId, WatermarkStrategy};
-pub use job::{JobConfig, JobSummary, SnapshotAck};
+pub use job::{JobConfig, JobStopper, JobSummary, SnapshotAck};
 pub use metrics::JobMetrics;
 pub use plan::PhysicalPlan;
 pub use restore::RestoredJob;
+pub use supervisor::{
+    run_checkpointed, CheckpointedOutcome, CheckpointedRun, RestartStrategy, RunObserver,
+};

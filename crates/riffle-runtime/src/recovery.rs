@@ -1,12 +1,15 @@
-//! Choosing and loading the checkpoint a job resumes from, and recording why.
+//! Choosing and loading the checkpoint a job resumes from, finishing or discarding what
+//! sinks staged, and recording why (DESIGN §4, recovery).
 
 use crate::error::{RuntimeError, RuntimeResult};
+use crate::graph::JobGraph;
 use crate::restore::RestoredJob;
 use riffle_core::Epoch;
 use riffle_state::recovery::{plan_recovery, EpochFinding, RecoveryPlan};
 use riffle_state::{CheckpointStore, Manifest, StateError};
 
 use serde::Serialize;
+use std::sync::Arc;
 
 /// What recovery decided.
 #[derive(Debug)]
@@ -16,50 +19,68 @@ pub struct Recovered {
     /// The chosen checkpoint's manifest.
     pub manifest: Option<Manifest>,
     /// Its state, ready for [`JobConfig::restore`](crate::job::JobConfig).
-    pub restored: Option<RestoredJob>,
+    pub restored: Option<Arc<RestoredJob>>,
     /// The first epoch the resumed run takes: past every existing epoch directory.
     pub next_epoch: Epoch,
     /// The resumed run's generation: past every recorded generation.
     pub generation: u64,
+    /// Sink committables of a PREPARED checkpoint that were committed again.
+    pub recommitted: usize,
+    /// Staged sink output of uncommitted epochs that was discarded.
+    pub aborted: usize,
 }
 
 #[derive(Serialize)]
 struct RecoveryRecord<'a> {
     at_ms: i64,
     restored_epoch: Option<Epoch>,
+    start_empty: bool,
     roll_forward: bool,
+    recommitted: usize,
+    aborted_staged: usize,
     skipped_damaged: Vec<(Epoch, &'a str)>,
     swept_partial: &'a [Epoch],
     generation: u64,
     watermark: Option<i64>,
+    source_offsets: Vec<&'a str>,
 }
 
 fn state_error(e: StateError) -> RuntimeError {
     RuntimeError::Checkpoint(e.to_string())
 }
 
-/// Finds the newest usable checkpoint of the store's pipeline, loads it, sweeps partial
-/// epochs and writes a recovery record (`recovery/{ms}.json`). A damaged newer
-/// checkpoint is skipped (and named in the plan), never deleted.
-///
-/// `fingerprint` is the plan's ([`JobGraph::fingerprint`](crate::JobGraph::fingerprint)):
-/// a checkpoint taken by a different plan is refused before anything is changed on
-/// storage.
+/// Prepares a run of `graph` on `store`: takes a new generation (fencing out older
+/// processes), finds the newest usable checkpoint (unless `start_empty`), loads it, rolls
+/// a PREPARED checkpoint's sink commits forward, discards sink output staged by
+/// uncommitted epochs, sweeps partial epochs and writes a recovery record
+/// (`recovery/{ms}.json`). A damaged newer checkpoint is skipped (and named in the
+/// plan), never deleted.
 ///
 /// # Errors
 /// Storage failures; checkpoints exist but none is usable, or the newest usable one
 /// belongs to a different plan (the caller must choose to start empty explicitly).
-pub async fn recover(store: &CheckpointStore, fingerprint: &str) -> RuntimeResult<Recovered> {
-    let findings = store.findings(true).await.map_err(state_error)?;
-    let generation = findings
+pub async fn recover(
+    store: &CheckpointStore,
+    graph: &JobGraph,
+    start_empty: bool,
+) -> RuntimeResult<Recovered> {
+    let findings = store.findings(!start_empty).await.map_err(state_error)?;
+    let newest_generation = findings
         .iter()
         .filter_map(|(_, f)| match f {
             EpochFinding::Valid(m) => Some(m.generation),
             _ => None,
         })
+        .chain(store.read_generation().await.ok().flatten())
         .max()
         .unwrap_or(0);
-    let plan = plan_recovery(&findings);
+    let generation = newest_generation + 1;
+    let mut plan = plan_recovery(&findings);
+    if start_empty {
+        plan.restore = None;
+        plan.roll_forward = false;
+        plan.skipped.clear();
+    }
     let manifest = plan.restore.and_then(|e| {
         findings.iter().find_map(|(epoch, f)| match f {
             EpochFinding::Valid(m) if *epoch == e => Some(m.clone()),
@@ -78,7 +99,7 @@ pub async fn recover(store: &CheckpointStore, fingerprint: &str) -> RuntimeResul
         )));
     }
     if let Some(m) = &manifest {
-        if !m.plan_fingerprint.is_empty() && m.plan_fingerprint != fingerprint {
+        if !m.plan_fingerprint.is_empty() && m.plan_fingerprint != graph.fingerprint() {
             return Err(RuntimeError::Checkpoint(format!(
                 "checkpoint epoch {} of `{}` was taken by a different pipeline (other query, event count or options); start from empty state with --no-restore, or use another state root",
                 m.epoch, m.pipeline
@@ -86,23 +107,71 @@ pub async fn recover(store: &CheckpointStore, fingerprint: &str) -> RuntimeResul
         }
     }
     let restored = match &manifest {
-        Some(m) => Some(RestoredJob::load(store, m).await.map_err(state_error)?),
+        Some(m) => Some(Arc::new(
+            RestoredJob::load(store, m).await.map_err(state_error)?,
+        )),
         None => None,
     };
+    // From here on storage changes: first fence out any older process still running.
+    store
+        .write_generation(generation)
+        .await
+        .map_err(state_error)?;
+    let sinks = graph.sinks();
+    let mut recommitted = 0;
+    if let Some(m) = manifest.as_ref().filter(|_| plan.roll_forward) {
+        for c in &m.sink_committables {
+            let sink = sinks.get(&c.sink).ok_or_else(|| {
+                RuntimeError::Checkpoint(format!(
+                    "epoch {} is PREPARED with output of sink `{}`, which the job no longer has",
+                    m.epoch, c.sink
+                ))
+            })?;
+            sink.commit(c).map_err(|e| {
+                RuntimeError::Checkpoint(format!(
+                    "rolling epoch {} forward: committing sink `{}` subtask {}: {e}",
+                    m.epoch, c.sink, c.subtask
+                ))
+            })?;
+            recommitted += 1;
+        }
+        store.commit(m).await.map_err(state_error)?;
+    }
+    let mut aborted = 0;
+    for (id, sink) in &sinks {
+        aborted += sink.abort_staged().map_err(|e| {
+            RuntimeError::Checkpoint(format!("discarding uncommitted output of sink `{id}`: {e}"))
+        })?;
+    }
     for epoch in &plan.partial {
         store.delete_epoch(*epoch).await.map_err(state_error)?;
     }
     let next_epoch = Epoch(findings.iter().map(|(e, _)| e.0).max().unwrap_or(0) + 1);
+    let source_offsets = manifest
+        .iter()
+        .flat_map(|m| m.operators.iter())
+        .filter(|o| {
+            graph
+                .nodes()
+                .iter()
+                .any(|n| n.id.0 == o.operator && n.inputs.is_empty())
+        })
+        .map(|o| o.operator.as_str())
+        .collect();
     let record = RecoveryRecord {
         at_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64),
         restored_epoch: plan.restore,
+        start_empty,
         roll_forward: plan.roll_forward,
+        recommitted,
+        aborted_staged: aborted,
         skipped_damaged: plan.skipped.iter().map(|(e, r)| (*e, r.as_str())).collect(),
         swept_partial: &plan.partial,
-        generation: generation + 1,
+        generation,
         watermark: manifest.as_ref().and_then(|m| m.watermark),
+        source_offsets,
     };
     let json = serde_json::to_vec_pretty(&record).unwrap_or_default();
     store
@@ -114,6 +183,8 @@ pub async fn recover(store: &CheckpointStore, fingerprint: &str) -> RuntimeResul
         manifest,
         restored,
         next_epoch,
-        generation: generation + 1,
+        generation,
+        recommitted,
+        aborted,
     })
 }

@@ -5,7 +5,7 @@ use riffle_core::arrow::array::{AsArray, BooleanArray};
 use riffle_core::arrow::compute::filter_record_batch;
 use riffle_core::arrow::datatypes::UInt16Type;
 use riffle_core::state::KEY_GROUP_FIELD;
-use riffle_core::{Epoch, KeyGroup, OperatorId, OperatorState};
+use riffle_core::{Epoch, EventTime, KeyGroup, OperatorId, OperatorState};
 use riffle_state::{CheckpointStore, Manifest, StateResult};
 use std::collections::HashMap;
 
@@ -18,6 +18,8 @@ pub struct RestoredOperator {
     pub max_parallelism: u16,
     /// State per old subtask.
     pub subtasks: HashMap<usize, OperatorState>,
+    /// Input watermark per old subtask at the checkpoint.
+    pub watermarks: HashMap<usize, EventTime>,
 }
 
 /// Everything a job restores from one checkpoint.
@@ -38,7 +40,11 @@ impl RestoredJob {
         let mut operators = HashMap::new();
         for op in &manifest.operators {
             let mut subtasks = HashMap::new();
+            let mut watermarks = HashMap::new();
             for s in &op.subtasks {
+                if let Some(w) = s.watermark {
+                    watermarks.insert(s.subtask, w);
+                }
                 let mut batches = Vec::new();
                 for file in &s.files {
                     batches.extend(store.read_state(file).await?);
@@ -51,6 +57,7 @@ impl RestoredJob {
                     parallelism: op.parallelism,
                     max_parallelism: op.max_parallelism,
                     subtasks,
+                    watermarks,
                 },
             );
         }
@@ -58,6 +65,22 @@ impl RestoredJob {
             epoch: manifest.epoch,
             operators,
         })
+    }
+
+    /// The watermark subtask `subtask` of `parallelism` resumes at: its own at the same
+    /// parallelism, else the smallest of the old subtasks' (a safe lower bound).
+    pub fn watermark_for(
+        &self,
+        operator: &OperatorId,
+        subtask: usize,
+        parallelism: usize,
+    ) -> Option<EventTime> {
+        let restored = self.operators.get(operator)?;
+        if restored.parallelism == parallelism {
+            restored.watermarks.get(&subtask).copied()
+        } else {
+            restored.watermarks.values().min().copied()
+        }
     }
 
     /// The state subtask `subtask` of `parallelism` restores, or `None` for an operator

@@ -5,10 +5,12 @@ use crate::exchange::OutputRouter;
 use crate::graph::WatermarkStrategy;
 use crate::job::{SnapshotAck, TaskExit, TaskIdentity, TaskOutcome};
 use crate::metrics::JobMetrics;
-use crate::task::{advance_watermark, broadcast, flush, take_snapshot};
+use crate::task::{advance_watermark, broadcast, flush, take_snapshot, AlignedBarrier};
 use riffle_core::arrow::array::{Array, AsArray};
 use riffle_core::arrow::datatypes::TimestampNanosecondType;
-use riffle_core::{Barrier, EventTime, Message, OperatorId, Source, SourcePoll, Watermark};
+use riffle_core::{
+    Barrier, BarrierKind, EventTime, Message, OperatorId, Source, SourcePoll, Watermark,
+};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,6 +28,11 @@ pub(crate) struct SourceTask {
     pub(crate) barriers: UnboundedReceiver<Barrier>,
     pub(crate) acks: Option<UnboundedSender<SnapshotAck>>,
     pub(crate) metrics: Arc<JobMetrics>,
+    /// Watermark of the checkpoint this subtask restored, if any.
+    pub(crate) restored_watermark: Option<EventTime>,
+    /// Checkpoints on: at end of input, announce it here and wait for the
+    /// [`BarrierKind::EndOfInput`] barrier that commits the remaining output.
+    pub(crate) end_of_input: Option<UnboundedSender<()>>,
 }
 
 fn max_event_time(batch: &riffle_core::RecordBatch, index: usize) -> Option<EventTime> {
@@ -46,28 +53,40 @@ impl SourceTask {
         }
     }
 
+    /// Snapshots the source and its chain at `barrier` and forwards the barrier.
+    async fn checkpoint(&mut self, barrier: Barrier, watermark: EventTime) -> TaskOutcome<()> {
+        let states = match self.source.snapshot() {
+            Ok(state) => vec![(self.source_id.clone(), state)],
+            Err(e) => return Err(self.failed(e).into()),
+        };
+        take_snapshot(
+            &self.identity,
+            &mut self.chain,
+            &self.routers,
+            &self.acks,
+            AlignedBarrier {
+                barrier,
+                alignment: Duration::ZERO,
+                watermark,
+            },
+            states,
+        )
+        .await
+    }
+
     pub(crate) async fn run(mut self) -> TaskOutcome<TaskExit> {
         let delay =
             i64::try_from(self.watermarks.max_out_of_orderness.as_nanos()).unwrap_or(i64::MAX);
         let mut emitted_watermark = EventTime::MIN;
+        if let Some(watermark) = self.restored_watermark {
+            emitted_watermark = watermark;
+            advance_watermark(&mut self.chain, &mut self.routers, watermark).await?;
+        }
         let mut idle_since: Option<Instant> = None;
         let mut idle_announced = false;
         loop {
             while let Ok(barrier) = self.barriers.try_recv() {
-                let states = match self.source.snapshot() {
-                    Ok(state) => vec![(self.source_id.clone(), state)],
-                    Err(e) => return Err(self.failed(e).into()),
-                };
-                take_snapshot(
-                    &self.identity,
-                    &mut self.chain,
-                    &self.routers,
-                    &self.acks,
-                    barrier,
-                    Duration::ZERO,
-                    states,
-                )
-                .await?;
+                self.checkpoint(barrier, emitted_watermark).await?;
             }
             let poll = match self.source.poll_next() {
                 Ok(p) => p,
@@ -83,6 +102,9 @@ impl SourceTask {
                         .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
                     self.chain.on_batch(0, batch)?;
                     flush(&mut self.chain, &mut self.routers).await?;
+                    // A chain that ends in a sink never waits on a channel; yield so
+                    // the coordinator and other tasks on this worker get to run.
+                    tokio::task::yield_now().await;
                     if let Some(max_seen) = max_seen {
                         self.metrics
                             .source_max_event_time
@@ -106,6 +128,21 @@ impl SourceTask {
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 }
                 SourcePoll::End => break,
+            }
+        }
+        if let Some(ended) = self.end_of_input.take() {
+            // Exactly-once: fire everything, then wait for the barrier whose epoch
+            // commits it; any periodic barrier before that one is taken as usual.
+            if emitted_watermark < EventTime::MAX {
+                emitted_watermark = EventTime::MAX;
+                advance_watermark(&mut self.chain, &mut self.routers, EventTime::MAX).await?;
+            }
+            let _ = ended.send(());
+            while let Some(barrier) = self.barriers.recv().await {
+                self.checkpoint(barrier, emitted_watermark).await?;
+                if barrier.kind == BarrierKind::EndOfInput {
+                    break;
+                }
             }
         }
         if emitted_watermark < EventTime::MAX {

@@ -5,7 +5,7 @@ use crate::chain::{Chain, ChainError};
 use crate::exchange::OutputRouter;
 use crate::job::{SnapshotAck, TaskExit, TaskIdentity, TaskOutcome};
 use crate::watermark::WatermarkTracker;
-use riffle_core::{Barrier, EventTime, Message, Watermark};
+use riffle_core::{Barrier, Committable, EventTime, Message, Watermark};
 use std::future::poll_fn;
 use std::task::Poll;
 use std::time::Duration;
@@ -60,17 +60,40 @@ pub(crate) async fn advance_watermark(
     broadcast(routers, Message::Watermark(Watermark::EventTime(watermark))).await
 }
 
+/// A barrier every input delivered, with what the task knew at that moment.
+pub(crate) struct AlignedBarrier {
+    pub(crate) barrier: Barrier,
+    /// Time from the first input's barrier to the last one's.
+    pub(crate) alignment: Duration,
+    /// The task's input watermark at the barrier.
+    pub(crate) watermark: EventTime,
+}
+
 /// Snapshots the chain at an aligned barrier, acks it, and forwards the barrier.
 pub(crate) async fn take_snapshot(
     identity: &TaskIdentity,
     chain: &mut Chain,
     routers: &[OutputRouter],
     acks: &Option<UnboundedSender<SnapshotAck>>,
-    barrier: Barrier,
-    alignment: Duration,
+    aligned: AlignedBarrier,
     mut states: Vec<(riffle_core::OperatorId, riffle_core::OperatorState)>,
 ) -> TaskOutcome<()> {
+    let AlignedBarrier {
+        barrier,
+        alignment,
+        watermark,
+    } = aligned;
     states.extend(chain.snapshot(barrier.epoch)?);
+    let committables = chain
+        .pre_commit(barrier.epoch)?
+        .map(|(sink, payload)| Committable {
+            sink: sink.0,
+            subtask: identity.subtask,
+            epoch: barrier.epoch,
+            payload,
+        })
+        .into_iter()
+        .collect();
     if let Some(acks) = acks {
         // A closed ack channel means nobody collects snapshots: not this task's failure.
         let _ = acks.send(SnapshotAck {
@@ -78,6 +101,8 @@ pub(crate) async fn take_snapshot(
             subtask: identity.subtask,
             epoch: barrier.epoch,
             states,
+            committables,
+            watermark,
             alignment,
         });
     }
@@ -125,9 +150,16 @@ pub(crate) async fn run_channel_task(
     mut chain: Chain,
     mut routers: Vec<OutputRouter>,
     acks: Option<UnboundedSender<SnapshotAck>>,
+    restored_watermark: Option<EventTime>,
 ) -> TaskOutcome<TaskExit> {
     let n = inputs.len();
     let mut tracker = WatermarkTracker::new(n);
+    if let Some(watermark) = restored_watermark {
+        // Resume where the checkpoint left event time, so rows that were late before the
+        // crash stay late (a closed window is never re-opened and re-emitted).
+        tracker.start_at(watermark);
+        advance_watermark(&mut chain, &mut routers, watermark).await?;
+    }
     let mut aligner = BarrierAligner::new(n);
     let mut ended = vec![false; n];
     let mut skip = vec![false; n];
@@ -156,8 +188,11 @@ pub(crate) async fn run_channel_task(
                         &mut chain,
                         &routers,
                         &acks,
-                        barrier,
-                        alignment,
+                        AlignedBarrier {
+                            barrier,
+                            alignment,
+                            watermark: tracker.current(),
+                        },
                         vec![],
                     )
                     .await?;
@@ -171,8 +206,11 @@ pub(crate) async fn run_channel_task(
                         &mut chain,
                         &routers,
                         &acks,
-                        barrier,
-                        alignment,
+                        AlignedBarrier {
+                            barrier,
+                            alignment,
+                            watermark: tracker.current(),
+                        },
                         vec![],
                     )
                     .await?;

@@ -28,6 +28,17 @@ impl WatermarkTracker {
         }
     }
 
+    /// Starts every input at `watermark` (a restored checkpoint's): the combined
+    /// watermark never reports anything at or below it.
+    pub fn start_at(&mut self, watermark: EventTime) {
+        for input in &mut self.inputs {
+            if let InputState::Active(t) = input {
+                *t = (*t).max(watermark);
+            }
+        }
+        self.current = self.current.max(watermark);
+    }
+
     /// The combined watermark so far.
     pub fn current(&self) -> EventTime {
         self.current
@@ -86,6 +97,16 @@ mod tests {
         assert_eq!(t.update(0, Watermark::EventTime(10)), None);
         assert_eq!(t.update(1, Watermark::EventTime(5)), Some(5));
         assert_eq!(t.update(1, Watermark::EventTime(20)), Some(10));
+    }
+
+    #[test]
+    fn a_restored_watermark_is_a_floor() {
+        let mut t = WatermarkTracker::new(2);
+        t.start_at(100);
+        assert_eq!(t.current(), 100);
+        assert_eq!(t.update(0, Watermark::EventTime(50)), None);
+        assert_eq!(t.update(1, Watermark::EventTime(150)), None);
+        assert_eq!(t.update(0, Watermark::EventTime(120)), Some(120));
     }
 
     #[test]

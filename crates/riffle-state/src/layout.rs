@@ -63,6 +63,11 @@ impl Layout {
         ObjectPath::from(format!("{}/_latest.json", self.base))
     }
 
+    /// `_generation.json`: the newest run's generation (fencing).
+    pub fn generation(&self) -> ObjectPath {
+        ObjectPath::from(format!("{}/_generation.json", self.base))
+    }
+
     /// `recovery/`.
     pub fn recovery_dir(&self) -> ObjectPath {
         ObjectPath::from(format!("{}/recovery", self.base))

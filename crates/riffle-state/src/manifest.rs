@@ -1,6 +1,6 @@
 //! The checkpoint manifest: the commit point of an epoch, as JSON.
 
-use riffle_core::{Epoch, KEY_HASH_ALGORITHM};
+use riffle_core::{Committable, Epoch, KEY_HASH_ALGORITHM};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -37,6 +37,9 @@ pub struct SubtaskEntry {
     pub subtask: usize,
     /// Its files (one per state schema).
     pub files: Vec<FileEntry>,
+    /// The subtask's input watermark at the barrier (restored so late rows stay late).
+    #[serde(default)]
+    pub watermark: Option<i64>,
 }
 
 /// One stateful operator (or source) at this epoch.
@@ -78,7 +81,7 @@ pub struct Manifest {
     /// State of every stateful operator and source.
     pub operators: Vec<OperatorEntry>,
     /// What sinks staged for this epoch, per sink subtask, to commit or re-commit.
-    pub sink_committables: Vec<serde_json::Value>,
+    pub sink_committables: Vec<Committable>,
     /// Counters at the barrier (late rows dropped, windows emitted, …).
     pub counters: BTreeMap<String, u64>,
 }

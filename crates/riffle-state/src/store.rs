@@ -171,6 +171,41 @@ impl CheckpointStore {
             .await
     }
 
+    /// Records that a run of `generation` started (`_generation.json`): runs of older
+    /// generations may no longer commit.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn write_generation(&self, generation: u64) -> StateResult<()> {
+        let bytes = Bytes::from(format!("{{\"generation\":{generation}}}"));
+        self.put(&self.layout.generation(), bytes, PutMode::Overwrite)
+            .await
+    }
+
+    /// The newest generation that started, or `None` before any run recorded one.
+    ///
+    /// # Errors
+    /// Storage failures; a damaged file, named.
+    pub async fn read_generation(&self) -> StateResult<Option<u64>> {
+        #[derive(Deserialize)]
+        struct Generation {
+            generation: u64,
+        }
+        let path = self.layout.generation();
+        let got = match self.store().get(&path).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(storage(&path)(e)),
+        };
+        let bytes = got.bytes().await.map_err(storage(&path))?;
+        serde_json::from_slice::<Generation>(&bytes)
+            .map(|g| Some(g.generation))
+            .map_err(|e| StateError::Corrupt {
+                path: path.to_string(),
+                reason: format!("not a generation record: {e}"),
+            })
+    }
+
     /// Reads the `_latest.json` hint; `None` when missing or unreadable (it is only a hint).
     pub async fn latest_hint(&self) -> Option<Epoch> {
         let got = self.store().get(&self.layout.latest()).await.ok()?;

@@ -58,7 +58,11 @@ async fn write_epoch(store: &CheckpointStore, epoch: u64) -> Manifest {
         operator: "window".into(),
         parallelism: 1,
         max_parallelism: 128,
-        subtasks: vec![SubtaskEntry { subtask: 0, files }],
+        subtasks: vec![SubtaskEntry {
+            subtask: 0,
+            files,
+            watermark: None,
+        }],
     });
     store.prepare(&manifest).await.unwrap();
     manifest

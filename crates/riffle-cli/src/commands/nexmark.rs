@@ -54,16 +54,9 @@ pub struct NexmarkArgs {
     /// Draw the progress line even when stderr is not a terminal.
     #[arg(long)]
     pub progress: bool,
-    /// Take a checkpoint this often (e.g. 1s); 0 disables checkpoints. With checkpoints
-    /// on, a run resumes from the newest checkpoint of the same pipeline in `--state`.
-    #[arg(long, default_value = "0", value_parser = parse_duration)]
-    pub checkpoint_interval: Duration,
-    /// Where checkpoints live: a directory, file:///abs/dir, or memory://.
-    #[arg(long, default_value = "./riffle-state")]
-    pub state: String,
-    /// Start from empty state even if checkpoints exist (they are kept).
-    #[arg(long)]
-    pub no_restore: bool,
+    /// Checkpoints, state root and restarts.
+    #[command(flatten)]
+    pub checkpoints: super::checkpointing::CheckpointArgs,
 }
 
 /// Builds the sink an `--output` value names.
@@ -104,47 +97,38 @@ pub fn run(args: NexmarkArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let checkpointing = if args.checkpoint_interval.is_zero() {
-        None
-    } else {
-        Some(runtime.block_on(super::checkpointing::prepare(
-            &graph,
-            &args.state,
-            args.checkpoint_interval,
-            args.no_restore,
-        ))?)
-    };
     eprintln!(
         "riffle: running nexmark {query} over {} events at parallelism {} (output: {})",
         args.events, args.parallelism, args.output
     );
     let started = Instant::now();
     let cpu0 = cpu_time();
-    let (summary, report) = runtime
-        .block_on(async {
-            let (handle, report) = match &checkpointing {
-                None => (job::start(&graph, &JobConfig::default(), false)?, None),
-                Some(c) => {
-                    let (handle, report) = job::start_with_checkpoints(
-                        &graph,
-                        &c.job_config,
-                        c.store.clone(),
-                        c.checkpoints.clone(),
-                    )?;
-                    (handle, Some(report))
-                }
-            };
-            let progress =
-                ProgressLine::start(handle.metrics.clone(), Some(args.events), args.progress);
-            let result = handle.wait().await;
-            drop(progress);
-            let report = match report {
-                Some(r) => r.await.ok(),
-                None => None,
-            };
-            result.map(|s| (s, report))
-        })
+    let (summary, reports) = if args.checkpoints.enabled() {
+        let outcome = super::checkpointing::run(
+            &runtime,
+            &graph,
+            &args.checkpoints,
+            Some(args.events),
+            args.progress,
+        )
         .with_context(|| format!("nexmark {query} failed"))?;
+        if outcome.restarts > 0 {
+            eprintln!("riffle: finished after {} restart(s)", outcome.restarts);
+        }
+        (outcome.summary, outcome.reports)
+    } else {
+        let summary = runtime
+            .block_on(async {
+                let handle = job::start(&graph, &JobConfig::default(), false)?;
+                let progress =
+                    ProgressLine::start(handle.metrics.clone(), Some(args.events), args.progress);
+                let result = handle.wait().await;
+                drop(progress);
+                result
+            })
+            .with_context(|| format!("nexmark {query} failed"))?;
+        (summary, Vec::new())
+    };
     let seconds = started.elapsed().as_secs_f64();
     let cpu = cpu_time().saturating_sub(cpu0).as_secs_f64();
     eprintln!("riffle: {query} finished in {seconds:.2}s");
@@ -169,7 +153,7 @@ pub fn run(args: NexmarkArgs) -> Result<()> {
             op.operator.0, op.windows_emitted, op.late_rows_dropped
         );
     }
-    if let Some(report) = &report {
+    if let Some(report) = reports.last() {
         super::checkpointing::print_report(report);
     }
     if let Some(peak) = peak_rss_bytes() {

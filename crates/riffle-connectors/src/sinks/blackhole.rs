@@ -1,6 +1,6 @@
 //! A sink that counts rows and keeps nothing (benchmarks).
 
-use riffle_core::{RecordBatch, Result, Sink, SinkFactory, SinkSummary, StreamSchema};
+use riffle_core::{RecordBatch, Result, Sink, SinkContext, SinkFactory, SinkSummary, StreamSchema};
 
 /// Builds blackhole sinks.
 #[derive(Debug, Default)]
@@ -11,7 +11,7 @@ impl SinkFactory for BlackholeSinkFactory {
         "blackhole".into()
     }
 
-    fn create(&self, _: &StreamSchema, _: usize, _: usize) -> Result<Box<dyn Sink>> {
+    fn create(&self, _: &StreamSchema, _: &SinkContext) -> Result<Box<dyn Sink>> {
         Ok(Box::new(BlackholeSink { rows: 0 }))
     }
 }

@@ -1,12 +1,27 @@
 //! A sink that keeps every batch in memory, for embedding and tests.
+//!
+//! With checkpoints on it is transactional: rows of an epoch are staged per subtask and
+//! appear in [`CollectSinkFactory::batches`] only when the epoch commits, so an
+//! in-process restart shows exactly-once output.
 
-use riffle_core::{RecordBatch, Result, Sink, SinkFactory, SinkSummary, StreamSchema};
-use std::sync::{Arc, Mutex};
+use riffle_core::{
+    Committable, Epoch, RecordBatch, Result, Sink, SinkContext, SinkFactory, SinkSummary,
+    StreamSchema,
+};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+#[derive(Debug, Default)]
+struct Collected {
+    committed: Vec<RecordBatch>,
+    /// Rows pre-committed per (subtask, epoch), waiting for commit.
+    staged: HashMap<(usize, Epoch), Vec<RecordBatch>>,
+}
 
 /// Builds sinks that append batches to one shared vector.
 #[derive(Debug, Default, Clone)]
 pub struct CollectSinkFactory {
-    batches: Arc<Mutex<Vec<RecordBatch>>>,
+    shared: Arc<Mutex<Collected>>,
 }
 
 impl CollectSinkFactory {
@@ -15,12 +30,13 @@ impl CollectSinkFactory {
         Self::default()
     }
 
-    /// Everything collected so far, over all subtasks.
+    fn lock(&self) -> MutexGuard<'_, Collected> {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Everything published so far, over all subtasks.
     pub fn batches(&self) -> Vec<RecordBatch> {
-        self.batches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.lock().committed.clone()
     }
 }
 
@@ -29,27 +45,70 @@ impl SinkFactory for CollectSinkFactory {
         "collect(memory)".into()
     }
 
-    fn create(&self, _: &StreamSchema, _: usize, _: usize) -> Result<Box<dyn Sink>> {
+    fn is_transactional(&self) -> bool {
+        true
+    }
+
+    fn create(&self, _: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
         Ok(Box::new(CollectSink {
-            batches: self.batches.clone(),
+            shared: self.clone(),
+            subtask: ctx.subtask,
+            exactly_once: ctx.exactly_once,
+            pending: Vec::new(),
             rows: 0,
         }))
+    }
+
+    fn commit(&self, committable: &Committable) -> Result<()> {
+        let mut shared = self.lock();
+        // Absent means already committed (a roll-forward repeating a commit).
+        if let Some(batches) = shared
+            .staged
+            .remove(&(committable.subtask, committable.epoch))
+        {
+            shared.committed.extend(batches);
+        }
+        Ok(())
+    }
+
+    fn abort_staged(&self) -> Result<usize> {
+        let mut shared = self.lock();
+        let n = shared.staged.len();
+        shared.staged.clear();
+        Ok(n)
     }
 }
 
 struct CollectSink {
-    batches: Arc<Mutex<Vec<RecordBatch>>>,
+    shared: CollectSinkFactory,
+    subtask: usize,
+    exactly_once: bool,
+    /// Rows since the last barrier (exactly-once mode).
+    pending: Vec<RecordBatch>,
     rows: u64,
 }
 
 impl Sink for CollectSink {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         self.rows += batch.num_rows() as u64;
-        self.batches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(batch.clone());
+        if self.exactly_once {
+            self.pending.push(batch.clone());
+        } else {
+            self.shared.lock().committed.push(batch.clone());
+        }
         Ok(())
+    }
+
+    fn pre_commit(&mut self, epoch: Epoch) -> Result<Option<String>> {
+        if !self.exactly_once || self.pending.is_empty() {
+            return Ok(None);
+        }
+        let batches = std::mem::take(&mut self.pending);
+        self.shared
+            .lock()
+            .staged
+            .insert((self.subtask, epoch), batches);
+        Ok(Some(String::new()))
     }
 
     fn finish(&mut self) -> Result<SinkSummary> {

@@ -1,14 +1,22 @@
 //! A sink writing rolling JSONL, CSV or Parquet files into a directory.
 //!
-//! Each subtask writes `part-{subtask:03}-{sequence:05}.{ext}.inprogress` and renames it
-//! to its final name when the file rolls or input ends, so a reader of the directory
-//! never sees a half-written file under a final name.
+//! Each subtask writes `part-{subtask:03}-{sequence:05}.{ext}.inprogress`, so a reader of
+//! the directory never sees a half-written file under a final name. Without checkpoints
+//! a file is renamed to `part-{subtask:03}-{sequence:05}.{ext}` when it rolls or input
+//! ends. With checkpoints (exactly-once) files are only closed and fsynced at a barrier
+//! (pre-commit); the coordinator renames them to `part-{subtask:03}-e{epoch:06}-{k:03}.{ext}`
+//! once the epoch's manifest is PREPARED, and recovery deletes staged files no epoch
+//! committed.
 
 use super::without_timestamp;
 use riffle_core::arrow::csv::Writer as CsvWriter;
 use riffle_core::arrow::json::LineDelimitedWriter;
 use riffle_core::parquet::arrow::ArrowWriter;
-use riffle_core::{Error, RecordBatch, Result, Sink, SinkFactory, SinkSummary, StreamSchema};
+use riffle_core::{
+    Committable, Epoch, Error, RecordBatch, Result, Sink, SinkContext, SinkFactory, SinkSummary,
+    StreamSchema,
+};
+use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -93,18 +101,104 @@ impl SinkFactory for FileSinkFactory {
         format!("files({}, {})", self.format.extension(), self.dir.display())
     }
 
-    fn create(&self, _: &StreamSchema, subtask: usize, _: usize) -> Result<Box<dyn Sink>> {
+    fn is_transactional(&self) -> bool {
+        true
+    }
+
+    fn create(&self, _: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
         Ok(Box::new(FileSink {
             dir: self.dir.clone(),
             format: self.format,
             rolling: self.rolling,
-            subtask,
+            subtask: ctx.subtask,
+            exactly_once: ctx.exactly_once,
             sequence: 0,
             current: None,
+            closed: Vec::new(),
             summary: SinkSummary::default(),
         }))
     }
+
+    fn commit(&self, committable: &Committable) -> Result<()> {
+        let staged: StagedFiles = serde_json::from_str(&committable.payload).map_err(|e| {
+            Error::config(
+                "sink committable",
+                format!(
+                    "epoch {} of sink `{}` subtask {}: not a file list: {e}",
+                    committable.epoch, committable.sink, committable.subtask
+                ),
+            )
+        })?;
+        for file in &staged.files {
+            let from = self.dir.join(&file.staged);
+            let to = self.dir.join(&file.target);
+            match std::fs::rename(&from, &to) {
+                Ok(()) => {}
+                // Renamed by an earlier commit of the same epoch: idempotent.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && to.exists() => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(Error::io(
+                        &from,
+                        std::io::Error::new(
+                            e.kind(),
+                            format!(
+                                "staged output of epoch {} is gone and {} was never published",
+                                committable.epoch,
+                                to.display()
+                            ),
+                        ),
+                    ))
+                }
+                Err(e) => return Err(Error::io(&to, e)),
+            }
+        }
+        sync_dir(&self.dir)
+    }
+
+    fn abort_staged(&self) -> Result<usize> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(Error::io(&self.dir, e)),
+        };
+        let mut removed = 0;
+        for entry in entries {
+            let path = entry.map_err(|e| Error::io(&self.dir, e))?.path();
+            if path.extension().is_some_and(|x| x == STAGED_EXTENSION) {
+                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            sync_dir(&self.dir)?;
+        }
+        Ok(removed)
+    }
+}
+
+/// Extension of files not yet published.
+const STAGED_EXTENSION: &str = "inprogress";
+
+/// The committable of one subtask's epoch: staged files and the names they commit to.
+#[derive(Debug, Serialize, Deserialize)]
+struct StagedFiles {
+    files: Vec<StagedFile>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StagedFile {
+    /// Name of the staged file in the sink directory.
+    staged: String,
+    /// Name it gets when the epoch commits.
+    target: String,
+}
+
+/// Makes renames and deletions in `dir` durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, e))
 }
 
 /// Counts bytes that reach the file.
@@ -154,8 +248,12 @@ struct FileSink {
     format: FileFormat,
     rolling: RollingPolicy,
     subtask: usize,
+    /// Publish only through commit (checkpoints on).
+    exactly_once: bool,
     sequence: u64,
     current: Option<OpenFile>,
+    /// Staged files closed since the last barrier (exactly-once mode).
+    closed: Vec<PathBuf>,
     summary: SinkSummary,
 }
 
@@ -169,7 +267,7 @@ impl FileSink {
         );
         self.sequence += 1;
         let target = self.dir.join(&name);
-        let staged = self.dir.join(format!("{name}.inprogress"));
+        let staged = self.dir.join(format!("{name}.{STAGED_EXTENSION}"));
         let file = File::create(&staged).map_err(|e| Error::io(&staged, e))?;
         let bytes = Arc::new(AtomicU64::new(0));
         let out = Counting {
@@ -210,8 +308,12 @@ impl FileSink {
             .into_inner()
             .map_err(|e| Error::io(&open.staged, e.into_error()))?;
         file.sync_all().map_err(|e| Error::io(&open.staged, e))?;
-        std::fs::rename(&open.staged, &open.target).map_err(|e| Error::io(&open.target, e))?;
-        self.summary.files.push(open.target);
+        if self.exactly_once {
+            self.closed.push(open.staged);
+        } else {
+            std::fs::rename(&open.staged, &open.target).map_err(|e| Error::io(&open.target, e))?;
+            self.summary.files.push(open.target);
+        }
         Ok(())
     }
 }
@@ -244,7 +346,36 @@ impl Sink for FileSink {
         Ok(())
     }
 
+    fn pre_commit(&mut self, epoch: Epoch) -> Result<Option<String>> {
+        if !self.exactly_once {
+            return Ok(None);
+        }
+        self.close_current()?;
+        if self.closed.is_empty() {
+            return Ok(None);
+        }
+        let mut files = Vec::with_capacity(self.closed.len());
+        for (k, staged) in std::mem::take(&mut self.closed).into_iter().enumerate() {
+            let target = format!(
+                "part-{:03}-e{:06}-{k:03}.{}",
+                self.subtask,
+                epoch.0,
+                self.format.extension()
+            );
+            self.summary.files.push(self.dir.join(&target));
+            let staged = staged
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            files.push(StagedFile { staged, target });
+        }
+        serde_json::to_string(&StagedFiles { files })
+            .map(Some)
+            .map_err(|e| Error::config("sink committable", e.to_string()))
+    }
+
     fn finish(&mut self) -> Result<SinkSummary> {
+        // Exactly-once: rows after the last barrier stay staged; recovery removes them.
         self.close_current()?;
         Ok(std::mem::take(&mut self.summary))
     }

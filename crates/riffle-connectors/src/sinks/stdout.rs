@@ -3,7 +3,9 @@
 use super::without_timestamp;
 use riffle_core::arrow::json::LineDelimitedWriter;
 use riffle_core::arrow::util::pretty::pretty_format_batches;
-use riffle_core::{Error, RecordBatch, Result, Sink, SinkFactory, SinkSummary, StreamSchema};
+use riffle_core::{
+    Error, RecordBatch, Result, Sink, SinkContext, SinkFactory, SinkSummary, StreamSchema,
+};
 use std::io::Write;
 
 /// How rows are printed.
@@ -33,7 +35,7 @@ impl SinkFactory for StdoutSinkFactory {
         format!("stdout({:?})", self.format).to_lowercase()
     }
 
-    fn create(&self, _: &StreamSchema, _: usize, _: usize) -> Result<Box<dyn Sink>> {
+    fn create(&self, _: &StreamSchema, _: &SinkContext) -> Result<Box<dyn Sink>> {
         Ok(Box::new(StdoutSink {
             format: self.format,
             rows: 0,

@@ -1,0 +1,208 @@
+//! Running a checkpointed job to the end: recover, start, and after a task failure
+//! restart from the newest checkpoint under a [`RestartStrategy`].
+
+use crate::checkpoint_events::CheckpointListener;
+use crate::coordinator::{CheckpointConfig, CheckpointReport};
+use crate::error::{RuntimeError, RuntimeResult};
+use crate::graph::JobGraph;
+use crate::job::{self, JobConfig, JobSummary};
+use crate::metrics::JobMetrics;
+use crate::recovery::{recover, Recovered};
+use riffle_state::CheckpointStore;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// When a failed job is restarted from its newest checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestartStrategy {
+    /// A failure ends the run.
+    None,
+    /// Up to `attempts` restarts, `delay` apart.
+    FixedDelay { attempts: u32, delay: Duration },
+    /// Up to `attempts` restarts, the delay doubling from `initial` up to `max`.
+    ExponentialBackoff {
+        attempts: u32,
+        initial: Duration,
+        max: Duration,
+    },
+}
+
+impl Default for RestartStrategy {
+    fn default() -> Self {
+        RestartStrategy::FixedDelay {
+            attempts: 3,
+            delay: Duration::from_secs(1),
+        }
+    }
+}
+
+impl RestartStrategy {
+    /// The wait before restart number `restart` (1-based), or `None` when out of attempts.
+    pub fn delay(&self, restart: u32) -> Option<Duration> {
+        match *self {
+            RestartStrategy::None => None,
+            RestartStrategy::FixedDelay { attempts, delay } => {
+                (restart <= attempts).then_some(delay)
+            }
+            RestartStrategy::ExponentialBackoff {
+                attempts,
+                initial,
+                max,
+            } => (restart <= attempts).then(|| {
+                let factor = 2u32.saturating_pow(restart.saturating_sub(1).min(30));
+                initial.saturating_mul(factor).min(max)
+            }),
+        }
+    }
+}
+
+/// Whether a failure is worth a restart: task failures and failed checkpoints are;
+/// an unusable checkpoint, a plan error or a fenced run would only fail again.
+fn restartable(error: &RuntimeError) -> bool {
+    match error {
+        RuntimeError::Task { .. } | RuntimeError::Panic { .. } => true,
+        RuntimeError::Checkpoint(message) => !message.starts_with("fenced"),
+        RuntimeError::Graph(_) | RuntimeError::Restore { .. } | RuntimeError::Core(_) => false,
+    }
+}
+
+/// What the caller hears while the job runs (progress lines, logs, tests).
+pub trait RunObserver {
+    /// Recovery chose where the (re)started job resumes.
+    fn recovered(&mut self, _recovered: &Recovered) {}
+    /// A job attempt started; its live metrics.
+    fn started(&mut self, _metrics: &Arc<JobMetrics>) {}
+    /// An attempt failed; `restart` is the next restart's number and delay, if any.
+    fn failed(&mut self, _error: &RuntimeError, _restart: Option<(u32, Duration)>) {}
+}
+
+/// A no-op observer.
+impl RunObserver for () {}
+
+/// Everything a checkpointed run needs besides the graph and the store.
+#[derive(Clone, Default)]
+pub struct CheckpointedRun {
+    /// Channels and other job settings (`restore` is filled in by recovery).
+    pub job: JobConfig,
+    /// Interval, timeout, retention (generation and first epoch come from recovery).
+    pub checkpoints: CheckpointConfig,
+    /// Restarts after failures.
+    pub restart: RestartStrategy,
+    /// Start the first attempt from empty state (existing checkpoints are kept).
+    pub start_empty: bool,
+    /// Checkpoint event listeners.
+    pub listeners: Vec<Arc<dyn CheckpointListener>>,
+}
+
+/// How a checkpointed run went.
+#[derive(Debug)]
+pub struct CheckpointedOutcome {
+    /// The summary of the attempt that finished.
+    pub summary: JobSummary,
+    /// Checkpoint reports, one per attempt.
+    pub reports: Vec<CheckpointReport>,
+    /// Restarts after failures.
+    pub restarts: u32,
+}
+
+/// Runs `graph` with exactly-once checkpoints into `store` until it ends, restarting
+/// from the newest checkpoint after failures as `run.restart` allows.
+///
+/// # Errors
+/// Recovery failed, the job failed with no restarts left, or its end-of-input
+/// checkpoint did not commit (output after the last committed epoch is unpublished; run
+/// again to resume).
+pub async fn run_checkpointed(
+    graph: &JobGraph,
+    store: &CheckpointStore,
+    run: CheckpointedRun,
+    observer: &mut dyn RunObserver,
+) -> RuntimeResult<CheckpointedOutcome> {
+    let mut reports = Vec::new();
+    let mut restarts = 0;
+    let mut start_empty = run.start_empty;
+    loop {
+        let recovered = recover(store, graph, start_empty).await?;
+        start_empty = false;
+        observer.recovered(&recovered);
+        let config = JobConfig {
+            restore: recovered.restored.clone(),
+            ..run.job.clone()
+        };
+        let checkpoints = CheckpointConfig {
+            generation: recovered.generation,
+            first_epoch: recovered.next_epoch,
+            ..run.checkpoints.clone()
+        };
+        let (handle, report) = job::start_with_checkpoints(
+            graph,
+            &config,
+            store.clone(),
+            checkpoints,
+            run.listeners.clone(),
+        )?;
+        observer.started(&handle.metrics);
+        let result = handle.wait().await;
+        // Once the tasks are gone the coordinator finishes its last epoch and returns.
+        let report = report
+            .await
+            .map_err(|e| RuntimeError::Checkpoint(format!("checkpoint coordinator: {e}")))?;
+        let end_committed = report.end_of_input_committed;
+        let last_error = report.errors.last().cloned();
+        reports.push(report);
+        let error = match result {
+            Ok(summary) if end_committed => {
+                return Ok(CheckpointedOutcome {
+                    summary,
+                    reports,
+                    restarts,
+                })
+            }
+            Ok(_) => RuntimeError::Checkpoint(format!(
+                "the job ended but its final checkpoint did not commit ({}); output after the last committed epoch is not published",
+                last_error.unwrap_or_else(|| "no reason recorded".into())
+            )),
+            Err(e) => e,
+        };
+        restarts += 1;
+        let delay = restartable(&error)
+            .then(|| run.restart.delay(restarts))
+            .flatten();
+        observer.failed(&error, delay.map(|d| (restarts, d)));
+        tracing::warn!(%error, restarts, "job failed");
+        match delay {
+            Some(d) => tokio::time::sleep(d).await,
+            None => return Err(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_delay_counts_attempts() {
+        let s = RestartStrategy::FixedDelay {
+            attempts: 2,
+            delay: Duration::from_millis(5),
+        };
+        assert_eq!(s.delay(1), Some(Duration::from_millis(5)));
+        assert_eq!(s.delay(2), Some(Duration::from_millis(5)));
+        assert_eq!(s.delay(3), None);
+        assert_eq!(RestartStrategy::None.delay(1), None);
+    }
+
+    #[test]
+    fn exponential_backoff_doubles_up_to_the_cap() {
+        let s = RestartStrategy::ExponentialBackoff {
+            attempts: 10,
+            initial: Duration::from_millis(100),
+            max: Duration::from_millis(500),
+        };
+        let delays: Vec<_> = (1..=5).filter_map(|r| s.delay(r)).collect();
+        let ms: Vec<u128> = delays.iter().map(Duration::as_millis).collect();
+        assert_eq!(ms, vec![100, 200, 400, 500, 500]);
+        assert_eq!(s.delay(11), None);
+    }
+}
