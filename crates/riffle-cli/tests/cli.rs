@@ -188,7 +188,7 @@ fn a_killed_checkpointed_run_resumes_from_its_newest_checkpoint() {
     let mut stderr = resumed.stderr.take().unwrap();
     let mut first_lines = String::new();
     let mut buf = [0u8; 4096];
-    while !first_lines.contains("resuming") && !first_lines.contains("starting from empty") {
+    while !first_lines.contains("source offsets") && !first_lines.contains("starting from empty") {
         let n = std::io::Read::read(&mut stderr, &mut buf).unwrap();
         assert!(n > 0, "riffle exited early: {first_lines}");
         first_lines.push_str(&String::from_utf8_lossy(&buf[..n]));
