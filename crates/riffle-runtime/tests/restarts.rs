@@ -1,0 +1,233 @@
+//! Task failures: the job restarts from its newest checkpoint under the restart strategy,
+//! and the published output is exactly that of a run that never failed — including rows
+//! that were late before the failure, which stay late after it.
+
+mod common;
+
+use common::runtime;
+use riffle_connectors::sinks::CollectSinkFactory;
+use riffle_connectors::PeerSourceFactory;
+use riffle_core::arrow::array::{Array, AsArray, Int64Array, TimestampNanosecondArray};
+use riffle_core::arrow::datatypes::{Int64Type, TimestampNanosecondType};
+use riffle_core::{
+    Error, Operator, OperatorContext, OperatorFactory, RecordBatch, Result, StreamSchema,
+};
+use riffle_operators::{AggregateSpec, WindowAggregateFactory, WindowSpec};
+use riffle_runtime::recovery::Recovered;
+use riffle_runtime::{
+    run_checkpointed, CheckpointConfig, CheckpointEvent, CheckpointedRun, JobGraph,
+    RecordingListener, RestartStrategy, RunObserver, RuntimeError, WatermarkStrategy,
+};
+use riffle_state::{CheckpointStore, StateRoot};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const EVENTS: u64 = 400_000;
+
+/// Moves every 50th row one event-second back: behind the watermark, so it is late.
+/// Fails the job once, at row `fail_at`, if `armed`.
+struct Disturb {
+    schema: StreamSchema,
+    fail_at: i64,
+    armed: Arc<AtomicBool>,
+}
+
+impl OperatorFactory for Disturb {
+    fn describe(&self) -> String {
+        "disturb".into()
+    }
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+    fn is_stateful(&self) -> bool {
+        false
+    }
+    fn create(&self, _: &OperatorContext) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(DisturbOp {
+            fail_at: self.fail_at,
+            armed: self.armed.clone(),
+        }))
+    }
+}
+
+struct DisturbOp {
+    fail_at: i64,
+    armed: Arc<AtomicBool>,
+}
+
+impl Operator for DisturbOp {
+    fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
+        let ids = batch.column(0).as_primitive::<Int64Type>();
+        if ids.values().contains(&self.fail_at) && self.armed.swap(false, Ordering::SeqCst) {
+            return Err(Error::Injected(format!("row {} fails once", self.fail_at)));
+        }
+        let ts = batch.column(3).as_primitive::<TimestampNanosecondType>();
+        let moved: TimestampNanosecondArray = ids
+            .values()
+            .iter()
+            .zip(ts.values().iter())
+            .map(|(id, t)| Some(if id % 50 == 0 { t - 1_000_000_000 } else { *t }))
+            .collect();
+        let mut columns = batch.columns().to_vec();
+        columns[3] = Arc::new(moved.with_timezone("UTC"));
+        out.push(RecordBatch::try_new(batch.schema(), columns)?);
+        Ok(())
+    }
+}
+
+fn job(armed: Arc<AtomicBool>) -> (JobGraph, CollectSinkFactory) {
+    let mut g = JobGraph::new("restarts");
+    let watermarks = WatermarkStrategy {
+        max_out_of_orderness: Duration::from_millis(20),
+        idle_timeout: None,
+    };
+    let src = g
+        .source(
+            "peer",
+            Arc::new(PeerSourceFactory::new(EVENTS, 500)),
+            // One source subtask: which rows are late is then a fact of the input,
+            // not of how two sources' watermarks interleave.
+            1,
+            watermarks,
+        )
+        .unwrap();
+    let schema = g.schema(src).clone();
+    let disturb = Disturb {
+        schema: schema.clone(),
+        fail_at: (EVENTS * 3 / 4) as i64,
+        armed,
+    };
+    let d = g.operator("disturb", Arc::new(disturb), 1, &[src]).unwrap();
+    let window = WindowAggregateFactory::new(
+        &schema,
+        &["k"],
+        WindowSpec::Tumbling {
+            size: Duration::from_millis(100),
+        },
+        vec![AggregateSpec::count_star("n")],
+    )
+    .unwrap();
+    let w = g.operator("window", Arc::new(window), 2, &[d]).unwrap();
+    let sink = CollectSinkFactory::new();
+    g.sink("sink", Arc::new(sink.clone()), 2, w).unwrap();
+    (g, sink)
+}
+
+/// (window_start, k, n), sorted.
+fn rows(batches: &[RecordBatch]) -> Vec<(i64, i64, i64)> {
+    let mut out = Vec::new();
+    for b in batches {
+        let col = |n: &str| b.column_by_name(n).unwrap().clone();
+        let (ws, k, n) = (col("window_start"), col("k"), col("n"));
+        let ks = k.as_any().downcast_ref::<Int64Array>().unwrap();
+        for r in 0..b.num_rows() {
+            out.push((
+                ws.as_primitive::<TimestampNanosecondType>().value(r),
+                ks.value(r),
+                n.as_primitive::<Int64Type>().value(r),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[derive(Default)]
+struct Observed {
+    restored: Vec<Option<u64>>,
+    failures: Vec<String>,
+}
+
+impl RunObserver for Observed {
+    fn recovered(&mut self, recovered: &Recovered) {
+        self.restored.push(recovered.plan.restore.map(|e| e.0));
+    }
+    fn failed(&mut self, error: &RuntimeError, _: Option<(u32, Duration)>) {
+        self.failures.push(error.to_string());
+    }
+}
+
+fn run(
+    armed: bool,
+    restart: RestartStrategy,
+) -> (
+    Result<u32, RuntimeError>,
+    Vec<(i64, i64, i64)>,
+    Observed,
+    Vec<CheckpointEvent>,
+) {
+    let rt = runtime();
+    let (graph, sink) = job(Arc::new(AtomicBool::new(armed)));
+    let store = CheckpointStore::new(StateRoot::parse("memory://").unwrap(), &graph.name);
+    let listener = Arc::new(RecordingListener::default());
+    let config = CheckpointedRun {
+        checkpoints: CheckpointConfig {
+            interval: Duration::from_millis(5),
+            ..CheckpointConfig::default()
+        },
+        restart,
+        listeners: vec![listener.clone()],
+        ..CheckpointedRun::default()
+    };
+    let mut observed = Observed::default();
+    let outcome = rt.block_on(run_checkpointed(&graph, &store, config, &mut observed));
+    (
+        outcome.map(|o| o.restarts),
+        rows(&sink.batches()),
+        observed,
+        listener.events(),
+    )
+}
+
+#[test]
+fn a_failed_task_restarts_from_the_checkpoint_and_late_rows_stay_late() {
+    let (clean, expected, _, events) = run(false, RestartStrategy::None);
+    assert_eq!(clean.unwrap(), 0);
+    assert!(!expected.is_empty());
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, CheckpointEvent::Completed { .. })),
+        "the listener hears completed checkpoints"
+    );
+
+    let strategy = RestartStrategy::FixedDelay {
+        attempts: 2,
+        delay: Duration::from_millis(10),
+    };
+    let (restarted, got, observed, events) = run(true, strategy);
+    assert_eq!(restarted.unwrap(), 1, "one failure, one restart");
+    assert_eq!(observed.failures.len(), 1);
+    assert!(
+        observed.failures[0].contains("fails once"),
+        "{:?}",
+        observed.failures
+    );
+    assert_eq!(observed.restored[0], None, "the first attempt starts empty");
+    assert!(
+        observed.restored[1].is_some(),
+        "the restart resumed from a checkpoint, not from scratch"
+    );
+    assert!(events.iter().any(|e| matches!(
+        e,
+        CheckpointEvent::Started {
+            end_of_input: true,
+            ..
+        }
+    )));
+    assert_eq!(
+        got.len(),
+        expected.len(),
+        "window count differs after the restart"
+    );
+    assert!(got == expected, "window values differ after the restart");
+}
+
+#[test]
+fn without_restarts_a_failure_ends_the_run() {
+    let (result, _, observed, _) = run(true, RestartStrategy::None);
+    let err = result.unwrap_err().to_string();
+    assert!(err.contains("fails once"), "{err}");
+    assert_eq!(observed.restored.len(), 1);
+}
