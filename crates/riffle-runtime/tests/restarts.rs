@@ -148,15 +148,15 @@ impl RunObserver for Observed {
     }
 }
 
-fn run(
-    armed: bool,
-    restart: RestartStrategy,
-) -> (
+/// Restarts (or the error), published windows, what the observer saw, checkpoint events.
+type RunResult = (
     Result<u32, RuntimeError>,
     Vec<(i64, i64, i64)>,
     Observed,
     Vec<CheckpointEvent>,
-) {
+);
+
+fn run(armed: bool, restart: RestartStrategy) -> RunResult {
     let rt = runtime();
     let (graph, sink) = job(Arc::new(AtomicBool::new(armed)));
     let store = CheckpointStore::new(StateRoot::parse("memory://").unwrap(), &graph.name);
