@@ -1,0 +1,166 @@
+//! Damaged checkpoints: each kind of damage is named (file and reason), recovery falls
+//! back to the previous retained checkpoint, and a run never silently restarts from
+//! empty state.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn riffle() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_riffle"))
+}
+
+fn run_q5(state: &Path) -> Output {
+    riffle()
+        .args([
+            "nexmark", "--query", "q5", "--events", "1M", "--rate", "10K",
+        ])
+        .args([
+            "--restart",
+            "none",
+            "--checkpoint-interval",
+            "30ms",
+            "--state",
+        ])
+        .arg(state)
+        .output()
+        .unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Committed epoch directories, oldest first.
+fn epochs(state: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(state.join("nexmark-q5/checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn epoch_number(dir: &Path) -> u64 {
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    name.trim_start_matches("epoch=").parse().unwrap()
+}
+
+/// The first state file of the `bid` source (its offsets) in `epoch_dir`.
+fn state_file(epoch_dir: &Path) -> PathBuf {
+    let dir = epoch_dir.join("bid");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .next()
+        .expect("the source has a state file")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn damaged_checkpoints_are_named_and_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let pristine = dir.path().join("pristine");
+    let first = run_q5(&pristine);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let committed = epochs(&pristine);
+    assert!(
+        committed.len() >= 2,
+        "need two retained checkpoints to fall back: {committed:?}"
+    );
+
+    type Damage = fn(&Path) -> String;
+    let damages: [(&str, Damage); 5] = [
+        ("truncated state file", |newest| {
+            let f = state_file(newest);
+            let bytes = std::fs::read(&f).unwrap();
+            std::fs::write(&f, &bytes[..bytes.len() / 2]).unwrap();
+            f.file_name().unwrap().to_string_lossy().into_owned()
+        }),
+        ("flipped byte", |newest| {
+            let f = state_file(newest);
+            let mut bytes = std::fs::read(&f).unwrap();
+            let i = bytes.len() / 2;
+            bytes[i] ^= 0x5a;
+            std::fs::write(&f, &bytes).unwrap();
+            "CRC32C".into()
+        }),
+        ("removed state file", |newest| {
+            let f = state_file(newest);
+            std::fs::remove_file(&f).unwrap();
+            "missing".into()
+        }),
+        ("manifest is not JSON", |newest| {
+            std::fs::write(newest.join("_manifest.json"), b"{ not json").unwrap();
+            "_manifest.json".into()
+        }),
+        ("manifest deleted", |newest| {
+            std::fs::remove_file(newest.join("_manifest.json")).unwrap();
+            "swept incomplete epoch".into()
+        }),
+    ];
+    for (what, damage) in damages {
+        let state = dir.path().join(what.replace(' ', "-"));
+        copy_dir(&pristine, &state);
+        let all = epochs(&state);
+        let newest = all.last().unwrap();
+        let previous = epoch_number(&all[all.len() - 2]);
+        let needle = damage(newest);
+        let resumed = run_q5(&state);
+        let text = stderr(&resumed);
+        assert!(resumed.status.success(), "{what}: {text}");
+        assert!(
+            text.contains(&needle),
+            "{what}: the message names `{needle}`: {text}"
+        );
+        assert!(
+            text.contains(&format!("from checkpoint epoch {previous} ")),
+            "{what}: falls back to epoch {previous}: {text}"
+        );
+        assert!(
+            !text.contains("starting from empty state"),
+            "{what}: {text}"
+        );
+    }
+
+    // A garbage `_latest.json` is only a hint: the newest checkpoint is still used.
+    let state = dir.path().join("bad-hint");
+    copy_dir(&pristine, &state);
+    std::fs::write(state.join("nexmark-q5/_latest.json"), b"garbage").unwrap();
+    let newest = epoch_number(epochs(&state).last().unwrap());
+    let text = stderr(&run_q5(&state));
+    assert!(
+        text.contains(&format!("from checkpoint epoch {newest} ")),
+        "{text}"
+    );
+
+    // Every checkpoint damaged: a clear error, not a silent start from empty state.
+    let state = dir.path().join("all-damaged");
+    copy_dir(&pristine, &state);
+    for epoch in epochs(&state) {
+        std::fs::write(epoch.join("_manifest.json"), b"garbage").unwrap();
+    }
+    let failed = run_q5(&state);
+    let text = stderr(&failed);
+    assert!(!failed.status.success(), "{text}");
+    assert!(
+        text.contains("no usable checkpoint") && text.contains("--no-restore"),
+        "{text}"
+    );
+    assert!(!text.contains("starting from empty state"), "{text}");
+}
