@@ -64,7 +64,8 @@ pub async fn recover(
     graph: &JobGraph,
     start_empty: bool,
 ) -> RuntimeResult<Recovered> {
-    let findings = store.findings(!start_empty).await.map_err(state_error)?;
+    // Manifests only: state files are verified once, by loading the chosen epoch.
+    let mut findings = store.findings(false).await.map_err(state_error)?;
     let newest_generation = findings
         .iter()
         .filter_map(|(_, f)| match f {
@@ -75,18 +76,43 @@ pub async fn recover(
         .max()
         .unwrap_or(0);
     let generation = newest_generation + 1;
-    let mut plan = plan_recovery(&findings);
-    if start_empty {
-        plan.restore = None;
-        plan.roll_forward = false;
-        plan.skipped.clear();
-    }
-    let manifest = plan.restore.and_then(|e| {
-        findings.iter().find_map(|(epoch, f)| match f {
-            EpochFinding::Valid(m) if *epoch == e => Some(m.clone()),
+    let (plan, manifest, restored) = loop {
+        let mut plan = plan_recovery(&findings);
+        if start_empty {
+            plan.restore = None;
+            plan.roll_forward = false;
+            plan.skipped.clear();
+        }
+        let Some(epoch) = plan.restore else {
+            break (plan, None, None);
+        };
+        let Some(manifest) = findings.iter().find_map(|(e, f)| match f {
+            EpochFinding::Valid(m) if *e == epoch => Some(m.clone()),
             _ => None,
-        })
-    });
+        }) else {
+            break (plan, None, None);
+        };
+        if !manifest.plan_fingerprint.is_empty() && manifest.plan_fingerprint != graph.fingerprint()
+        {
+            return Err(RuntimeError::Checkpoint(format!(
+                "checkpoint epoch {} of `{}` was taken by a different pipeline (other query, event count or options); start from empty state with --no-restore, or use another state root",
+                manifest.epoch, manifest.pipeline
+            )));
+        }
+        // Loading checks every file's size and CRC32C; a damaged epoch is skipped and
+        // the next older one tried.
+        match RestoredJob::load(store, &manifest).await {
+            Ok(restored) => break (plan, Some(manifest), Some(Arc::new(restored))),
+            Err(e @ StateError::Corrupt { .. }) => {
+                for (e2, finding) in findings.iter_mut() {
+                    if *e2 == epoch {
+                        *finding = EpochFinding::Damaged(e.to_string());
+                    }
+                }
+            }
+            Err(e) => return Err(state_error(e)),
+        }
+    };
     if manifest.is_none() && !plan.skipped.is_empty() {
         let reasons: Vec<String> = plan
             .skipped
@@ -98,20 +124,6 @@ pub async fn recover(
             reasons.join("; ")
         )));
     }
-    if let Some(m) = &manifest {
-        if !m.plan_fingerprint.is_empty() && m.plan_fingerprint != graph.fingerprint() {
-            return Err(RuntimeError::Checkpoint(format!(
-                "checkpoint epoch {} of `{}` was taken by a different pipeline (other query, event count or options); start from empty state with --no-restore, or use another state root",
-                m.epoch, m.pipeline
-            )));
-        }
-    }
-    let restored = match &manifest {
-        Some(m) => Some(Arc::new(
-            RestoredJob::load(store, m).await.map_err(state_error)?,
-        )),
-        None => None,
-    };
     // From here on storage changes: first fence out any older process still running.
     store
         .write_generation(generation)

@@ -1,6 +1,10 @@
-//! The checkpoint store on a real local directory and in memory: round trips, the
-//! conditional create that makes PREPARED the commit decision, idempotent commit, and
-//! each kind of damage reported with the file it is in.
+//! The checkpoint store on a real local directory, a real S3-protocol server (moto on
+//! 127.0.0.1) and in memory: round trips, the conditional create that makes PREPARED the
+//! commit decision, idempotent commit, partial epochs, and each kind of damage reported
+//! with the file it is in.
+
+#[path = "support/moto.rs"]
+mod moto;
 
 use riffle_core::arrow::array::{Int64Array, StringArray, UInt16Array};
 use riffle_core::arrow::datatypes::{DataType, Field, Schema};
@@ -68,12 +72,33 @@ async fn write_epoch(store: &CheckpointStore, epoch: u64) -> Manifest {
     manifest
 }
 
-fn roots() -> Vec<(StateRoot, Option<tempfile::TempDir>)> {
+/// What keeps a root alive: its directory or its server (held only to be dropped).
+#[allow(dead_code)]
+enum Backing {
+    Dir(tempfile::TempDir),
+    Server(moto::MotoServer),
+    Memory,
+}
+
+fn roots() -> Vec<(StateRoot, Backing)> {
     let dir = tempfile::tempdir().unwrap();
     let file = StateRoot::parse(&format!("file://{}", dir.path().display())).unwrap();
+    let server = moto::MotoServer::start("riffle-test");
+    let s3 = StateRoot::parse_with_options(
+        &format!("s3://{}/some/prefix", server.bucket),
+        &[
+            ("aws_endpoint", server.endpoint.as_str()),
+            ("aws_allow_http", "true"),
+            ("aws_access_key_id", "riffle-test"),
+            ("aws_secret_access_key", "riffle-test"),
+            ("aws_region", "us-east-1"),
+        ],
+    )
+    .unwrap();
     vec![
-        (file, Some(dir)),
-        (StateRoot::parse("memory://").unwrap(), None),
+        (file, Backing::Dir(dir)),
+        (s3, Backing::Server(server)),
+        (StateRoot::parse("memory://").unwrap(), Backing::Memory),
     ]
 }
 
@@ -236,7 +261,42 @@ fn partial_epochs_are_listed_and_deleted_whole() {
 fn unsupported_roots_are_refused_clearly() {
     let err = StateRoot::parse("ftp://host/dir").unwrap_err().to_string();
     assert!(
-        err.contains("file:///path") && err.contains("memory://"),
+        err.contains("file:///path") && err.contains("s3://") && err.contains("memory://"),
+        "{err}"
+    );
+    let err = StateRoot::parse_with_options("s3://bucket/x", &[("aws_no_such_thing", "1")])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("aws_no_such_thing"), "{err}");
+}
+
+#[test]
+fn an_unreachable_s3_server_is_a_clear_error() {
+    // Nothing listens on this port: the error names the object, not a panic.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let root = StateRoot::parse_with_options(
+        "s3://riffle-test/p",
+        &[
+            ("aws_endpoint", endpoint.as_str()),
+            ("aws_allow_http", "true"),
+            ("aws_access_key_id", "x"),
+            ("aws_secret_access_key", "x"),
+            ("aws_region", "us-east-1"),
+        ],
+    )
+    .unwrap();
+    let store = CheckpointStore::new(root, "p");
+    let err = rt()
+        .block_on(store.write_state(Epoch(1), "window", 0, &state(10)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("checkpoints/epoch=000001/window/000-0.parquet"),
         "{err}"
     );
 }
