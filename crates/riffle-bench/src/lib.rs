@@ -12,6 +12,7 @@ pub mod harness;
 pub mod peer;
 pub mod queries;
 pub mod resources;
+pub mod restart;
 
 pub use error::BenchError;
 pub use harness::{BenchRow, Measured};

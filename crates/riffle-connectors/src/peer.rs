@@ -12,6 +12,7 @@ use riffle_core::{
     Error, OperatorContext, OperatorState, RecordBatch, Result, Source, SourceFactory, SourcePoll,
     StreamSchema,
 };
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Builds peer-job source subtasks.
@@ -19,6 +20,18 @@ pub struct PeerSourceFactory {
     events: u64,
     batch_rows: u64,
     schema: StreamSchema,
+    pause: Option<PausePoint>,
+}
+
+/// Holds every subtask after its first `after` events (it reports no data, without
+/// ending) until the job is stopped; `reached` counts subtasks that got there. The
+/// restart benchmark uses it to checkpoint a known amount of state.
+#[derive(Debug, Clone)]
+pub struct PausePoint {
+    /// Events per subtask before the pause.
+    pub after: u64,
+    /// Subtasks that reached the pause.
+    pub reached: Arc<AtomicUsize>,
 }
 
 impl PeerSourceFactory {
@@ -33,7 +46,15 @@ impl PeerSourceFactory {
             events,
             batch_rows: batch_rows.max(1),
             schema,
+            pause: None,
         }
+    }
+
+    /// The same source, pausing at `pause` (not part of `describe`: a paused run and its
+    /// resumed continuation are one pipeline).
+    pub fn paused_at(mut self, pause: PausePoint) -> Self {
+        self.pause = Some(pause);
+        self
     }
 }
 
@@ -57,6 +78,8 @@ impl SourceFactory for PeerSourceFactory {
             end,
             parallelism: p,
             batch_rows: self.batch_rows,
+            pause: self.pause.clone(),
+            paused: false,
         }))
     }
 }
@@ -68,6 +91,8 @@ struct PeerSource {
     end: u64,
     parallelism: u64,
     batch_rows: u64,
+    pause: Option<PausePoint>,
+    paused: bool,
 }
 
 /// Nanoseconds of event time per event position: 1/100 ms.
@@ -78,7 +103,18 @@ impl Source for PeerSource {
         if self.next >= self.end {
             return Ok(SourcePoll::End);
         }
-        let stop = (self.next + self.batch_rows).min(self.end);
+        let mut stop = (self.next + self.batch_rows).min(self.end);
+        if let Some(pause) = &self.pause {
+            let at = self.start + pause.after;
+            if self.next >= at {
+                if !self.paused {
+                    self.paused = true;
+                    pause.reached.fetch_add(1, Ordering::SeqCst);
+                }
+                return Ok(SourcePoll::Pending);
+            }
+            stop = stop.min(at);
+        }
         let ids: Vec<i64> = (self.next as i64..stop as i64).collect();
         let k: Vec<i64> = ids.iter().map(|id| id % 1000).collect();
         let v: Vec<i64> = ids.iter().map(|id| id % 97).collect();

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use riffle_core::arrow::datatypes::SchemaRef;
 use riffle_core::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use riffle_core::parquet::arrow::ArrowWriter;
+use riffle_core::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use riffle_core::{OperatorState, RecordBatch};
 
 /// One encoded file: all batches of one schema.
@@ -16,6 +17,16 @@ pub struct EncodedFile {
     pub rows: u64,
     /// CRC32C of `bytes`.
     pub crc32c: u32,
+}
+
+/// State files are written on the job's critical path every epoch and read back once:
+/// plain encoding and no statistics keep encoding cheap; the files stay ordinary Parquet.
+fn writer_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_dictionary_enabled(false)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_max_row_group_row_count(Some(1 << 20))
+        .build()
 }
 
 /// Encodes `state` as one Parquet file per distinct batch schema, in first-seen order.
@@ -37,7 +48,8 @@ pub fn encode(operator: &str, state: &OperatorState) -> StateResult<Vec<EncodedF
     let mut files = Vec::with_capacity(groups.len());
     for (schema, batches) in groups {
         let mut buffer = Vec::new();
-        let mut writer = ArrowWriter::try_new(&mut buffer, schema, None).map_err(encode_error)?;
+        let mut writer = ArrowWriter::try_new(&mut buffer, schema, Some(writer_properties()))
+            .map_err(encode_error)?;
         let mut rows = 0u64;
         for b in batches {
             writer.write(b).map_err(encode_error)?;

@@ -3,9 +3,10 @@
 use crate::units::{parse_count, parse_duration};
 use anyhow::{Context, Result};
 use riffle_bench::harness::{
-    checkpoint_table, run_measured, run_measured_with_checkpoints, table, BenchRow, Measured,
+    checkpoint_table, human, run_measured, run_measured_with_checkpoints, table, BenchRow, Measured,
 };
 use riffle_bench::queries::{self, Query, QueryOptions};
+use riffle_bench::restart::{measure_restart, RestartMeasured};
 use riffle_bench::PeerJob;
 use riffle_connectors::nexmark::NexmarkConfig;
 use riffle_connectors::sinks::BlackholeSinkFactory;
@@ -15,7 +16,7 @@ use std::time::Duration;
 /// Arguments of `riffle bench`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  riffle bench                                  # every query and both peer jobs\n  riffle bench --queries q0,q5 --events 1M --runs 1\n  riffle bench --job peer-window --events 25M --parallelism 1\n  riffle bench --json > bench.jsonl"
+    after_help = "Examples:\n  riffle bench                                  # every query and both peer jobs\n  riffle bench --queries q0,q5 --events 1M --runs 1\n  riffle bench --job peer-window --events 25M --parallelism 1\n  riffle bench --queries q5,q8 --job peer-window --checkpoint-interval 0,10s,1s\n  riffle bench --queries none --job none --restart-keys 27M   # restart with ~1 GiB of state\n  riffle bench --json > bench.jsonl"
 )]
 pub struct BenchArgs {
     /// Comma-separated queries, or `all`, or `none`.
@@ -52,10 +53,61 @@ pub struct BenchArgs {
     /// afterwards).
     #[arg(long, default_value_os_t = std::env::temp_dir().join("riffle-bench-state"))]
     pub state: std::path::PathBuf,
+    /// Also measure a restart with this many keys of window state (about 40 bytes
+    /// each; 27M ≈ 1 GiB): checkpoint, stop, and time recovery to the first output row.
+    #[arg(long, default_value = "0", value_parser = parse_count)]
+    pub restart_keys: u64,
     /// Run every measurement in this process instead of a child process per run (peak
     /// RSS then covers all runs so far).
     #[arg(long)]
     pub in_process: bool,
+}
+
+/// The restart measurement in a child process (its memory is its own).
+fn run_restart_child(args: &BenchArgs) -> Result<RestartMeasured> {
+    let exe = std::env::current_exe().context("locating the riffle binary")?;
+    let output = std::process::Command::new(exe)
+        .args([
+            "bench",
+            "--in-process",
+            "--json",
+            "--queries",
+            "none",
+            "--job",
+            "none",
+        ])
+        .args(["--restart-keys", &args.restart_keys.to_string()])
+        .args(["--parallelism", &args.parallelism.to_string()])
+        .arg("--state")
+        .arg(&args.state)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("starting a benchmark child process")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "restart benchmark failed ({})",
+        output.status
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text
+        .lines()
+        .last()
+        .context("the benchmark child printed nothing")?;
+    serde_json::from_str(line).with_context(|| format!("reading the child's result `{line}`"))
+}
+
+fn restart_table(runs: &[RestartMeasured], parallelism: usize) -> String {
+    let mut sorted: Vec<&RestartMeasured> = runs.iter().collect();
+    sorted.sort_by(|a, b| a.first_output_seconds.total_cmp(&b.first_output_seconds));
+    let m = sorted[sorted.len() / 2];
+    format!(
+        "| restart | p | keys | state MiB | checkpoint s | recovery (read + verify) s | restart to first output s |\n|---|---|---|---|---|---|---|\n| window by id | {parallelism} | {} | {:.0} | {:.2} | {:.2} | {:.2} |\n",
+        human(m.keys as f64),
+        m.state_bytes as f64 / (1024.0 * 1024.0),
+        m.checkpoint_seconds,
+        m.load_seconds,
+        m.first_output_seconds
+    )
 }
 
 /// One measurement in a child process, so its peak RSS is its own.
@@ -144,7 +196,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Ok(())
     };
     let print_table = |rows: &[BenchRow]| {
-        if args.json {
+        if args.json || rows.is_empty() {
             return;
         }
         if checkpointed {
@@ -153,6 +205,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
             print!("{}", table(rows));
         }
     };
+    if args.in_process && args.restart_keys > 0 {
+        let dir = args.state.join(format!("restart-{}", std::process::id()));
+        let measured = measure_restart(&runtime, args.restart_keys, args.parallelism, &dir)
+            .context("restart benchmark failed")?;
+        println!("{}", serde_json::to_string(&measured)?);
+        return Ok(());
+    }
     if !args.in_process {
         let names: Vec<(String, bool)> = queries
             .iter()
@@ -173,6 +232,18 @@ pub fn run(args: BenchArgs) -> Result<()> {
             }
         }
         print_table(&rows);
+        if args.restart_keys > 0 {
+            let runs = (0..args.runs)
+                .map(|_| run_restart_child(&args))
+                .collect::<Result<Vec<_>>>()?;
+            if args.json {
+                for r in &runs {
+                    println!("{}", serde_json::to_string(r)?);
+                }
+            } else {
+                print!("{}", restart_table(&runs, args.parallelism));
+            }
+        }
         return Ok(());
     }
     // In process: exactly one query or job per child, one interval.

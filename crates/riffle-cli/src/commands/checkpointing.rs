@@ -1,7 +1,7 @@
 //! Checkpoint options shared by the commands that run pipelines, and running a pipeline
 //! with them: recovery messages, restarts, and the checkpoint statistics.
 
-use crate::progress::ProgressLine;
+use crate::progress::{CheckpointStatus, ProgressLine};
 use crate::units::parse_duration;
 use anyhow::{Context, Result};
 use riffle_core::arrow::util::display::array_value_to_string;
@@ -86,6 +86,7 @@ struct CliObserver {
     total_events: Option<u64>,
     force_progress: bool,
     progress: Option<ProgressLine>,
+    status: Arc<CheckpointStatus>,
 }
 
 impl RunObserver for CliObserver {
@@ -144,6 +145,7 @@ impl RunObserver for CliObserver {
             metrics.clone(),
             self.total_events,
             self.force_progress,
+            Some(self.status.clone()),
         ));
     }
 
@@ -200,6 +202,7 @@ pub fn run(
             "riffle: --no-restore: starting from empty state (existing checkpoints are kept)"
         );
     }
+    let status = Arc::new(CheckpointStatus::default());
     let run = CheckpointedRun {
         checkpoints: CheckpointConfig {
             interval: args.checkpoint_interval,
@@ -210,6 +213,7 @@ pub fn run(
         },
         restart: args.restart_strategy()?,
         start_empty: args.no_restore,
+        listeners: vec![status.clone()],
         ..CheckpointedRun::default()
     };
     let mut observer = CliObserver {
@@ -224,6 +228,7 @@ pub fn run(
         total_events,
         force_progress,
         progress: None,
+        status,
     };
     let outcome = runtime.block_on(riffle_runtime::run_checkpointed(
         graph,

@@ -120,8 +120,12 @@ pub fn run(args: NexmarkArgs) -> Result<()> {
         let summary = runtime
             .block_on(async {
                 let handle = job::start(&graph, &JobConfig::default(), false)?;
-                let progress =
-                    ProgressLine::start(handle.metrics.clone(), Some(args.events), args.progress);
+                let progress = ProgressLine::start(
+                    handle.metrics.clone(),
+                    Some(args.events),
+                    args.progress,
+                    None,
+                );
                 let result = handle.wait().await;
                 drop(progress);
                 result

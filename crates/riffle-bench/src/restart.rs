@@ -1,0 +1,194 @@
+//! The restart benchmark: how long a job with large state takes from a restart to its
+//! first output row.
+//!
+//! A peer source feeds a tumbling window keyed by the unique `id`, so every event is one
+//! row of state. Phase 1 pauses the sources after `keys` events, waits for a checkpoint
+//! that holds all of them, and stops the job (as a crash would). Phase 2 is the
+//! restart: recovery reads and verifies the checkpoint, the job starts with the state,
+//! the sources go on, and the first event past the window closes it — the first output.
+
+use crate::error::BenchError;
+use riffle_connectors::peer::PausePoint;
+use riffle_connectors::sinks::BlackholeSinkFactory;
+use riffle_connectors::PeerSourceFactory;
+use riffle_operators::{AggregateFunction, AggregateSpec, WindowAggregateFactory, WindowSpec};
+use riffle_runtime::job::{self, JobConfig};
+use riffle_runtime::recovery::recover;
+use riffle_runtime::{
+    CheckpointConfig, CheckpointEvent, JobGraph, RecordingListener, RuntimeError, RuntimeResult,
+    WatermarkStrategy,
+};
+use riffle_state::{CheckpointStore, StateRoot};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a restart with large state cost.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RestartMeasured {
+    /// Keys (rows) of window state in the checkpoint.
+    pub keys: u64,
+    /// Bytes of the checkpoint's state files.
+    pub state_bytes: u64,
+    /// Duration of the checkpoint that held the state (trigger to COMMITTED).
+    pub checkpoint_seconds: f64,
+    /// Recovery: choosing, reading and verifying the checkpoint.
+    pub load_seconds: f64,
+    /// From the start of recovery to the first row at the sink.
+    pub first_output_seconds: f64,
+}
+
+/// Event time per peer event per subtask at parallelism `p`: `p` × 10 µs.
+fn event_nanos(parallelism: u64) -> u64 {
+    parallelism * 10_000
+}
+
+fn graph(
+    keys_per_subtask: u64,
+    parallelism: usize,
+    pause: Option<PausePoint>,
+) -> Result<JobGraph, BenchError> {
+    let p = parallelism as u64;
+    // The window holds every paused event; 1.5 s of events after it close it (the
+    // watermark trails by 1 s).
+    let span = keys_per_subtask * event_nanos(p);
+    let window = Duration::from_nanos(span.div_ceil(1_000_000_000) * 1_000_000_000);
+    let tail = (window.as_nanos() as u64 - span + 1_500_000_000) / event_nanos(p);
+    let mut source = PeerSourceFactory::new((keys_per_subtask + tail) * p, 8192);
+    if let Some(pause) = pause {
+        source = source.paused_at(pause);
+    }
+    let mut g = JobGraph::new("restart-bench");
+    let watermarks = WatermarkStrategy {
+        max_out_of_orderness: Duration::from_secs(1),
+        idle_timeout: None,
+    };
+    let src = g.source("peer", Arc::new(source), parallelism, watermarks)?;
+    let window = WindowAggregateFactory::new(
+        g.schema(src),
+        &["id"],
+        WindowSpec::Tumbling { size: window },
+        vec![
+            AggregateSpec::count_star("cnt"),
+            AggregateSpec::new(AggregateFunction::Sum, "v", "sum_v"),
+        ],
+    )?;
+    let w = g.operator("window", Arc::new(window), parallelism, &[src])?;
+    g.sink("sink", Arc::new(BlackholeSinkFactory), parallelism, w)?;
+    Ok(g)
+}
+
+fn bench_error(e: BenchError) -> RuntimeError {
+    RuntimeError::Graph(e.to_string())
+}
+
+/// Checkpoints `keys` rows of state into `state_dir`, stops, and times the restart.
+///
+/// # Errors
+/// The job or its storage failed.
+pub fn measure_restart(
+    runtime: &tokio::runtime::Runtime,
+    keys: u64,
+    parallelism: usize,
+    state_dir: &std::path::Path,
+) -> RuntimeResult<RestartMeasured> {
+    let keys_per_subtask = keys.div_ceil(parallelism as u64);
+    let root = StateRoot::parse(&state_dir.display().to_string())
+        .map_err(|e| RuntimeError::Checkpoint(e.to_string()))?;
+    let result = runtime.block_on(async {
+        // Phase 1: build the state, checkpoint it, stop.
+        let reached = Arc::new(AtomicUsize::new(0));
+        let pause = PausePoint {
+            after: keys_per_subtask,
+            reached: reached.clone(),
+        };
+        let first = graph(keys_per_subtask, parallelism, Some(pause)).map_err(bench_error)?;
+        let store = CheckpointStore::new(root.clone(), &first.name);
+        let recovered = recover(&store, &first, true).await?;
+        let listener = Arc::new(RecordingListener::default());
+        let checkpoints = CheckpointConfig {
+            interval: Duration::from_secs(2),
+            timeout: Duration::from_secs(600),
+            generation: recovered.generation,
+            first_epoch: recovered.next_epoch,
+            ..CheckpointConfig::default()
+        };
+        let (handle, report) = job::start_with_checkpoints(
+            &first,
+            &JobConfig::default(),
+            store.clone(),
+            checkpoints,
+            vec![listener.clone()],
+        )?;
+        while reached.load(Ordering::SeqCst) < parallelism {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The first epoch started after every source paused holds all the state.
+        let events_at_pause = listener.events().len();
+        let (epoch, checkpoint) = loop {
+            let events = listener.events();
+            let started = events[events_at_pause..].iter().find_map(|e| match e {
+                CheckpointEvent::Started { epoch, .. } => Some(*epoch),
+                _ => None,
+            });
+            let done = started.and_then(|s| {
+                events.iter().find_map(|e| match e {
+                    CheckpointEvent::Completed {
+                        epoch, duration, ..
+                    } if *epoch == s => Some((s, *duration)),
+                    _ => None,
+                })
+            });
+            if let Some(done) = done {
+                break done;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        handle
+            .stopper()
+            .fail("benchmark: stopping after the checkpoint".into());
+        let _ = handle.wait().await;
+        let _ = report.await;
+        let manifest = store
+            .read_manifest(epoch)
+            .await
+            .map_err(|e| RuntimeError::Checkpoint(e.to_string()))?
+            .ok_or_else(|| RuntimeError::Checkpoint(format!("epoch {epoch} has no manifest")))?;
+        let state_bytes = manifest.files().map(|f| f.bytes).sum();
+
+        // Phase 2: the restart.
+        let second = graph(keys_per_subtask, parallelism, None).map_err(bench_error)?;
+        let t0 = Instant::now();
+        let recovered = recover(&store, &second, false).await?;
+        let load = t0.elapsed();
+        let config = JobConfig {
+            restore: recovered.restored.clone(),
+            ..JobConfig::default()
+        };
+        let checkpoints = CheckpointConfig {
+            interval: Duration::from_secs(3600),
+            generation: recovered.generation,
+            first_epoch: recovered.next_epoch,
+            ..CheckpointConfig::default()
+        };
+        drop(recovered);
+        let (handle, report) =
+            job::start_with_checkpoints(&second, &config, store, checkpoints, vec![])?;
+        while handle.metrics.sink_rows.load(Ordering::Relaxed) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let first_output = t0.elapsed();
+        handle.stopper().fail("benchmark: done".into());
+        let _ = handle.wait().await;
+        let _ = report.await;
+        Ok(RestartMeasured {
+            keys: keys_per_subtask * parallelism as u64,
+            state_bytes,
+            checkpoint_seconds: checkpoint.as_secs_f64(),
+            load_seconds: load.as_secs_f64(),
+            first_output_seconds: first_output.as_secs_f64(),
+        })
+    });
+    let _ = std::fs::remove_dir_all(state_dir);
+    result
+}
