@@ -125,7 +125,7 @@ impl ProgressLine {
                 ));
                 if plain {
                     ticks += 1;
-                    if ticks % 4 == 0 {
+                    if ticks.is_multiple_of(4) {
                         eprintln!("riffle: {}", b.message());
                     }
                 } else {
