@@ -129,6 +129,12 @@ pub struct BenchRow {
     /// Longest barrier alignment over the checkpoints, ms.
     #[serde(default)]
     pub alignment_max_ms: f64,
+    /// Median over checkpoints of the longest synchronous snapshot (task paused), ms.
+    #[serde(default)]
+    pub snapshot_p50_ms: f64,
+    /// Median time encoding and writing one checkpoint's state files, ms.
+    #[serde(default)]
+    pub upload_p50_ms: f64,
 }
 
 impl BenchRow {
@@ -160,6 +166,8 @@ impl BenchRow {
             checkpoint_p99_ms: 0.0,
             checkpoint_mib: 0.0,
             alignment_max_ms: 0.0,
+            snapshot_p50_ms: 0.0,
+            upload_p50_ms: 0.0,
         }
         .with_checkpoints(median.checkpoints.as_ref())
     }
@@ -188,6 +196,8 @@ impl BenchRow {
             .iter()
             .map(|d| d.as_secs_f64() * 1e3)
             .fold(0.0, f64::max);
+        self.snapshot_p50_ms = median_ms(&report.snapshot);
+        self.upload_p50_ms = median_ms(&report.upload);
         self
     }
 }
@@ -208,6 +218,12 @@ impl BenchRow {
     }
 }
 
+fn median_ms(durations: &[Duration]) -> f64 {
+    let mut ms: Vec<f64> = durations.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+    ms.sort_by(f64::total_cmp);
+    ms.get(ms.len() / 2).copied().unwrap_or(0.0)
+}
+
 /// A rate or count with a K/M suffix: `4.35 M`, `12.0 K`.
 pub fn human(n: f64) -> String {
     if n >= 1e6 {
@@ -221,7 +237,7 @@ pub fn human(n: f64) -> String {
 
 /// Checkpointed rows as a Markdown table: throughput next to checkpoint costs.
 pub fn checkpoint_table(rows: &[BenchRow]) -> String {
-    let mut out = String::from("| query | p | events | interval | events/s | checkpoints | p50 ms | p99 ms | MiB/checkpoint | max alignment ms |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    let mut out = String::from("| query | p | events | interval | events/s | checkpoints | p50 ms | p99 ms | MiB/checkpoint | max alignment ms | snapshot p50 ms | upload p50 ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         let interval = if r.checkpoint_interval_ms == 0 {
             "off".to_string()
@@ -230,7 +246,7 @@ pub fn checkpoint_table(rows: &[BenchRow]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {interval} | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} |",
+            "| {} | {} | {} | {interval} | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} |",
             r.query,
             r.parallelism,
             human(r.events as f64),
@@ -239,7 +255,9 @@ pub fn checkpoint_table(rows: &[BenchRow]) -> String {
             r.checkpoint_p50_ms,
             r.checkpoint_p99_ms,
             r.checkpoint_mib,
-            r.alignment_max_ms
+            r.alignment_max_ms,
+            r.snapshot_p50_ms,
+            r.upload_p50_ms
         );
     }
     out

@@ -70,6 +70,10 @@ pub struct CheckpointReport {
     pub bytes: Vec<u64>,
     /// Longest barrier alignment seen per committed epoch.
     pub alignment: Vec<Duration>,
+    /// Longest synchronous snapshot (the task paused) per committed epoch.
+    pub snapshot: Vec<Duration>,
+    /// Time spent encoding and writing state files per committed epoch (the job runs on).
+    pub upload: Vec<Duration>,
     /// Why epochs failed.
     pub errors: Vec<String>,
     /// The end-of-input epoch committed: all output of a bounded run is published.
@@ -95,6 +99,8 @@ struct Pending {
     committables: Vec<Committable>,
     bytes: u64,
     alignment: Duration,
+    snapshot: Duration,
+    upload: Duration,
 }
 
 /// Why an epoch did not complete; `fatal` when the job must stop (a logged decision
@@ -235,6 +241,8 @@ impl CheckpointCoordinator {
                                 report.durations.push(duration);
                                 report.bytes.push(done.bytes);
                                 report.alignment.push(done.alignment);
+                                report.snapshot.push(done.snapshot);
+                                report.upload.push(done.upload);
                                 if done.kind == BarrierKind::EndOfInput {
                                     report.end_of_input_committed = true;
                                 }
@@ -276,6 +284,8 @@ impl CheckpointCoordinator {
                     committables: Vec::new(),
                     bytes: 0,
                     alignment: Duration::ZERO,
+                    snapshot: Duration::ZERO,
+                    upload: Duration::ZERO,
                 });
                 tracing::debug!(%epoch, ?kind, "checkpoint triggered");
                 self.emit(CheckpointEvent::Started {
@@ -323,6 +333,8 @@ impl CheckpointCoordinator {
     ) -> Result<(), riffle_state::StateError> {
         pending.acks += 1;
         pending.alignment = pending.alignment.max(ack.alignment);
+        pending.snapshot = pending.snapshot.max(ack.snapshot);
+        let started = Instant::now();
         pending.committables.extend(ack.committables);
         for (operator, state) in ack.states {
             if state.batches.is_empty() && !self.operators.contains_key(&operator) {
@@ -343,6 +355,7 @@ impl CheckpointCoordinator {
                     watermark: (ack.watermark > i64::MIN).then_some(ack.watermark),
                 });
         }
+        pending.upload += started.elapsed();
         Ok(())
     }
 

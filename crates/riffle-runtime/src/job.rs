@@ -59,6 +59,8 @@ pub struct SnapshotAck {
     pub watermark: EventTime,
     /// Time spent aligning barriers.
     pub alignment: Duration,
+    /// Time the task was paused taking the snapshot and pre-committing its sink.
+    pub snapshot: Duration,
 }
 
 /// What a finished job did.

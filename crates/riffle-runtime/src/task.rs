@@ -83,6 +83,7 @@ pub(crate) async fn take_snapshot(
         alignment,
         watermark,
     } = aligned;
+    let started = std::time::Instant::now();
     states.extend(chain.snapshot(barrier.epoch)?);
     let committables = chain
         .pre_commit(barrier.epoch)?
@@ -104,6 +105,7 @@ pub(crate) async fn take_snapshot(
             committables,
             watermark,
             alignment,
+            snapshot: started.elapsed(),
         });
     }
     broadcast(routers, Message::Barrier(barrier)).await

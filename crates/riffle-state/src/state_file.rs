@@ -6,6 +6,7 @@ use bytes::Bytes;
 use riffle_core::arrow::datatypes::SchemaRef;
 use riffle_core::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use riffle_core::parquet::arrow::ArrowWriter;
+use riffle_core::parquet::basic::Compression;
 use riffle_core::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use riffle_core::{OperatorState, RecordBatch};
 
@@ -19,11 +20,14 @@ pub struct EncodedFile {
     pub crc32c: u32,
 }
 
-/// State files are written on the job's critical path every epoch and read back once:
-/// plain encoding and no statistics keep encoding cheap; the files stay ordinary Parquet.
+/// State files are written every epoch and read back once: plain encoding with Snappy
+/// and no statistics is the cheapest CPU + disk mix measured on q5 (plain alone writes
+/// 3× the bytes; dictionaries cost more CPU than they save); the files stay ordinary
+/// Parquet.
 fn writer_properties() -> WriterProperties {
     WriterProperties::builder()
         .set_dictionary_enabled(false)
+        .set_compression(Compression::SNAPPY)
         .set_statistics_enabled(EnabledStatistics::None)
         .set_max_row_group_row_count(Some(1 << 20))
         .build()
