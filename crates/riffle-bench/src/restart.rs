@@ -1,11 +1,12 @@
 //! The restart benchmark: how long a job with large state takes from a restart to its
 //! first output row.
 //!
-//! A peer source feeds a tumbling window keyed by the unique `id`, so every event is one
-//! row of state. Phase 1 pauses the sources after `keys` events, waits for a checkpoint
-//! that holds all of them, and stops the job (as a crash would). Phase 2 is the
-//! restart: recovery reads and verifies the checkpoint, the job starts with the state,
-//! the sources go on, and the first event past the window closes it — the first output.
+//! A peer source feeds tumbling windows keyed by the unique `id`, so every event is one
+//! row of state; the watermark trails by the whole span, so all 64 windows stay open.
+//! Phase 1 pauses the sources after `keys` events, waits for a checkpoint that holds all
+//! of them, and stops the job (as a crash would). Phase 2 is the restart: recovery reads
+//! and verifies the checkpoint, operators rebuild their state, the sources go on, and the
+//! watermark passes the oldest window, which fires — the first output.
 
 use crate::error::BenchError;
 use riffle_connectors::peer::PausePoint;
@@ -28,8 +29,11 @@ use std::time::{Duration, Instant};
 pub struct RestartMeasured {
     /// Keys (rows) of window state in the checkpoint.
     pub keys: u64,
-    /// Bytes of the checkpoint's state files.
+    /// Bytes of the checkpoint's state files (Snappy Parquet).
     pub state_bytes: u64,
+    /// Bytes of the same state as Arrow arrays in memory, once loaded.
+    #[serde(default)]
+    pub state_memory_bytes: u64,
     /// Duration of the checkpoint that held the state (trigger to COMMITTED).
     pub checkpoint_seconds: f64,
     /// Recovery: choosing, reading and verifying the checkpoint.
@@ -49,18 +53,20 @@ fn graph(
     pause: Option<PausePoint>,
 ) -> Result<JobGraph, BenchError> {
     let p = parallelism as u64;
-    // The window holds every paused event; 1.5 s of events after it close it (the
-    // watermark trails by 1 s).
+    // 64 windows over the paused events; the watermark trails by the whole span, so none
+    // fires before the pause, and events one window (plus a little) past it fire the
+    // oldest, holding 1/64 of the state.
     let span = keys_per_subtask * event_nanos(p);
-    let window = Duration::from_nanos(span.div_ceil(1_000_000_000) * 1_000_000_000);
-    let tail = (window.as_nanos() as u64 - span + 1_500_000_000) / event_nanos(p);
+    let window_nanos = (span / 64).max(1_000_000) / 1_000_000 * 1_000_000;
+    let window = Duration::from_nanos(window_nanos);
+    let tail = (window_nanos + 50_000_000) / event_nanos(p) + 1;
     let mut source = PeerSourceFactory::new((keys_per_subtask + tail) * p, 8192);
     if let Some(pause) = pause {
         source = source.paused_at(pause);
     }
     let mut g = JobGraph::new("restart-bench");
     let watermarks = WatermarkStrategy {
-        max_out_of_orderness: Duration::from_secs(1),
+        max_out_of_orderness: Duration::from_nanos(span),
         idle_timeout: None,
     };
     let src = g.source("peer", Arc::new(source), parallelism, watermarks)?;
@@ -161,6 +167,14 @@ pub fn measure_restart(
         let t0 = Instant::now();
         let recovered = recover(&store, &second, false).await?;
         let load = t0.elapsed();
+        let state_memory_bytes = recovered
+            .restored
+            .iter()
+            .flat_map(|r| r.operators.values())
+            .flat_map(|o| o.subtasks.values())
+            .flat_map(|s| s.batches.iter())
+            .map(|b| b.get_array_memory_size() as u64)
+            .sum();
         let config = JobConfig {
             restore: recovered.restored.clone(),
             ..JobConfig::default()
@@ -184,6 +198,7 @@ pub fn measure_restart(
         Ok(RestartMeasured {
             keys: keys_per_subtask * parallelism as u64,
             state_bytes,
+            state_memory_bytes,
             checkpoint_seconds: checkpoint.as_secs_f64(),
             load_seconds: load.as_secs_f64(),
             first_output_seconds: first_output.as_secs_f64(),

@@ -2,6 +2,9 @@
 //! back to the previous retained checkpoint, and a run never silently restarts from
 //! empty state.
 
+mod common;
+
+use common::stderr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -24,10 +27,6 @@ fn run_q5(state: &Path) -> Output {
         .arg(state)
         .output()
         .unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// Committed epoch directories, oldest first.

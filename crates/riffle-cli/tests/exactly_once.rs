@@ -2,8 +2,11 @@
 //! commit protocol, or killed at random moments, and then resumed, publishes exactly the
 //! rows of a run that never crashed.
 
+mod common;
+
+use common::{published, stderr};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const CRASH_POINTS: [&str; 5] = [
@@ -43,31 +46,6 @@ fn nexmark(
             .arg(state);
     }
     cmd
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// Every published line, sorted; fails if a staged (unpublished) file is left over.
-fn published(dir: &Path) -> Vec<String> {
-    let mut lines = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(
-            !name.ends_with(".inprogress"),
-            "staged file {name} left in the output after a completed run"
-        );
-        lines.extend(
-            std::fs::read_to_string(&path)
-                .unwrap()
-                .lines()
-                .map(String::from),
-        );
-    }
-    lines.sort();
-    lines
 }
 
 fn crash_free(query: &str, events: &str, parallelism: usize) -> Vec<String> {

@@ -5,8 +5,11 @@
 #[path = "../../riffle-state/tests/support/moto.rs"]
 mod moto;
 
+mod common;
+
+use common::{published, stderr};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 fn riffle(server: &moto::MotoServer) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_riffle"));
@@ -27,26 +30,6 @@ fn q7(server: &moto::MotoServer, out: &Path, state: Option<&str>) -> Command {
     cmd
 }
 
-fn lines(dir: &Path) -> Vec<String> {
-    let mut lines = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        assert!(!path.to_string_lossy().ends_with(".inprogress"));
-        lines.extend(
-            std::fs::read_to_string(&path)
-                .unwrap()
-                .lines()
-                .map(String::from),
-        );
-    }
-    lines.sort();
-    lines
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 #[test]
 fn a_crashed_run_resumes_from_checkpoints_in_s3() {
     let server = moto::MotoServer::start("riffle-test");
@@ -57,7 +40,7 @@ fn a_crashed_run_resumes_from_checkpoints_in_s3() {
         .output()
         .unwrap();
     assert!(reference.status.success(), "{}", stderr(&reference));
-    let expected = lines(&dir.path().join("reference"));
+    let expected = published(&dir.path().join("reference"));
     assert!(!expected.is_empty());
 
     let out = dir.path().join("out");
@@ -74,7 +57,7 @@ fn a_crashed_run_resumes_from_checkpoints_in_s3() {
     let text = stderr(&resumed);
     assert!(resumed.status.success(), "{text}");
     assert!(text.contains("from checkpoint epoch 2 "), "{text}");
-    assert_eq!(lines(&out), expected);
+    assert_eq!(published(&out), expected);
 
     let listed = riffle(&server)
         .args([

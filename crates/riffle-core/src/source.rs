@@ -1,6 +1,7 @@
 //! The source trait: replayable producers of batches.
 
 use crate::error::Result;
+use crate::message::Epoch;
 use crate::operator::OperatorContext;
 use crate::schema::StreamSchema;
 use crate::state::OperatorState;
@@ -36,6 +37,13 @@ pub trait Source: Send {
 
     /// Seeks to a position produced by [`snapshot`](Source::snapshot).
     fn restore(&mut self, _state: OperatorState) -> Result<()> {
+        Ok(())
+    }
+
+    /// Checkpoint `epoch` is committed: its positions will never be replayed again, so
+    /// a source may now commit them to an external system (advisory, e.g. Kafka
+    /// consumer offsets). Called between two polls, for the newest committed epoch.
+    fn on_checkpoint_complete(&mut self, _epoch: Epoch) -> Result<()> {
         Ok(())
     }
 }

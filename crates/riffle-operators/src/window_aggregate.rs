@@ -12,7 +12,8 @@ use crate::aggregate::{
 use crate::window::{
     key_group_column, nanos, timestamp_array, timestamps, window_fields, window_start, WindowSpec,
 };
-use riffle_core::arrow::array::{ArrayRef, AsArray};
+use riffle_core::arrow::array::{ArrayRef, AsArray, UInt32Array};
+use riffle_core::arrow::compute::{take, take_record_batch};
 use riffle_core::arrow::datatypes::{Schema, SchemaRef, TimestampNanosecondType};
 use riffle_core::operator::OperatorCounters;
 use riffle_core::{
@@ -289,8 +290,19 @@ impl Operator for WindowAggregate {
                         })
                 })
                 .collect::<Result<_>>()?;
-            for row in 0..batch.num_rows() {
-                let start = starts.value(row);
+            // Rows of one window are restored together: one key lookup pass and one
+            // accumulator pass per window, not per row.
+            let mut by_window: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+            for (row, start) in starts.values().iter().enumerate() {
+                by_window.entry(*start).or_default().push(row as u32);
+            }
+            for (start, rows) in by_window {
+                let indices = UInt32Array::from(rows);
+                let part = take_record_batch(&batch, &indices)?;
+                let part_keys: Vec<ArrayRef> = keys
+                    .iter()
+                    .map(|k| take(k.as_ref(), &indices, None))
+                    .collect::<std::result::Result<_, _>>()?;
                 if !self.windows.contains_key(&start) {
                     let fresh = self.new_window()?;
                     self.windows.insert(start, fresh);
@@ -298,9 +310,9 @@ impl Operator for WindowAggregate {
                 let Some(state) = self.windows.get_mut(&start) else {
                     continue;
                 };
-                state.keys.intern(&keys, &[row as u32], &mut groups)?;
-                let one = batch.slice(row, 1);
-                state.accumulators.restore(&groups, &one, &self.operator)?;
+                let all: Vec<u32> = (0..part.num_rows() as u32).collect();
+                state.keys.intern(&part_keys, &all, &mut groups)?;
+                state.accumulators.restore(&groups, &part, &self.operator)?;
             }
         }
         Ok(())

@@ -13,6 +13,9 @@ pub struct ChainLink {
     pub id: OperatorId,
     /// The operator subtask.
     pub operator: Box<dyn Operator>,
+    /// Checkpointed state to restore when the task starts (on its own thread, so the
+    /// subtasks of a large state rebuild in parallel).
+    pub restore: Option<OperatorState>,
 }
 
 /// The sink at the end of a chain.
@@ -152,6 +155,16 @@ impl Chain {
             }
             None => Ok(None),
         }
+    }
+
+    /// Restores every operator that has checkpointed state; called once, before any input.
+    pub fn restore_pending(&mut self) -> ChainResult<()> {
+        for link in &mut self.links {
+            if let Some(state) = link.restore.take() {
+                link.operator.restore(state).map_err(at(&link.id))?;
+            }
+        }
+        Ok(())
     }
 
     /// Snapshots every operator of the chain at `epoch`.

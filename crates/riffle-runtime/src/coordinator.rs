@@ -458,6 +458,12 @@ impl CheckpointCoordinator {
             .await
             .map_err(Incomplete::retry)?;
         maybe_crash(CrashPoint::AfterLatestFlip, pending.epoch);
+        // Completion notification: sources may now commit offsets externally.
+        if let Some(metrics) = &self.metrics {
+            metrics
+                .completed_epoch
+                .fetch_max(pending.epoch.0, std::sync::atomic::Ordering::Release);
+        }
         self.collect_garbage().await.map_err(Incomplete::retry)
     }
 

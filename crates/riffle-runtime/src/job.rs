@@ -403,21 +403,19 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                     NodeKind::Source { .. } => {}
                     NodeKind::Operator(factory) => {
                         let ctx = context(&node.id, subtask);
-                        let mut operator =
-                            factory.create(&ctx).map_err(failed(&node.id, subtask))?;
-                        if let Some(state) = restored_state(
+                        let operator = factory.create(&ctx).map_err(failed(&node.id, subtask))?;
+                        let restore = restored_state(
                             config,
                             &node.id,
                             subtask,
                             chain.parallelism,
                             graph.max_parallelism,
                             false,
-                        )? {
-                            operator.restore(state).map_err(failed(&node.id, subtask))?;
-                        }
+                        )?;
                         links.push(ChainLink {
                             id: node.id.clone(),
                             operator,
+                            restore,
                         });
                     }
                     NodeKind::Sink(factory) => {

@@ -14,6 +14,8 @@ pub struct JobMetrics {
     pub sink_rows: AtomicU64,
     /// Largest event time any source has emitted.
     pub source_max_event_time: AtomicI64,
+    /// Newest epoch the coordinator committed (0: none yet); sources are told.
+    pub completed_epoch: AtomicU64,
     sink_watermarks: Mutex<Vec<i64>>,
     operators: Mutex<Vec<(OperatorId, usize, Arc<OperatorCounters>)>>,
 }
@@ -24,6 +26,7 @@ impl Default for JobMetrics {
             source_rows: AtomicU64::new(0),
             sink_rows: AtomicU64::new(0),
             source_max_event_time: AtomicI64::new(i64::MIN),
+            completed_epoch: AtomicU64::new(0),
             sink_watermarks: Mutex::new(Vec::new()),
             operators: Mutex::new(Vec::new()),
         }

@@ -9,7 +9,7 @@ use crate::task::{advance_watermark, broadcast, flush, take_snapshot, AlignedBar
 use riffle_core::arrow::array::{Array, AsArray};
 use riffle_core::arrow::datatypes::TimestampNanosecondType;
 use riffle_core::{
-    Barrier, BarrierKind, EventTime, Message, OperatorId, Source, SourcePoll, Watermark,
+    Barrier, BarrierKind, Epoch, EventTime, Message, OperatorId, Source, SourcePoll, Watermark,
 };
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -77,6 +77,7 @@ impl SourceTask {
     pub(crate) async fn run(mut self) -> TaskOutcome<TaskExit> {
         let delay =
             i64::try_from(self.watermarks.max_out_of_orderness.as_nanos()).unwrap_or(i64::MAX);
+        self.chain.restore_pending()?;
         let mut emitted_watermark = EventTime::MIN;
         if let Some(watermark) = self.restored_watermark {
             emitted_watermark = watermark;
@@ -84,9 +85,17 @@ impl SourceTask {
         }
         let mut idle_since: Option<Instant> = None;
         let mut idle_announced = false;
+        let mut notified = 0;
         loop {
             while let Ok(barrier) = self.barriers.try_recv() {
                 self.checkpoint(barrier, emitted_watermark).await?;
+            }
+            let completed = self.metrics.completed_epoch.load(Ordering::Acquire);
+            if completed > notified {
+                notified = completed;
+                if let Err(e) = self.source.on_checkpoint_complete(Epoch(completed)) {
+                    return Err(self.failed(e).into());
+                }
             }
             let poll = match self.source.poll_next() {
                 Ok(p) => p,

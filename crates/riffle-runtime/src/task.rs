@@ -154,6 +154,7 @@ pub(crate) async fn run_channel_task(
     acks: Option<UnboundedSender<SnapshotAck>>,
     restored_watermark: Option<EventTime>,
 ) -> TaskOutcome<TaskExit> {
+    chain.restore_pending()?;
     let n = inputs.len();
     let mut tracker = WatermarkTracker::new(n);
     if let Some(watermark) = restored_watermark {

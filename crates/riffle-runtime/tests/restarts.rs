@@ -231,3 +231,88 @@ fn without_restarts_a_failure_ends_the_run() {
     assert!(err.contains("fails once"), "{err}");
     assert_eq!(observed.restored.len(), 1);
 }
+
+/// Wraps the peer source and records the epochs it is told are complete.
+struct Notified {
+    inner: PeerSourceFactory,
+    seen: Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+struct NotifiedSource {
+    inner: Box<dyn riffle_core::Source>,
+    seen: Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl riffle_core::SourceFactory for Notified {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn output_schema(&self) -> &StreamSchema {
+        self.inner.output_schema()
+    }
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn riffle_core::Source>> {
+        Ok(Box::new(NotifiedSource {
+            inner: self.inner.create(ctx)?,
+            seen: self.seen.clone(),
+        }))
+    }
+}
+
+impl riffle_core::Source for NotifiedSource {
+    fn poll_next(&mut self) -> Result<riffle_core::SourcePoll> {
+        self.inner.poll_next()
+    }
+    fn snapshot(&mut self) -> Result<riffle_core::OperatorState> {
+        self.inner.snapshot()
+    }
+    fn restore(&mut self, state: riffle_core::OperatorState) -> Result<()> {
+        self.inner.restore(state)
+    }
+    fn on_checkpoint_complete(&mut self, epoch: riffle_core::Epoch) -> Result<()> {
+        self.seen.lock().unwrap().push(epoch.0);
+        Ok(())
+    }
+}
+
+#[test]
+fn sources_hear_which_checkpoints_completed() {
+    let rt = runtime();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut g = JobGraph::new("notified");
+    let src = g
+        .source(
+            "peer",
+            Arc::new(Notified {
+                inner: PeerSourceFactory::new(2_000_000, 500),
+                seen: seen.clone(),
+            }),
+            1,
+            WatermarkStrategy::default(),
+        )
+        .unwrap();
+    g.sink("sink", Arc::new(CollectSinkFactory::new()), 1, src)
+        .unwrap();
+    let store = CheckpointStore::new(StateRoot::parse("memory://").unwrap(), &g.name);
+    let run = CheckpointedRun {
+        checkpoints: CheckpointConfig {
+            interval: Duration::from_millis(5),
+            ..CheckpointConfig::default()
+        },
+        ..CheckpointedRun::default()
+    };
+    let outcome = rt
+        .block_on(run_checkpointed(&g, &store, run, &mut ()))
+        .unwrap();
+    let committed: Vec<u64> = outcome.reports[0].committed.iter().map(|e| e.0).collect();
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        !seen.is_empty(),
+        "no completion reached the source ({} epochs committed)",
+        committed.len()
+    );
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+    assert!(
+        seen.iter().all(|e| committed.contains(e)),
+        "{seen:?} vs {committed:?}"
+    );
+}

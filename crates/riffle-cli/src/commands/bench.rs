@@ -63,29 +63,19 @@ pub struct BenchArgs {
     pub in_process: bool,
 }
 
-/// The restart measurement in a child process (its memory is its own).
-fn run_restart_child(args: &BenchArgs) -> Result<RestartMeasured> {
+/// Runs `riffle bench --in-process --json …` as a child process (so its peak RSS and
+/// memory are its own) and parses the JSON line it prints last.
+fn child_json<T: serde::de::DeserializeOwned>(args: &[String], what: &str) -> Result<T> {
     let exe = std::env::current_exe().context("locating the riffle binary")?;
     let output = std::process::Command::new(exe)
-        .args([
-            "bench",
-            "--in-process",
-            "--json",
-            "--queries",
-            "none",
-            "--job",
-            "none",
-        ])
-        .args(["--restart-keys", &args.restart_keys.to_string()])
-        .args(["--parallelism", &args.parallelism.to_string()])
-        .arg("--state")
-        .arg(&args.state)
+        .args(["bench", "--in-process", "--json", "--runs", "1"])
+        .args(args)
         .stderr(std::process::Stdio::inherit())
         .output()
         .context("starting a benchmark child process")?;
     anyhow::ensure!(
         output.status.success(),
-        "restart benchmark failed ({})",
+        "benchmark of {what} failed ({})",
         output.status
     );
     let text = String::from_utf8_lossy(&output.stdout);
@@ -96,13 +86,33 @@ fn run_restart_child(args: &BenchArgs) -> Result<RestartMeasured> {
     serde_json::from_str(line).with_context(|| format!("reading the child's result `{line}`"))
 }
 
+/// The restart measurement in a child process.
+fn run_restart_child(args: &BenchArgs) -> Result<RestartMeasured> {
+    let child_args: Vec<String> = [
+        "--queries",
+        "none",
+        "--job",
+        "none",
+        "--restart-keys",
+        &args.restart_keys.to_string(),
+        "--parallelism",
+        &args.parallelism.to_string(),
+        "--state",
+        &args.state.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    child_json(&child_args, "the restart")
+}
+
 fn restart_table(runs: &[RestartMeasured], parallelism: usize) -> String {
     let mut sorted: Vec<&RestartMeasured> = runs.iter().collect();
     sorted.sort_by(|a, b| a.first_output_seconds.total_cmp(&b.first_output_seconds));
     let m = sorted[sorted.len() / 2];
     format!(
-        "| restart | p | keys | state MiB | checkpoint s | recovery (read + verify) s | restart to first output s |\n|---|---|---|---|---|---|---|\n| window by id | {parallelism} | {} | {:.0} | {:.2} | {:.2} | {:.2} |\n",
+        "| restart | p | keys | state in memory MiB | state on disk MiB | checkpoint s | recovery (read + verify) s | restart to first output s |\n|---|---|---|---|---|---|---|---|\n| window by id | {parallelism} | {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |\n",
         human(m.keys as f64),
+        m.state_memory_bytes as f64 / (1024.0 * 1024.0),
         m.state_bytes as f64 / (1024.0 * 1024.0),
         m.checkpoint_seconds,
         m.load_seconds,
@@ -112,46 +122,29 @@ fn restart_table(runs: &[RestartMeasured], parallelism: usize) -> String {
 
 /// One measurement in a child process, so its peak RSS is its own.
 fn run_child(args: &BenchArgs, queries: &str, job: &str, interval: Duration) -> Result<BenchRow> {
-    let exe = std::env::current_exe().context("locating the riffle binary")?;
-    let output = std::process::Command::new(exe)
-        .args(["bench", "--in-process", "--json", "--runs", "1"])
-        .args(["--queries", queries, "--job", job])
-        .args([
-            "--events",
-            &args.events.to_string(),
-            "--peer-events",
-            &args.peer_events.to_string(),
-        ])
-        .args([
-            "--parallelism",
-            &args.parallelism.to_string(),
-            "--rate",
-            &args.rate.to_string(),
-        ])
-        .args([
-            "--watermark-delay",
-            &format!("{}ms", args.watermark_delay.as_millis()),
-        ])
-        .args([
-            "--checkpoint-interval",
-            &format!("{}ms", interval.as_millis()),
-        ])
-        .arg("--state")
-        .arg(&args.state)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .context("starting a benchmark child process")?;
-    anyhow::ensure!(
-        output.status.success(),
-        "benchmark of {queries}{job} failed ({})",
-        output.status
-    );
-    let text = String::from_utf8_lossy(&output.stdout);
-    let line = text
-        .lines()
-        .last()
-        .context("the benchmark child printed nothing")?;
-    serde_json::from_str(line).with_context(|| format!("reading the child's result `{line}`"))
+    let child_args: Vec<String> = [
+        "--queries",
+        queries,
+        "--job",
+        job,
+        "--events",
+        &args.events.to_string(),
+        "--peer-events",
+        &args.peer_events.to_string(),
+        "--parallelism",
+        &args.parallelism.to_string(),
+        "--rate",
+        &args.rate.to_string(),
+        "--watermark-delay",
+        &format!("{}ms", args.watermark_delay.as_millis()),
+        "--checkpoint-interval",
+        &format!("{}ms", interval.as_millis()),
+        "--state",
+        &args.state.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    child_json(&child_args, &format!("{queries}{job}"))
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
