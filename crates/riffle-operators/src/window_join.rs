@@ -173,6 +173,9 @@ impl OperatorFactory for WindowJoinFactory {
 #[derive(Default)]
 struct Buffered {
     sides: [Vec<RecordBatch>; 2],
+    /// State batches of `sides[s][..snapshotted[s].len()]`: buffered rows never change,
+    /// so each is turned into state (key groups hashed) once, not at every checkpoint.
+    snapshotted: [Vec<RecordBatch>; 2],
 }
 
 struct WindowJoin {
@@ -321,7 +324,8 @@ impl Operator for WindowJoin {
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
         let mut batches = Vec::new();
-        for (start, buffered) in &self.windows {
+        let mut windows = std::mem::take(&mut self.windows);
+        for (start, buffered) in windows.iter_mut() {
             for side in 0..2 {
                 let row_fields = self.side_schema(side).schema.fields().clone();
                 let name = if side == 0 { "left" } else { "right" };
@@ -330,7 +334,8 @@ impl Operator for WindowJoin {
                     Field::new("window_start", timestamp_type(), false),
                     Field::new(name, DataType::Struct(row_fields.clone()), false),
                 ]));
-                for rows in &buffered.sides[side] {
+                let done = buffered.snapshotted[side].len();
+                for rows in &buffered.sides[side][done..] {
                     let keys = self.keys_of(side, rows)?;
                     let (_, kg) = crate::window::key_group_column(
                         &keys,
@@ -349,10 +354,12 @@ impl Operator for WindowJoin {
                             None,
                         )),
                     ];
-                    batches.push(RecordBatch::try_new(schema.clone(), columns)?);
+                    buffered.snapshotted[side].push(RecordBatch::try_new(schema.clone(), columns)?);
                 }
+                batches.extend(buffered.snapshotted[side].iter().cloned());
             }
         }
+        self.windows = windows;
         Ok(OperatorState { batches })
     }
 
