@@ -46,6 +46,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// An event time (ns since the Unix epoch) for people: `2025-01-01 00:05:23.598` (UTC),
+/// or `end of input` for the final watermark.
+pub fn event_time(nanos: i64) -> String {
+    if nanos == i64::MAX {
+        return "end of input".into();
+    }
+    riffle_core::arrow::temporal_conversions::timestamp_ns_to_datetime(nanos)
+        .map_or_else(|| format!("{nanos} ns"), |t| t.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! with them: recovery messages, restarts, and the checkpoint statistics.
 
 use crate::progress::{CheckpointStatus, ProgressLine};
-use crate::units::parse_duration;
+use crate::units::{event_time, parse_duration};
 use anyhow::{Context, Result};
 use riffle_core::arrow::util::display::array_value_to_string;
 use riffle_core::state::KEY_GROUP_FIELD;
@@ -122,9 +122,7 @@ impl RunObserver for CliObserver {
                     .as_deref()
                     .map(|r| source_offsets(r, &self.sources))
                     .unwrap_or_default();
-                let watermark = m
-                    .watermark
-                    .map_or("none".to_string(), |w| format!("{w} ns"));
+                let watermark = m.watermark.map_or("none".to_string(), event_time);
                 eprintln!(
                     "riffle: resuming `{}` from checkpoint epoch {} (generation {}), watermark {watermark}; source offsets: {}",
                     self.pipeline,

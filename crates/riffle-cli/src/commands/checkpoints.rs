@@ -1,6 +1,8 @@
 //! `riffle checkpoints list | show`: what is on storage.
 
+use crate::units::event_time;
 use anyhow::{Context, Result};
+use riffle_core::arrow::temporal_conversions::timestamp_ms_to_datetime;
 use riffle_core::Epoch;
 use riffle_state::{CheckpointStore, StateRoot};
 
@@ -12,7 +14,7 @@ use riffle_state::{CheckpointStore, StateRoot};
 pub struct CheckpointsArgs {
     #[command(subcommand)]
     pub command: CheckpointsCommand,
-    /// Where checkpoints live: a directory, file:///abs/dir, or memory://.
+    /// Where checkpoints live: a directory, file:///abs/dir, or s3://bucket/prefix.
     #[arg(long, global = true, default_value = "./riffle-state")]
     pub state: String,
     /// The pipeline (`nexmark-q5` for `riffle nexmark --query q5`).
@@ -34,6 +36,11 @@ pub enum CheckpointsCommand {
     History,
 }
 
+/// A timestamp as `2026-11-29 15:10:42.869`, or `?` when out of range.
+fn utc(time: Option<impl std::fmt::Display>) -> String {
+    time.map_or("?".into(), |t| t.to_string())
+}
+
 pub fn run(args: CheckpointsArgs) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -49,15 +56,22 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
                     println!("no checkpoints of `{}` in {}", args.pipeline, args.state);
                     return Ok(());
                 }
-                println!("{:>8}  {:<10} {:>14}  {:>5}  {:>12}  watermark", "epoch", "status", "written (ms)", "files", "bytes");
+                println!(
+                    "{:>8}  {:<10} {:<23}  {:>5}  {:>12}  watermark (event time, UTC)",
+                    "epoch", "status", "written (UTC)", "files", "bytes"
+                );
                 for epoch in epochs {
                     match store.read_manifest(epoch).await {
                         Ok(Some(m)) => {
                             let files = m.files().count();
                             let bytes: u64 = m.files().map(|f| f.bytes).sum();
                             let status = format!("{:?}", m.status).to_uppercase();
-                            let watermark = m.watermark.map_or("-".into(), |w| w.to_string());
-                            println!("{:>8}  {status:<10} {:>14}  {files:>5}  {bytes:>12}  {watermark}", epoch.0, m.written_at_ms);
+                            let watermark = m.watermark.map_or("-".into(), event_time);
+                            let written = utc(timestamp_ms_to_datetime(m.written_at_ms));
+                            println!(
+                                "{:>8}  {status:<10} {written:<23}  {files:>5}  {bytes:>12}  {watermark}",
+                                epoch.0
+                            );
                         }
                         Ok(None) => println!("{:>8}  {:<10}", epoch.0, "PARTIAL"),
                         Err(e) => println!("{:>8}  {:<10} {e}", epoch.0, "DAMAGED"),
