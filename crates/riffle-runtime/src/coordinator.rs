@@ -103,18 +103,26 @@ struct Pending {
     upload: Duration,
 }
 
-/// Why an epoch did not complete; `fatal` when the job must stop (a logged decision
-/// whose sinks could not commit, or a newer generation fenced this run out).
+/// Why an epoch did not complete, and what that means for the job.
 struct Incomplete {
     reason: String,
-    fatal: bool,
+    outcome: Outcome,
+}
+
+enum Outcome {
+    /// The epoch failed; a later one may succeed.
+    Retry,
+    /// The decision is logged but sinks did not commit: the job must stop and recover.
+    SinkCommit,
+    /// A newer generation started on this state: this run must stop for good.
+    Fenced,
 }
 
 impl Incomplete {
     fn retry(e: riffle_state::StateError) -> Self {
         Self {
             reason: e.to_string(),
-            fatal: false,
+            outcome: Outcome::Retry,
         }
     }
 }
@@ -248,16 +256,19 @@ impl CheckpointCoordinator {
                                 }
                                 self.emit(CheckpointEvent::Completed { epoch: done.epoch, duration, bytes: done.bytes, alignment: done.alignment });
                             }
-                            Err(Incomplete { reason, fatal }) => {
-                                if fatal {
+                            Err(Incomplete { reason, outcome: Outcome::Retry }) => {
+                                self.fail(&mut report, &mut failures, done.epoch, reason, &stopper);
+                            }
+                            Err(Incomplete { reason, outcome }) => {
+                                report.abandoned.push(done.epoch);
+                                report.errors.push(format!("epoch {}: {reason}", done.epoch));
+                                stopper.fail(match outcome {
+                                    // Must not restart: a newer run owns the state.
+                                    Outcome::Fenced => reason,
                                     // Sinks of a logged decision must commit before any
                                     // later epoch; only recovery's roll forward can now.
-                                    report.abandoned.push(done.epoch);
-                                    report.errors.push(format!("epoch {}: {reason}", done.epoch));
-                                    stopper.fail(format!("epoch {} is PREPARED but its sinks could not commit: {reason}; restart to roll it forward", done.epoch));
-                                } else {
-                                    self.fail(&mut report, &mut failures, done.epoch, reason, &stopper);
-                                }
+                                    Outcome::SinkCommit | Outcome::Retry => format!("epoch {} is PREPARED but its sinks could not commit: {reason}; restart to roll it forward", done.epoch),
+                                });
                             }
                         }
                         continue;
@@ -424,7 +435,7 @@ impl CheckpointCoordinator {
                     self.config.generation,
                     newest.unwrap_or_default()
                 ),
-                fatal: true,
+                outcome: Outcome::Fenced,
             });
         }
         let manifest = self.manifest(pending);
@@ -442,7 +453,7 @@ impl CheckpointCoordinator {
             };
             committed.map_err(|reason| Incomplete {
                 reason,
-                fatal: true,
+                outcome: Outcome::SinkCommit,
             })?;
         }
         maybe_crash(CrashPoint::AfterSinkCommit, pending.epoch);

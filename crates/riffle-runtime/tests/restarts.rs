@@ -316,3 +316,48 @@ fn sources_hear_which_checkpoints_completed() {
         "{seen:?} vs {committed:?}"
     );
 }
+
+#[test]
+fn a_run_of_an_older_generation_is_fenced_out() {
+    let rt = runtime();
+    let (graph, _sink) = job(Arc::new(AtomicBool::new(false)));
+    let store = CheckpointStore::new(StateRoot::parse("memory://").unwrap(), &graph.name);
+    let listener = Arc::new(RecordingListener::default());
+    let run = CheckpointedRun {
+        checkpoints: CheckpointConfig {
+            interval: Duration::from_millis(5),
+            ..CheckpointConfig::default()
+        },
+        restart: RestartStrategy::FixedDelay {
+            attempts: 3,
+            delay: Duration::from_millis(1),
+        },
+        listeners: vec![listener.clone()],
+        ..CheckpointedRun::default()
+    };
+    let err = rt.block_on(async {
+        let fence = {
+            let store = store.clone();
+            let listener = listener.clone();
+            tokio::spawn(async move {
+                // Once this run committed an epoch, a newer process starts on the same
+                // state (recovery records its generation first).
+                while !listener
+                    .events()
+                    .iter()
+                    .any(|e| matches!(e, CheckpointEvent::Completed { .. }))
+                {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                store.write_generation(99).await.unwrap();
+            })
+        };
+        let result = run_checkpointed(&graph, &store, run, &mut ()).await;
+        fence.await.unwrap();
+        result.unwrap_err().to_string()
+    });
+    assert!(
+        err.contains("fenced") && err.contains("generation 99"),
+        "the older run stops instead of committing: {err}"
+    );
+}

@@ -123,6 +123,12 @@ impl RunObserver for CliObserver {
                     .map(|r| source_offsets(r, &self.sources))
                     .unwrap_or_default();
                 let watermark = m.watermark.map_or("none".to_string(), event_time);
+                if m.watermark == Some(i64::MAX) {
+                    eprintln!(
+                        "riffle: `{}` already ran to the end of its input (checkpoint epoch {}); nothing is left to do. To compute it again: --no-restore (and clear the output first)",
+                        self.pipeline, m.epoch
+                    );
+                }
                 eprintln!(
                     "riffle: resuming `{}` from checkpoint epoch {} (generation {}), watermark {watermark}; source offsets: {}",
                     self.pipeline,
