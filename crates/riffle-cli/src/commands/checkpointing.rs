@@ -30,6 +30,9 @@ pub struct CheckpointArgs {
     /// Start from empty state even if checkpoints exist (they are kept).
     #[arg(long)]
     pub no_restore: bool,
+    /// Least time from one checkpoint's completion to the next one's start.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub checkpoint_min_pause: Duration,
     /// A checkpoint not complete after this long is abandoned.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub checkpoint_timeout: Duration,
@@ -211,6 +214,7 @@ pub fn run(
         checkpoints: CheckpointConfig {
             interval: args.checkpoint_interval,
             timeout: args.checkpoint_timeout,
+            min_pause: args.checkpoint_min_pause,
             tolerable_failures: args.tolerable_failed_checkpoints,
             retain: args.retain_checkpoints.max(1),
             ..CheckpointConfig::default()

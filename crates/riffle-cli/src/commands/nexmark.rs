@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 /// Arguments of `riffle nexmark`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  riffle nexmark --query q5 --events 10M --parallelism 2\n  riffle nexmark --query q7 --events 1M --output out/q7 --format parquet\n  riffle nexmark --query q1 --events 20 --output stdout"
+    after_help = "Examples:\n  riffle nexmark --query q5 --events 10M --parallelism 2\n  riffle nexmark --query q7 --events 1M --output out/q7 --format parquet\n  riffle nexmark --query q1 --events 20 --output stdout\n  riffle nexmark --query q5 --events 40M --rate 100K --checkpoint-interval 1s --output out/q5   # exactly-once; kill it and run it again\n  RIFFLE_CRASH_AT=after-manifest-prepared:3 riffle nexmark … --checkpoint-interval 1s   # crash at a protocol step (testing)"
 )]
 pub struct NexmarkArgs {
     /// Query to run: q0, q1, q2, q3, q4, q5, q7, q8 or q11.

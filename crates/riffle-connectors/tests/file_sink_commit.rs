@@ -1,0 +1,148 @@
+//! The file sink's two-phase commit in every format: nothing is visible before commit,
+//! commit is idempotent, rows after the last barrier stay staged until aborted, and a
+//! lost staged file is an error naming it.
+
+use riffle_connectors::sinks::{FileFormat, FileSinkFactory, RollingPolicy};
+use riffle_core::arrow::array::{Int64Array, TimestampNanosecondArray};
+use riffle_core::arrow::datatypes::{DataType, Field};
+use riffle_core::{Committable, Epoch, RecordBatch, SinkContext, SinkFactory, StreamSchema};
+use std::path::Path;
+use std::sync::Arc;
+
+fn schema() -> StreamSchema {
+    StreamSchema::with_timestamp(vec![Field::new("id", DataType::Int64, false)])
+}
+
+fn batch(schema: &StreamSchema, ids: std::ops::Range<i64>) -> RecordBatch {
+    let ids: Vec<i64> = ids.collect();
+    let ts: Vec<i64> = ids.iter().map(|i| i * 1_000).collect();
+    RecordBatch::try_new(
+        schema.schema.clone(),
+        vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(TimestampNanosecondArray::from(ts).with_timezone("UTC")),
+        ],
+    )
+    .unwrap()
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn published(dir: &Path) -> Vec<String> {
+    names(dir)
+        .into_iter()
+        .filter(|n| !n.ends_with(".inprogress"))
+        .collect()
+}
+
+#[test]
+fn staged_output_is_published_only_by_commit_in_every_format() {
+    for format in [FileFormat::Jsonl, FileFormat::Csv, FileFormat::Parquet] {
+        let dir = tempfile::tempdir().unwrap();
+        let factory = FileSinkFactory::new(dir.path(), format, RollingPolicy::default());
+        let schema = schema();
+        let ctx = SinkContext {
+            subtask: 3,
+            parallelism: 4,
+            exactly_once: true,
+        };
+        let mut sink = factory.create(&schema, &ctx).unwrap();
+        let committable = |epoch: u64, payload: String| Committable {
+            sink: "sink".into(),
+            subtask: 3,
+            epoch: Epoch(epoch),
+            payload,
+        };
+
+        sink.write(&batch(&schema, 0..10)).unwrap();
+        let first = committable(7, sink.pre_commit(Epoch(7)).unwrap().expect("rows staged"));
+        sink.write(&batch(&schema, 10..20)).unwrap();
+        let second = committable(8, sink.pre_commit(Epoch(8)).unwrap().expect("rows staged"));
+        assert_eq!(
+            sink.pre_commit(Epoch(9)).unwrap(),
+            None,
+            "{format:?}: an epoch without rows stages nothing"
+        );
+        sink.write(&batch(&schema, 20..30)).unwrap(); // after the last barrier
+        sink.finish().unwrap();
+        assert!(
+            published(dir.path()).is_empty(),
+            "{format:?}: visible before commit: {:?}",
+            names(dir.path())
+        );
+
+        factory.commit(&first).unwrap();
+        factory.commit(&first).unwrap(); // a roll forward repeats it: harmless
+        factory.commit(&second).unwrap();
+        let ext = format.extension();
+        assert_eq!(
+            published(dir.path()),
+            vec![
+                format!("part-003-e000007-000.{ext}"),
+                format!("part-003-e000008-000.{ext}")
+            ]
+        );
+        assert_eq!(
+            factory.abort_staged().unwrap(),
+            1,
+            "{format:?}: rows after the last barrier"
+        );
+        assert_eq!(names(dir.path()).len(), 2, "{:?}", names(dir.path()));
+
+        // Every committed file holds its epoch's rows.
+        let rows = |name: &str| -> usize {
+            let path = dir.path().join(name);
+            match format {
+                FileFormat::Parquet => {
+                    let file = std::fs::File::open(&path).unwrap();
+                    riffle_core::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                        .unwrap()
+                        .build()
+                        .unwrap()
+                        .map(|b| b.unwrap().num_rows())
+                        .sum()
+                }
+                FileFormat::Csv => std::fs::read_to_string(&path).unwrap().lines().count() - 1,
+                FileFormat::Jsonl => std::fs::read_to_string(&path).unwrap().lines().count(),
+            }
+        };
+        assert_eq!(rows(&format!("part-003-e000007-000.{ext}")), 10);
+        assert_eq!(rows(&format!("part-003-e000008-000.{ext}")), 10);
+
+        // Staged output that is gone without having been published cannot be committed.
+        std::fs::remove_file(dir.path().join(format!("part-003-e000007-000.{ext}"))).unwrap();
+        let err = factory.commit(&first).unwrap_err().to_string();
+        assert!(
+            err.contains(".inprogress") && err.contains("never published"),
+            "{format:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn without_checkpoints_files_are_published_at_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let factory = FileSinkFactory::new(dir.path(), FileFormat::Jsonl, RollingPolicy::default());
+    let schema = schema();
+    let ctx = SinkContext {
+        subtask: 0,
+        parallelism: 1,
+        exactly_once: false,
+    };
+    let mut sink = factory.create(&schema, &ctx).unwrap();
+    sink.write(&batch(&schema, 0..5)).unwrap();
+    assert_eq!(sink.pre_commit(Epoch(1)).unwrap(), None);
+    let summary = sink.finish().unwrap();
+    assert_eq!(
+        published(dir.path()),
+        vec!["part-000-00000.jsonl".to_string()]
+    );
+    assert_eq!(summary.rows, 5);
+}
