@@ -26,7 +26,7 @@ pub use datafusion_common::arrow::record_batch::RecordBatch;
 pub use error::{Error, Result};
 pub use key_group::{KeyGroup, KeyHasher, DEFAULT_MAX_PARALLELISM, KEY_HASH_ALGORITHM};
 pub use message::{Barrier, BarrierKind, Epoch, Message};
-pub use operator::{Operator, OperatorContext, OperatorFactory, OperatorId};
+pub use operator::{CounterValues, Operator, OperatorContext, OperatorFactory, OperatorId};
 pub use parquet;
 pub use schema::{timestamp_type, StreamSchema, TIMESTAMP_FIELD};
 pub use sink::{Committable, Sink, SinkContext, SinkFactory, SinkSummary};

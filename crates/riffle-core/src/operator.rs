@@ -31,7 +31,45 @@ pub struct OperatorCounters {
     pub records_skipped: AtomicU64,
 }
 
+/// The values of [`OperatorCounters`] at one moment (checkpointed at each barrier).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CounterValues {
+    /// Rows dropped as late.
+    pub late_rows_dropped: u64,
+    /// Windows (or sessions) fired.
+    pub windows_emitted: u64,
+    /// Malformed input records skipped.
+    pub records_skipped: u64,
+}
+
+impl CounterValues {
+    /// The sum of `self` and `other`.
+    pub fn plus(self, other: CounterValues) -> CounterValues {
+        CounterValues {
+            late_rows_dropped: self.late_rows_dropped + other.late_rows_dropped,
+            windows_emitted: self.windows_emitted + other.windows_emitted,
+            records_skipped: self.records_skipped + other.records_skipped,
+        }
+    }
+}
+
 impl OperatorCounters {
+    /// The current values.
+    pub fn values(&self) -> CounterValues {
+        CounterValues {
+            late_rows_dropped: self.late_rows_dropped.load(Ordering::Relaxed),
+            windows_emitted: self.windows_emitted.load(Ordering::Relaxed),
+            records_skipped: self.records_skipped.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Adds restored values (a resumed run continues the checkpoint's totals).
+    pub fn add_values(&self, values: CounterValues) {
+        self.add_late(values.late_rows_dropped);
+        self.add_windows(values.windows_emitted);
+        self.add_skipped(values.records_skipped);
+    }
+
     /// Adds `n` late rows.
     pub fn add_late(&self, n: u64) {
         if n > 0 {

@@ -1,8 +1,10 @@
 //! A chain: operators (and possibly a sink) run back to back inside one task.
 
 use crate::metrics::JobMetrics;
+use riffle_core::operator::OperatorCounters;
 use riffle_core::{
-    Epoch, Error, EventTime, Operator, OperatorId, OperatorState, RecordBatch, Sink, SinkSummary,
+    CounterValues, Epoch, Error, EventTime, Operator, OperatorId, OperatorState, RecordBatch, Sink,
+    SinkSummary,
 };
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,6 +18,8 @@ pub struct ChainLink {
     /// Checkpointed state to restore when the task starts (on its own thread, so the
     /// subtasks of a large state rebuild in parallel).
     pub restore: Option<OperatorState>,
+    /// The subtask's counters (checkpointed with its state).
+    pub counters: Arc<OperatorCounters>,
 }
 
 /// The sink at the end of a chain.
@@ -165,6 +169,14 @@ impl Chain {
             }
         }
         Ok(())
+    }
+
+    /// Every operator's counters now (at a barrier, they belong to the epoch).
+    pub fn counters(&self) -> Vec<(OperatorId, CounterValues)> {
+        self.links
+            .iter()
+            .map(|l| (l.id.clone(), l.counters.values()))
+            .collect()
     }
 
     /// Snapshots every operator of the chain at `epoch`.

@@ -15,7 +15,9 @@
 use crate::checkpoint_events::{CheckpointEvent, CheckpointListener};
 use crate::crash::{maybe_crash, CrashPoint};
 use crate::job::{BarrierInjector, JobStopper, SnapshotAck};
-use riffle_core::{Barrier, BarrierKind, Committable, Epoch, OperatorId, SinkFactory};
+use riffle_core::{
+    Barrier, BarrierKind, Committable, CounterValues, Epoch, OperatorId, SinkFactory,
+};
 use riffle_state::manifest::{OperatorEntry, SubtaskEntry};
 use riffle_state::recovery::{may_commit, plan_gc};
 use riffle_state::{CheckpointStore, Manifest};
@@ -97,6 +99,8 @@ struct Pending {
     acks: usize,
     files: BTreeMap<String, Vec<SubtaskEntry>>,
     committables: Vec<Committable>,
+    /// Counters per operator at the barrier, summed over the acks.
+    counters: BTreeMap<String, CounterValues>,
     bytes: u64,
     alignment: Duration,
     snapshot: Duration,
@@ -293,6 +297,7 @@ impl CheckpointCoordinator {
                     acks: 0,
                     files: BTreeMap::new(),
                     committables: Vec::new(),
+                    counters: BTreeMap::new(),
                     bytes: 0,
                     alignment: Duration::ZERO,
                     snapshot: Duration::ZERO,
@@ -347,6 +352,10 @@ impl CheckpointCoordinator {
         pending.snapshot = pending.snapshot.max(ack.snapshot);
         let started = Instant::now();
         pending.committables.extend(ack.committables);
+        for (operator, values) in ack.counters {
+            let total = pending.counters.entry(operator.0).or_default();
+            *total = total.plus(values);
+        }
         for (operator, state) in ack.states {
             if state.batches.is_empty() && !self.operators.contains_key(&operator) {
                 continue;
@@ -403,20 +412,21 @@ impl CheckpointCoordinator {
         if let Some(metrics) = &self.metrics {
             // Read when the last ack arrived: the watermark sinks had reached by then.
             manifest.watermark = metrics.sink_watermark();
-            let totals = metrics.operator_totals();
-            manifest.counters.insert(
-                "late_rows_dropped".into(),
-                totals.iter().map(|t| t.late_rows_dropped).sum(),
-            );
-            manifest.counters.insert(
-                "windows_emitted".into(),
-                totals.iter().map(|t| t.windows_emitted).sum(),
-            );
-            manifest.counters.insert(
-                "records_skipped".into(),
-                totals.iter().map(|t| t.records_skipped).sum(),
-            );
         }
+        let totals = pending
+            .counters
+            .values()
+            .fold(CounterValues::default(), |a, b| a.plus(*b));
+        manifest
+            .counters
+            .insert("late_rows_dropped".into(), totals.late_rows_dropped);
+        manifest
+            .counters
+            .insert("windows_emitted".into(), totals.windows_emitted);
+        manifest
+            .counters
+            .insert("records_skipped".into(), totals.records_skipped);
+        manifest.operator_counters = pending.counters.clone();
         manifest.written_at_ms = now_ms();
         manifest
     }

@@ -57,6 +57,8 @@ pub struct SnapshotAck {
     pub committables: Vec<Committable>,
     /// The task's input watermark at the barrier.
     pub watermark: EventTime,
+    /// Counters of the task's operators (and source) at the barrier.
+    pub counters: Vec<(OperatorId, riffle_core::CounterValues)>,
     /// Time spent aligning barriers.
     pub alignment: Duration,
     /// Time the task was paused taking the snapshot and pre-committing its sink.
@@ -387,12 +389,21 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
     for (c, chain) in plan.chains.iter().enumerate() {
         let head = &nodes[chain.nodes[0].0];
         // Each subtask of each node gets its own counters, registered for the summary.
-        let context = |id: &OperatorId, subtask: usize| OperatorContext {
-            operator_id: id.clone(),
-            subtask,
-            parallelism: chain.parallelism,
-            max_parallelism: graph.max_parallelism,
-            counters: metrics.register_operator(id, subtask),
+        let context = |id: &OperatorId, subtask: usize| {
+            let counters = metrics.register_operator(id, subtask);
+            // A resumed run continues the checkpoint's totals (kept on subtask 0).
+            if let Some(restored) = config.restore.as_ref().filter(|_| subtask == 0) {
+                if let Some(values) = restored.counters.get(id) {
+                    counters.add_values(*values);
+                }
+            }
+            OperatorContext {
+                operator_id: id.clone(),
+                subtask,
+                parallelism: chain.parallelism,
+                max_parallelism: graph.max_parallelism,
+                counters,
+            }
         };
         for subtask in 0..chain.parallelism {
             let mut links = Vec::new();
@@ -416,6 +427,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                             id: node.id.clone(),
                             operator,
                             restore,
+                            counters: ctx.counters.clone(),
                         });
                     }
                     NodeKind::Sink(factory) => {
@@ -449,6 +461,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                     watermarks,
                 } => {
                     let ctx = context(&head.id, subtask);
+                    let source_counters = ctx.counters.clone();
                     let mut source = factory.create(&ctx).map_err(failed(&head.id, subtask))?;
                     if let Some(state) = restored_state(
                         config,
@@ -474,6 +487,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                         acks: ack_tx.clone(),
                         metrics: metrics.clone(),
                         restored_watermark: restored_watermark(config, chain, nodes, subtask),
+                        counters: source_counters,
                         end_of_input: end_tx.clone(),
                     };
                     let handle = tasks.spawn(async move { (index, task.run().await) });

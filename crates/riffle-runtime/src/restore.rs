@@ -5,7 +5,7 @@ use riffle_core::arrow::array::{AsArray, BooleanArray};
 use riffle_core::arrow::compute::filter_record_batch;
 use riffle_core::arrow::datatypes::UInt16Type;
 use riffle_core::state::KEY_GROUP_FIELD;
-use riffle_core::{Epoch, EventTime, KeyGroup, OperatorId, OperatorState};
+use riffle_core::{CounterValues, Epoch, EventTime, KeyGroup, OperatorId, OperatorState};
 use riffle_state::{CheckpointStore, Manifest, StateResult};
 use std::collections::HashMap;
 
@@ -29,6 +29,8 @@ pub struct RestoredJob {
     pub epoch: Epoch,
     /// State per operator id.
     pub operators: HashMap<OperatorId, RestoredOperator>,
+    /// Counters per operator at the checkpoint.
+    pub counters: HashMap<OperatorId, CounterValues>,
 }
 
 impl RestoredJob {
@@ -64,6 +66,11 @@ impl RestoredJob {
         Ok(Self {
             epoch: manifest.epoch,
             operators,
+            counters: manifest
+                .operator_counters
+                .iter()
+                .map(|(id, v)| (OperatorId(id.clone()), *v))
+                .collect(),
         })
     }
 

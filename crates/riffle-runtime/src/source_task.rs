@@ -8,6 +8,7 @@ use crate::metrics::JobMetrics;
 use crate::task::{advance_watermark, broadcast, flush, take_snapshot, AlignedBarrier};
 use riffle_core::arrow::array::{Array, AsArray};
 use riffle_core::arrow::datatypes::TimestampNanosecondType;
+use riffle_core::operator::OperatorCounters;
 use riffle_core::{
     Barrier, BarrierKind, Epoch, EventTime, Message, OperatorId, Source, SourcePoll, Watermark,
 };
@@ -30,6 +31,8 @@ pub(crate) struct SourceTask {
     pub(crate) metrics: Arc<JobMetrics>,
     /// Watermark of the checkpoint this subtask restored, if any.
     pub(crate) restored_watermark: Option<EventTime>,
+    /// The source subtask's counters (checkpointed with its offsets).
+    pub(crate) counters: Arc<OperatorCounters>,
     /// Checkpoints on: at end of input, announce it here and wait for the
     /// [`BarrierKind::EndOfInput`] barrier that commits the remaining output.
     pub(crate) end_of_input: Option<UnboundedSender<()>>,
@@ -70,6 +73,7 @@ impl SourceTask {
                 watermark,
             },
             states,
+            vec![(self.source_id.clone(), self.counters.values())],
         )
         .await
     }

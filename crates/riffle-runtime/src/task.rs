@@ -77,6 +77,7 @@ pub(crate) async fn take_snapshot(
     acks: &Option<UnboundedSender<SnapshotAck>>,
     aligned: AlignedBarrier,
     mut states: Vec<(riffle_core::OperatorId, riffle_core::OperatorState)>,
+    mut counters: Vec<(riffle_core::OperatorId, riffle_core::CounterValues)>,
 ) -> TaskOutcome<()> {
     let AlignedBarrier {
         barrier,
@@ -85,6 +86,7 @@ pub(crate) async fn take_snapshot(
     } = aligned;
     let started = std::time::Instant::now();
     states.extend(chain.snapshot(barrier.epoch)?);
+    counters.extend(chain.counters());
     let committables = chain
         .pre_commit(barrier.epoch)?
         .map(|(sink, payload)| Committable {
@@ -104,6 +106,7 @@ pub(crate) async fn take_snapshot(
             states,
             committables,
             watermark,
+            counters,
             alignment,
             snapshot: started.elapsed(),
         });
@@ -197,6 +200,7 @@ pub(crate) async fn run_channel_task(
                             watermark: tracker.current(),
                         },
                         vec![],
+                        vec![],
                     )
                     .await?;
                 }
@@ -214,6 +218,7 @@ pub(crate) async fn run_channel_task(
                             alignment,
                             watermark: tracker.current(),
                         },
+                        vec![],
                         vec![],
                     )
                     .await?;

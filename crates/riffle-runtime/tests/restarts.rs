@@ -150,11 +150,19 @@ impl RunObserver for Observed {
 
 /// Restarts (or the error), published windows, what the observer saw, checkpoint events.
 type RunResult = (
-    Result<u32, RuntimeError>,
+    Result<Finished, RuntimeError>,
     Vec<(i64, i64, i64)>,
     Observed,
     Vec<CheckpointEvent>,
 );
+
+/// Restarts, and the late rows and windows the summary counted over the whole run.
+#[derive(Debug, PartialEq)]
+struct Finished {
+    restarts: u32,
+    late_rows: u64,
+    windows: u64,
+}
 
 fn run(armed: bool, restart: RestartStrategy) -> RunResult {
     let rt = runtime();
@@ -173,7 +181,11 @@ fn run(armed: bool, restart: RestartStrategy) -> RunResult {
     let mut observed = Observed::default();
     let outcome = rt.block_on(run_checkpointed(&graph, &store, config, &mut observed));
     (
-        outcome.map(|o| o.restarts),
+        outcome.map(|o| Finished {
+            restarts: o.restarts,
+            late_rows: o.summary.late_rows_dropped(),
+            windows: o.summary.operators.iter().map(|t| t.windows_emitted).sum(),
+        }),
         rows(&sink.batches()),
         observed,
         listener.events(),
@@ -183,7 +195,9 @@ fn run(armed: bool, restart: RestartStrategy) -> RunResult {
 #[test]
 fn a_failed_task_restarts_from_the_checkpoint_and_late_rows_stay_late() {
     let (clean, expected, _, events) = run(false, RestartStrategy::None);
-    assert_eq!(clean.unwrap(), 0);
+    let clean = clean.unwrap();
+    assert_eq!(clean.restarts, 0);
+    assert!(clean.late_rows > 0, "the input has late rows");
     assert!(!expected.is_empty());
     assert!(
         events
@@ -197,7 +211,12 @@ fn a_failed_task_restarts_from_the_checkpoint_and_late_rows_stay_late() {
         delay: Duration::from_millis(10),
     };
     let (restarted, got, observed, events) = run(true, strategy);
-    assert_eq!(restarted.unwrap(), 1, "one failure, one restart");
+    let restarted = restarted.unwrap();
+    assert_eq!(restarted.restarts, 1, "one failure, one restart");
+    // Counters are checkpointed with the state: the resumed run continues them, so the
+    // totals count each late row and each window once.
+    assert_eq!(restarted.late_rows, clean.late_rows);
+    assert_eq!(restarted.windows, clean.windows);
     assert_eq!(observed.failures.len(), 1);
     assert!(
         observed.failures[0].contains("fails once"),

@@ -1,6 +1,6 @@
 //! The checkpoint manifest: the commit point of an epoch, as JSON.
 
-use riffle_core::{Committable, Epoch, KEY_HASH_ALGORITHM};
+use riffle_core::{Committable, CounterValues, Epoch, KEY_HASH_ALGORITHM};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -82,8 +82,11 @@ pub struct Manifest {
     pub operators: Vec<OperatorEntry>,
     /// What sinks staged for this epoch, per sink subtask, to commit or re-commit.
     pub sink_committables: Vec<Committable>,
-    /// Counters at the barrier (late rows dropped, windows emitted, …).
+    /// Counters at the barrier (late rows dropped, windows emitted, …), job totals.
     pub counters: BTreeMap<String, u64>,
+    /// The same counters per operator at the barrier; a resumed run continues them.
+    #[serde(default)]
+    pub operator_counters: BTreeMap<String, CounterValues>,
 }
 
 impl Manifest {
@@ -103,6 +106,7 @@ impl Manifest {
             operators: Vec::new(),
             sink_committables: Vec::new(),
             counters: BTreeMap::new(),
+            operator_counters: BTreeMap::new(),
         }
     }
 
