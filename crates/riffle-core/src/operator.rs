@@ -186,6 +186,14 @@ pub trait OperatorFactory: Send + Sync {
     /// Whether the operator holds state that checkpoints must capture.
     fn is_stateful(&self) -> bool;
 
+    /// Whether [`Operator::snapshot`] returns a batch it returned before as the same
+    /// arrays (`Arc`-shared) while that part of the state is unchanged. Checkpoints then
+    /// reuse the files of such batches instead of writing them again (incremental
+    /// checkpoints); append-only state such as a window join's buffers qualifies.
+    fn stable_state(&self) -> bool {
+        false
+    }
+
     /// Columns the input at `input` must be partitioned by (keyed exchange), or `None`
     /// when any partitioning works.
     fn key_columns(&self, _input: usize) -> Option<Vec<usize>> {

@@ -140,6 +140,9 @@ impl OperatorFactory for WindowJoinFactory {
     fn is_stateful(&self) -> bool {
         true
     }
+    fn stable_state(&self) -> bool {
+        true // buffered rows never change; each is snapshotted once and kept
+    }
     fn key_columns(&self, input: usize) -> Option<Vec<usize>> {
         Some(if input == 0 {
             self.left_keys.clone()

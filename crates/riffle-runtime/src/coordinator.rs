@@ -16,10 +16,10 @@ use crate::checkpoint_events::{CheckpointEvent, CheckpointListener};
 use crate::crash::{maybe_crash, CrashPoint};
 use crate::job::{BarrierInjector, JobStopper, SnapshotAck};
 use riffle_core::{
-    Barrier, BarrierKind, Committable, CounterValues, Epoch, OperatorId, SinkFactory,
+    Barrier, BarrierKind, Committable, CounterValues, Epoch, OperatorId, RecordBatch, SinkFactory,
 };
-use riffle_state::manifest::{OperatorEntry, SubtaskEntry};
-use riffle_state::recovery::{may_commit, plan_gc};
+use riffle_state::manifest::{FileEntry, OperatorEntry, SubtaskEntry};
+use riffle_state::recovery::{may_commit, plan_gc, referenced_files};
 use riffle_state::{CheckpointStore, Manifest};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -89,6 +89,8 @@ pub struct OperatorInfo {
     pub parallelism: usize,
     /// Key groups.
     pub max_parallelism: u16,
+    /// Unchanged state keeps its arrays across snapshots: reuse files (incremental).
+    pub stable_state: bool,
 }
 
 struct Pending {
@@ -101,6 +103,9 @@ struct Pending {
     committables: Vec<Committable>,
     /// Counters per operator at the barrier, summed over the acks.
     counters: BTreeMap<String, CounterValues>,
+    /// Files of stable-state operators written or reused by this epoch, with their
+    /// batches: the reuse candidates of the next epoch once this one commits.
+    reusable: ReuseCache,
     bytes: u64,
     alignment: Duration,
     snapshot: Duration,
@@ -131,10 +136,63 @@ impl Incomplete {
     }
 }
 
+/// State files that hold exactly some snapshot batches, per (operator, subtask).
+/// Holding the batches keeps their memory alive, so an array pointer seen again in a
+/// later snapshot is the same, unchanged array, never a new one at a freed address.
+type ReuseCache = HashMap<(String, usize), Vec<(FileEntry, Vec<RecordBatch>)>>;
+
+/// A batch's identity: where its first column's values live, and its extent.
+fn batch_identity(batch: &RecordBatch) -> Option<(usize, usize, usize)> {
+    let data = batch.columns().first()?.to_data();
+    let buffer = data.buffers().first()?;
+    Some((buffer.as_ptr() as usize, data.offset(), batch.num_rows()))
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Splits a stable-state snapshot into files of the previous epoch whose batches are all
+/// still present (reused as they are) and the batches that need writing.
+fn reuse_files(
+    previous: &[(FileEntry, Vec<RecordBatch>)],
+    state: riffle_core::OperatorState,
+) -> (
+    Vec<(FileEntry, Vec<RecordBatch>)>,
+    riffle_core::OperatorState,
+) {
+    let ids: HashMap<(usize, usize, usize), usize> = state
+        .batches
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| Some((batch_identity(b)?, i)))
+        .collect();
+    let mut covered = vec![false; state.batches.len()];
+    let mut reused = Vec::new();
+    for (entry, batches) in previous {
+        let positions: Option<Vec<usize>> = batches
+            .iter()
+            .map(|b| {
+                let i = *ids.get(&batch_identity(b)?)?;
+                (!covered[i]).then_some(i)
+            })
+            .collect();
+        if let Some(positions) = positions.filter(|p| !p.is_empty()) {
+            for i in positions {
+                covered[i] = true;
+            }
+            reused.push((entry.clone(), batches.clone()));
+        }
+    }
+    let fresh = state
+        .batches
+        .into_iter()
+        .zip(covered)
+        .filter_map(|(b, c)| (!c).then_some(b))
+        .collect();
+    (reused, riffle_core::OperatorState { batches: fresh })
 }
 
 /// Runs checkpoints for a started job until its tasks are gone.
@@ -196,6 +254,9 @@ impl CheckpointCoordinator {
         let mut failures = 0usize;
         let mut last_completed: Option<Instant> = None;
         let mut end_of_input_triggered = false;
+        // Files the last committed epoch wrote or reused; only those may be reused
+        // (they are referenced by a retained manifest, so GC keeps them).
+        let mut reuse = ReuseCache::default();
         let mut ticker = tokio::time::interval(self.config.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticker.tick().await;
@@ -231,7 +292,7 @@ impl CheckpointCoordinator {
                         let Some(ack) = ack else { break };
                         let Some(p) = pending.as_mut().filter(|p| p.epoch == ack.epoch) else { continue };
                         let ack_task = format!("{}[{}]", ack.task, ack.subtask);
-                        if let Err(e) = self.upload(p, ack).await {
+                        if let Err(e) = self.upload(p, ack, &reuse).await {
                             let epoch = p.epoch;
                             pending = None;
                             self.fail(&mut report, &mut failures, epoch, e.to_string(), &stopper);
@@ -246,6 +307,7 @@ impl CheckpointCoordinator {
                         maybe_crash(CrashPoint::AfterSnapshotUpload, done.epoch);
                         match self.complete(&done).await {
                             Ok(()) => {
+                                reuse = done.reusable;
                                 failures = 0;
                                 last_completed = Some(Instant::now());
                                 let duration = done.triggered.elapsed();
@@ -298,6 +360,7 @@ impl CheckpointCoordinator {
                     files: BTreeMap::new(),
                     committables: Vec::new(),
                     counters: BTreeMap::new(),
+                    reusable: ReuseCache::default(),
                     bytes: 0,
                     alignment: Duration::ZERO,
                     snapshot: Duration::ZERO,
@@ -346,6 +409,7 @@ impl CheckpointCoordinator {
         &self,
         pending: &mut Pending,
         ack: SnapshotAck,
+        reuse: &ReuseCache,
     ) -> Result<(), riffle_state::StateError> {
         pending.acks += 1;
         pending.alignment = pending.alignment.max(ack.alignment);
@@ -360,18 +424,42 @@ impl CheckpointCoordinator {
             if state.batches.is_empty() && !self.operators.contains_key(&operator) {
                 continue;
             }
-            let files = self
+            let stable = self
+                .operators
+                .get(&operator)
+                .is_some_and(|info| info.stable_state);
+            let key = (operator.0.clone(), ack.subtask);
+            let (mut files, fresh) = match reuse.get(&key).filter(|_| stable) {
+                Some(previous) => reuse_files(previous, state),
+                None => (Vec::new(), state),
+            };
+            let written = self
                 .store
-                .write_state(pending.epoch, &operator.0, ack.subtask, &state)
+                .write_state(pending.epoch, &operator.0, ack.subtask, &fresh)
                 .await?;
-            pending.bytes += files.iter().map(|f| f.bytes).sum::<u64>();
+            pending.bytes += written.iter().map(|f| f.bytes).sum::<u64>();
+            if stable {
+                // Each new file holds the fresh batches of one schema, in order.
+                let mut by_schema: Vec<Vec<RecordBatch>> = Vec::new();
+                for b in &fresh.batches {
+                    match by_schema.iter_mut().find(|g| g[0].schema() == b.schema()) {
+                        Some(g) => g.push(b.clone()),
+                        None => by_schema.push(vec![b.clone()]),
+                    }
+                }
+                let cache = pending.reusable.entry(key).or_default();
+                cache.extend(files.iter().cloned());
+                cache.extend(written.iter().cloned().zip(by_schema));
+            }
+            let mut entries: Vec<FileEntry> = files.drain(..).map(|(f, _)| f).collect();
+            entries.extend(written);
             pending
                 .files
                 .entry(operator.0)
                 .or_default()
                 .push(SubtaskEntry {
                     subtask: ack.subtask,
-                    files,
+                    files: entries,
                     watermark: (ack.watermark > i64::MIN).then_some(ack.watermark),
                 });
         }
@@ -394,6 +482,7 @@ impl CheckpointCoordinator {
                 .unwrap_or(OperatorInfo {
                     parallelism: subtasks.len().max(1),
                     max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
+                    stable_state: false,
                 });
             let mut subtasks = subtasks.clone();
             subtasks.sort_by_key(|s| s.subtask);
@@ -490,8 +579,10 @@ impl CheckpointCoordinator {
 
     async fn collect_garbage(&self) -> Result<(), riffle_state::StateError> {
         let findings = self.store.findings(false).await?;
-        for epoch in plan_gc(&findings, self.config.retain) {
-            self.store.delete_epoch(epoch).await?;
+        let deleting = plan_gc(&findings, self.config.retain);
+        let keep = referenced_files(&findings, &deleting);
+        for epoch in deleting {
+            self.store.delete_epoch(epoch, &keep).await?;
         }
         Ok(())
     }

@@ -91,6 +91,11 @@ impl Node {
         }
     }
 
+    /// Whether unchanged state keeps its arrays across snapshots (files can be reused).
+    pub fn has_stable_state(&self) -> bool {
+        matches!(&self.kind, NodeKind::Operator(factory) if factory.stable_state())
+    }
+
     /// Whether this is a sink.
     pub fn is_sink(&self) -> bool {
         matches!(self.kind, NodeKind::Sink(_))

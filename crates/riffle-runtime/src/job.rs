@@ -571,6 +571,7 @@ pub fn start_with_checkpoints(
                 crate::coordinator::OperatorInfo {
                     parallelism: n.parallelism,
                     max_parallelism: graph.max_parallelism,
+                    stable_state: n.has_stable_state(),
                 },
             )
         })

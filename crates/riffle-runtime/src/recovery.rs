@@ -5,7 +5,7 @@ use crate::error::{RuntimeError, RuntimeResult};
 use crate::graph::JobGraph;
 use crate::restore::RestoredJob;
 use riffle_core::Epoch;
-use riffle_state::recovery::{plan_recovery, EpochFinding, RecoveryPlan};
+use riffle_state::recovery::{plan_recovery, referenced_files, EpochFinding, RecoveryPlan};
 use riffle_state::{CheckpointStore, Manifest, StateError};
 
 use serde::Serialize;
@@ -155,9 +155,20 @@ pub async fn recover(
             RuntimeError::Checkpoint(format!("discarding uncommitted output of sink `{id}`: {e}"))
         })?;
     }
+    // Partial epochs are swept, except files a valid manifest still references (an
+    // incremental checkpoint reusing them); only truly incomplete epochs are reported.
+    let keep = referenced_files(&findings, &[]);
     for epoch in &plan.partial {
-        store.delete_epoch(*epoch).await.map_err(state_error)?;
+        store
+            .delete_epoch(*epoch, &keep)
+            .await
+            .map_err(state_error)?;
     }
+    let mut plan = plan;
+    plan.partial.retain(|e| {
+        let prefix = format!("checkpoints/{}/", riffle_state::layout::epoch_dir_name(*e));
+        !keep.iter().any(|k| k.starts_with(&prefix))
+    });
     let next_epoch = Epoch(findings.iter().map(|(e, _)| e.0).max().unwrap_or(0) + 1);
     let source_offsets = manifest
         .iter()

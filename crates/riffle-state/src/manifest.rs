@@ -110,6 +110,11 @@ impl Manifest {
         }
     }
 
+    /// Every file the manifest references, as relative paths (GC keeps them).
+    pub fn file_paths(&self) -> impl Iterator<Item = String> + '_ {
+        self.files().map(|f| f.path.clone())
+    }
+
     /// Every file the manifest references.
     pub fn files(&self) -> impl Iterator<Item = &FileEntry> {
         self.operators
@@ -135,7 +140,13 @@ impl Manifest {
                 self.key_hash
             ));
         }
-        let dir = format!("checkpoints/{}/", crate::layout::epoch_dir_name(self.epoch));
+        // A file lies in this epoch's directory or, reused unchanged, in an older one's.
+        let in_epoch = |path: &str| {
+            path.strip_prefix("checkpoints/")
+                .and_then(|rest| rest.split_once('/'))
+                .and_then(|(dir, _)| crate::layout::parse_epoch_dir(dir))
+                .is_some_and(|e| e <= self.epoch)
+        };
         for op in &self.operators {
             if op.parallelism == 0 || op.parallelism > usize::from(op.max_parallelism) {
                 return Err(format!(
@@ -150,8 +161,11 @@ impl Manifest {
                         op.operator, s.subtask, op.parallelism
                     ));
                 }
-                if let Some(f) = s.files.iter().find(|f| !f.path.starts_with(&dir)) {
-                    return Err(format!("file {} lies outside {dir}", f.path));
+                if let Some(f) = s.files.iter().find(|f| !in_epoch(&f.path)) {
+                    return Err(format!(
+                        "file {} lies outside the directories of epochs up to {}",
+                        f.path, self.epoch
+                    ));
                 }
             }
         }

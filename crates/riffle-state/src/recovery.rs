@@ -82,6 +82,23 @@ pub fn plan_gc(findings: &[(Epoch, EpochFinding)], retain: usize) -> Vec<Epoch> 
     delete
 }
 
+/// Files that valid manifests reference, except those of the epochs in `deleting`: what
+/// deleting those epochs must keep (incremental checkpoints share files across epochs).
+pub fn referenced_files(
+    findings: &[(Epoch, EpochFinding)],
+    deleting: &[Epoch],
+) -> std::collections::HashSet<String> {
+    findings
+        .iter()
+        .filter(|(e, _)| !deleting.contains(e))
+        .filter_map(|(_, f)| match f {
+            EpochFinding::Valid(m) => Some(m.file_paths()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
 /// Whether a process of `generation` may commit, given the newest generation recorded in
 /// any manifest: only the newest generation commits (zombies are fenced out).
 pub fn may_commit(generation: u64, newest_recorded: Option<u64>) -> bool {
@@ -175,6 +192,53 @@ mod tests {
         ];
         // The PREPARED epoch is newer than every committed one: never a deletion candidate.
         assert_eq!(plan_gc(&findings, 1), Vec::<Epoch>::new());
+    }
+
+    fn with_file(epoch: u64, path: &str) -> EpochFinding {
+        let mut m = Manifest::prepared("p", 1, Epoch(epoch), 0);
+        m.status = ManifestStatus::Committed;
+        m.operators.push(crate::manifest::OperatorEntry {
+            operator: "join".into(),
+            parallelism: 1,
+            max_parallelism: 128,
+            subtasks: vec![crate::manifest::SubtaskEntry {
+                subtask: 0,
+                files: vec![crate::manifest::FileEntry {
+                    path: path.into(),
+                    rows: 1,
+                    bytes: 1,
+                    crc32c: 0,
+                }],
+                watermark: None,
+            }],
+        });
+        EpochFinding::Valid(m)
+    }
+
+    #[test]
+    fn files_reused_by_a_kept_manifest_are_kept() {
+        let shared = "checkpoints/epoch=000001/join/000-0.parquet";
+        let findings = vec![
+            (Epoch(1), with_file(1, shared)),
+            (Epoch(2), with_file(2, shared)),
+        ];
+        let keep = referenced_files(&findings, &[Epoch(1)]);
+        assert!(keep.contains(shared), "epoch 2 still reads epoch 1's file");
+        assert!(referenced_files(&findings, &[Epoch(1), Epoch(2)]).is_empty());
+    }
+
+    #[test]
+    fn a_manifest_may_reference_older_epochs_only() {
+        let older = with_file(5, "checkpoints/epoch=000003/join/000-0.parquet");
+        let newer = with_file(5, "checkpoints/epoch=000007/join/000-0.parquet");
+        let outside = with_file(5, "elsewhere/000-0.parquet");
+        let check = |f: EpochFinding| match f {
+            EpochFinding::Valid(m) => m.validate(),
+            _ => unreachable!(),
+        };
+        assert!(check(older).is_ok());
+        assert!(check(newer).unwrap_err().contains("epoch=000007"));
+        assert!(check(outside).is_err());
     }
 
     #[test]

@@ -362,11 +362,17 @@ impl CheckpointStore {
         Ok(findings)
     }
 
-    /// Deletes everything under an epoch's directory (GC and sweeping partial epochs).
+    /// Deletes an epoch's directory (GC and sweeping partial epochs) except the files in
+    /// `keep` — files that a retained manifest of a later epoch still references
+    /// (incremental checkpoints reuse unchanged state files).
     ///
     /// # Errors
     /// Storage failures.
-    pub async fn delete_epoch(&self, epoch: Epoch) -> StateResult<()> {
+    pub async fn delete_epoch(
+        &self,
+        epoch: Epoch,
+        keep: &std::collections::HashSet<String>,
+    ) -> StateResult<()> {
         use futures::TryStreamExt;
         let dir = self.layout.epoch_dir(epoch);
         let objects: Vec<_> = self
@@ -378,13 +384,21 @@ impl CheckpointStore {
         // The manifest goes first, so a crash mid-delete leaves a partial epoch, never a
         // manifest pointing at deleted files.
         let manifest = self.layout.manifest(epoch);
-        let mut paths: Vec<ObjectPath> = objects.into_iter().map(|o| o.location).collect();
+        let mut paths: Vec<ObjectPath> = objects
+            .into_iter()
+            .map(|o| o.location)
+            .filter(|p| !keep.contains(&self.layout.relative(p)))
+            .collect();
         paths.sort_by_key(|p| *p != manifest);
         for path in paths {
             match self.store().delete(&path).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(storage(&path)(e)),
             }
+        }
+        let prefix = format!("{}/", self.layout.relative(&dir));
+        if keep.iter().any(|k| k.starts_with(&prefix)) {
+            return Ok(()); // the directory still holds files in use
         }
         // A local file system keeps the emptied directories, which would still list as
         // an epoch; remove them.

@@ -251,7 +251,10 @@ fn partial_epochs_are_listed_and_deleted_whole() {
                 .unwrap();
             assert_eq!(store.list_epochs().await.unwrap(), vec![Epoch(3), Epoch(4)]);
             assert!(store.read_manifest(Epoch(4)).await.unwrap().is_none());
-            store.delete_epoch(Epoch(4)).await.unwrap();
+            store
+                .delete_epoch(Epoch(4), &Default::default())
+                .await
+                .unwrap();
             assert_eq!(store.list_epochs().await.unwrap(), vec![Epoch(3)]);
         }
     });
