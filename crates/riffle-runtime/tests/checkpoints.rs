@@ -109,7 +109,7 @@ fn a_restored_job_emits_exactly_the_windows_open_at_the_checkpoint() {
     let store = CheckpointStore::new(StateRoot::parse("memory://").unwrap(), "peer-window");
     let checkpoints = CheckpointConfig {
         interval: Duration::from_millis(2),
-        retain: 2,
+        retain: 4,
         ..CheckpointConfig::default()
     };
 
@@ -128,8 +128,8 @@ fn a_restored_job_emits_exactly_the_windows_open_at_the_checkpoint() {
         "every event counted once"
     );
 
-    // GC kept the newest two committed epochs (an epoch still in flight when the sources
-    // ended stays partial, to be swept by the next recovery); restore from the newest.
+    // GC kept the newest four committed epochs (an epoch still in flight when the
+    // sources ended stays partial, to be swept by the next recovery).
     let with_manifest: Vec<_> = rt.block_on(async {
         let mut found = Vec::new();
         for e in store.list_epochs().await.unwrap() {
@@ -139,27 +139,37 @@ fn a_restored_job_emits_exactly_the_windows_open_at_the_checkpoint() {
         }
         found
     });
-    let newest_two: Vec<_> = report
+    let newest: Vec<_> = report
         .committed
         .iter()
         .rev()
-        .take(2)
+        .take(4)
         .rev()
         .cloned()
         .collect();
     assert_eq!(
-        with_manifest, newest_two,
-        "retention keeps the newest 2 committed epochs"
+        with_manifest, newest,
+        "retention keeps the newest 4 committed epochs"
     );
     assert!(report.end_of_input_committed);
     assert_eq!(
         rt.block_on(store.latest_hint()),
         report.committed.last().copied()
     );
-    // The newest epoch is the end-of-input one (every window fired); restore the one
-    // before it, taken mid-run.
-    let epoch = newest_two[0];
-    let manifest = rt.block_on(store.read_manifest(epoch)).unwrap().unwrap();
+    // The newest epoch is the end-of-input one (every window fired), and so may be the
+    // ones just before it; restore the newest taken while windows were open.
+    let manifest = newest
+        .iter()
+        .rev()
+        .map(|e| rt.block_on(store.read_manifest(*e)).unwrap().unwrap())
+        .find(|m| {
+            m.operators
+                .iter()
+                .filter(|o| o.operator == "window")
+                .flat_map(|o| o.subtasks.iter().flat_map(|s| s.files.iter()))
+                .any(|f| f.rows > 0)
+        })
+        .expect("a retained epoch taken while windows were open");
     assert_eq!(manifest.status, ManifestStatus::Committed);
     let restored = Arc::new(rt.block_on(RestoredJob::load(&store, &manifest)).unwrap());
     let window_state = &restored.operators[&OperatorId("window".into())];
