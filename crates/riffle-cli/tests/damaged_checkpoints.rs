@@ -83,6 +83,30 @@ fn damaged_checkpoints_are_named_and_skipped() {
         "need two retained checkpoints to fall back: {committed:?}"
     );
 
+    // verify: all fine; gc --dry-run: keeping one epoch would delete the others.
+    let checkpoints = |args: &[&str], state: &Path| {
+        riffle()
+            .arg("checkpoints")
+            .args(args)
+            .args(["--pipeline", "nexmark-q5", "--state"])
+            .arg(state)
+            .output()
+            .unwrap()
+    };
+    let verified = checkpoints(&["verify"], &pristine);
+    assert!(verified.status.success(), "{}", stderr(&verified));
+    let gc = checkpoints(&["gc", "--dry-run", "--retain", "1"], &pristine);
+    let text = String::from_utf8_lossy(&gc.stdout).into_owned();
+    assert!(
+        text.matches("would delete epoch").count() == committed.len() - 1,
+        "{text}"
+    );
+    assert_eq!(
+        epochs(&pristine).len(),
+        committed.len(),
+        "a dry run deletes nothing"
+    );
+
     type Damage = fn(&Path) -> String;
     let damages: [(&str, Damage); 5] = [
         ("truncated state file", |newest| {
@@ -120,6 +144,15 @@ fn damaged_checkpoints_are_named_and_skipped() {
         let newest = all.last().unwrap();
         let previous = epoch_number(&all[all.len() - 2]);
         let needle = damage(newest);
+        if what != "manifest deleted" {
+            let verified = checkpoints(&["verify"], &state);
+            let report = String::from_utf8_lossy(&verified.stdout).into_owned();
+            assert!(
+                !verified.status.success(),
+                "{what}: verify passed: {report}"
+            );
+            assert!(report.contains("DAMAGED"), "{what}: {report}");
+        }
         let resumed = run_q5(&state);
         let text = stderr(&resumed);
         assert!(resumed.status.success(), "{what}: {text}");

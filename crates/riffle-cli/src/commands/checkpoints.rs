@@ -4,12 +4,14 @@ use crate::units::event_time;
 use anyhow::{Context, Result};
 use riffle_core::arrow::temporal_conversions::timestamp_ms_to_datetime;
 use riffle_core::Epoch;
+use riffle_state::layout::epoch_dir_name;
+use riffle_state::recovery::{plan_gc, referenced_files, EpochFinding};
 use riffle_state::{CheckpointStore, StateRoot};
 
 /// Arguments of `riffle checkpoints`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  riffle checkpoints list --pipeline nexmark-q5\n  riffle checkpoints show 12 --pipeline nexmark-q5 --state ./riffle-state\n  riffle checkpoints history --pipeline nexmark-q5"
+    after_help = "Examples:\n  riffle checkpoints list --pipeline nexmark-q5\n  riffle checkpoints verify --pipeline nexmark-q5\n  riffle checkpoints gc --dry-run --retain 1\n  riffle checkpoints show 12 --pipeline nexmark-q5 --state ./riffle-state\n  riffle checkpoints history --pipeline nexmark-q5"
 )]
 pub struct CheckpointsArgs {
     #[command(subcommand)]
@@ -34,6 +36,22 @@ pub enum CheckpointsCommand {
     },
     /// What each recovery chose and why.
     History,
+    /// Checks every retained checkpoint (or one epoch): each referenced file exists with
+    /// its recorded size and CRC32C and decodes as Parquet. Exits non-zero on damage.
+    Verify {
+        /// Only this epoch.
+        epoch: Option<u64>,
+    },
+    /// What garbage collection would delete now, and why (`--dry-run` deletes nothing).
+    Gc {
+        /// Committed checkpoints to keep.
+        #[arg(long, default_value_t = 3)]
+        retain: usize,
+        /// Only print what would be deleted (required: a running job collects its own
+        /// garbage).
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// A timestamp as `2026-11-29 15:10:42.869`, or `?` when out of range.
@@ -85,6 +103,69 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
                     .await?
                     .with_context(|| format!("epoch {epoch} of `{}` has no manifest; `riffle checkpoints list` shows what exists", args.pipeline))?;
                 println!("{}", serde_json::to_string_pretty(&manifest)?);
+                Ok(())
+            }
+            CheckpointsCommand::Verify { epoch } => {
+                let epochs = match epoch {
+                    Some(e) => vec![Epoch(e)],
+                    None => store.list_epochs().await?,
+                };
+                let mut damaged = 0;
+                for epoch in epochs {
+                    match store.read_manifest(epoch).await {
+                        Ok(Some(m)) => match store.verify(&m).await {
+                            Ok(()) => println!(
+                                "epoch {epoch}: ok ({} files, {} bytes)",
+                                m.files().count(),
+                                m.files().map(|f| f.bytes).sum::<u64>()
+                            ),
+                            Err(e) => {
+                                damaged += 1;
+                                println!("epoch {epoch}: DAMAGED: {e}");
+                            }
+                        },
+                        Ok(None) => println!(
+                            "epoch {epoch}: no manifest (incomplete, or files kept for a later epoch)"
+                        ),
+                        Err(e) => {
+                            damaged += 1;
+                            println!("epoch {epoch}: DAMAGED: {e}");
+                        }
+                    }
+                }
+                anyhow::ensure!(damaged == 0, "{damaged} damaged checkpoint(s)");
+                Ok(())
+            }
+            CheckpointsCommand::Gc { retain, dry_run } => {
+                anyhow::ensure!(
+                    dry_run,
+                    "pass --dry-run: a running job collects its own garbage, so this command only shows what it would delete"
+                );
+                let findings = store.findings(false).await?;
+                let deleting = plan_gc(&findings, retain);
+                let keep = referenced_files(&findings, &deleting);
+                if deleting.is_empty() {
+                    println!("nothing to delete: {retain} newest committed epoch(s) kept");
+                }
+                for epoch in deleting {
+                    let kept = keep
+                        .iter()
+                        .filter(|k| k.starts_with(&format!("checkpoints/{}/", epoch_dir_name(epoch))))
+                        .count();
+                    let why = match findings.iter().find(|(e, _)| *e == epoch) {
+                        Some((_, EpochFinding::Valid(_))) => "older than the retained epochs",
+                        Some((_, EpochFinding::Partial)) => "incomplete (no manifest)",
+                        _ => "damaged and older than the retained epochs",
+                    };
+                    println!(
+                        "would delete epoch {epoch}: {why}{}",
+                        if kept > 0 {
+                            format!(" (keeping {kept} file(s) a retained checkpoint reuses)")
+                        } else {
+                            String::new()
+                        }
+                    );
+                }
                 Ok(())
             }
             CheckpointsCommand::History => {
