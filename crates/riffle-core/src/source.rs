@@ -56,6 +56,12 @@ pub trait SourceFactory: Send + Sync {
     /// Schema of every batch the source produces.
     fn output_schema(&self) -> &StreamSchema;
 
+    /// Whether a checkpoint taken at one parallelism restores at another: every new
+    /// subtask is then given the state of all old subtasks and must work out its part.
+    fn can_rescale(&self) -> bool {
+        false
+    }
+
     /// Creates subtask `ctx.subtask` of `ctx.parallelism`; the union of all subtasks'
     /// rows is the source's whole output.
     ///

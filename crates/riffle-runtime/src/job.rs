@@ -6,7 +6,7 @@ use crate::exchange::{Exchange, OutputRouter};
 use crate::graph::{JobGraph, NodeKind};
 use crate::metrics::{JobMetrics, OperatorTotals};
 use crate::plan::PhysicalPlan;
-use crate::restore::RestoredJob;
+use crate::restore::{RestoredJob, StateOwner};
 use crate::source_task::SourceTask;
 use crate::task::{run_channel_task, ChainOrCancel, InputChannel};
 use riffle_core::{
@@ -263,13 +263,13 @@ fn restored_state(
     subtask: usize,
     parallelism: usize,
     max_parallelism: u16,
-    is_source: bool,
+    owner: StateOwner,
 ) -> RuntimeResult<Option<riffle_core::OperatorState>> {
     let Some(restore) = &config.restore else {
         return Ok(None);
     };
     restore
-        .state_for(id, subtask, parallelism, max_parallelism, is_source)
+        .state_for(id, subtask, parallelism, max_parallelism, owner)
         .map_err(|message| RuntimeError::Restore {
             operator: id.clone(),
             message,
@@ -421,7 +421,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                             subtask,
                             chain.parallelism,
                             graph.max_parallelism,
-                            false,
+                            StateOwner::Operator,
                         )?;
                         links.push(ChainLink {
                             id: node.id.clone(),
@@ -469,7 +469,9 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                         subtask,
                         chain.parallelism,
                         graph.max_parallelism,
-                        true,
+                        StateOwner::Source {
+                            can_rescale: factory.can_rescale(),
+                        },
                     )? {
                         source.restore(state).map_err(failed(&head.id, subtask))?;
                     }

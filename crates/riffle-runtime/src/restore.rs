@@ -9,6 +9,19 @@ use riffle_core::{CounterValues, Epoch, EventTime, KeyGroup, OperatorId, Operato
 use riffle_state::{CheckpointStore, Manifest, StateResult};
 use std::collections::HashMap;
 
+/// Whose state is being restored: operators rescale by key group; sources only if
+/// their factory says they can ([`SourceFactory::can_rescale`](riffle_core::SourceFactory::can_rescale)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateOwner {
+    /// A keyed operator.
+    Operator,
+    /// A source.
+    Source {
+        /// It restores from every old subtask's position.
+        can_rescale: bool,
+    },
+}
+
 /// One operator's state as checkpointed.
 #[derive(Debug, Clone)]
 pub struct RestoredOperator {
@@ -94,14 +107,15 @@ impl RestoredJob {
     /// the checkpoint does not hold.
     ///
     /// # Errors
-    /// A source asked to change parallelism, or a different number of key groups.
+    /// A source that cannot rescale asked to change parallelism, or a different number
+    /// of key groups.
     pub fn state_for(
         &self,
         operator: &OperatorId,
         subtask: usize,
         parallelism: usize,
         max_parallelism: u16,
-        is_source: bool,
+        owner: StateOwner,
     ) -> Result<Option<OperatorState>, String> {
         let Some(restored) = self.operators.get(operator) else {
             return Ok(None);
@@ -117,11 +131,24 @@ impl RestoredJob {
                 restored.subtasks.get(&subtask).cloned().unwrap_or_default(),
             ));
         }
-        if is_source {
-            return Err(format!(
-                "the source was checkpointed at parallelism {} and cannot restore at {parallelism} yet; run it at {}",
-                restored.parallelism, restored.parallelism
-            ));
+        match owner {
+            StateOwner::Source { can_rescale: false } => {
+                return Err(format!(
+                    "the source was checkpointed at parallelism {} and cannot restore at {parallelism}; run it at {}",
+                    restored.parallelism, restored.parallelism
+                ));
+            }
+            // Every old subtask's position: the source works out which part is its own.
+            StateOwner::Source { can_rescale: true } => {
+                let mut old: Vec<_> = restored.subtasks.iter().collect();
+                old.sort_by_key(|(s, _)| **s);
+                let batches = old
+                    .into_iter()
+                    .flat_map(|(_, state)| state.batches.iter().cloned())
+                    .collect();
+                return Ok(Some(OperatorState { batches }));
+            }
+            StateOwner::Operator => {}
         }
         // Rescale: keep the rows of every old subtask whose key group this subtask owns.
         let mut batches = Vec::new();

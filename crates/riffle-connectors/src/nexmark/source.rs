@@ -64,23 +64,52 @@ impl SourceFactory for NexmarkSourceFactory {
             table: self.table,
             schema: self.schema.clone(),
             generator: self.generator.clone(),
+            subtask: ctx.subtask as u64,
             parallelism: ctx.parallelism as u64,
             next_block: ctx.subtask as u64,
+            done_below: Vec::new(),
         }))
+    }
+
+    fn can_rescale(&self) -> bool {
+        true
     }
 }
 
-/// One subtask: blocks `subtask, subtask + p, subtask + 2p, …`.
+/// "Blocks `≡ residue (mod modulus)` below `next` were produced": what a checkpoint of
+/// any parallelism says about progress. A restored subtask skips every block such a
+/// row covers, so a job restored at another parallelism produces each block once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DoneBelow {
+    modulus: u64,
+    residue: u64,
+    next: u64,
+}
+
+impl DoneBelow {
+    fn covers(&self, block: u64) -> bool {
+        block % self.modulus == self.residue && block < self.next
+    }
+}
+
+/// One subtask: blocks `subtask, subtask + p, subtask + 2p, …`, minus those a restored
+/// checkpoint taken at another parallelism had already produced.
 struct NexmarkSource {
     table: NexmarkTable,
     schema: StreamSchema,
     generator: Arc<EventGenerator>,
+    subtask: u64,
     parallelism: u64,
     next_block: u64,
+    /// Progress inherited from a checkpoint at another parallelism.
+    done_below: Vec<DoneBelow>,
 }
 
 impl Source for NexmarkSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
+        while self.done_below.iter().any(|d| d.covers(self.next_block)) {
+            self.next_block += self.parallelism;
+        }
         let config = self.generator.config();
         let start = self.next_block * config.block_events;
         let end = match config.events {
@@ -99,18 +128,37 @@ impl Source for NexmarkSource {
         Ok(SourcePoll::Batch(batch))
     }
 
+    /// One row per progress fact: this subtask's own (`next_block`, `parallelism`,
+    /// `subtask`), then inherited ones that still exclude blocks ahead of it.
     fn snapshot(&mut self) -> Result<OperatorState> {
         let schema = Arc::new(Schema::new(vec![
             Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
             Field::new("next_block", DataType::UInt64, false),
             Field::new("parallelism", DataType::UInt64, false),
+            Field::new("subtask", DataType::UInt64, false),
         ]));
+        let mut rows = vec![DoneBelow {
+            modulus: self.parallelism,
+            residue: self.subtask,
+            next: self.next_block,
+        }];
+        rows.extend(
+            self.done_below
+                .iter()
+                .filter(|d| d.next > self.next_block)
+                .copied(),
+        );
         let batch = RecordBatch::try_new(
             schema,
             vec![
-                Arc::new(UInt16Array::from(vec![0u16])),
-                Arc::new(UInt64Array::from(vec![self.next_block])),
-                Arc::new(UInt64Array::from(vec![self.parallelism])),
+                Arc::new(UInt16Array::from(vec![0u16; rows.len()])),
+                Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.next))),
+                Arc::new(UInt64Array::from_iter_values(
+                    rows.iter().map(|r| r.modulus),
+                )),
+                Arc::new(UInt64Array::from_iter_values(
+                    rows.iter().map(|r| r.residue),
+                )),
             ],
         )?;
         Ok(OperatorState {
@@ -118,17 +166,45 @@ impl Source for NexmarkSource {
         })
     }
 
+    /// At the checkpoint's parallelism the state is this subtask's own; at another, it
+    /// is every old subtask's, and this subtask skips whatever they had produced.
     fn restore(&mut self, state: OperatorState) -> Result<()> {
         let bad = |message: &str| Error::State {
             operator: format!("nexmark({})", self.table.name()),
             message: message.into(),
         };
-        let batch = state.batches.first().ok_or_else(|| bad("no offset row"))?;
-        let next = batch
-            .column_by_name("next_block")
-            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
-            .ok_or_else(|| bad("missing UInt64 column `next_block`"))?;
-        self.next_block = next.value(0);
+        let column = |batch: &RecordBatch, name: &str| -> Result<UInt64Array> {
+            batch
+                .column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+                .cloned()
+                .ok_or_else(|| bad(&format!("missing UInt64 column `{name}`")))
+        };
+        let mut facts = Vec::new();
+        for batch in &state.batches {
+            let next = column(batch, "next_block")?;
+            let modulus = column(batch, "parallelism")?;
+            // Checkpoints before the `subtask` column: one row, the subtask's own.
+            let residue = match column(batch, "subtask") {
+                Ok(r) => r,
+                Err(_) => UInt64Array::from(vec![self.subtask; batch.num_rows()]),
+            };
+            for i in 0..batch.num_rows() {
+                if modulus.value(i) == 0 {
+                    return Err(bad("parallelism 0 in the checkpoint"));
+                }
+                facts.push(DoneBelow {
+                    modulus: modulus.value(i),
+                    residue: residue.value(i),
+                    next: next.value(i),
+                });
+            }
+        }
+        if facts.is_empty() {
+            return Err(bad("no offset row"));
+        }
+        self.next_block = self.subtask;
+        self.done_below = facts;
         Ok(())
     }
 }
