@@ -60,6 +60,16 @@ fn nexmark_at(
     cmd
 }
 
+/// Runs `cmd` with `RIFFLE_CRASH_AT={at}` and requires that it crashed there.
+fn crash(mut cmd: Command, at: &str) {
+    let crashed = cmd.env("RIFFLE_CRASH_AT", at).output().unwrap();
+    let text = stderr(&crashed);
+    assert!(
+        !crashed.status.success() && text.contains("RIFFLE_CRASH_AT: crashing"),
+        "did not crash at {at}: {text}"
+    );
+}
+
 fn crash_free(query: &str, events: &str, parallelism: usize) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
@@ -82,14 +92,9 @@ fn every_crash_point(query: &str, events: &str) {
         for point in CRASH_POINTS {
             let dir = tempfile::tempdir().unwrap();
             let (out, state) = (dir.path().join("out"), dir.path().join("state"));
-            let crashed = nexmark(query, events, parallelism, &out, Some(&state))
-                .env("RIFFLE_CRASH_AT", format!("{point}:2"))
-                .output()
-                .unwrap();
-            let text = stderr(&crashed);
-            assert!(
-                !crashed.status.success() && text.contains("RIFFLE_CRASH_AT: crashing"),
-                "{query} p{parallelism} did not crash at {point}:2: {text}"
+            crash(
+                nexmark(query, events, parallelism, &out, Some(&state)),
+                &format!("{point}:2"),
             );
             let resumed = nexmark(query, events, parallelism, &out, Some(&state))
                 .output()
@@ -223,15 +228,7 @@ fn q8_resumes_exactly_from_incremental_checkpoints() {
     assert!(!expected.is_empty());
 
     let (out, state) = (dir.path().join("out"), dir.path().join("state"));
-    let crashed = args(&out, Some(&state))
-        .env("RIFFLE_CRASH_AT", "after-latest-flip:6")
-        .output()
-        .unwrap();
-    assert!(
-        stderr(&crashed).contains("RIFFLE_CRASH_AT: crashing"),
-        "{}",
-        stderr(&crashed)
-    );
+    crash(args(&out, Some(&state)), "after-latest-flip:6");
     // GC kept two committed epochs, and every file they reference — also files in the
     // directories of older, deleted epochs — is still there.
     let checkpoints = state.join("nexmark-q8/checkpoints");
@@ -274,14 +271,9 @@ fn a_checkpoint_taken_at_p2_resumes_exactly_at_p1_and_p4() {
         for parallelism in [1, 4] {
             let dir = tempfile::tempdir().unwrap();
             let (out, state) = (dir.path().join("out"), dir.path().join("state"));
-            let crashed = nexmark(query, events, 2, &out, Some(&state))
-                .env("RIFFLE_CRASH_AT", "after-latest-flip:3")
-                .output()
-                .unwrap();
-            assert!(
-                stderr(&crashed).contains("RIFFLE_CRASH_AT: crashing"),
-                "{}",
-                stderr(&crashed)
+            crash(
+                nexmark(query, events, 2, &out, Some(&state)),
+                "after-latest-flip:3",
             );
             let resumed = nexmark(query, events, parallelism, &out, Some(&state))
                 .output()
