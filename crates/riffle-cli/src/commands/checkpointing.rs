@@ -261,11 +261,11 @@ pub fn print_report(report: &CheckpointReport) {
     durations.sort();
     let bytes: u64 = report.bytes.iter().sum();
     eprintln!(
-        "  checkpoints      {} committed, {} abandoned; duration p50 {:?}, p99 {:?}; {:.1} MiB written",
+        "  checkpoints      {} committed, {} abandoned; duration p50 {:.0} ms, p99 {:.0} ms; {:.1} MiB written",
         report.committed.len(),
         report.abandoned.len(),
-        percentile(&durations, 0.5),
-        percentile(&durations, 0.99),
+        percentile(&durations, 0.5).as_secs_f64() * 1e3,
+        percentile(&durations, 0.99).as_secs_f64() * 1e3,
         bytes as f64 / (1024.0 * 1024.0)
     );
     for e in &report.errors {
