@@ -380,3 +380,59 @@ fn a_run_of_an_older_generation_is_fenced_out() {
         "the older run stops instead of committing: {err}"
     );
 }
+
+/// Turns the state directory's `checkpoints/` into a plain file once recovery is done,
+/// so every checkpoint's upload fails.
+struct BreakStorage {
+    checkpoints: std::path::PathBuf,
+}
+
+impl RunObserver for BreakStorage {
+    fn recovered(&mut self, _: &Recovered) {
+        let _ = std::fs::remove_dir_all(&self.checkpoints);
+        std::fs::write(&self.checkpoints, b"not a directory").unwrap();
+    }
+}
+
+#[test]
+fn too_many_failed_checkpoints_in_a_row_fail_the_job() {
+    let rt = runtime();
+    let (graph, _sink) = job(Arc::new(AtomicBool::new(false)));
+    let dir = tempfile::tempdir().unwrap();
+    let store = CheckpointStore::new(
+        StateRoot::parse(dir.path().to_str().unwrap()).unwrap(),
+        &graph.name,
+    );
+    let listener = Arc::new(RecordingListener::default());
+    let run = CheckpointedRun {
+        checkpoints: CheckpointConfig {
+            interval: Duration::from_millis(5),
+            tolerable_failures: 3,
+            ..CheckpointConfig::default()
+        },
+        restart: RestartStrategy::None,
+        listeners: vec![listener.clone()],
+        ..CheckpointedRun::default()
+    };
+    let mut observer = BreakStorage {
+        checkpoints: dir.path().join(&graph.name).join("checkpoints"),
+    };
+    let err = rt
+        .block_on(run_checkpointed(&graph, &store, run, &mut observer))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("4 checkpoints failed in a row"), "{err}");
+    let consecutive: Vec<usize> = listener
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            CheckpointEvent::Failed { consecutive, .. } => Some(*consecutive),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        consecutive,
+        vec![1, 2, 3, 4],
+        "the fourth failure stops the job"
+    );
+}
