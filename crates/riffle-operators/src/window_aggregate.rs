@@ -112,6 +112,9 @@ impl OperatorFactory for WindowAggregateFactory {
     fn is_stateful(&self) -> bool {
         true
     }
+    fn stable_state(&self) -> bool {
+        true // a window no row touched keeps its snapshot batch (and file)
+    }
     fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
         Some(self.keys.clone())
     }
@@ -137,6 +140,9 @@ impl OperatorFactory for WindowAggregateFactory {
 struct WindowState {
     keys: GroupKeys,
     accumulators: AccumulatorSet,
+    /// The window's state batch from the last snapshot, while no row changed it: an
+    /// untouched window is not rebuilt, and its checkpoint file is reused.
+    snapshot: Option<RecordBatch>,
 }
 
 struct WindowAggregate {
@@ -165,6 +171,7 @@ impl WindowAggregate {
         Ok(WindowState {
             keys: GroupKeys::new(self.key_schema.clone())?,
             accumulators: AccumulatorSet::new(&self.aggregates),
+            snapshot: None,
         })
     }
 
@@ -218,6 +225,7 @@ impl Operator for WindowAggregate {
             };
             state.keys.intern(&key_columns, &rows, &mut groups)?;
             state.accumulators.update(&groups, &rows, &inputs);
+            state.snapshot = None;
         }
         self.scratch = groups;
         Ok(())
@@ -241,8 +249,12 @@ impl Operator for WindowAggregate {
     }
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
-        let mut batches = Vec::new();
-        for (start, state) in &self.windows {
+        let mut batches = Vec::with_capacity(self.windows.len());
+        for (start, state) in &mut self.windows {
+            if let Some(cached) = &state.snapshot {
+                batches.push(cached.clone());
+                continue;
+            }
             let ids: Vec<u32> = (0..state.keys.len() as u32).collect();
             let keys = state.keys.keys(&ids)?;
             let (kg_field, kg) = key_group_column(&keys, ids.len(), self.max_parallelism)?;
@@ -257,10 +269,9 @@ impl Operator for WindowAggregate {
                 fields.push(f);
                 columns.push(c);
             }
-            batches.push(RecordBatch::try_new(
-                Arc::new(Schema::new(fields)),
-                columns,
-            )?);
+            let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+            state.snapshot = Some(batch.clone());
+            batches.push(batch);
         }
         Ok(OperatorState { batches })
     }

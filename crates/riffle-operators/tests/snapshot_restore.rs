@@ -162,3 +162,41 @@ fn interval_max_join_restores() {
     .unwrap();
     check(&join, &inputs);
 }
+
+#[test]
+fn an_untouched_window_keeps_its_snapshot_arrays() {
+    use riffle_core::{Epoch, OperatorContext};
+    use riffle_operators::{WindowAggregateFactory, WindowSpec};
+    let s = schema();
+    let factory = WindowAggregateFactory::new(
+        &s,
+        &["k"],
+        WindowSpec::Tumbling {
+            size: Duration::from_millis(100),
+        },
+        vec![AggregateSpec::count_star("n")],
+    )
+    .unwrap();
+    assert!(factory.stable_state());
+    let mut op = factory
+        .create(&OperatorContext::detached("w", 0, 1))
+        .unwrap();
+    let all = rows(7, 40, 5, 0); // 10 ms apart: windows [0, 100), [100, 200), …
+    let mut out = Vec::new();
+    op.on_batch(0, to_batch(&s, &all[..20]), &mut out).unwrap();
+    let first = op.snapshot(Epoch(1)).unwrap().batches;
+    let again = op.snapshot(Epoch(2)).unwrap().batches;
+    assert_eq!(first.len(), 2);
+    let same = |a: &RecordBatch, b: &RecordBatch| {
+        a.column(0).to_data().buffers()[0].as_ptr() == b.column(0).to_data().buffers()[0].as_ptr()
+    };
+    assert!(first.iter().zip(&again).all(|(a, b)| same(a, b)));
+    // Rows of the second window only: the first keeps its arrays, the second is rebuilt.
+    op.on_batch(0, to_batch(&s, &all[15..20]), &mut out)
+        .unwrap();
+    let third = op.snapshot(Epoch(3)).unwrap().batches;
+    assert!(same(&first[0], &third[0]), "untouched window rebuilt");
+    assert!(!same(&first[1], &third[1]), "updated window not rebuilt");
+    assert_eq!(third[0], first[0]);
+    assert_ne!(third[1], first[1]);
+}
