@@ -174,21 +174,9 @@ impl BenchRow {
 
     fn with_checkpoints(mut self, report: Option<&riffle_runtime::CheckpointReport>) -> Self {
         let Some(report) = report else { return self };
-        let mut durations: Vec<f64> = report
-            .durations
-            .iter()
-            .map(|d| d.as_secs_f64() * 1e3)
-            .collect();
-        durations.sort_by(f64::total_cmp);
-        let pick = |p: f64| {
-            durations
-                .get(((durations.len().max(1) - 1) as f64 * p).round() as usize)
-                .copied()
-                .unwrap_or(0.0)
-        };
         self.checkpoints = report.committed.len();
-        self.checkpoint_p50_ms = pick(0.5);
-        self.checkpoint_p99_ms = pick(0.99);
+        self.checkpoint_p50_ms = percentile_ms(&report.durations, 0.5);
+        self.checkpoint_p99_ms = percentile_ms(&report.durations, 0.99);
         let bytes: u64 = report.bytes.iter().sum();
         self.checkpoint_mib = bytes as f64 / report.bytes.len().max(1) as f64 / (1024.0 * 1024.0);
         self.alignment_max_ms = report
@@ -196,8 +184,8 @@ impl BenchRow {
             .iter()
             .map(|d| d.as_secs_f64() * 1e3)
             .fold(0.0, f64::max);
-        self.snapshot_p50_ms = median_ms(&report.snapshot);
-        self.upload_p50_ms = median_ms(&report.upload);
+        self.snapshot_p50_ms = percentile_ms(&report.snapshot, 0.5);
+        self.upload_p50_ms = percentile_ms(&report.upload, 0.5);
         self
     }
 }
@@ -218,10 +206,14 @@ impl BenchRow {
     }
 }
 
-fn median_ms(durations: &[Duration]) -> f64 {
-    let mut ms: Vec<f64> = durations.iter().map(|d| d.as_secs_f64() * 1e3).collect();
-    ms.sort_by(f64::total_cmp);
-    ms.get(ms.len() / 2).copied().unwrap_or(0.0)
+/// The `p` quantile (nearest rank) of `durations` in milliseconds; 0 when empty.
+pub fn percentile_ms(durations: &[Duration], p: f64) -> f64 {
+    let mut sorted = durations.to_vec();
+    sorted.sort();
+    let Some(last) = sorted.len().checked_sub(1) else {
+        return 0.0;
+    };
+    sorted[(last as f64 * p).round() as usize].as_secs_f64() * 1e3
 }
 
 /// A rate or count with a K/M suffix: `4.35 M`, `12.0 K`.

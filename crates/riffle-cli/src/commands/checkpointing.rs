@@ -4,6 +4,7 @@
 use crate::progress::{CheckpointStatus, ProgressLine};
 use crate::units::{event_time, parse_duration};
 use anyhow::{Context, Result};
+use riffle_bench::harness::percentile_ms;
 use riffle_core::arrow::util::display::array_value_to_string;
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::OperatorId;
@@ -248,24 +249,15 @@ pub fn run(
     Ok(outcome?)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 /// Prints checkpoint statistics of a run.
 pub fn print_report(report: &CheckpointReport) {
-    let mut durations = report.durations.clone();
-    durations.sort();
     let bytes: u64 = report.bytes.iter().sum();
     eprintln!(
         "  checkpoints      {} committed, {} abandoned; duration p50 {:.0} ms, p99 {:.0} ms; {:.1} MiB written",
         report.committed.len(),
         report.abandoned.len(),
-        percentile(&durations, 0.5).as_secs_f64() * 1e3,
-        percentile(&durations, 0.99).as_secs_f64() * 1e3,
+        percentile_ms(&report.durations, 0.5),
+        percentile_ms(&report.durations, 0.99),
         bytes as f64 / (1024.0 * 1024.0)
     );
     for e in &report.errors {
