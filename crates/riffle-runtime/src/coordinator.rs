@@ -20,6 +20,7 @@ use riffle_core::{
 };
 use riffle_state::manifest::{FileEntry, OperatorEntry, SubtaskEntry};
 use riffle_state::recovery::{may_commit, plan_gc, referenced_files};
+use riffle_state::state_file::file_groups;
 use riffle_state::{CheckpointStore, Manifest};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -439,17 +440,13 @@ impl CheckpointCoordinator {
                 .await?;
             pending.bytes += written.iter().map(|f| f.bytes).sum::<u64>();
             if stable {
-                // Each new file holds the fresh batches of one schema, in order.
-                let mut by_schema: Vec<Vec<RecordBatch>> = Vec::new();
-                for b in &fresh.batches {
-                    match by_schema.iter_mut().find(|g| g[0].schema() == b.schema()) {
-                        Some(g) => g.push(b.clone()),
-                        None => by_schema.push(vec![b.clone()]),
-                    }
-                }
+                // The new files hold the fresh batches as `write_state` grouped them.
+                let groups = file_groups(&fresh.batches)
+                    .into_iter()
+                    .map(|(_, batches)| batches.into_iter().cloned().collect());
                 let cache = pending.reusable.entry(key).or_default();
                 cache.extend(files.iter().cloned());
-                cache.extend(written.iter().cloned().zip(by_schema));
+                cache.extend(written.iter().cloned().zip(groups));
             }
             let mut entries: Vec<FileEntry> = files.drain(..).map(|(f, _)| f).collect();
             entries.extend(written);

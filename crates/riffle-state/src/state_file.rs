@@ -33,18 +33,25 @@ fn writer_properties() -> WriterProperties {
         .build()
 }
 
-/// Encodes `state` as one Parquet file per distinct batch schema, in first-seen order.
-///
-/// # Errors
-/// Parquet cannot encode a column type.
-pub fn encode(operator: &str, state: &OperatorState) -> StateResult<Vec<EncodedFile>> {
+/// The batches of each file [`encode`] writes for `batches`: grouped by schema, groups
+/// in first-seen order, batches in their order.
+pub fn file_groups(batches: &[RecordBatch]) -> Vec<(SchemaRef, Vec<&RecordBatch>)> {
     let mut groups: Vec<(SchemaRef, Vec<&RecordBatch>)> = Vec::new();
-    for batch in &state.batches {
+    for batch in batches {
         match groups.iter_mut().find(|(s, _)| *s == batch.schema()) {
             Some((_, list)) => list.push(batch),
             None => groups.push((batch.schema(), vec![batch])),
         }
     }
+    groups
+}
+
+/// Encodes `state` as one Parquet file per distinct batch schema ([`file_groups`]).
+///
+/// # Errors
+/// Parquet cannot encode a column type.
+pub fn encode(operator: &str, state: &OperatorState) -> StateResult<Vec<EncodedFile>> {
+    let groups = file_groups(&state.batches);
     let encode_error = |source| StateError::Encode {
         operator: operator.to_string(),
         source,
