@@ -5,7 +5,9 @@ use crate::error::{RuntimeError, RuntimeResult};
 use crate::graph::JobGraph;
 use crate::restore::RestoredJob;
 use riffle_core::Epoch;
-use riffle_state::recovery::{plan_recovery, referenced_files, EpochFinding, RecoveryPlan};
+use riffle_state::recovery::{
+    kept_in_epoch, plan_recovery, referenced_files, EpochFinding, RecoveryPlan,
+};
 use riffle_state::{CheckpointStore, Manifest, StateError};
 
 use serde::Serialize;
@@ -165,10 +167,7 @@ pub async fn recover(
             .map_err(state_error)?;
     }
     let mut plan = plan;
-    plan.partial.retain(|e| {
-        let prefix = format!("checkpoints/{}/", riffle_state::layout::epoch_dir_name(*e));
-        !keep.iter().any(|k| k.starts_with(&prefix))
-    });
+    plan.partial.retain(|e| kept_in_epoch(&keep, *e) == 0);
     let next_epoch = Epoch(findings.iter().map(|(e, _)| e.0).max().unwrap_or(0) + 1);
     let source_offsets = manifest
         .iter()

@@ -99,6 +99,13 @@ pub fn referenced_files(
         .collect()
 }
 
+/// How many of the `keep` files lie in `epoch`'s directory: a directory that holds any
+/// stays when the epoch is deleted.
+pub fn kept_in_epoch(keep: &std::collections::HashSet<String>, epoch: Epoch) -> usize {
+    let prefix = format!("checkpoints/{}/", crate::layout::epoch_dir_name(epoch));
+    keep.iter().filter(|k| k.starts_with(&prefix)).count()
+}
+
 /// Whether a process of `generation` may commit, given the newest generation recorded in
 /// any manifest: only the newest generation commits (zombies are fenced out).
 pub fn may_commit(generation: u64, newest_recorded: Option<u64>) -> bool {

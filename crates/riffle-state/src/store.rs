@@ -396,8 +396,7 @@ impl CheckpointStore {
                 Err(e) => return Err(storage(&path)(e)),
             }
         }
-        let prefix = format!("{}/", self.layout.relative(&dir));
-        if keep.iter().any(|k| k.starts_with(&prefix)) {
+        if crate::recovery::kept_in_epoch(keep, epoch) > 0 {
             return Ok(()); // the directory still holds files in use
         }
         // A local file system keeps the emptied directories, which would still list as

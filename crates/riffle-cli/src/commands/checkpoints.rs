@@ -4,8 +4,7 @@ use crate::units::event_time;
 use anyhow::{Context, Result};
 use riffle_core::arrow::temporal_conversions::timestamp_ms_to_datetime;
 use riffle_core::Epoch;
-use riffle_state::layout::epoch_dir_name;
-use riffle_state::recovery::{plan_gc, referenced_files, EpochFinding};
+use riffle_state::recovery::{kept_in_epoch, plan_gc, referenced_files, EpochFinding};
 use riffle_state::{CheckpointStore, StateRoot};
 
 /// Arguments of `riffle checkpoints`.
@@ -148,10 +147,7 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
                     println!("nothing to delete: {retain} newest committed epoch(s) kept");
                 }
                 for epoch in deleting {
-                    let kept = keep
-                        .iter()
-                        .filter(|k| k.starts_with(&format!("checkpoints/{}/", epoch_dir_name(epoch))))
-                        .count();
+                    let kept = kept_in_epoch(&keep, epoch);
                     let why = match findings.iter().find(|(e, _)| *e == epoch) {
                         Some((_, EpochFinding::Valid(_))) => "older than the retained epochs",
                         Some((_, EpochFinding::Partial)) => "incomplete (no manifest)",
