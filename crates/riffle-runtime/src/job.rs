@@ -4,19 +4,20 @@ use crate::chain::{Chain, ChainLink, ChainSink};
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::exchange::{Exchange, OutputRouter};
 use crate::graph::{JobGraph, NodeKind};
+pub use crate::handle::{BarrierInjector, JobHandle, JobStopper};
 use crate::metrics::{JobMetrics, OperatorTotals};
 use crate::plan::PhysicalPlan;
 use crate::restore::{RestoredJob, StateOwner};
 use crate::source_task::SourceTask;
 use crate::task::{run_channel_task, ChainOrCancel, InputChannel};
 use riffle_core::{
-    Barrier, Committable, Epoch, EventTime, Message, OperatorContext, OperatorId, OperatorState,
+    Committable, Epoch, EventTime, Message, OperatorContext, OperatorId, OperatorState,
     SinkContext, SinkSummary,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::{self, Receiver, Sender, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::{self, Receiver, Sender};
 use tokio::task::JoinSet;
 
 /// Settings of a run that are not part of the graph.
@@ -97,164 +98,6 @@ pub(crate) struct TaskExit {
 }
 
 pub(crate) type TaskOutcome<T> = std::result::Result<T, ChainOrCancel>;
-
-/// Injects barriers at every source subtask of a running job.
-#[derive(Clone)]
-pub struct BarrierInjector {
-    senders: Vec<UnboundedSender<Barrier>>,
-}
-
-impl BarrierInjector {
-    /// Sends `barrier` to every source subtask, which emits it between two batches.
-    pub fn inject(&self, barrier: Barrier) {
-        for s in &self.senders {
-            // A source that already ended ignores barriers; its downstream counts it aligned.
-            let _ = s.send(barrier);
-        }
-    }
-}
-
-/// Fails a running job from outside its tasks (the coordinator, after too many failed
-/// checkpoints): [`JobHandle::wait`] aborts every task and returns the message.
-#[derive(Clone)]
-pub struct JobStopper {
-    sender: UnboundedSender<String>,
-}
-
-impl JobStopper {
-    /// Stops the job with `message` as its error.
-    pub fn fail(&self, message: String) {
-        let _ = self.sender.send(message);
-    }
-}
-
-/// A started job: its metrics, a way to inject barriers, and its result.
-pub struct JobHandle {
-    /// Live counters.
-    pub metrics: Arc<JobMetrics>,
-    barrier_senders: Vec<UnboundedSender<Barrier>>,
-    /// Snapshot acknowledgements, when requested at start.
-    pub acks: Option<UnboundedReceiver<SnapshotAck>>,
-    /// With [`JobConfig::exactly_once`], one message per source subtask that reached
-    /// the end of its input and waits for the end-of-input barrier.
-    pub end_of_input: Option<UnboundedReceiver<()>>,
-    tasks: JoinSet<(usize, TaskOutcome<TaskExit>)>,
-    stop_tx: UnboundedSender<String>,
-    stop_rx: UnboundedReceiver<String>,
-    task_names: Vec<(OperatorId, usize)>,
-    task_ids: HashMap<tokio::task::Id, usize>,
-    started: Instant,
-}
-
-impl JobHandle {
-    /// Number of tasks (subtasks of chains) that must acknowledge each barrier.
-    pub fn task_count(&self) -> usize {
-        self.task_names.len()
-    }
-
-    /// Number of source subtasks (each takes barriers from the injector).
-    pub fn source_subtasks(&self) -> usize {
-        self.barrier_senders.len()
-    }
-
-    /// A handle that fails the job while [`wait`](Self::wait) runs.
-    pub fn stopper(&self) -> JobStopper {
-        JobStopper {
-            sender: self.stop_tx.clone(),
-        }
-    }
-
-    /// Injects `barrier` at every source subtask (between two batches).
-    pub fn inject_barrier(&self, barrier: Barrier) {
-        self.barrier_injector().inject(barrier);
-    }
-
-    /// A cloneable handle that injects barriers while [`wait`](Self::wait) runs.
-    pub fn barrier_injector(&self) -> BarrierInjector {
-        BarrierInjector {
-            senders: self.barrier_senders.clone(),
-        }
-    }
-
-    /// Waits for every task; the first failure aborts the rest and is returned.
-    ///
-    /// # Errors
-    /// The failing operator and subtask with its cause, or a panic.
-    pub async fn wait(mut self) -> RuntimeResult<JobSummary> {
-        let mut sinks = Vec::new();
-        let mut cancelled = None;
-        loop {
-            let joined = tokio::select! {
-                joined = self.tasks.join_next_with_id() => joined,
-                Some(message) = self.stop_rx.recv() => {
-                    self.tasks.abort_all();
-                    return Err(RuntimeError::Checkpoint(message));
-                }
-            };
-            let Some(joined) = joined else { break };
-            let (index, outcome) = match joined {
-                Ok((_, done)) => done,
-                Err(e) => {
-                    self.tasks.abort_all();
-                    let task = match self.task_ids.get(&e.id()) {
-                        Some(&i) => format!("{}[{}]", self.task_names[i].0, self.task_names[i].1),
-                        None => "unknown".into(),
-                    };
-                    let message = match e.try_into_panic() {
-                        Ok(payload) => panic_message(payload),
-                        Err(e) => e.to_string(),
-                    };
-                    return Err(RuntimeError::Panic { task, message });
-                }
-            };
-            match outcome {
-                Ok(exit) => sinks.extend(exit.sink),
-                Err(ChainOrCancel::Failed(failure)) => {
-                    self.tasks.abort_all();
-                    let (_, subtask) = &self.task_names[index];
-                    return Err(RuntimeError::Task {
-                        operator: failure.operator,
-                        subtask: *subtask,
-                        source: failure.error,
-                    });
-                }
-                Err(ChainOrCancel::Cancelled) => cancelled = Some(index),
-            }
-        }
-        if let Some(index) = cancelled {
-            // Every task ended, yet one saw a neighbour vanish: that neighbour panicked
-            // or was dropped without reporting. Treat it as a bug rather than success.
-            let (name, subtask) = &self.task_names[index];
-            return Err(RuntimeError::Panic {
-                task: format!("{name}[{subtask}]"),
-                message: "a channel closed without end of stream".into(),
-            });
-        }
-        Ok(JobSummary {
-            elapsed: self.started.elapsed(),
-            source_rows: self
-                .metrics
-                .source_rows
-                .load(std::sync::atomic::Ordering::Relaxed),
-            sink_rows: self
-                .metrics
-                .sink_rows
-                .load(std::sync::atomic::Ordering::Relaxed),
-            sinks,
-            operators: self.metrics.operator_totals(),
-        })
-    }
-}
-
-fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".into()
-    }
-}
 
 /// The checkpointed state of one subtask, if the job restores.
 fn restored_state(

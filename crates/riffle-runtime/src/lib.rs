@@ -22,6 +22,7 @@ pub mod crash;
 pub mod error;
 pub mod exchange;
 pub mod graph;
+pub mod handle;
 pub mod job;
 pub mod metrics;
 pub mod plan;
