@@ -9,7 +9,8 @@ pub const KEY_GROUP_FIELD: &str = "_key_group";
 /// [`KEY_GROUP_FIELD`], so a restore at another parallelism can pick its key groups.
 #[derive(Debug, Default, Clone)]
 pub struct OperatorState {
-    /// The state rows; all batches share one schema chosen by the operator.
+    /// The state rows. Batches of one schema (metadata included) are stored in one file;
+    /// an operator that gives parts of its state distinct schemas keeps them apart.
     pub batches: Vec<RecordBatch>,
 }
 

@@ -14,6 +14,7 @@
 //! schema), its runtime state, and its snapshot/restore as key-grouped Arrow batches.
 
 pub mod aggregate;
+mod delta_log;
 pub mod expr;
 pub mod filter;
 pub mod interval_max_join;

@@ -1,7 +1,7 @@
 //! Window shapes and the helpers every windowed operator shares.
 
 use riffle_core::arrow::array::{ArrayRef, AsArray, TimestampNanosecondArray, UInt16Array};
-use riffle_core::arrow::datatypes::{Field, TimestampNanosecondType};
+use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef, TimestampNanosecondType};
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{timestamp_type, EventTime, KeyGroup, KeyHasher, RecordBatch, Result};
 use std::sync::Arc;
@@ -108,4 +108,13 @@ pub(crate) fn take_rows(columns: &[ArrayRef], rows: &[u32]) -> Result<Vec<ArrayR
         .iter()
         .map(|c| Ok(riffle_core::arrow::compute::take(c.as_ref(), &idx, None)?))
         .collect()
+}
+
+/// The schema of a state batch holding rows of the window at `start`. The window start
+/// is schema metadata, so each window's rows go to files of their own: a fired window
+/// then leaves every other window's files reusable by the next checkpoint.
+pub(crate) fn window_state_schema(fields: Vec<Field>, start: EventTime) -> SchemaRef {
+    let metadata =
+        std::collections::HashMap::from([("riffle.window_start".to_string(), start.to_string())]);
+    Arc::new(Schema::new_with_metadata(fields, metadata))
 }

@@ -9,8 +9,10 @@ use crate::aggregate::normalize_inputs;
 use crate::aggregate::{
     bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
 };
+use crate::delta_log::DeltaLog;
 use crate::window::{
-    key_group_column, nanos, timestamp_array, timestamps, window_fields, window_start, WindowSpec,
+    key_group_column, nanos, timestamp_array, timestamps, window_fields, window_start,
+    window_state_schema, WindowSpec,
 };
 use riffle_core::arrow::array::{ArrayRef, AsArray, UInt32Array};
 use riffle_core::arrow::compute::{take, take_record_batch};
@@ -113,7 +115,7 @@ impl OperatorFactory for WindowAggregateFactory {
         true
     }
     fn stable_state(&self) -> bool {
-        true // a window no row touched keeps its snapshot batch (and file)
+        true // a window keeps its earlier snapshot batches (and files) and adds deltas
     }
     fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
         Some(self.keys.clone())
@@ -140,9 +142,8 @@ impl OperatorFactory for WindowAggregateFactory {
 struct WindowState {
     keys: GroupKeys,
     accumulators: AccumulatorSet,
-    /// The window's state batch from the last snapshot, while no row changed it: an
-    /// untouched window is not rebuilt, and its checkpoint file is reused.
-    snapshot: Option<RecordBatch>,
+    /// What the last snapshots wrote and which groups changed since.
+    delta: DeltaLog,
 }
 
 struct WindowAggregate {
@@ -171,7 +172,7 @@ impl WindowAggregate {
         Ok(WindowState {
             keys: GroupKeys::new(self.key_schema.clone())?,
             accumulators: AccumulatorSet::new(&self.aggregates),
-            snapshot: None,
+            delta: DeltaLog::default(),
         })
     }
 
@@ -184,6 +185,32 @@ impl WindowAggregate {
         columns.extend(state.accumulators.finish(&ids)?);
         columns.push(timestamp_array(vec![start + self.size - 1; n]));
         Ok(RecordBatch::try_new(self.schema.schema.clone(), columns)?)
+    }
+}
+
+impl WindowAggregate {
+    /// The state rows of `ids` in the window starting at `start`.
+    fn state_batch(
+        &self,
+        start: EventTime,
+        state: &WindowState,
+        ids: &[u32],
+    ) -> Result<RecordBatch> {
+        let keys = state.keys.keys(ids)?;
+        let (kg_field, kg) = key_group_column(&keys, ids.len(), self.max_parallelism)?;
+        let mut fields = vec![kg_field];
+        let mut columns = vec![kg];
+        fields.extend(self.key_schema.fields().iter().map(|f| f.as_ref().clone()));
+        columns.extend(keys);
+        let [ws, _] = window_fields();
+        fields.push(ws);
+        columns.push(timestamp_array(vec![start; ids.len()]));
+        for (f, c) in state.accumulators.state(ids)? {
+            fields.push(f);
+            columns.push(c);
+        }
+        let schema = window_state_schema(fields, start);
+        Ok(RecordBatch::try_new(schema, columns)?)
     }
 }
 
@@ -225,7 +252,7 @@ impl Operator for WindowAggregate {
             };
             state.keys.intern(&key_columns, &rows, &mut groups)?;
             state.accumulators.update(&groups, &rows, &inputs);
-            state.snapshot = None;
+            state.delta.touch(&groups);
         }
         self.scratch = groups;
         Ok(())
@@ -250,29 +277,25 @@ impl Operator for WindowAggregate {
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
         let mut batches = Vec::with_capacity(self.windows.len());
-        for (start, state) in &mut self.windows {
-            if let Some(cached) = &state.snapshot {
-                batches.push(cached.clone());
-                continue;
+        // Taken out for the loop so `state_batch` can borrow `self`; put back even on error.
+        let mut windows = std::mem::take(&mut self.windows);
+        let mut result = Ok(());
+        for (&start, state) in &mut windows {
+            let len = state.keys.len();
+            let ids = state.delta.take_changed(len);
+            if !ids.is_empty() {
+                match self.state_batch(start, state, &ids) {
+                    Ok(batch) => state.delta.push(batch, len),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
             }
-            let ids: Vec<u32> = (0..state.keys.len() as u32).collect();
-            let keys = state.keys.keys(&ids)?;
-            let (kg_field, kg) = key_group_column(&keys, ids.len(), self.max_parallelism)?;
-            let mut fields = vec![kg_field];
-            let mut columns = vec![kg];
-            fields.extend(self.key_schema.fields().iter().map(|f| f.as_ref().clone()));
-            columns.extend(keys);
-            let [ws, _] = window_fields();
-            fields.push(ws);
-            columns.push(timestamp_array(vec![*start; ids.len()]));
-            for (f, c) in state.accumulators.state(&ids)? {
-                fields.push(f);
-                columns.push(c);
-            }
-            let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-            state.snapshot = Some(batch.clone());
-            batches.push(batch);
+            batches.extend(state.delta.batches.iter().cloned());
         }
+        self.windows = windows;
+        result?;
         Ok(OperatorState { batches })
     }
 

@@ -7,13 +7,15 @@
 //! `window_start`, `window_end`, `_timestamp = window_end − 1ns`.
 
 use crate::aggregate::GroupKeys;
-use crate::window::{nanos, take_rows, timestamp_array, timestamps, window_fields, window_start};
-use riffle_core::arrow::array::BooleanArray;
-use riffle_core::arrow::array::{ArrayRef, AsArray, StructArray, UInt16Array};
-use riffle_core::arrow::compute::{cast, concat_batches, filter_record_batch};
+use crate::delta_log::DeltaLog;
+use crate::window::{
+    nanos, take_rows, timestamp_array, timestamps, window_fields, window_start, window_state_schema,
+};
+use riffle_core::arrow::array::{ArrayRef, AsArray, StructArray, UInt32Array};
+use riffle_core::arrow::buffer::BooleanBuffer;
+use riffle_core::arrow::compute::{cast, concat_batches, take_record_batch};
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampNanosecondType};
 use riffle_core::operator::OperatorCounters;
-use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{
     timestamp_type, Epoch, Error, EventTime, Operator, OperatorContext, OperatorFactory,
     OperatorState, RecordBatch, Result, StreamSchema,
@@ -94,9 +96,16 @@ impl WindowJoinFactory {
             }
         }
         fields.extend(window_fields());
+        // Keys are nullable when either side's are (a null key never matches); non-null
+        // Int64 keys take the group table's fast path.
         let key_schema = Arc::new(Schema::new(
             lk.iter()
-                .map(|&i| left.schema.field(i).clone().with_nullable(true))
+                .zip(&rk)
+                .map(|(&l, &r)| {
+                    let nullable =
+                        left.schema.field(l).is_nullable() || right.schema.field(r).is_nullable();
+                    left.schema.field(l).clone().with_nullable(nullable)
+                })
                 .collect::<Vec<_>>(),
         ));
         Ok(Self {
@@ -176,9 +185,20 @@ impl OperatorFactory for WindowJoinFactory {
 #[derive(Default)]
 struct Buffered {
     sides: [Vec<RecordBatch>; 2],
-    /// State batches of `sides[s][..snapshotted[s].len()]`: buffered rows never change,
-    /// so each is turned into state (key groups hashed) once, not at every checkpoint.
+    /// State batches of `sides[s][..covered[s]]`, one per snapshot that found new rows:
+    /// buffered rows never change, so they are turned into state (key groups hashed)
+    /// once, and the files holding them are reused by later checkpoints.
     snapshotted: [Vec<RecordBatch>; 2],
+    covered: [usize; 2],
+    /// A semi join's right side: only which keys occurred matters, so the distinct keys
+    /// are kept instead of the rows (fewer rows to hold, checkpoint and join).
+    right_keys: Option<KeySet>,
+}
+
+/// Distinct join keys and what earlier snapshots wrote of them.
+struct KeySet {
+    keys: GroupKeys,
+    delta: DeltaLog,
 }
 
 struct WindowJoin {
@@ -215,40 +235,57 @@ impl WindowJoin {
             .collect()
     }
 
+    fn semi(&self) -> bool {
+        self.plan.kind == JoinKind::LeftSemi
+    }
+
     fn join(&self, start: EventTime, buffered: Buffered) -> Result<Option<RecordBatch>> {
         let [left, right] = buffered.sides;
-        if left.is_empty() || right.is_empty() {
+        if left.is_empty() {
             return Ok(None);
         }
         let left = concat_batches(&self.plan.left.schema, &left)?;
-        let right = concat_batches(&self.plan.right.schema, &right)?;
-        let mut table = GroupKeys::new(self.plan.key_schema.clone())?;
-        let mut right_ids = Vec::new();
-        let right_rows: Vec<u32> = (0..right.num_rows() as u32).collect();
-        table.intern(&self.keys_of(1, &right)?, &right_rows, &mut right_ids)?;
-        let mut matches: Vec<Vec<u32>> = vec![Vec::new(); table.len()];
-        for (row, id) in right_ids.iter().enumerate() {
-            matches[*id as usize].push(row as u32);
-        }
+        let left_keys = self.keys_of(0, &left)?;
+        let left_rows = non_null_rows(&left_keys);
         let mut left_ids = Vec::new();
-        let left_rows: Vec<u32> = (0..left.num_rows() as u32).collect();
-        table.intern(&self.keys_of(0, &left)?, &left_rows, &mut left_ids)?;
         let (mut out_left, mut out_right) = (Vec::new(), Vec::new());
-        for (row, id) in left_ids.iter().enumerate() {
-            let Some(found) = matches.get(*id as usize) else {
-                continue;
+        let right = if self.semi() {
+            let Some(set) = buffered.right_keys else {
+                return Ok(None);
             };
-            match self.plan.kind {
-                JoinKind::LeftSemi if !found.is_empty() => out_left.push(row as u32),
-                JoinKind::Inner => {
-                    for r in found {
-                        out_left.push(row as u32);
-                        out_right.push(*r);
-                    }
+            // Ids below the right side's count are keys the right side holds.
+            let mut table = set.keys;
+            let right_len = table.len() as u32;
+            table.intern(&left_keys, &left_rows, &mut left_ids)?;
+            for (&row, &id) in left_rows.iter().zip(&left_ids) {
+                if id < right_len {
+                    out_left.push(row);
                 }
-                JoinKind::LeftSemi => {}
             }
-        }
+            None
+        } else {
+            if right.is_empty() {
+                return Ok(None);
+            }
+            let right = concat_batches(&self.plan.right.schema, &right)?;
+            let right_keys = self.keys_of(1, &right)?;
+            let right_rows = non_null_rows(&right_keys);
+            let mut table = GroupKeys::new(self.plan.key_schema.clone())?;
+            let mut right_ids = Vec::new();
+            table.intern(&right_keys, &right_rows, &mut right_ids)?;
+            let mut matches: Vec<Vec<u32>> = vec![Vec::new(); table.len()];
+            for (&row, &id) in right_rows.iter().zip(&right_ids) {
+                matches[id as usize].push(row);
+            }
+            table.intern(&left_keys, &left_rows, &mut left_ids)?;
+            for (&row, &id) in left_rows.iter().zip(&left_ids) {
+                for &r in matches.get(id as usize).into_iter().flatten() {
+                    out_left.push(row);
+                    out_right.push(r);
+                }
+            }
+            Some(right)
+        };
         if out_left.is_empty() {
             return Ok(None);
         }
@@ -259,12 +296,15 @@ impl WindowJoin {
             .iter()
             .map(|&i| left.column(i).clone())
             .collect();
-        let right_cols: Vec<ArrayRef> = self
-            .plan
-            .right_out
-            .iter()
-            .map(|&i| right.column(i).clone())
-            .collect();
+        let right_cols: Vec<ArrayRef> = match &right {
+            Some(right) => self
+                .plan
+                .right_out
+                .iter()
+                .map(|&i| right.column(i).clone())
+                .collect(),
+            None => Vec::new(),
+        };
         let mut columns = take_rows(&left_cols, &out_left)?;
         columns.extend(take_rows(&right_cols, &out_right)?);
         columns.push(timestamp_array(vec![start; n]));
@@ -286,23 +326,39 @@ impl Operator for WindowJoin {
     ) -> Result<()> {
         let side = input.min(1);
         let ts = timestamps(&batch, self.side_schema(side).timestamp_index).to_vec();
-        let mut starts: BTreeMap<EventTime, ()> = BTreeMap::new();
+        let mut by_start: BTreeMap<EventTime, Vec<u32>> = BTreeMap::new();
         let mut late = 0;
-        for &t in &ts {
+        for (row, &t) in ts.iter().enumerate() {
             let s = window_start(t, self.plan.size);
             if self.closed(s) {
                 late += 1;
             } else {
-                starts.insert(s, ());
+                by_start.entry(s).or_default().push(row as u32);
             }
         }
         self.counters.add_late(late);
-        for start in starts.into_keys() {
-            let mask: BooleanArray = ts
-                .iter()
-                .map(|&t| Some(window_start(t, self.plan.size) == start))
-                .collect();
-            let part = filter_record_batch(&batch, &mask)?;
+        if side == 1 && self.semi() {
+            let keys = self.keys_of(1, &batch)?;
+            let valid = valid_mask(&keys);
+            let mut ids = Vec::new();
+            for (start, mut rows) in by_start {
+                if let Some(valid) = &valid {
+                    rows.retain(|&r| valid.value(r as usize));
+                }
+                let buffered = self.windows.entry(start).or_default();
+                let set = match &mut buffered.right_keys {
+                    Some(set) => set,
+                    None => buffered.right_keys.insert(KeySet {
+                        keys: GroupKeys::new(self.plan.key_schema.clone())?,
+                        delta: DeltaLog::default(),
+                    }),
+                };
+                set.keys.intern(&keys, &rows, &mut ids)?;
+            }
+            return Ok(());
+        }
+        for (start, rows) in by_start {
+            let part = take_record_batch(&batch, &UInt32Array::from(rows))?;
             self.windows.entry(start).or_default().sides[side].push(part);
         }
         Ok(())
@@ -327,42 +383,41 @@ impl Operator for WindowJoin {
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
         let mut batches = Vec::new();
+        // Taken out for the loop so `state_batch` can borrow `self`; put back even on error.
         let mut windows = std::mem::take(&mut self.windows);
-        for (start, buffered) in windows.iter_mut() {
+        let mut result = Ok(());
+        'windows: for (&start, buffered) in windows.iter_mut() {
+            if let Some(set) = &mut buffered.right_keys {
+                let len = set.keys.len();
+                let ids = set.delta.take_changed(len);
+                if !ids.is_empty() {
+                    match self.key_state_batch(start, &set.keys, &ids) {
+                        Ok(batch) => set.delta.push(batch, len),
+                        Err(e) => {
+                            result = Err(e);
+                            break 'windows;
+                        }
+                    }
+                }
+                batches.extend(set.delta.batches.iter().cloned());
+            }
             for side in 0..2 {
-                let row_fields = self.side_schema(side).schema.fields().clone();
-                let name = if side == 0 { "left" } else { "right" };
-                let schema = Arc::new(Schema::new(vec![
-                    Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
-                    Field::new("window_start", timestamp_type(), false),
-                    Field::new(name, DataType::Struct(row_fields.clone()), false),
-                ]));
-                let done = buffered.snapshotted[side].len();
-                for rows in &buffered.sides[side][done..] {
-                    let keys = self.keys_of(side, rows)?;
-                    let (_, kg) = crate::window::key_group_column(
-                        &keys,
-                        rows.num_rows(),
-                        self.max_parallelism,
-                    )?;
-                    let kg = kg
-                        .as_primitive::<riffle_core::arrow::datatypes::UInt16Type>()
-                        .clone();
-                    let columns: Vec<ArrayRef> = vec![
-                        Arc::new(UInt16Array::from(kg)),
-                        timestamp_array(vec![*start; rows.num_rows()]),
-                        Arc::new(StructArray::new(
-                            row_fields.clone(),
-                            rows.columns().to_vec(),
-                            None,
-                        )),
-                    ];
-                    buffered.snapshotted[side].push(RecordBatch::try_new(schema.clone(), columns)?);
+                let fresh = &buffered.sides[side][buffered.covered[side]..];
+                if !fresh.is_empty() {
+                    match self.state_batch(start, side, fresh) {
+                        Ok(batch) => buffered.snapshotted[side].push(batch),
+                        Err(e) => {
+                            result = Err(e);
+                            break 'windows;
+                        }
+                    }
+                    buffered.covered[side] = buffered.sides[side].len();
                 }
                 batches.extend(buffered.snapshotted[side].iter().cloned());
             }
         }
         self.windows = windows;
+        result?;
         Ok(OperatorState { batches })
     }
 
@@ -376,26 +431,138 @@ impl Operator for WindowJoin {
                     message: "missing `window_start`".into(),
                 })?
                 .clone();
+            if let Some(keys) = batch.column_by_name(RIGHT_KEYS) {
+                self.restore_keys(&starts, keys.as_struct().columns())?;
+                continue;
+            }
             let (side, rows) = match (batch.column_by_name("left"), batch.column_by_name("right")) {
                 (Some(l), _) => (0, l.clone()),
                 (_, Some(r)) => (1, r.clone()),
                 _ => {
                     return Err(Error::State {
                         operator: self.operator.clone(),
-                        message: "state batch has neither `left` nor `right`".into(),
+                        message: format!("state batch has none of `left`, `right`, `{RIGHT_KEYS}`"),
                     })
                 }
             };
-            let rows = rows.as_struct();
             let rows = RecordBatch::try_new(
                 self.side_schema(side).schema.clone(),
-                rows.columns().to_vec(),
+                rows.as_struct().columns().to_vec(),
             )?;
-            for row in 0..rows.num_rows() {
-                self.windows.entry(starts.value(row)).or_default().sides[side]
-                    .push(rows.slice(row, 1));
+            // One buffered batch per window, not per row.
+            let mut by_window: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+            for (row, start) in starts.values().iter().enumerate() {
+                by_window.entry(*start).or_default().push(row as u32);
+            }
+            for (start, picked) in by_window {
+                let part = take_record_batch(&rows, &UInt32Array::from(picked))?;
+                self.windows.entry(start).or_default().sides[side].push(part);
             }
         }
         Ok(())
+    }
+}
+
+impl WindowJoin {
+    /// Adds restored distinct right keys (a semi join's state) to their windows.
+    fn restore_keys(
+        &mut self,
+        starts: &riffle_core::arrow::array::TimestampNanosecondArray,
+        keys: &[ArrayRef],
+    ) -> Result<()> {
+        let mut by_window: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+        for (row, start) in starts.values().iter().enumerate() {
+            by_window.entry(*start).or_default().push(row as u32);
+        }
+        let mut ids = Vec::new();
+        for (start, rows) in by_window {
+            let buffered = self.windows.entry(start).or_default();
+            let set = match &mut buffered.right_keys {
+                Some(set) => set,
+                None => buffered.right_keys.insert(KeySet {
+                    keys: GroupKeys::new(self.plan.key_schema.clone())?,
+                    delta: DeltaLog::default(),
+                }),
+            };
+            set.keys.intern(keys, &rows, &mut ids)?;
+        }
+        Ok(())
+    }
+
+    /// One state batch for the distinct right keys `ids` of the window at `start`.
+    fn key_state_batch(
+        &self,
+        start: EventTime,
+        set: &GroupKeys,
+        ids: &[u32],
+    ) -> Result<RecordBatch> {
+        let keys = set.keys(ids)?;
+        let (kg_field, kg) =
+            crate::window::key_group_column(&keys, ids.len(), self.max_parallelism)?;
+        let key_fields = self.plan.key_schema.fields().clone();
+        let schema = window_state_schema(
+            vec![
+                kg_field,
+                Field::new("window_start", timestamp_type(), false),
+                Field::new(RIGHT_KEYS, DataType::Struct(key_fields.clone()), false),
+            ],
+            start,
+        );
+        let columns: Vec<ArrayRef> = vec![
+            kg,
+            timestamp_array(vec![start; ids.len()]),
+            Arc::new(StructArray::new(key_fields, keys, None)),
+        ];
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
+
+    /// One state batch for the `fresh` buffered rows of `side` in the window at `start`.
+    fn state_batch(
+        &self,
+        start: EventTime,
+        side: usize,
+        fresh: &[RecordBatch],
+    ) -> Result<RecordBatch> {
+        let row_schema = &self.side_schema(side).schema;
+        let rows = concat_batches(row_schema, fresh)?;
+        let keys = self.keys_of(side, &rows)?;
+        let (kg_field, kg) =
+            crate::window::key_group_column(&keys, rows.num_rows(), self.max_parallelism)?;
+        let name = if side == 0 { "left" } else { "right" };
+        let row_fields = row_schema.fields().clone();
+        let schema = window_state_schema(
+            vec![
+                kg_field,
+                Field::new("window_start", timestamp_type(), false),
+                Field::new(name, DataType::Struct(row_fields.clone()), false),
+            ],
+            start,
+        );
+        let columns: Vec<ArrayRef> = vec![
+            kg,
+            timestamp_array(vec![start; rows.num_rows()]),
+            Arc::new(StructArray::new(row_fields, rows.columns().to_vec(), None)),
+        ];
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
+}
+
+/// Where a semi join's state batch holds the distinct right keys.
+const RIGHT_KEYS: &str = "right_keys";
+
+/// Per row, whether every key is non-null; `None` when no key column has nulls.
+fn valid_mask(keys: &[ArrayRef]) -> Option<BooleanBuffer> {
+    keys.iter()
+        .filter_map(|k| k.logical_nulls())
+        .map(|n| n.into_inner())
+        .reduce(|a, b| &a & &b)
+}
+
+/// The rows whose keys are all non-null: a null key joins nothing.
+fn non_null_rows(keys: &[ArrayRef]) -> Vec<u32> {
+    let n = keys.first().map_or(0, |k| k.len());
+    match valid_mask(keys) {
+        None => (0..n as u32).collect(),
+        Some(valid) => (0..n as u32).filter(|&r| valid.value(r as usize)).collect(),
     }
 }

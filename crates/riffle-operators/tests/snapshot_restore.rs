@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{drive, lines, rows, schema, to_batch};
+use common::{drive, drive_checkpointed, lines, rows, schema, to_batch};
 use riffle_core::arrow::datatypes::{DataType, Field};
 use riffle_core::{OperatorFactory, RecordBatch, StreamSchema};
 use riffle_operators::interval_max_join::IntervalMaxJoinFactory;
@@ -40,6 +40,14 @@ fn check(factory: &dyn OperatorFactory, inputs: &[(usize, RecordBatch)]) {
             restored,
             straight,
             "{} restored after input {cut}",
+            factory.describe()
+        );
+        // Snapshots after every input: each incremental on the one before.
+        let restored = lines(&drive_checkpointed(factory, inputs, DELAY_NS, cut));
+        assert_eq!(
+            restored,
+            straight,
+            "{} restored from a chain of snapshots after input {cut}",
             factory.describe()
         );
     }
@@ -164,7 +172,7 @@ fn interval_max_join_restores() {
 }
 
 #[test]
-fn an_untouched_window_keeps_its_snapshot_arrays() {
+fn window_aggregate_snapshots_hold_only_changed_keys_after_the_first() {
     use riffle_core::{Epoch, OperatorContext};
     use riffle_operators::{WindowAggregateFactory, WindowSpec};
     let s = schema();
@@ -186,17 +194,68 @@ fn an_untouched_window_keeps_its_snapshot_arrays() {
     op.on_batch(0, to_batch(&s, &all[..20]), &mut out).unwrap();
     let first = op.snapshot(Epoch(1)).unwrap().batches;
     let again = op.snapshot(Epoch(2)).unwrap().batches;
-    assert_eq!(first.len(), 2);
+    assert_eq!(first.len(), 2, "one batch per window");
     let same = |a: &RecordBatch, b: &RecordBatch| {
         a.column(0).to_data().buffers()[0].as_ptr() == b.column(0).to_data().buffers()[0].as_ptr()
     };
+    assert_eq!(again.len(), 2, "nothing changed, nothing added");
     assert!(first.iter().zip(&again).all(|(a, b)| same(a, b)));
-    // Rows of the second window only: the first keeps its arrays, the second is rebuilt.
-    op.on_batch(0, to_batch(&s, &all[15..20]), &mut out)
+    assert_ne!(
+        first[0].schema(),
+        first[1].schema(),
+        "windows must differ in schema metadata so they go to separate files"
+    );
+    // One more row for a key the second window already holds: that window gains a
+    // one-row delta; every earlier batch is handed over unchanged (its file is reused).
+    op.on_batch(0, to_batch(&s, &all[15..16]), &mut out)
         .unwrap();
     let third = op.snapshot(Epoch(3)).unwrap().batches;
-    assert!(same(&first[0], &third[0]), "untouched window rebuilt");
-    assert!(!same(&first[1], &third[1]), "updated window not rebuilt");
-    assert_eq!(third[0], first[0]);
-    assert_ne!(third[1], first[1]);
+    assert_eq!(third.len(), 3);
+    assert!(same(&first[0], &third[0]) && same(&first[1], &third[1]));
+    assert_eq!(third[2].num_rows(), 1);
+    assert_eq!(third[2].schema(), first[1].schema());
+}
+
+#[test]
+fn semi_join_keeps_distinct_right_keys_and_null_keys_never_match() {
+    use riffle_core::{Epoch, OperatorContext};
+    let s = schema();
+    // Join on `v`, which is sometimes null on both sides.
+    let semi = WindowJoinFactory::new(
+        JoinKind::LeftSemi,
+        &s,
+        &s,
+        &["v"],
+        &["v"],
+        Duration::from_millis(500),
+        &["k", "v"],
+        &[],
+    )
+    .unwrap();
+    let inputs = two_inputs(5, 20);
+    let out = lines(&drive(&semi, &inputs, DELAY_NS, None));
+    assert!(!out.is_empty());
+    assert!(
+        out.iter().all(|l| l.split('|').nth(1) != Some("")),
+        "a null key matched: {out:?}"
+    );
+    // Right rows repeat keys; the state holds each key of a window once.
+    let right = rows(9, 200, 3, 0); // 200 rows, keys 0..3, within 2 s
+    let by_k = WindowJoinFactory::new(
+        JoinKind::LeftSemi,
+        &s,
+        &s,
+        &["k"],
+        &["k"],
+        Duration::from_secs(10),
+        &["k"],
+        &[],
+    )
+    .unwrap();
+    let mut op = by_k.create(&OperatorContext::detached("j", 0, 1)).unwrap();
+    let mut sink = Vec::new();
+    op.on_batch(1, to_batch(&s, &right), &mut sink).unwrap();
+    let state = op.snapshot(Epoch(1)).unwrap();
+    assert_eq!(state.rows(), 3, "200 right rows over 3 keys in one window");
+    check(&by_k, &two_inputs(6, 20));
 }

@@ -3,11 +3,12 @@
 use crate::error::{StateError, StateResult};
 use crate::manifest::FileEntry;
 use bytes::Bytes;
-use riffle_core::arrow::datatypes::SchemaRef;
+use riffle_core::arrow::datatypes::{DataType, Schema, SchemaRef};
 use riffle_core::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use riffle_core::parquet::arrow::ArrowWriter;
-use riffle_core::parquet::basic::Compression;
+use riffle_core::parquet::basic::{Compression, Encoding};
 use riffle_core::parquet::file::properties::{EnabledStatistics, WriterProperties};
+use riffle_core::parquet::schema::types::ColumnPath;
 use riffle_core::{OperatorState, RecordBatch};
 
 /// One encoded file: all batches of one schema.
@@ -20,17 +21,41 @@ pub struct EncodedFile {
     pub crc32c: u32,
 }
 
-/// State files are written every epoch and read back once: plain encoding with Snappy
-/// and no statistics is the cheapest CPU + disk mix measured on q5 (plain alone writes
-/// 3× the bytes; dictionaries cost more CPU than they save); the files stay ordinary
-/// Parquet.
-fn writer_properties() -> WriterProperties {
-    WriterProperties::builder()
+/// State files are written every epoch and read back once, so encoding CPU matters more
+/// than size. Integer and timestamp columns use delta bit-packing without compression
+/// (on q5's window state: 1.4× faster to write than plain + Snappy and 2.7× smaller,
+/// since keys, window starts and counts are close to their neighbours); other columns
+/// are plain with Snappy (dictionaries cost more CPU than they save). No statistics.
+/// The files stay ordinary Parquet.
+fn writer_properties(schema: &Schema) -> WriterProperties {
+    let mut builder = WriterProperties::builder()
         .set_dictionary_enabled(false)
         .set_compression(Compression::SNAPPY)
         .set_statistics_enabled(EnabledStatistics::None)
-        .set_max_row_group_row_count(Some(1 << 20))
-        .build()
+        .set_max_row_group_row_count(Some(1 << 20));
+    for field in schema.fields() {
+        if delta_encodable(field.data_type()) {
+            let column = ColumnPath::from(field.name().as_str());
+            builder = builder
+                .set_column_encoding(column.clone(), Encoding::DELTA_BINARY_PACKED)
+                .set_column_compression(column, Compression::UNCOMPRESSED);
+        }
+    }
+    builder.build()
+}
+
+/// Whether Parquet stores `data_type` as INT32/INT64, which delta bit-packing supports.
+fn delta_encodable(data_type: &DataType) -> bool {
+    data_type.is_integer()
+        || matches!(
+            data_type,
+            DataType::Timestamp(..)
+                | DataType::Date32
+                | DataType::Date64
+                | DataType::Time32(_)
+                | DataType::Time64(_)
+                | DataType::Duration(_)
+        )
 }
 
 /// The batches of each file [`encode`] writes for `batches`: grouped by schema, groups
@@ -59,8 +84,12 @@ pub fn encode(operator: &str, state: &OperatorState) -> StateResult<Vec<EncodedF
     let mut files = Vec::with_capacity(groups.len());
     for (schema, batches) in groups {
         let mut buffer = Vec::new();
-        let mut writer = ArrowWriter::try_new(&mut buffer, schema, Some(writer_properties()))
-            .map_err(encode_error)?;
+        let mut writer = ArrowWriter::try_new(
+            &mut buffer,
+            schema.clone(),
+            Some(writer_properties(&schema)),
+        )
+        .map_err(encode_error)?;
         let mut rows = 0u64;
         for b in batches {
             writer.write(b).map_err(encode_error)?;

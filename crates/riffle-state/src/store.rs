@@ -10,6 +10,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use riffle_core::{Epoch, OperatorState, RecordBatch};
 use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The `_latest.json` hint.
@@ -49,28 +50,30 @@ impl CheckpointStore {
         &self.root.store
     }
 
-    /// Makes a written object durable on local disk: fsync the file and its directory.
-    fn sync(&self, path: &ObjectPath) -> StateResult<()> {
+    /// Makes written objects durable on local disk: fsync each file, then each distinct
+    /// directory once. Runs on the blocking pool: an fsync must not stall a worker
+    /// thread that runs tasks.
+    async fn sync(&self, paths: &[ObjectPath]) -> StateResult<()> {
         let Some(dir) = &self.root.local_dir else {
             return Ok(());
         };
-        let file = dir.join(path.as_ref());
-        let io = |e| StateError::Io {
-            path: file.display().to_string(),
-            source: e,
-        };
-        std::fs::File::open(&file)
-            .and_then(|f| f.sync_all())
-            .map_err(io)?;
-        if let Some(parent) = file.parent() {
-            std::fs::File::open(parent)
-                .and_then(|d| d.sync_all())
-                .map_err(io)?;
+        let files: Vec<PathBuf> = paths.iter().map(|p| dir.join(p.as_ref())).collect();
+        let synced = tokio::task::spawn_blocking(move || sync_files(&files)).await;
+        match synced {
+            Ok(result) => result,
+            Err(e) => Err(StateError::Io {
+                path: dir.display().to_string(),
+                source: std::io::Error::other(e),
+            }),
         }
-        Ok(())
     }
 
-    async fn put(&self, path: &ObjectPath, bytes: Bytes, mode: PutMode) -> StateResult<()> {
+    async fn put_unsynced(
+        &self,
+        path: &ObjectPath,
+        bytes: Bytes,
+        mode: PutMode,
+    ) -> StateResult<()> {
         let options = PutOptions {
             mode,
             ..PutOptions::default()
@@ -79,7 +82,12 @@ impl CheckpointStore {
             .put_opts(path, PutPayload::from(bytes), options)
             .await
             .map_err(storage(path))?;
-        self.sync(path)
+        Ok(())
+    }
+
+    async fn put(&self, path: &ObjectPath, bytes: Bytes, mode: PutMode) -> StateResult<()> {
+        self.put_unsynced(path, bytes, mode).await?;
+        self.sync(std::slice::from_ref(path)).await
     }
 
     /// Writes one subtask's state for `epoch`; returns the manifest entries of its files.
@@ -94,17 +102,21 @@ impl CheckpointStore {
         state: &OperatorState,
     ) -> StateResult<Vec<FileEntry>> {
         let mut entries = Vec::new();
+        let mut paths = Vec::new();
         for (part, file) in state_file::encode(operator, state)?.into_iter().enumerate() {
             let path = self.layout.state_file(epoch, operator, subtask, part);
             let bytes = file.bytes.len() as u64;
-            self.put(&path, file.bytes, PutMode::Overwrite).await?;
+            self.put_unsynced(&path, file.bytes, PutMode::Overwrite)
+                .await?;
             entries.push(FileEntry {
                 path: self.layout.relative(&path),
                 rows: file.rows,
                 bytes,
                 crc32c: file.crc32c,
             });
+            paths.push(path);
         }
+        self.sync(&paths).await?;
         Ok(entries)
     }
 
@@ -416,4 +428,29 @@ impl CheckpointStore {
         }
         Ok(())
     }
+}
+
+/// Fsyncs `files`, then each of their directories once.
+fn sync_files(files: &[PathBuf]) -> StateResult<()> {
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| StateError::Io { path, source }
+    };
+    let mut dirs = Vec::new();
+    for file in files {
+        std::fs::File::open(file)
+            .and_then(|f| f.sync_all())
+            .map_err(io(file))?;
+        if let Some(parent) = file.parent() {
+            if !dirs.contains(&parent) {
+                dirs.push(parent);
+            }
+        }
+    }
+    for dir in dirs {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(dir))?;
+    }
+    Ok(())
 }

@@ -68,18 +68,20 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
     runtime.block_on(async {
         match args.command {
             CheckpointsCommand::List => {
-                let epochs = store.list_epochs().await?;
-                if epochs.is_empty() {
+                let findings = store.findings(false).await?;
+                if findings.is_empty() {
                     println!("no checkpoints of `{}` in {}", args.pipeline, args.state);
                     return Ok(());
                 }
+                // Files of older epochs that a manifest still references (reused state).
+                let referenced = referenced_files(&findings, &[]);
                 println!(
                     "{:>8}  {:<10} {:<23}  {:>5}  {:>12}  watermark (event time, UTC)",
                     "epoch", "status", "written (UTC)", "files", "bytes"
                 );
-                for epoch in epochs {
-                    match store.read_manifest(epoch).await {
-                        Ok(Some(m)) => {
+                for (epoch, finding) in &findings {
+                    match finding {
+                        EpochFinding::Valid(m) => {
                             let files = m.files().count();
                             let bytes: u64 = m.files().map(|f| f.bytes).sum();
                             let status = format!("{:?}", m.status).to_uppercase();
@@ -90,8 +92,16 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
                                 epoch.0
                             );
                         }
-                        Ok(None) => println!("{:>8}  {:<10}", epoch.0, "PARTIAL"),
-                        Err(e) => println!("{:>8}  {:<10} {e}", epoch.0, "DAMAGED"),
+                        EpochFinding::Partial => match kept_in_epoch(&referenced, *epoch) {
+                            0 => println!("{:>8}  {:<10}", epoch.0, "PARTIAL"),
+                            n => println!(
+                                "{:>8}  {:<10} {n} state file(s) kept: a newer checkpoint reuses them",
+                                epoch.0, "REUSED"
+                            ),
+                        },
+                        EpochFinding::Damaged(e) => {
+                            println!("{:>8}  {:<10} {e}", epoch.0, "DAMAGED")
+                        }
                     }
                 }
                 Ok(())

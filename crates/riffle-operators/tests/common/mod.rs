@@ -98,6 +98,27 @@ pub fn drive(
     delay_ns: i64,
     restore_at: Option<usize>,
 ) -> Vec<RecordBatch> {
+    drive_with(factory, inputs, delay_ns, restore_at, false)
+}
+
+/// Like [`drive`], but snapshots after every input (as checkpoints do, each one
+/// incremental on the last) and restores from the newest snapshot at `restore_at`.
+pub fn drive_checkpointed(
+    factory: &dyn OperatorFactory,
+    inputs: &[(usize, RecordBatch)],
+    delay_ns: i64,
+    restore_at: usize,
+) -> Vec<RecordBatch> {
+    drive_with(factory, inputs, delay_ns, Some(restore_at), true)
+}
+
+fn drive_with(
+    factory: &dyn OperatorFactory,
+    inputs: &[(usize, RecordBatch)],
+    delay_ns: i64,
+    restore_at: Option<usize>,
+    snapshot_every_input: bool,
+) -> Vec<RecordBatch> {
     let ctx = OperatorContext::detached("op", 0, 1);
     let mut op = factory.create(&ctx).unwrap();
     let mut out = Vec::new();
@@ -119,8 +140,11 @@ pub fn drive(
             watermark = w;
             op.on_watermark(w, &mut out).unwrap();
         }
+        if snapshot_every_input && restore_at != Some(i) {
+            op.snapshot(Epoch(i as u64 + 1)).unwrap();
+        }
         if restore_at == Some(i) {
-            let state = op.snapshot(Epoch(1)).unwrap();
+            let state = op.snapshot(Epoch(i as u64 + 1)).unwrap();
             op = factory.create(&ctx).unwrap();
             op.restore(state).unwrap();
             // The runtime re-delivers the watermark a restored operator resumes from.

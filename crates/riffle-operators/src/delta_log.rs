@@ -1,0 +1,134 @@
+//! Key-level incremental snapshots for state kept as dense group ids.
+//!
+//! A [`DeltaLog`] remembers the batches earlier snapshots produced for one unit of state
+//! (a window) and which groups changed since. A snapshot then adds one batch with only
+//! the changed and new groups; restoring the batches in order, later rows overwriting
+//! earlier ones, rebuilds the state. The earlier batches are handed to the checkpoint
+//! again unchanged, so their files are reused instead of rewritten. When the chain grows
+//! long or holds mostly overwritten rows, the next snapshot writes the unit in full.
+
+use riffle_core::RecordBatch;
+
+/// Longest chain of batches before a full rewrite (bounds files per window and restore work).
+const MAX_CHAIN: usize = 32;
+
+/// Batches written for one unit of state and the groups changed since the last one.
+#[derive(Debug, Default)]
+pub(crate) struct DeltaLog {
+    /// The batches to restore in order; empty until the first snapshot.
+    pub(crate) batches: Vec<RecordBatch>,
+    /// Rows over all `batches`, overwritten ones included.
+    chain_rows: usize,
+    /// Groups `0..written` are in `batches`; newer ids are new since the last snapshot.
+    written: usize,
+    /// Per written group: changed since the last snapshot.
+    dirty: Vec<bool>,
+    /// The changed written groups, each once.
+    changed: Vec<u32>,
+}
+
+impl DeltaLog {
+    /// Notes that `groups` were updated.
+    pub(crate) fn touch(&mut self, groups: &[u32]) {
+        for &g in groups {
+            if let Some(flag) = self.dirty.get_mut(g as usize) {
+                if !*flag {
+                    *flag = true;
+                    self.changed.push(g);
+                }
+            }
+        }
+    }
+
+    /// The groups the next snapshot batch must hold, given `len` groups now; empty when
+    /// nothing changed. Starts a fresh chain (every group) when the old one is too long
+    /// or mostly overwritten; the caller then [`push`](Self::push)es the batch.
+    pub(crate) fn take_changed(&mut self, len: usize) -> Vec<u32> {
+        let delta_rows = self.changed.len() + len.saturating_sub(self.written);
+        let full = self.batches.is_empty()
+            || self.batches.len() >= MAX_CHAIN
+            || self.chain_rows + delta_rows > 2 * len;
+        for &g in &self.changed {
+            self.dirty[g as usize] = false;
+        }
+        let mut changed = std::mem::take(&mut self.changed);
+        self.dirty.resize(len, false);
+        if delta_rows == 0 && !self.batches.is_empty() {
+            return Vec::new();
+        }
+        if full {
+            self.batches.clear();
+            self.chain_rows = 0;
+            return (0..len as u32).collect();
+        }
+        changed.sort_unstable();
+        changed.extend(self.written as u32..len as u32);
+        changed
+    }
+
+    /// Records the batch written for the groups [`take_changed`](Self::take_changed)
+    /// returned, when the unit had `len` groups.
+    pub(crate) fn push(&mut self, batch: RecordBatch, len: usize) {
+        self.chain_rows += batch.num_rows();
+        self.batches.push(batch);
+        self.written = len;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use riffle_core::arrow::array::{ArrayRef, UInt32Array};
+    use riffle_core::arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+
+    fn batch(ids: &[u32]) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new("g", DataType::UInt32, false)]));
+        let column: ArrayRef = Arc::new(UInt32Array::from(ids.to_vec()));
+        RecordBatch::try_new(schema, vec![column]).unwrap()
+    }
+
+    fn snapshot(log: &mut DeltaLog, len: usize) -> Vec<u32> {
+        let ids = log.take_changed(len);
+        if !ids.is_empty() {
+            log.push(batch(&ids), len);
+        }
+        ids
+    }
+
+    #[test]
+    fn first_snapshot_is_full_then_only_changed_and_new_groups() {
+        let mut log = DeltaLog::default();
+        log.touch(&[0, 1, 2]); // nothing written yet: new groups need no flag
+        assert_eq!(snapshot(&mut log, 3), vec![0, 1, 2]);
+        assert!(snapshot(&mut log, 3).is_empty(), "nothing changed");
+        log.touch(&[2, 0, 2]);
+        assert_eq!(snapshot(&mut log, 5), vec![0, 2, 3, 4]);
+        log.touch(&[1]);
+        assert_eq!(snapshot(&mut log, 5), vec![1]);
+        assert_eq!(log.batches.len(), 3);
+    }
+
+    #[test]
+    fn mostly_overwritten_chain_is_rewritten_in_full() {
+        let mut log = DeltaLog::default();
+        snapshot(&mut log, 4);
+        log.touch(&[0, 1, 2, 3]);
+        // 4 rows chained + 4 changed = 8, not above 2 × 4: still a delta.
+        assert_eq!(snapshot(&mut log, 4), vec![0, 1, 2, 3]);
+        log.touch(&[0]);
+        // 8 + 1 > 8: the whole unit again, as the only batch.
+        assert_eq!(snapshot(&mut log, 4), vec![0, 1, 2, 3]);
+        assert_eq!(log.batches.len(), 1);
+    }
+
+    #[test]
+    fn chain_length_is_bounded() {
+        let mut log = DeltaLog::default();
+        for len in 1..=100 {
+            log.touch(&[0]);
+            snapshot(&mut log, len * 10);
+            assert!(log.batches.len() <= MAX_CHAIN);
+        }
+    }
+}
