@@ -34,17 +34,46 @@ pub enum JoinKind {
 }
 
 /// Plans a window join.
+#[derive(Clone)]
 pub struct WindowJoinFactory {
     kind: JoinKind,
     left: StreamSchema,
     right: StreamSchema,
     left_keys: Vec<usize>,
     right_keys: Vec<usize>,
-    left_out: Vec<usize>,
-    right_out: Vec<usize>,
+    /// What each side buffers: only its key and output columns.
+    buffers: [SideBuffer; 2],
     key_schema: SchemaRef,
     size: i64,
     schema: StreamSchema,
+}
+
+/// The columns one side of a join keeps until its window fires.
+#[derive(Clone)]
+struct SideBuffer {
+    /// Input column indices kept.
+    columns: Vec<usize>,
+    /// The kept columns' schema.
+    schema: SchemaRef,
+    /// Key positions in the kept columns.
+    keys: Vec<usize>,
+    /// Output positions in the kept columns.
+    out: Vec<usize>,
+}
+
+impl SideBuffer {
+    fn new(input: &StreamSchema, keys: &[usize], out: &[usize]) -> Result<Self> {
+        let mut columns: Vec<usize> = keys.iter().chain(out).copied().collect();
+        columns.sort_unstable();
+        columns.dedup();
+        let position = |i: &usize| columns.iter().position(|c| c == i).unwrap_or(0);
+        Ok(Self {
+            schema: Arc::new(input.schema.project(&columns)?),
+            keys: keys.iter().map(position).collect(),
+            out: out.iter().map(position).collect(),
+            columns,
+        })
+    }
 }
 
 impl WindowJoinFactory {
@@ -108,14 +137,17 @@ impl WindowJoinFactory {
                 })
                 .collect::<Vec<_>>(),
         ));
+        let buffers = [
+            SideBuffer::new(left, &lk, &left_out)?,
+            SideBuffer::new(right, &rk, &right_out)?,
+        ];
         Ok(Self {
             kind,
             left: left.clone(),
             right: right.clone(),
             left_keys: lk,
             right_keys: rk,
-            left_out,
-            right_out,
+            buffers,
             key_schema,
             size: nanos(size),
             schema: StreamSchema::with_timestamp(fields),
@@ -161,18 +193,7 @@ impl OperatorFactory for WindowJoinFactory {
     }
     fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
         Ok(Box::new(WindowJoin {
-            plan: WindowJoinFactory {
-                kind: self.kind,
-                left: self.left.clone(),
-                right: self.right.clone(),
-                left_keys: self.left_keys.clone(),
-                right_keys: self.right_keys.clone(),
-                left_out: self.left_out.clone(),
-                right_out: self.right_out.clone(),
-                key_schema: self.key_schema.clone(),
-                size: self.size,
-                schema: self.schema.clone(),
-            },
+            plan: self.clone(),
             windows: BTreeMap::new(),
             watermark: EventTime::MIN,
             counters: ctx.counters.clone(),
@@ -223,13 +244,11 @@ impl WindowJoin {
         }
     }
 
+    /// The key columns of a batch of `side`'s buffered columns, cast to the key types.
     fn keys_of(&self, side: usize, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
-        let keys = if side == 0 {
-            &self.plan.left_keys
-        } else {
-            &self.plan.right_keys
-        };
-        keys.iter()
+        self.plan.buffers[side]
+            .keys
+            .iter()
             .zip(self.plan.key_schema.fields())
             .map(|(&i, f)| Ok(cast(batch.column(i), f.data_type())?))
             .collect()
@@ -244,7 +263,7 @@ impl WindowJoin {
         if left.is_empty() {
             return Ok(None);
         }
-        let left = concat_batches(&self.plan.left.schema, &left)?;
+        let left = concat_batches(&self.plan.buffers[0].schema, &left)?;
         let left_keys = self.keys_of(0, &left)?;
         let left_rows = non_null_rows(&left_keys);
         let mut left_ids = Vec::new();
@@ -267,7 +286,7 @@ impl WindowJoin {
             if right.is_empty() {
                 return Ok(None);
             }
-            let right = concat_batches(&self.plan.right.schema, &right)?;
+            let right = concat_batches(&self.plan.buffers[1].schema, &right)?;
             let right_keys = self.keys_of(1, &right)?;
             let right_rows = non_null_rows(&right_keys);
             let mut table = GroupKeys::new(self.plan.key_schema.clone())?;
@@ -290,16 +309,14 @@ impl WindowJoin {
             return Ok(None);
         }
         let n = out_left.len();
-        let left_cols: Vec<ArrayRef> = self
-            .plan
-            .left_out
+        let left_cols: Vec<ArrayRef> = self.plan.buffers[0]
+            .out
             .iter()
             .map(|&i| left.column(i).clone())
             .collect();
         let right_cols: Vec<ArrayRef> = match &right {
-            Some(right) => self
-                .plan
-                .right_out
+            Some(right) => self.plan.buffers[1]
+                .out
                 .iter()
                 .map(|&i| right.column(i).clone())
                 .collect(),
@@ -326,6 +343,7 @@ impl Operator for WindowJoin {
     ) -> Result<()> {
         let side = input.min(1);
         let ts = timestamps(&batch, self.side_schema(side).timestamp_index).to_vec();
+        let batch = batch.project(&self.plan.buffers[side].columns)?;
         let mut by_start: BTreeMap<EventTime, Vec<u32>> = BTreeMap::new();
         let mut late = 0;
         for (row, &t) in ts.iter().enumerate() {
@@ -446,7 +464,7 @@ impl Operator for WindowJoin {
                 }
             };
             let rows = RecordBatch::try_new(
-                self.side_schema(side).schema.clone(),
+                self.plan.buffers[side].schema.clone(),
                 rows.as_struct().columns().to_vec(),
             )?;
             // One buffered batch per window, not per row.
@@ -523,7 +541,7 @@ impl WindowJoin {
         side: usize,
         fresh: &[RecordBatch],
     ) -> Result<RecordBatch> {
-        let row_schema = &self.side_schema(side).schema;
+        let row_schema = &self.plan.buffers[side].schema;
         let rows = concat_batches(row_schema, fresh)?;
         let keys = self.keys_of(side, &rows)?;
         let (kg_field, kg) =

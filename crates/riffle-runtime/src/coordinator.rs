@@ -540,18 +540,26 @@ impl CheckpointCoordinator {
             .await
             .map_err(Incomplete::retry)?;
         maybe_crash(CrashPoint::AfterManifestPrepared, pending.epoch);
-        for c in &manifest.sink_committables {
-            let committed = match self.sinks.get(&c.sink) {
-                Some(sink) => sink.commit(c).map_err(|e| {
-                    format!("committing sink `{}` subtask {}: {e}", c.sink, c.subtask)
-                }),
-                None => Err(format!("no sink `{}` to commit", c.sink)),
-            };
-            committed.map_err(|reason| Incomplete {
-                reason,
-                outcome: Outcome::SinkCommit,
-            })?;
-        }
+        // Sink commits do blocking I/O (renames, fsync): off the worker threads.
+        let sinks = self.sinks.clone();
+        let committables = manifest.sink_committables.clone();
+        let committed = tokio::task::spawn_blocking(move || {
+            for c in &committables {
+                match sinks.get(&c.sink) {
+                    Some(sink) => sink.commit(c).map_err(|e| {
+                        format!("committing sink `{}` subtask {}: {e}", c.sink, c.subtask)
+                    })?,
+                    None => return Err(format!("no sink `{}` to commit", c.sink)),
+                }
+            }
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("sink commit stopped: {e}")));
+        committed.map_err(|reason| Incomplete {
+            reason,
+            outcome: Outcome::SinkCommit,
+        })?;
         maybe_crash(CrashPoint::AfterSinkCommit, pending.epoch);
         // From here on the output is published: a storage failure leaves a PREPARED
         // manifest that the next epoch or recovery supersedes.

@@ -212,16 +212,21 @@ pub fn run(args: BenchArgs) -> Result<()> {
             .chain(jobs.iter().map(|j| (j.name().to_string(), false)))
             .collect();
         for (name, is_query) in names {
-            for &interval in &intervals {
-                let (q, j) = if is_query {
-                    (name.as_str(), "none")
-                } else {
-                    ("none", name.as_str())
-                };
-                let runs = (0..args.runs)
-                    .map(|_| run_child(&args, q, j, interval))
-                    .collect::<Result<Vec<_>>>()?;
-                emit(BenchRow::median(&runs))?;
+            let (q, j) = if is_query {
+                (name.as_str(), "none")
+            } else {
+                ("none", name.as_str())
+            };
+            // Intervals take turns run by run, so drift in a noisy machine's speed
+            // affects every interval alike and their ratio stays fair.
+            let mut runs: Vec<Vec<_>> = intervals.iter().map(|_| Vec::new()).collect();
+            for _ in 0..args.runs {
+                for (i, &interval) in intervals.iter().enumerate() {
+                    runs[i].push(run_child(&args, q, j, interval)?);
+                }
+            }
+            for runs in &runs {
+                emit(BenchRow::median(runs))?;
             }
         }
         print_table(&rows);
