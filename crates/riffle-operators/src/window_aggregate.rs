@@ -4,6 +4,10 @@
 //! window_end − 1ns` (the window's last instant). A window `[s, e)` fires when the
 //! watermark reaches `e − 1`; a row whose every window has fired is late: dropped and
 //! counted.
+//!
+//! State is kept per *pane* (one slide of event time): a row updates one pane, not every
+//! hopping window it falls in, and a window fires by merging its `size / slide` panes.
+//! A pane is dropped once the last window containing it has fired.
 
 use crate::aggregate::normalize_inputs;
 use crate::aggregate::{
@@ -16,14 +20,17 @@ use crate::window::{
 };
 use riffle_core::arrow::array::{ArrayRef, AsArray, UInt32Array};
 use riffle_core::arrow::compute::{take, take_record_batch};
-use riffle_core::arrow::datatypes::{Schema, SchemaRef, TimestampNanosecondType};
+use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef, TimestampNanosecondType};
 use riffle_core::operator::OperatorCounters;
 use riffle_core::{
-    Epoch, Error, EventTime, Operator, OperatorContext, OperatorFactory, OperatorState,
-    RecordBatch, Result, StreamSchema,
+    timestamp_type, Epoch, Error, EventTime, Operator, OperatorContext, OperatorFactory,
+    OperatorState, RecordBatch, Result, StreamSchema,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// The state column holding a row's pane start.
+const PANE_START: &str = "pane_start";
 
 /// Plans a tumbling or hopping window aggregate.
 pub struct WindowAggregateFactory {
@@ -129,7 +136,9 @@ impl OperatorFactory for WindowAggregateFactory {
             slide: self.slide,
             input_timestamp: self.input_timestamp,
             schema: self.schema.clone(),
-            windows: BTreeMap::new(),
+            panes: BTreeMap::new(),
+            last_fired: None,
+            resuming: false,
             watermark: EventTime::MIN,
             counters: ctx.counters.clone(),
             max_parallelism: ctx.max_parallelism,
@@ -139,7 +148,8 @@ impl OperatorFactory for WindowAggregateFactory {
     }
 }
 
-struct WindowState {
+/// The groups of one pane (or, for a tumbling window, of the window).
+struct PaneState {
     keys: GroupKeys,
     accumulators: AccumulatorSet,
     /// What the last snapshots wrote and which groups changed since.
@@ -154,8 +164,12 @@ struct WindowAggregate {
     slide: i64,
     input_timestamp: usize,
     schema: StreamSchema,
-    /// Open windows by start.
-    windows: BTreeMap<EventTime, WindowState>,
+    /// Panes by start, while a window containing them is open.
+    panes: BTreeMap<EventTime, PaneState>,
+    /// Start of the newest window fired; windows fire in order of start.
+    last_fired: Option<EventTime>,
+    /// Restored and not yet told the watermark it resumes at (see `on_watermark`).
+    resuming: bool,
     watermark: EventTime,
     counters: Arc<OperatorCounters>,
     max_parallelism: u16,
@@ -168,42 +182,69 @@ impl WindowAggregate {
         start.saturating_add(self.size - 1) <= self.watermark
     }
 
-    fn new_window(&self) -> Result<WindowState> {
-        Ok(WindowState {
+    fn new_pane(&self) -> Result<PaneState> {
+        Ok(PaneState {
             keys: GroupKeys::new(self.key_schema.clone())?,
             accumulators: AccumulatorSet::new(&self.aggregates),
             delta: DeltaLog::default(),
         })
     }
 
-    fn emit(&self, start: EventTime, state: WindowState) -> Result<RecordBatch> {
-        let ids: Vec<u32> = (0..state.keys.len() as u32).collect();
+    fn emit(&self, start: EventTime, state: &PaneState) -> Result<Option<RecordBatch>> {
+        let n = state.keys.len();
+        if n == 0 {
+            return Ok(None);
+        }
+        let ids: Vec<u32> = (0..n as u32).collect();
         let mut columns = state.keys.keys(&ids)?;
-        let n = ids.len();
         columns.push(timestamp_array(vec![start; n]));
         columns.push(timestamp_array(vec![start + self.size; n]));
         columns.extend(state.accumulators.finish(&ids)?);
         columns.push(timestamp_array(vec![start + self.size - 1; n]));
-        Ok(RecordBatch::try_new(self.schema.schema.clone(), columns)?)
+        Ok(Some(RecordBatch::try_new(
+            self.schema.schema.clone(),
+            columns,
+        )?))
+    }
+
+    /// The window starting at `start`: its panes merged (a tumbling window is its pane).
+    fn fire(&self, start: EventTime) -> Result<Option<RecordBatch>> {
+        let mut panes = self.panes.range(start..start + self.size);
+        if self.size == self.slide {
+            return match panes.next() {
+                Some((_, pane)) => self.emit(start, pane),
+                None => Ok(None),
+            };
+        }
+        let mut merged = self.new_pane()?;
+        let mut groups = Vec::new();
+        for (_, pane) in panes {
+            let ids: Vec<u32> = (0..pane.keys.len() as u32).collect();
+            let keys = pane.keys.keys(&ids)?;
+            merged.keys.intern(&keys, &ids, &mut groups)?;
+            merged
+                .accumulators
+                .merge_from(&pane.accumulators, &ids, &groups);
+        }
+        self.emit(start, &merged)
+    }
+
+    /// Start of the newest window that `watermark` closes.
+    fn newest_closed(&self, watermark: EventTime) -> EventTime {
+        window_start(watermark.saturating_sub(self.size - 1), self.slide)
     }
 }
 
 impl WindowAggregate {
-    /// The state rows of `ids` in the window starting at `start`.
-    fn state_batch(
-        &self,
-        start: EventTime,
-        state: &WindowState,
-        ids: &[u32],
-    ) -> Result<RecordBatch> {
+    /// The state rows of `ids` in the pane starting at `start`.
+    fn state_batch(&self, start: EventTime, state: &PaneState, ids: &[u32]) -> Result<RecordBatch> {
         let keys = state.keys.keys(ids)?;
         let (kg_field, kg) = key_group_column(&keys, ids.len(), self.max_parallelism)?;
         let mut fields = vec![kg_field];
         let mut columns = vec![kg];
         fields.extend(self.key_schema.fields().iter().map(|f| f.as_ref().clone()));
         columns.extend(keys);
-        let [ws, _] = window_fields();
-        fields.push(ws);
+        fields.push(Field::new(PANE_START, timestamp_type(), false));
         columns.push(timestamp_array(vec![start; ids.len()]));
         for (f, c) in state.accumulators.state(ids)? {
             fields.push(f);
@@ -219,22 +260,19 @@ impl Operator for WindowAggregate {
         let ts = timestamps(&batch, self.input_timestamp).to_vec();
         let key_columns: Vec<ArrayRef> =
             self.keys.iter().map(|&i| batch.column(i).clone()).collect();
-        let windows_per_row = self.size / self.slide;
-        // For each of the row's windows (offset j back from the newest), rows grouped by start.
+        // A data batch before any watermark: this run resumed with no watermark (none
+        // had passed when the snapshot was taken), so no window had fired.
+        self.resuming = false;
         let mut late = 0u64;
         let mut by_start: BTreeMap<EventTime, Vec<u32>> = BTreeMap::new();
         for (row, &t) in ts.iter().enumerate() {
-            let newest = window_start(t, self.slide);
-            if self.closed(newest) {
+            // The row's pane starts where its newest window starts.
+            let pane = window_start(t, self.slide);
+            if self.closed(pane) {
                 late += 1;
                 continue;
             }
-            for j in 0..windows_per_row {
-                let start = newest - j * self.slide;
-                if !self.closed(start) {
-                    by_start.entry(start).or_default().push(row as u32);
-                }
-            }
+            by_start.entry(pane).or_default().push(row as u32);
         }
         self.counters.add_late(late);
         if by_start.is_empty() {
@@ -243,11 +281,11 @@ impl Operator for WindowAggregate {
         let inputs = normalize_inputs(&self.aggregates, batch.columns())?;
         let mut groups = std::mem::take(&mut self.scratch);
         for (start, rows) in by_start {
-            if !self.windows.contains_key(&start) {
-                let fresh = self.new_window()?;
-                self.windows.insert(start, fresh);
+            if !self.panes.contains_key(&start) {
+                let fresh = self.new_pane()?;
+                self.panes.insert(start, fresh);
             }
-            let Some(state) = self.windows.get_mut(&start) else {
+            let Some(state) = self.panes.get_mut(&start) else {
                 continue;
             };
             state.keys.intern(&key_columns, &rows, &mut groups)?;
@@ -260,25 +298,48 @@ impl Operator for WindowAggregate {
 
     fn on_watermark(&mut self, watermark: EventTime, out: &mut Vec<RecordBatch>) -> Result<()> {
         self.watermark = watermark;
+        if std::mem::take(&mut self.resuming) {
+            // The runtime hands a restored operator the watermark its snapshot was taken
+            // at first: every window closed by it fired before the snapshot. (Subtasks
+            // of a keyed exchange see the same watermarks, so this holds after a
+            // rescale too.)
+            if watermark > EventTime::MIN {
+                self.last_fired = Some(self.newest_closed(watermark));
+            }
+        }
+        let windows_per_pane = self.size / self.slide;
         let mut fired = 0;
-        while let Some(&start) = self.windows.keys().next() {
+        while let Some(&first) = self.panes.keys().next() {
+            // The oldest window holding the oldest pane, unless it already fired.
+            let mut start = first - (windows_per_pane - 1) * self.slide;
+            if let Some(last) = self.last_fired {
+                start = start.max(last + self.slide);
+            }
             if !self.closed(start) {
                 break;
             }
-            let Some(state) = self.windows.remove(&start) else {
-                break;
-            };
-            out.push(self.emit(start, state)?);
-            fired += 1;
+            if let Some(batch) = self.fire(start)? {
+                out.push(batch);
+                fired += 1;
+            }
+            self.last_fired = Some(start);
+            // A pane starting at or before `start` is in no window still to fire.
+            while self
+                .panes
+                .first_key_value()
+                .is_some_and(|(&p, _)| p <= start)
+            {
+                self.panes.pop_first();
+            }
         }
         self.counters.add_windows(fired);
         Ok(())
     }
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
-        let mut batches = Vec::with_capacity(self.windows.len());
+        let mut batches = Vec::with_capacity(self.panes.len());
         // Taken out for the loop so `state_batch` can borrow `self`; put back even on error.
-        let mut windows = std::mem::take(&mut self.windows);
+        let mut windows = std::mem::take(&mut self.panes);
         let mut result = Ok(());
         for (&start, state) in &mut windows {
             let len = state.keys.len();
@@ -294,20 +355,21 @@ impl Operator for WindowAggregate {
             }
             batches.extend(state.delta.batches.iter().cloned());
         }
-        self.windows = windows;
+        self.panes = windows;
         result?;
         Ok(OperatorState { batches })
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {
+        self.resuming = true;
         let mut groups = Vec::new();
         for batch in state.batches {
             let starts = batch
-                .column_by_name("window_start")
+                .column_by_name(PANE_START)
                 .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())
                 .ok_or_else(|| Error::State {
                     operator: self.operator.clone(),
-                    message: "missing `window_start`".into(),
+                    message: format!("missing `{PANE_START}`"),
                 })?
                 .clone();
             let keys: Vec<ArrayRef> = self
@@ -324,8 +386,8 @@ impl Operator for WindowAggregate {
                         })
                 })
                 .collect::<Result<_>>()?;
-            // Rows of one window are restored together: one key lookup pass and one
-            // accumulator pass per window, not per row.
+            // Rows of one pane are restored together: one key lookup pass and one
+            // accumulator pass per pane, not per row.
             let mut by_window: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
             for (row, start) in starts.values().iter().enumerate() {
                 by_window.entry(*start).or_default().push(row as u32);
@@ -337,11 +399,11 @@ impl Operator for WindowAggregate {
                     .iter()
                     .map(|k| take(k.as_ref(), &indices, None))
                     .collect::<std::result::Result<_, _>>()?;
-                if !self.windows.contains_key(&start) {
-                    let fresh = self.new_window()?;
-                    self.windows.insert(start, fresh);
+                if !self.panes.contains_key(&start) {
+                    let fresh = self.new_pane()?;
+                    self.panes.insert(start, fresh);
                 }
-                let Some(state) = self.windows.get_mut(&start) else {
+                let Some(state) = self.panes.get_mut(&start) else {
                     continue;
                 };
                 let all: Vec<u32> = (0..part.num_rows() as u32).collect();

@@ -178,7 +178,7 @@ fn a_restored_job_emits_exactly_the_windows_open_at_the_checkpoint() {
         .values()
         .flat_map(|s| s.batches.iter())
         .flat_map(|b| {
-            b.column_by_name("window_start")
+            b.column_by_name("pane_start")
                 .unwrap()
                 .as_primitive::<TimestampNanosecondType>()
                 .values()

@@ -223,26 +223,12 @@ impl AccumulatorSet {
             match column {
                 Column::Count(v) => v[d] += v[s],
                 Column::Int { values, seen } => {
-                    if seen[s] > 0 {
-                        values[d] = match (agg.function, seen[d]) {
-                            (_, 0) => values[s],
-                            (AggregateFunction::Min, _) => values[d].min(values[s]),
-                            (AggregateFunction::Max, _) => values[d].max(values[s]),
-                            _ => values[d].wrapping_add(values[s]),
-                        };
-                        seen[d] += seen[s];
-                    }
+                    (values[d], seen[d]) =
+                        fold_int(agg.function, (values[d], seen[d]), (values[s], seen[s]));
                 }
                 Column::Float { values, seen } => {
-                    if seen[s] > 0 {
-                        values[d] = match (agg.function, seen[d]) {
-                            (_, 0) => values[s],
-                            (AggregateFunction::Min, _) => values[d].min(values[s]),
-                            (AggregateFunction::Max, _) => values[d].max(values[s]),
-                            _ => values[d] + values[s],
-                        };
-                        seen[d] += seen[s];
-                    }
+                    (values[d], seen[d]) =
+                        fold_float(agg.function, (values[d], seen[d]), (values[s], seen[s]));
                 }
                 Column::DistinctInt(v) => {
                     let moved = std::mem::take(&mut v[s]);
@@ -252,6 +238,54 @@ impl AccumulatorSet {
                     let moved = std::mem::take(&mut v[s]);
                     v[d].extend(moved);
                 }
+            }
+        }
+    }
+
+    /// Folds slot `src[i]` of `other` (same aggregates) into slot `dst[i]` of this set,
+    /// for every `i`; `other` is unchanged (hopping windows merge their panes).
+    pub fn merge_from(&mut self, other: &AccumulatorSet, src: &[u32], dst: &[u32]) {
+        let max = dst.iter().copied().max().map_or(0, |m| m as usize + 1);
+        self.ensure(max);
+        let pairs = || src.iter().zip(dst).map(|(&s, &d)| (s as usize, d as usize));
+        for ((column, agg), theirs) in self
+            .columns
+            .iter_mut()
+            .zip(&self.aggregates)
+            .zip(&other.columns)
+        {
+            let f = agg.function;
+            match (column, theirs) {
+                (Column::Count(v), Column::Count(o)) => pairs().for_each(|(s, d)| v[d] += o[s]),
+                (
+                    Column::Int { values, seen },
+                    Column::Int {
+                        values: ov,
+                        seen: os,
+                    },
+                ) => {
+                    for (s, d) in pairs() {
+                        (values[d], seen[d]) = fold_int(f, (values[d], seen[d]), (ov[s], os[s]));
+                    }
+                }
+                (
+                    Column::Float { values, seen },
+                    Column::Float {
+                        values: ov,
+                        seen: os,
+                    },
+                ) => {
+                    for (s, d) in pairs() {
+                        (values[d], seen[d]) = fold_float(f, (values[d], seen[d]), (ov[s], os[s]));
+                    }
+                }
+                (Column::DistinctInt(v), Column::DistinctInt(o)) => {
+                    pairs().for_each(|(s, d)| v[d].extend(o[s].iter().copied()))
+                }
+                (Column::DistinctText(v), Column::DistinctText(o)) => {
+                    pairs().for_each(|(s, d)| v[d].extend(o[s].iter().cloned()))
+                }
+                _ => {}
             }
         }
     }
@@ -492,4 +526,32 @@ pub(crate) fn normalize_inputs(
             })
         })
         .collect()
+}
+
+/// An integer sum/min/max `(value, non-null count)` folded with another.
+fn fold_int(function: AggregateFunction, acc: (i64, i64), other: (i64, i64)) -> (i64, i64) {
+    if other.1 == 0 {
+        return acc;
+    }
+    let value = match (function, acc.1) {
+        (_, 0) => other.0,
+        (AggregateFunction::Min, _) => acc.0.min(other.0),
+        (AggregateFunction::Max, _) => acc.0.max(other.0),
+        _ => acc.0.wrapping_add(other.0),
+    };
+    (value, acc.1 + other.1)
+}
+
+/// A float sum/min/max/avg `(value, non-null count)` folded with another.
+fn fold_float(function: AggregateFunction, acc: (f64, i64), other: (f64, i64)) -> (f64, i64) {
+    if other.1 == 0 {
+        return acc;
+    }
+    let value = match (function, acc.1) {
+        (_, 0) => other.0,
+        (AggregateFunction::Min, _) => acc.0.min(other.0),
+        (AggregateFunction::Max, _) => acc.0.max(other.0),
+        _ => acc.0 + other.0,
+    };
+    (value, acc.1 + other.1)
 }
