@@ -160,7 +160,7 @@ fn random_kills_lose_and_duplicate_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (out, state) = (dir.path().join("out"), dir.path().join("state"));
     let mut kills = 0;
-    let mut finished_early = 0;
+    let mut pipelines = 1;
     while kills < 20 {
         let mut child = nexmark(query, events, parallelism, &out, Some(&state))
             .stderr(std::process::Stdio::null())
@@ -170,11 +170,18 @@ fn random_kills_lose_and_duplicate_nothing() {
         while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
             std::thread::sleep(Duration::from_millis(5));
         }
-        if child.try_wait().unwrap().is_some() {
-            // The run completed before its kill time: start over on fresh directories
-            // would hide nothing, so just count it and keep killing resumed runs.
-            finished_early += 1;
-            assert!(finished_early < 50, "runs end too fast to be killed");
+        if let Some(status) = child.try_wait().unwrap() {
+            // The pipeline completed between kills: its output must be exact; then
+            // start a fresh one and keep killing until 20 kills in all.
+            assert!(status.success(), "seed {seed}: a resumed run failed");
+            assert!(
+                published(&out) == expected,
+                "seed {seed}: rows differ after {kills} kills (pipeline {pipelines})"
+            );
+            std::fs::remove_dir_all(&out).unwrap();
+            std::fs::remove_dir_all(&state).unwrap();
+            pipelines += 1;
+            assert!(pipelines < 50, "runs end too fast to be killed");
             continue;
         }
         child.kill().unwrap(); // SIGKILL
