@@ -95,6 +95,24 @@ fn damaged_checkpoints_are_named_and_skipped() {
     };
     let verified = checkpoints(&["verify"], &pristine);
     assert!(verified.status.success(), "{}", stderr(&verified));
+    let report = String::from_utf8_lossy(&verified.stdout).into_owned();
+    assert!(!report.contains("unreachable"), "{report}");
+    // A file no manifest references is listed, and is not damage.
+    let stray = dir.path().join("stray");
+    copy_dir(&pristine, &stray);
+    let newest = epochs(&stray).last().unwrap().clone();
+    std::fs::write(
+        newest.join("leftover.parquet"),
+        b"from an epoch that never committed",
+    )
+    .unwrap();
+    let verified = checkpoints(&["verify"], &stray);
+    let report = String::from_utf8_lossy(&verified.stdout).into_owned();
+    assert!(verified.status.success(), "{report}");
+    assert!(
+        report.contains("unreachable: ") && report.contains("leftover.parquet"),
+        "{report}"
+    );
     let gc = checkpoints(&["gc", "--dry-run", "--retain", "1"], &pristine);
     let text = String::from_utf8_lossy(&gc.stdout).into_owned();
     assert!(

@@ -374,6 +374,28 @@ impl CheckpointStore {
         Ok(findings)
     }
 
+    /// Every object in `epoch`'s directory, as paths relative to the pipeline root (the
+    /// form manifests use), sorted.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn epoch_files(&self, epoch: Epoch) -> StateResult<Vec<String>> {
+        use futures::TryStreamExt;
+        let dir = self.layout.epoch_dir(epoch);
+        let objects: Vec<_> = self
+            .store()
+            .list(Some(&dir))
+            .try_collect()
+            .await
+            .map_err(storage(&dir))?;
+        let mut files: Vec<String> = objects
+            .into_iter()
+            .map(|o| self.layout.relative(&o.location))
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+
     /// Deletes an epoch's directory (GC and sweeping partial epochs) except the files in
     /// `keep` — files that a retained manifest of a later epoch still references
     /// (incremental checkpoints reuse unchanged state files).

@@ -142,6 +142,23 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
                         }
                     }
                 }
+                if epoch.is_none() {
+                    // Files no manifest references: left by an epoch that never committed
+                    // (or by hand). Garbage, not damage: the next run's start-up sweep
+                    // deletes them.
+                    let findings = store.findings(false).await?;
+                    let referenced = referenced_files(&findings, &[]);
+                    let manifest_name = "_manifest.json";
+                    for (epoch, _) in &findings {
+                        for file in store.epoch_files(*epoch).await? {
+                            if !referenced.contains(&file) && !file.ends_with(manifest_name) {
+                                println!(
+                                    "unreachable: {file} (no manifest references it; the next run's start-up sweep deletes it)"
+                                );
+                            }
+                        }
+                    }
+                }
                 anyhow::ensure!(damaged == 0, "{damaged} damaged checkpoint(s)");
                 Ok(())
             }
