@@ -329,13 +329,20 @@ impl CheckpointCoordinator {
                             Err(Incomplete { reason, outcome }) => {
                                 report.abandoned.push(done.epoch);
                                 report.errors.push(format!("epoch {}: {reason}", done.epoch));
-                                stopper.fail(match outcome {
+                                let message = match outcome {
                                     // Must not restart: a newer run owns the state.
                                     Outcome::Fenced => reason,
                                     // Sinks of a logged decision must commit before any
                                     // later epoch; only recovery's roll forward can now.
                                     Outcome::SinkCommit | Outcome::Retry => format!("epoch {} is PREPARED but its sinks could not commit: {reason}; restart to roll it forward", done.epoch),
+                                };
+                                // Listeners hear of a fatal failure too, not only of retried ones.
+                                self.emit(CheckpointEvent::Failed {
+                                    epoch: done.epoch,
+                                    reason: message.clone(),
+                                    consecutive: failures + 1,
                                 });
+                                stopper.fail(message);
                             }
                         }
                         continue;

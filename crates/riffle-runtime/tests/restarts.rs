@@ -379,6 +379,13 @@ fn a_run_of_an_older_generation_is_fenced_out() {
         err.contains("fenced") && err.contains("generation 99"),
         "the older run stops instead of committing: {err}"
     );
+    assert!(
+        listener.events().iter().any(|e| matches!(
+            e,
+            CheckpointEvent::Failed { reason, .. } if reason.contains("fenced")
+        )),
+        "listeners hear of the fatal failure"
+    );
 }
 
 /// Turns the state directory's `checkpoints/` into a plain file once recovery is done,
