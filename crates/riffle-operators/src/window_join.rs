@@ -14,7 +14,9 @@ use crate::window::{
 use riffle_core::arrow::array::{ArrayRef, AsArray, StructArray, UInt32Array};
 use riffle_core::arrow::buffer::BooleanBuffer;
 use riffle_core::arrow::compute::{cast, concat_batches, take_record_batch};
-use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampNanosecondType};
+use riffle_core::arrow::datatypes::{
+    DataType, Field, Fields, Schema, SchemaRef, TimestampNanosecondType,
+};
 use riffle_core::operator::OperatorCounters;
 use riffle_core::{
     timestamp_type, Epoch, Error, EventTime, Operator, OperatorContext, OperatorFactory,
@@ -357,23 +359,12 @@ impl Operator for WindowJoin {
         self.counters.add_late(late);
         if side == 1 && self.semi() {
             let keys = self.keys_of(1, &batch)?;
-            let valid = valid_mask(&keys);
-            let mut ids = Vec::new();
-            for (start, mut rows) in by_start {
-                if let Some(valid) = &valid {
+            if let Some(valid) = valid_mask(&keys) {
+                for rows in by_start.values_mut() {
                     rows.retain(|&r| valid.value(r as usize));
                 }
-                let buffered = self.windows.entry(start).or_default();
-                let set = match &mut buffered.right_keys {
-                    Some(set) => set,
-                    None => buffered.right_keys.insert(KeySet {
-                        keys: GroupKeys::new(self.plan.key_schema.clone())?,
-                        delta: DeltaLog::default(),
-                    }),
-                };
-                set.keys.intern(&keys, &rows, &mut ids)?;
             }
-            return Ok(());
+            return self.add_right_keys(&keys, by_start);
         }
         for (start, rows) in by_start {
             let part = take_record_batch(&batch, &UInt32Array::from(rows))?;
@@ -502,6 +493,15 @@ impl WindowJoin {
         for (row, start) in starts.values().iter().enumerate() {
             by_window.entry(*start).or_default().push(row as u32);
         }
+        self.add_right_keys(keys, by_window)
+    }
+
+    /// Adds the right keys at `rows` of `keys` to each window's distinct set.
+    fn add_right_keys(
+        &mut self,
+        keys: &[ArrayRef],
+        by_window: BTreeMap<EventTime, Vec<u32>>,
+    ) -> Result<()> {
         let mut ids = Vec::new();
         for (start, rows) in by_window {
             let buffered = self.windows.entry(start).or_default();
@@ -525,23 +525,8 @@ impl WindowJoin {
         ids: &[u32],
     ) -> Result<RecordBatch> {
         let keys = set.keys(ids)?;
-        let (kg_field, kg) =
-            crate::window::key_group_column(&keys, ids.len(), self.max_parallelism)?;
-        let key_fields = self.plan.key_schema.fields().clone();
-        let schema = window_state_schema(
-            vec![
-                kg_field,
-                Field::new("window_start", timestamp_type(), false),
-                Field::new(RIGHT_KEYS, DataType::Struct(key_fields.clone()), false),
-            ],
-            start,
-        );
-        let columns: Vec<ArrayRef> = vec![
-            kg,
-            timestamp_array(vec![start; ids.len()]),
-            Arc::new(StructArray::new(key_fields, keys, None)),
-        ];
-        Ok(RecordBatch::try_new(schema, columns)?)
+        let fields = self.plan.key_schema.fields().clone();
+        self.struct_state_batch(start, RIGHT_KEYS, &keys, fields, keys.clone())
     }
 
     /// One state batch for buffered `rows` of `side` in the window at `start`.
@@ -551,24 +536,36 @@ impl WindowJoin {
         side: usize,
         rows: &RecordBatch,
     ) -> Result<RecordBatch> {
-        let row_schema = &self.plan.buffers[side].schema;
         let keys = self.keys_of(side, rows)?;
-        let (kg_field, kg) =
-            crate::window::key_group_column(&keys, rows.num_rows(), self.max_parallelism)?;
         let name = if side == 0 { "left" } else { "right" };
-        let row_fields = row_schema.fields().clone();
+        let fields = self.plan.buffers[side].schema.fields().clone();
+        self.struct_state_batch(start, name, &keys, fields, rows.columns().to_vec())
+    }
+
+    /// `_key_group` (of `keys`), `window_start`, and the struct column `name` of
+    /// `columns`: the layout of every window join state batch.
+    fn struct_state_batch(
+        &self,
+        start: EventTime,
+        name: &str,
+        keys: &[ArrayRef],
+        fields: Fields,
+        columns: Vec<ArrayRef>,
+    ) -> Result<RecordBatch> {
+        let rows = keys.first().map_or(0, |k| k.len());
+        let (kg_field, kg) = crate::window::key_group_column(keys, rows, self.max_parallelism)?;
         let schema = window_state_schema(
             vec![
                 kg_field,
                 Field::new("window_start", timestamp_type(), false),
-                Field::new(name, DataType::Struct(row_fields.clone()), false),
+                Field::new(name, DataType::Struct(fields.clone()), false),
             ],
             start,
         );
         let columns: Vec<ArrayRef> = vec![
             kg,
-            timestamp_array(vec![start; rows.num_rows()]),
-            Arc::new(StructArray::new(row_fields, rows.columns().to_vec(), None)),
+            timestamp_array(vec![start; rows]),
+            Arc::new(StructArray::new(fields, columns, None)),
         ];
         Ok(RecordBatch::try_new(schema, columns)?)
     }

@@ -380,6 +380,18 @@ impl CheckpointStore {
     /// # Errors
     /// Storage failures.
     pub async fn epoch_files(&self, epoch: Epoch) -> StateResult<Vec<String>> {
+        let mut files: Vec<String> = self
+            .list_epoch(epoch)
+            .await?
+            .iter()
+            .map(|p| self.layout.relative(p))
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+
+    /// Every object under `epoch`'s directory.
+    async fn list_epoch(&self, epoch: Epoch) -> StateResult<Vec<ObjectPath>> {
         use futures::TryStreamExt;
         let dir = self.layout.epoch_dir(epoch);
         let objects: Vec<_> = self
@@ -388,12 +400,7 @@ impl CheckpointStore {
             .try_collect()
             .await
             .map_err(storage(&dir))?;
-        let mut files: Vec<String> = objects
-            .into_iter()
-            .map(|o| self.layout.relative(&o.location))
-            .collect();
-        files.sort();
-        Ok(files)
+        Ok(objects.into_iter().map(|o| o.location).collect())
     }
 
     /// Deletes an epoch's directory (GC and sweeping partial epochs) except the files in
@@ -407,20 +414,14 @@ impl CheckpointStore {
         epoch: Epoch,
         keep: &std::collections::HashSet<String>,
     ) -> StateResult<()> {
-        use futures::TryStreamExt;
         let dir = self.layout.epoch_dir(epoch);
-        let objects: Vec<_> = self
-            .store()
-            .list(Some(&dir))
-            .try_collect()
-            .await
-            .map_err(storage(&dir))?;
         // The manifest goes first, so a crash mid-delete leaves a partial epoch, never a
         // manifest pointing at deleted files.
         let manifest = self.layout.manifest(epoch);
-        let mut paths: Vec<ObjectPath> = objects
+        let mut paths: Vec<ObjectPath> = self
+            .list_epoch(epoch)
+            .await?
             .into_iter()
-            .map(|o| o.location)
             .filter(|p| !keep.contains(&self.layout.relative(p)))
             .collect();
         paths.sort_by_key(|p| *p != manifest);
