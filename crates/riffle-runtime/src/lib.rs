@@ -21,6 +21,7 @@ pub mod coordinator;
 pub mod crash;
 pub mod error;
 pub mod exchange;
+mod file_reuse;
 pub mod graph;
 pub mod handle;
 pub mod job;
