@@ -5,6 +5,11 @@ use crate::RecordBatch;
 /// Name of the key-group column (UInt16) that leads every state batch.
 pub const KEY_GROUP_FIELD: &str = "_key_group";
 
+/// Schema metadata key of a state batch: comma-separated columns that identify a row;
+/// a row in a later file with the same values replaces the earlier one (delta
+/// snapshots). Readers of state (`riffle state query`) keep the last row per key.
+pub const ROW_KEY_METADATA: &str = "riffle.row_key";
+
 /// An operator subtask's state: typed batches whose first column is
 /// [`KEY_GROUP_FIELD`], so a restore at another parallelism can pick its key groups.
 #[derive(Debug, Default, Clone)]

@@ -113,8 +113,18 @@ pub(crate) fn take_rows(columns: &[ArrayRef], rows: &[u32]) -> Result<Vec<ArrayR
 /// The schema of a state batch holding rows of the window at `start`. The window start
 /// is schema metadata, so each window's rows go to files of their own: a fired window
 /// then leaves every other window's files reusable by the next checkpoint.
-pub(crate) fn window_state_schema(fields: Vec<Field>, start: EventTime) -> SchemaRef {
-    let metadata =
+///
+/// `row_key` names the columns that identify a row when later snapshots write deltas of
+/// it ([`ROW_KEY_METADATA`](riffle_core::state::ROW_KEY_METADATA)).
+pub(crate) fn window_state_schema(
+    fields: Vec<Field>,
+    start: EventTime,
+    row_key: Option<String>,
+) -> SchemaRef {
+    let mut metadata =
         std::collections::HashMap::from([("riffle.window_start".to_string(), start.to_string())]);
+    if let Some(key) = row_key {
+        metadata.insert(riffle_core::state::ROW_KEY_METADATA.to_string(), key);
+    }
     Arc::new(Schema::new_with_metadata(fields, metadata))
 }

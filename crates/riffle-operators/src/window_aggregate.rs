@@ -250,7 +250,17 @@ impl WindowAggregate {
             fields.push(f);
             columns.push(c);
         }
-        let schema = window_state_schema(fields, start);
+        // Deltas repeat a group's key within its pane: the key columns and the pane
+        // identify a row (the last one written is current).
+        let row_key = self
+            .key_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .chain([PANE_START])
+            .collect::<Vec<_>>()
+            .join(",");
+        let schema = window_state_schema(fields, start, Some(row_key));
         Ok(RecordBatch::try_new(schema, columns)?)
     }
 }

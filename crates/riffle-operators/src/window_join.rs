@@ -561,6 +561,7 @@ impl WindowJoin {
                 Field::new(name, DataType::Struct(fields.clone()), false),
             ],
             start,
+            None,
         );
         let columns: Vec<ArrayRef> = vec![
             kg,

@@ -27,6 +27,8 @@ pub enum CheckpointEvent {
         reason: String,
         consecutive: usize,
     },
+    /// A committed epoch was promoted to a savepoint.
+    Savepoint(crate::savepoint::SavepointDone),
 }
 
 /// Receives checkpoint events from the coordinator (called on its task: keep it quick).

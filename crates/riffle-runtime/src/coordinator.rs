@@ -16,6 +16,7 @@ use crate::checkpoint_events::{CheckpointEvent, CheckpointListener};
 use crate::crash::{maybe_crash, CrashPoint};
 use crate::file_reuse::{reuse_files, ReuseCache};
 use crate::job::{BarrierInjector, JobStopper, SnapshotAck};
+use crate::savepoint::{SavepointDone, SavepointRequest, SavepointRequests};
 use riffle_core::{
     Barrier, BarrierKind, Committable, CounterValues, Epoch, OperatorId, SinkFactory,
 };
@@ -23,7 +24,7 @@ use riffle_state::manifest::{FileEntry, OperatorEntry, SubtaskEntry};
 use riffle_state::recovery::{may_commit, plan_gc, referenced_files};
 use riffle_state::state_file::file_groups;
 use riffle_state::{CheckpointStore, Manifest};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -82,6 +83,9 @@ pub struct CheckpointReport {
     pub errors: Vec<String>,
     /// The end-of-input epoch committed: all output of a bounded run is published.
     pub end_of_input_committed: bool,
+    /// A stop-with-savepoint epoch committed, so the job stopped on request: the
+    /// savepoint, or why promoting the committed epoch to a savepoint failed.
+    pub stopped: Option<Result<SavepointDone, String>>,
 }
 
 /// Static facts the manifest needs about each stateful operator.
@@ -93,6 +97,10 @@ pub struct OperatorInfo {
     pub max_parallelism: u16,
     /// Unchanged state keeps its arrays across snapshots: reuse files (incremental).
     pub stable_state: bool,
+    /// What the operator is, as the plan describes it (recorded in manifests).
+    pub description: Option<String>,
+    /// Its output columns, `name: type, …` (recorded in manifests).
+    pub output_schema: Option<String>,
 }
 
 struct Pending {
@@ -112,6 +120,27 @@ struct Pending {
     alignment: Duration,
     snapshot: Duration,
     upload: Duration,
+    /// The savepoint this epoch was triggered for, if any.
+    savepoint: Option<PendingSavepoint>,
+}
+
+/// A savepoint request whose epoch is in flight.
+struct PendingSavepoint {
+    request: SavepointRequest,
+    label: String,
+    requested: Instant,
+}
+
+impl Pending {
+    /// Answers the savepoint request of a failed epoch, if any.
+    fn savepoint_failed(&mut self, reason: &str) {
+        if let Some(sp) = self.savepoint.take() {
+            let _ = sp.request.reply.send(Err(format!(
+                "savepoint `{}` failed: epoch {}: {reason}",
+                sp.label, self.epoch
+            )));
+        }
+    }
 }
 
 /// Why an epoch did not complete, and what that means for the job.
@@ -178,6 +207,8 @@ pub struct CoordinatorInputs {
     pub end_of_input: Option<UnboundedReceiver<()>>,
     /// Fails the job after too many failed checkpoints.
     pub stopper: JobStopper,
+    /// Savepoint requests (control endpoint, signals); held while the job runs.
+    pub savepoints: Option<SavepointRequests>,
 }
 
 impl CheckpointCoordinator {
@@ -194,7 +225,16 @@ impl CheckpointCoordinator {
             mut acks,
             end_of_input,
             stopper,
+            savepoints,
         } = inputs;
+        let mut requests = match &savepoints {
+            Some(r) => Some(r.lock().await),
+            None => None,
+        };
+        // Savepoints asked for while another epoch is in flight, in order.
+        let mut waiting: VecDeque<(SavepointRequest, Instant)> = VecDeque::new();
+        // A stop-with-savepoint barrier went out: the sources end after it.
+        let mut stopping = false;
         let mut ended_rx = end_of_input;
         let mut ended_sources = 0;
         let mut report = CheckpointReport::default();
@@ -212,9 +252,16 @@ impl CheckpointCoordinator {
         loop {
             let all_ended = ended_rx.is_some() && ended_sources >= self.source_subtasks;
             // The end-of-input epoch starts as soon as nothing else is in flight.
-            let trigger_now = all_ended && !end_of_input_triggered && pending.is_none();
+            let trigger_now =
+                all_ended && !end_of_input_triggered && pending.is_none() && !stopping;
             let mut trigger = trigger_now;
-            if !trigger_now {
+            // A waiting savepoint goes out as soon as nothing else is in flight.
+            let mut savepoint = None;
+            if !trigger_now && pending.is_none() && !stopping && !end_of_input_triggered {
+                savepoint = waiting.pop_front();
+                trigger = savepoint.is_some();
+            }
+            if !trigger {
                 tokio::select! {
                     _ = ticker.tick(), if !end_of_input_triggered => {
                         if let Some(p) = &pending {
@@ -222,13 +269,26 @@ impl CheckpointCoordinator {
                                 continue; // at most one epoch in flight
                             }
                             let p = pending.take();
-                            if let Some(p) = p {
+                            if let Some(mut p) = p {
                                 let reason = format!("epoch {} timed out after {:?}", p.epoch, self.config.timeout);
+                                p.savepoint_failed(&reason);
                                 self.fail(&mut report, &mut failures, p.epoch, reason, &stopper);
                             }
                         }
                         let paused = last_completed.is_some_and(|t| t.elapsed() < self.config.min_pause);
-                        trigger = !paused;
+                        trigger = !paused && !stopping;
+                    }
+                    request = async { match &mut requests { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
+                        match request {
+                            Some(request) => {
+                                let finishing = stopping || end_of_input_triggered || (ended_rx.is_some() && ended_sources >= self.source_subtasks);
+                                if let Some(request) = self.accept(request, finishing).await {
+                                    waiting.push_back((request, Instant::now()));
+                                }
+                            }
+                            None => requests = None,
+                        }
+                        continue;
                     }
                     ended = async { match &mut ended_rx { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
                         match ended {
@@ -243,6 +303,7 @@ impl CheckpointCoordinator {
                         let ack_task = format!("{}[{}]", ack.task, ack.subtask);
                         if let Err(e) = self.upload(p, ack, &reuse).await {
                             let epoch = p.epoch;
+                            p.savepoint_failed(&e.to_string());
                             pending = None;
                             self.fail(&mut report, &mut failures, epoch, e.to_string(), &stopper);
                             continue;
@@ -252,10 +313,21 @@ impl CheckpointCoordinator {
                         if p.acks < self.task_count {
                             continue;
                         }
-                        let Some(done) = pending.take() else { continue };
+                        let Some(mut done) = pending.take() else { continue };
                         maybe_crash(CrashPoint::AfterSnapshotUpload, done.epoch);
                         match self.complete(&done).await {
-                            Ok(()) => {
+                            Ok(manifest) => {
+                                if let Some(sp) = done.savepoint.take() {
+                                    let stop = sp.request.stop;
+                                    let answer = self.promote(&manifest, &sp.label, sp.requested, stop).await;
+                                    if let Err(e) = &answer {
+                                        report.errors.push(e.clone());
+                                    }
+                                    if stop {
+                                        report.stopped = Some(answer.clone());
+                                    }
+                                    let _ = sp.request.reply.send(answer);
+                                }
                                 reuse = done.reusable;
                                 failures = 0;
                                 last_completed = Some(Instant::now());
@@ -272,9 +344,11 @@ impl CheckpointCoordinator {
                                 self.emit(CheckpointEvent::Completed { epoch: done.epoch, duration, bytes: done.bytes, alignment: done.alignment });
                             }
                             Err(Incomplete { reason, outcome: Outcome::Retry }) => {
+                                done.savepoint_failed(&reason);
                                 self.fail(&mut report, &mut failures, done.epoch, reason, &stopper);
                             }
                             Err(Incomplete { reason, outcome }) => {
+                                done.savepoint_failed(&reason);
                                 report.abandoned.push(done.epoch);
                                 report.errors.push(format!("epoch {}: {reason}", done.epoch));
                                 let message = match outcome {
@@ -298,12 +372,19 @@ impl CheckpointCoordinator {
                 }
             }
             if trigger {
-                let end = all_ended && !end_of_input_triggered;
+                let end = all_ended && !end_of_input_triggered && savepoint.is_none();
                 let kind = if end {
                     end_of_input_triggered = true;
                     BarrierKind::EndOfInput
                 } else {
-                    BarrierKind::Checkpoint
+                    match &savepoint {
+                        Some((r, _)) if r.stop => {
+                            stopping = true;
+                            BarrierKind::StopWithSavepoint { drain: r.drain }
+                        }
+                        Some(_) => BarrierKind::Savepoint,
+                        None => BarrierKind::Checkpoint,
+                    }
                 };
                 let epoch = next_epoch;
                 next_epoch = Epoch(epoch.0 + 1);
@@ -321,6 +402,14 @@ impl CheckpointCoordinator {
                     alignment: Duration::ZERO,
                     snapshot: Duration::ZERO,
                     upload: Duration::ZERO,
+                    savepoint: savepoint.map(|(request, requested)| PendingSavepoint {
+                        label: request
+                            .label
+                            .clone()
+                            .unwrap_or_else(|| format!("sp-{:06}", epoch.0)),
+                        request,
+                        requested,
+                    }),
                 });
                 tracing::debug!(%epoch, ?kind, "checkpoint triggered");
                 self.emit(CheckpointEvent::Started {
@@ -334,6 +423,67 @@ impl CheckpointCoordinator {
             report.abandoned.push(p.epoch);
         }
         report
+    }
+
+    /// Checks a savepoint request before it waits for its turn; answers and drops one
+    /// that cannot be served.
+    async fn accept(&self, request: SavepointRequest, finishing: bool) -> Option<SavepointRequest> {
+        let refuse = |request: SavepointRequest, reason: String| {
+            let _ = request.reply.send(Err(reason));
+            None
+        };
+        if finishing {
+            return refuse(request, "the job is finishing (end of input or already stopping); its last checkpoint holds the final state".into());
+        }
+        if request.drain && !request.stop {
+            return refuse(request, "--drain only goes with --stop (it fires every window, which a running job must not do)".into());
+        }
+        if let Some(label) = &request.label {
+            if let Err(e) = riffle_state::layout::check_label(label) {
+                return refuse(request, e);
+            }
+            match self.store.read_savepoint(label).await {
+                Ok(None) => {}
+                Ok(Some(_)) | Err(_) => {
+                    let reason = format!(
+                        "savepoint `{label}` exists; choose another label or delete it first"
+                    );
+                    return refuse(request, reason);
+                }
+            }
+        }
+        Some(request)
+    }
+
+    /// Copies a committed savepoint epoch into `savepoints/{label}/`.
+    async fn promote(
+        &self,
+        manifest: &Manifest,
+        label: &str,
+        requested: Instant,
+        stopped: bool,
+    ) -> Result<SavepointDone, String> {
+        let savepoint = self.store.promote(manifest, label).await.map_err(|e| {
+            format!(
+                "epoch {} committed, but promoting it to savepoint `{label}` failed: {e}",
+                manifest.epoch
+            )
+        })?;
+        let done = SavepointDone {
+            label: label.to_string(),
+            epoch: manifest.epoch,
+            files: savepoint.files().count(),
+            bytes: savepoint.files().map(|f| f.bytes).sum(),
+            duration_ms: requested.elapsed().as_millis() as u64,
+            stopped,
+            location: format!(
+                "{}/{}/savepoints/{label}",
+                self.store.root_url().trim_end_matches('/'),
+                self.pipeline
+            ),
+        };
+        self.emit(CheckpointEvent::Savepoint(done.clone()));
+        Ok(done)
     }
 
     fn fail(
@@ -435,6 +585,8 @@ impl CheckpointCoordinator {
                     parallelism: subtasks.len().max(1),
                     max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
                     stable_state: false,
+                    description: None,
+                    output_schema: None,
                 });
             let mut subtasks = subtasks.clone();
             subtasks.sort_by_key(|s| s.subtask);
@@ -443,6 +595,8 @@ impl CheckpointCoordinator {
                 parallelism: info.parallelism,
                 max_parallelism: info.max_parallelism,
                 subtasks,
+                description: info.description,
+                output_schema: info.output_schema,
             });
         }
         manifest.sink_committables = pending.committables.clone();
@@ -473,7 +627,8 @@ impl CheckpointCoordinator {
     }
 
     /// PREPARED → sink commit → COMMITTED → `_latest.json` → GC, with crash points.
-    async fn complete(&self, pending: &Pending) -> Result<(), Incomplete> {
+    /// Returns the committed manifest.
+    async fn complete(&self, pending: &Pending) -> Result<Manifest, Incomplete> {
         let newest = self
             .store
             .read_generation()
@@ -534,7 +689,8 @@ impl CheckpointCoordinator {
                 .completed_epoch
                 .fetch_max(pending.epoch.0, std::sync::atomic::Ordering::Release);
         }
-        self.collect_garbage().await.map_err(Incomplete::retry)
+        self.collect_garbage().await.map_err(Incomplete::retry)?;
+        Ok(manifest)
     }
 
     async fn collect_garbage(&self) -> Result<(), riffle_state::StateError> {

@@ -82,6 +82,18 @@ impl Node {
         }
     }
 
+    /// The node's output columns as `name: type, …` (without the event-time column's
+    /// metadata), recorded in manifests so a restore can tell a changed operator.
+    pub fn output_columns(&self) -> String {
+        self.schema
+            .schema
+            .fields()
+            .iter()
+            .map(|f| format!("{}: {}", f.name(), f.data_type()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Whether the node holds checkpointed state.
     pub fn is_stateful(&self) -> bool {
         match &self.kind {

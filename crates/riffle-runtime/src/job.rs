@@ -31,6 +31,8 @@ pub struct JobConfig {
     /// [`EndOfInput`](riffle_core::BarrierKind::EndOfInput) checkpoint that commits the
     /// rest. Set by [`start_with_checkpoints`].
     pub exactly_once: bool,
+    /// Savepoint requests the checkpoint coordinator serves (control endpoint, signals).
+    pub savepoints: Option<crate::savepoint::SavepointRequests>,
 }
 
 impl Default for JobConfig {
@@ -39,6 +41,7 @@ impl Default for JobConfig {
             channel_capacity: 16,
             restore: None,
             exactly_once: false,
+            savepoints: None,
         }
     }
 }
@@ -417,6 +420,8 @@ pub fn start_with_checkpoints(
                     parallelism: n.parallelism,
                     max_parallelism: graph.max_parallelism,
                     stable_state: n.has_stable_state(),
+                    description: Some(n.describe()),
+                    output_schema: Some(n.output_columns()),
                 },
             )
         })
@@ -438,6 +443,7 @@ pub fn start_with_checkpoints(
         acks,
         end_of_input: handle.end_of_input.take(),
         stopper: handle.stopper(),
+        savepoints: config.savepoints.clone(),
     };
     let report = spawn_coordinator(coordinator, inputs)?;
     Ok((handle, report))

@@ -17,6 +17,7 @@
 pub mod align;
 pub mod chain;
 pub mod checkpoint_events;
+pub mod control;
 pub mod coordinator;
 pub mod crash;
 pub mod error;
@@ -27,8 +28,10 @@ pub mod handle;
 pub mod job;
 pub mod metrics;
 pub mod plan;
+pub mod plan_check;
 pub mod recovery;
 pub mod restore;
+pub mod savepoint;
 mod source_task;
 pub mod supervisor;
 mod task;
@@ -44,6 +47,7 @@ pub use job::{JobConfig, JobStopper, JobSummary, SnapshotAck};
 pub use metrics::JobMetrics;
 pub use plan::PhysicalPlan;
 pub use restore::RestoredJob;
+pub use savepoint::{savepoint_channel, SavepointDone, SavepointRequest, SavepointSender};
 pub use supervisor::{
     run_checkpointed, CheckpointedOutcome, CheckpointedRun, RestartStrategy, RunObserver,
 };

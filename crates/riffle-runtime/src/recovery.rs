@@ -3,12 +3,13 @@
 
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::graph::JobGraph;
+use crate::plan_check::PlanCheck;
 use crate::restore::RestoredJob;
 use riffle_core::Epoch;
 use riffle_state::recovery::{
     kept_in_epoch, plan_recovery, referenced_files, EpochFinding, RecoveryPlan,
 };
-use riffle_state::{CheckpointStore, Manifest, StateError};
+use riffle_state::{CheckpointStore, Manifest, ManifestStatus, StateError};
 
 use serde::Serialize;
 use std::sync::Arc;
@@ -30,6 +31,39 @@ pub struct Recovered {
     pub recommitted: usize,
     /// Staged sink output of uncommitted epochs that was discarded.
     pub aborted: usize,
+    /// For a run started from a named savepoint or checkpoint: which, and what happens
+    /// to each operator's state.
+    pub restored_from: Option<(String, PlanCheck)>,
+}
+
+/// State a run starts from because the user named it (`--from-savepoint`,
+/// `--from-checkpoint`), instead of the newest checkpoint.
+#[derive(Debug, Clone)]
+pub enum RestoreFrom {
+    /// Savepoint `label` in `store` (this pipeline's state root, or another one).
+    Savepoint {
+        /// Where it is.
+        store: CheckpointStore,
+        /// Its label.
+        label: String,
+    },
+    /// Checkpoint `epoch` in `store`.
+    Checkpoint {
+        /// Where it is.
+        store: CheckpointStore,
+        /// Its epoch.
+        epoch: Epoch,
+    },
+}
+
+/// A named start point and whether state the new plan has no operator for may be
+/// dropped.
+#[derive(Debug, Clone)]
+pub struct ExplicitRestore {
+    /// The savepoint or checkpoint.
+    pub from: RestoreFrom,
+    /// `--allow-non-restored-state`.
+    pub allow_non_restored: bool,
 }
 
 #[derive(Serialize)]
@@ -45,6 +79,10 @@ struct RecoveryRecord<'a> {
     generation: u64,
     watermark: Option<i64>,
     source_offsets: Vec<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    restored_from: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    dropped_state: Vec<&'a str>,
 }
 
 fn state_error(e: StateError) -> RuntimeError {
@@ -68,16 +106,7 @@ pub async fn recover(
 ) -> RuntimeResult<Recovered> {
     // Manifests only: state files are verified once, by loading the chosen epoch.
     let mut findings = store.findings(false).await.map_err(state_error)?;
-    let newest_generation = findings
-        .iter()
-        .filter_map(|(_, f)| match f {
-            EpochFinding::Valid(m) => Some(m.generation),
-            _ => None,
-        })
-        .chain(store.read_generation().await.ok().flatten())
-        .max()
-        .unwrap_or(0);
-    let generation = newest_generation + 1;
+    let generation = next_generation(store, &findings).await;
     let (plan, manifest, restored) = loop {
         let mut plan = plan_recovery(&findings);
         if start_empty {
@@ -126,6 +155,248 @@ pub async fn recover(
             reasons.join("; ")
         )));
     }
+    finish(
+        store,
+        graph,
+        Chosen {
+            plan,
+            manifest,
+            restored,
+            findings,
+            generation,
+            start_empty,
+            restored_from: None,
+        },
+    )
+    .await
+}
+
+/// One past the newest generation recorded anywhere.
+async fn next_generation(store: &CheckpointStore, findings: &[(Epoch, EpochFinding)]) -> u64 {
+    findings
+        .iter()
+        .filter_map(|(_, f)| match f {
+            EpochFinding::Valid(m) => Some(m.generation),
+            _ => None,
+        })
+        .chain(store.read_generation().await.ok().flatten())
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
+/// What recovery chose, before it changes storage.
+struct Chosen {
+    plan: RecoveryPlan,
+    manifest: Option<Manifest>,
+    restored: Option<Arc<RestoredJob>>,
+    findings: Vec<(Epoch, EpochFinding)>,
+    generation: u64,
+    start_empty: bool,
+    restored_from: Option<(String, PlanCheck)>,
+}
+
+/// Prepares a run of `graph` from a named savepoint or checkpoint: copies it into this
+/// state root when it lies in another, checks the plan against it (refusing mismatched
+/// state, and dropped state unless allowed), loads and verifies it, and registers it as
+/// a new committed epoch of this pipeline — so a failure before the run's first
+/// checkpoint restarts from it, not from an older checkpoint of an earlier run. Staged
+/// sink output of uncommitted epochs is discarded as in [`recover`]; a PREPARED epoch of
+/// the earlier run is not rolled forward (the named state replaces that history).
+///
+/// # Errors
+/// No such savepoint or checkpoint; the plan does not fit it; a damaged file; storage
+/// failures.
+pub async fn recover_from(
+    store: &CheckpointStore,
+    graph: &JobGraph,
+    explicit: &ExplicitRestore,
+) -> RuntimeResult<Recovered> {
+    let named = read_named(&explicit.from).await?;
+    let check = PlanCheck::new(&named.manifest, graph);
+    if let Some(refusal) = check.refusal(explicit.allow_non_restored) {
+        let mut operators: Vec<&str> = check.mismatched();
+        if !explicit.allow_non_restored {
+            operators.extend(check.dropped());
+        }
+        return Err(RuntimeError::Restore {
+            operator: riffle_core::OperatorId(operators.join(", ")),
+            message: format!("{} does not fit this pipeline: {refusal}", named.what),
+        });
+    }
+    // Checked first: a refused restore copies nothing into this state root.
+    let (mut manifest, what) = install_named(store, named).await?;
+    let dropped: Vec<String> = check.dropped().iter().map(|d| d.to_string()).collect();
+    manifest
+        .operators
+        .retain(|o| !dropped.contains(&o.operator));
+    let restored = RestoredJob::load(store, &manifest)
+        .await
+        .map_err(|e| RuntimeError::Checkpoint(format!("{what} cannot be restored: {e}")))?;
+    let findings = store.findings(false).await.map_err(state_error)?;
+    let generation = next_generation(store, &findings).await;
+    store
+        .write_generation(generation)
+        .await
+        .map_err(state_error)?;
+    // Register the named state as this pipeline's newest committed epoch: past every
+    // epoch here and past the state's own, so epochs keep rising along the job's life
+    // (sinks name committed output by epoch; a lower one would overwrite it).
+    let newest_here = findings.iter().map(|(e, _)| e.0).max().unwrap_or(0);
+    let epoch = Epoch(newest_here.max(manifest.epoch.0) + 1);
+    let mut registered = manifest.clone();
+    registered.epoch = epoch;
+    registered.generation = generation;
+    registered.status = ManifestStatus::Prepared;
+    registered.savepoint = None;
+    registered.restored_from = Some(what.clone());
+    registered.sink_committables.clear();
+    registered.plan_fingerprint = graph.fingerprint();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    registered.triggered_at_ms = now;
+    registered.written_at_ms = now;
+    store.prepare(&registered).await.map_err(state_error)?;
+    store.commit(&registered).await.map_err(state_error)?;
+    store.flip_latest(epoch).await.map_err(state_error)?;
+    registered.status = ManifestStatus::Committed;
+    let mut restored = restored;
+    restored.epoch = epoch;
+    let mut findings = findings;
+    findings.push((epoch, EpochFinding::Valid(registered.clone())));
+    let mut plan = riffle_state::recovery::plan_recovery(&findings);
+    plan.restore = Some(epoch);
+    plan.roll_forward = false;
+    plan.skipped.clear();
+    let mut recovered = finish(
+        store,
+        graph,
+        Chosen {
+            plan,
+            manifest: Some(registered),
+            restored: Some(Arc::new(restored)),
+            findings,
+            generation,
+            start_empty: false,
+            restored_from: Some((what, check)),
+        },
+    )
+    .await?;
+    recovered.next_epoch = Epoch(epoch.0 + 1);
+    Ok(recovered)
+}
+
+/// The state a [`RestoreFrom`] names, where it lies.
+struct Named {
+    source: CheckpointStore,
+    manifest: Manifest,
+    /// How messages call it.
+    what: String,
+    /// The label it gets when copied into another state root.
+    label: String,
+}
+
+/// Reads the manifest a [`RestoreFrom`] names.
+async fn read_named(from: &RestoreFrom) -> RuntimeResult<Named> {
+    Ok(match from {
+        RestoreFrom::Savepoint {
+            store: source,
+            label,
+        } => {
+            let manifest = source.read_savepoint(label).await.map_err(state_error)?;
+            let manifest = manifest.ok_or_else(|| {
+                RuntimeError::Checkpoint(format!(
+                    "no savepoint `{label}` in {}; `riffle savepoint list` shows what exists",
+                    source.root_url()
+                ))
+            })?;
+            Named {
+                source: source.clone(),
+                manifest,
+                what: format!("savepoint `{label}`"),
+                label: label.clone(),
+            }
+        }
+        RestoreFrom::Checkpoint {
+            store: source,
+            epoch,
+        } => {
+            let manifest = source.read_manifest(*epoch).await.map_err(state_error)?;
+            let manifest = manifest.ok_or_else(|| {
+                RuntimeError::Checkpoint(format!(
+                    "checkpoint epoch {epoch} has no manifest in {}; `riffle checkpoints list` shows what exists",
+                    source.root_url()
+                ))
+            })?;
+            let label = format!("{}-epoch-{}", manifest.pipeline, epoch.0);
+            Named {
+                source: source.clone(),
+                manifest,
+                what: format!("checkpoint epoch {epoch}"),
+                label,
+            }
+        }
+    })
+}
+
+/// The named state as this store sees it: as is when it lies in this pipeline's state,
+/// else copied in as a savepoint (so this pipeline's checkpoints can reference it).
+async fn install_named(store: &CheckpointStore, named: Named) -> RuntimeResult<(Manifest, String)> {
+    let Named {
+        source,
+        manifest,
+        what,
+        label,
+    } = named;
+    if source.same_root(store) && source.layout().base() == store.layout().base() {
+        return Ok((manifest, what));
+    }
+    let installed = match store.read_savepoint(&label).await.map_err(state_error)? {
+        Some(existing) if same_files(&existing, &manifest) => existing,
+        Some(_) => {
+            return Err(RuntimeError::Checkpoint(format!(
+                "{what} from {} would be copied in as savepoint `{label}`, which exists here with other state; delete it first",
+                source.root_url()
+            )))
+        }
+        None => store
+            .install_savepoint(&source, &manifest, &label)
+            .await
+            .map_err(state_error)?,
+    };
+    Ok((
+        installed,
+        format!(
+            "{what} of {} (copied in as savepoint `{label}`)",
+            source.root_url()
+        ),
+    ))
+}
+
+/// Whether two manifests hold the same state files (by size and checksum, in order).
+fn same_files(a: &Manifest, b: &Manifest) -> bool {
+    let key =
+        |m: &Manifest| -> Vec<(u64, u32)> { m.files().map(|f| (f.bytes, f.crc32c)).collect() };
+    key(a) == key(b)
+}
+
+/// Fences older processes, rolls a PREPARED epoch forward, discards staged sink output,
+/// sweeps partial epochs and writes the recovery record.
+async fn finish(
+    store: &CheckpointStore,
+    graph: &JobGraph,
+    chosen: Chosen,
+) -> RuntimeResult<Recovered> {
+    let Chosen {
+        plan,
+        manifest,
+        restored,
+        findings,
+        generation,
+        start_empty,
+        restored_from,
+    } = chosen;
     // From here on storage changes: first fence out any older process still running.
     store
         .write_generation(generation)
@@ -194,6 +465,11 @@ pub async fn recover(
         generation,
         watermark: manifest.as_ref().and_then(|m| m.watermark),
         source_offsets,
+        restored_from: restored_from.as_ref().map(|(what, _)| what.as_str()),
+        dropped_state: restored_from
+            .as_ref()
+            .map(|(_, check)| check.dropped())
+            .unwrap_or_default(),
     };
     let json = serde_json::to_vec_pretty(&record).unwrap_or_default();
     store
@@ -208,5 +484,6 @@ pub async fn recover(
         generation,
         recommitted,
         aborted,
+        restored_from,
     })
 }

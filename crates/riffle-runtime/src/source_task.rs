@@ -90,8 +90,21 @@ impl SourceTask {
         let mut idle_since: Option<Instant> = None;
         let mut idle_announced = false;
         let mut notified = 0;
-        loop {
+        // A stop-with-savepoint barrier went out: the source ends without firing what
+        // is still open (the savepoint holds it).
+        let mut stopped = false;
+        'run: loop {
             while let Ok(barrier) = self.barriers.try_recv() {
+                if let BarrierKind::StopWithSavepoint { drain } = barrier.kind {
+                    if drain && emitted_watermark < EventTime::MAX {
+                        emitted_watermark = EventTime::MAX;
+                        advance_watermark(&mut self.chain, &mut self.routers, EventTime::MAX)
+                            .await?;
+                    }
+                    self.checkpoint(barrier, emitted_watermark).await?;
+                    stopped = true;
+                    break 'run;
+                }
                 self.checkpoint(barrier, emitted_watermark).await?;
             }
             let completed = self.metrics.completed_epoch.load(Ordering::Acquire);
@@ -143,7 +156,7 @@ impl SourceTask {
                 SourcePoll::End => break,
             }
         }
-        if let Some(ended) = self.end_of_input.take() {
+        if let Some(ended) = self.end_of_input.take().filter(|_| !stopped) {
             // Exactly-once: fire everything, then wait for the barrier whose epoch
             // commits it; any periodic barrier before that one is taken as usual.
             if emitted_watermark < EventTime::MAX {
@@ -153,12 +166,15 @@ impl SourceTask {
             let _ = ended.send(());
             while let Some(barrier) = self.barriers.recv().await {
                 self.checkpoint(barrier, emitted_watermark).await?;
-                if barrier.kind == BarrierKind::EndOfInput {
+                if barrier.kind == BarrierKind::EndOfInput
+                    || matches!(barrier.kind, BarrierKind::StopWithSavepoint { .. })
+                {
+                    stopped = matches!(barrier.kind, BarrierKind::StopWithSavepoint { .. });
                     break;
                 }
             }
         }
-        if emitted_watermark < EventTime::MAX {
+        if emitted_watermark < EventTime::MAX && !stopped {
             self.chain.on_watermark(EventTime::MAX)?;
         }
         let sink = self.chain.on_end()?;

@@ -7,7 +7,8 @@ use crate::error::{RuntimeError, RuntimeResult};
 use crate::graph::JobGraph;
 use crate::job::{self, JobConfig, JobSummary};
 use crate::metrics::JobMetrics;
-use crate::recovery::{recover, Recovered};
+use crate::recovery::{recover, recover_from, ExplicitRestore, Recovered};
+use crate::savepoint::SavepointDone;
 use riffle_state::CheckpointStore;
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,6 +93,9 @@ pub struct CheckpointedRun {
     pub start_empty: bool,
     /// Checkpoint event listeners.
     pub listeners: Vec<Arc<dyn CheckpointListener>>,
+    /// Start the first attempt from a named savepoint or checkpoint (later attempts
+    /// restart from the newest checkpoint, which is at least that one).
+    pub restore_from: Option<ExplicitRestore>,
 }
 
 /// How a checkpointed run went.
@@ -103,6 +107,9 @@ pub struct CheckpointedOutcome {
     pub reports: Vec<CheckpointReport>,
     /// Restarts after failures.
     pub restarts: u32,
+    /// The run stopped on request with a savepoint (or the reason promoting its
+    /// committed epoch to a savepoint failed); `None` when it ran to its end.
+    pub stopped: Option<Result<SavepointDone, String>>,
 }
 
 /// Runs `graph` with exactly-once checkpoints into `store` until it ends, restarting
@@ -121,8 +128,12 @@ pub async fn run_checkpointed(
     let mut reports = Vec::new();
     let mut restarts = 0;
     let mut start_empty = run.start_empty;
+    let mut restore_from = run.restore_from.clone();
     loop {
-        let recovered = recover(store, graph, start_empty).await?;
+        let recovered = match restore_from.take() {
+            Some(explicit) => recover_from(store, graph, &explicit).await?,
+            None => recover(store, graph, start_empty).await?,
+        };
         start_empty = false;
         observer.recovered(&recovered);
         let config = JobConfig {
@@ -148,14 +159,16 @@ pub async fn run_checkpointed(
             .await
             .map_err(|e| RuntimeError::Checkpoint(format!("checkpoint coordinator: {e}")))?;
         let end_committed = report.end_of_input_committed;
+        let stopped = report.stopped.clone();
         let last_error = report.errors.last().cloned();
         reports.push(report);
         let error = match result {
-            Ok(summary) if end_committed => {
+            Ok(summary) if end_committed || stopped.is_some() => {
                 return Ok(CheckpointedOutcome {
                     summary,
                     reports,
                     restarts,
+                    stopped,
                 })
             }
             Ok(_) => RuntimeError::Checkpoint(format!(

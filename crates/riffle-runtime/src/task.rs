@@ -5,7 +5,7 @@ use crate::chain::{Chain, ChainError};
 use crate::exchange::OutputRouter;
 use crate::job::{SnapshotAck, TaskExit, TaskIdentity, TaskOutcome};
 use crate::watermark::WatermarkTracker;
-use riffle_core::{Barrier, Committable, EventTime, Message, Watermark};
+use riffle_core::{Barrier, BarrierKind, Committable, EventTime, Message, Watermark};
 use std::future::poll_fn;
 use std::task::Poll;
 use std::time::Duration;
@@ -170,6 +170,9 @@ pub(crate) async fn run_channel_task(
     let mut ended = vec![false; n];
     let mut skip = vec![false; n];
     let mut start = 0;
+    // After a stop-with-savepoint barrier the inputs end without their final watermark:
+    // what is still open stays in the savepoint instead of firing.
+    let mut stopping = false;
     loop {
         for i in 0..n {
             skip[i] = ended[i] || aligner.is_blocked(i);
@@ -189,6 +192,7 @@ pub(crate) async fn run_channel_task(
             }
             Some(Message::Barrier(barrier)) => {
                 if let Alignment::Complete { barrier, alignment } = aligner.on_barrier(i, barrier) {
+                    stopping |= matches!(barrier.kind, BarrierKind::StopWithSavepoint { .. });
                     take_snapshot(
                         &identity,
                         &mut chain,
@@ -208,6 +212,7 @@ pub(crate) async fn run_channel_task(
             Some(Message::End) => {
                 ended[i] = true;
                 if let Alignment::Complete { barrier, alignment } = aligner.on_end(i) {
+                    stopping |= matches!(barrier.kind, BarrierKind::StopWithSavepoint { .. });
                     take_snapshot(
                         &identity,
                         &mut chain,
@@ -223,7 +228,7 @@ pub(crate) async fn run_channel_task(
                     )
                     .await?;
                 }
-                if let Some(advanced) = tracker.end(i) {
+                if let Some(advanced) = tracker.end(i).filter(|_| !stopping) {
                     advance_watermark(&mut chain, &mut routers, advanced).await?;
                 }
             }

@@ -36,6 +36,16 @@ pub enum StateError {
         epoch: Epoch,
     },
 
+    /// A savepoint request or command that cannot be carried out as asked (a label in
+    /// use, a label that cannot name a directory, a savepoint that does not exist or that
+    /// a retained checkpoint still reads).
+    #[error("savepoint `{label}`: {message}")]
+    Savepoint { label: String, message: String },
+
+    /// A savepoint archive that cannot be imported; nothing of it was kept.
+    #[error("savepoint archive {archive}: {reason}")]
+    Archive { archive: String, reason: String },
+
     /// Encoding state as Parquet failed.
     #[error("cannot encode state of `{operator}`: {source}")]
     Encode {

@@ -20,6 +20,11 @@ impl Layout {
         Self { base }
     }
 
+    /// The pipeline's directory under the state root.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     /// `checkpoints/`.
     pub fn checkpoints(&self) -> ObjectPath {
         ObjectPath::from(format!("{}/checkpoints", self.base))
@@ -68,6 +73,39 @@ impl Layout {
         ObjectPath::from(format!("{}/_generation.json", self.base))
     }
 
+    /// `savepoints/`.
+    pub fn savepoints(&self) -> ObjectPath {
+        ObjectPath::from(format!("{}/savepoints", self.base))
+    }
+
+    /// `savepoints/{label}/`.
+    pub fn savepoint_dir(&self, label: &str) -> ObjectPath {
+        ObjectPath::from(format!("{}/{}", self.base, savepoint_dir_name(label)))
+    }
+
+    /// `savepoints/{label}/_manifest.json`.
+    pub fn savepoint_manifest(&self, label: &str) -> ObjectPath {
+        ObjectPath::from(format!(
+            "{}/{}/_manifest.json",
+            self.base,
+            savepoint_dir_name(label)
+        ))
+    }
+
+    /// `savepoints/{label}/{operator}/{subtask:03}-{part}.parquet`, relative to the
+    /// pipeline's base (as manifests record it).
+    pub fn savepoint_file(label: &str, operator: &str, subtask: usize, part: usize) -> String {
+        format!(
+            "{}/{operator}/{subtask:03}-{part}.parquet",
+            savepoint_dir_name(label)
+        )
+    }
+
+    /// `_control.json`: where a running job of this pipeline serves its control endpoint.
+    pub fn control(&self) -> ObjectPath {
+        ObjectPath::from(format!("{}/_control.json", self.base))
+    }
+
     /// `recovery/`.
     pub fn recovery_dir(&self) -> ObjectPath {
         ObjectPath::from(format!("{}/recovery", self.base))
@@ -90,6 +128,31 @@ impl Layout {
     pub fn absolute(&self, relative: &str) -> ObjectPath {
         ObjectPath::from(format!("{}/{relative}", self.base))
     }
+}
+
+/// `savepoints/{label}` (relative to the pipeline's base).
+pub fn savepoint_dir_name(label: &str) -> String {
+    format!("savepoints/{label}")
+}
+
+/// Checks that `label` can name a savepoint: 1 to 100 of `A-Z a-z 0-9 . _ -`, not
+/// starting with a dot (it becomes a directory name on every store).
+///
+/// # Errors
+/// What is wrong with it.
+pub fn check_label(label: &str) -> Result<(), String> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if label.is_empty() || label.len() > 100 {
+        return Err(format!(
+            "savepoint label `{label}` must have 1 to 100 characters"
+        ));
+    }
+    if label.starts_with('.') || !label.chars().all(ok_char) {
+        return Err(format!(
+            "savepoint label `{label}` may only use letters, digits, `.`, `_` and `-`, and may not start with `.`"
+        ));
+    }
+    Ok(())
 }
 
 /// `epoch=000042`.

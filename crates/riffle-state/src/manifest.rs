@@ -53,6 +53,13 @@ pub struct OperatorEntry {
     pub max_parallelism: u16,
     /// Files per subtask.
     pub subtasks: Vec<SubtaskEntry>,
+    /// What the operator is (`window aggregate …`), as the plan described it; a new plan
+    /// whose operator of this id describes itself otherwise may not fit the state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The operator's output columns (`name: type, …`) when the state was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<String>,
 }
 
 /// The manifest of one epoch (`checkpoints/epoch=N/_manifest.json`).
@@ -87,6 +94,14 @@ pub struct Manifest {
     /// The same counters per operator at the barrier; a resumed run continues them.
     #[serde(default)]
     pub operator_counters: BTreeMap<String, CounterValues>,
+    /// Set on a savepoint's manifest (`savepoints/{label}/_manifest.json`): its label.
+    /// Its files all lie in its own directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub savepoint: Option<String>,
+    /// Set on the epoch a run registers when it starts from an explicit savepoint or
+    /// checkpoint (`savepoint sp-000012`, `checkpoint 7`): where its state came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<String>,
 }
 
 impl Manifest {
@@ -107,6 +122,8 @@ impl Manifest {
             sink_committables: Vec::new(),
             counters: BTreeMap::new(),
             operator_counters: BTreeMap::new(),
+            savepoint: None,
+            restored_from: None,
         }
     }
 
@@ -140,13 +157,27 @@ impl Manifest {
                 self.key_hash
             ));
         }
-        // A file lies in this epoch's directory or, reused unchanged, in an older one's.
-        let in_epoch = |path: &str| {
-            path.strip_prefix("checkpoints/")
-                .and_then(|rest| rest.split_once('/'))
-                .and_then(|(dir, _)| crate::layout::parse_epoch_dir(dir))
-                .is_some_and(|e| e <= self.epoch)
+        // A checkpoint's file lies in its epoch's directory or, reused unchanged, in an
+        // older one's, or in the savepoint a run started from; a savepoint's files lie in
+        // its own directory (it is self-contained).
+        let own_savepoint = self
+            .savepoint
+            .as_ref()
+            .map(|label| format!("{}/", crate::layout::savepoint_dir_name(label)));
+        let in_epoch = |path: &str| match &own_savepoint {
+            Some(dir) => path.starts_with(dir.as_str()),
+            None => {
+                path.starts_with("savepoints/")
+                    || path
+                        .strip_prefix("checkpoints/")
+                        .and_then(|rest| rest.split_once('/'))
+                        .and_then(|(dir, _)| crate::layout::parse_epoch_dir(dir))
+                        .is_some_and(|e| e <= self.epoch)
+            }
         };
+        if let Some(label) = &self.savepoint {
+            crate::layout::check_label(label)?;
+        }
         for op in &self.operators {
             if op.parallelism == 0 || op.parallelism > usize::from(op.max_parallelism) {
                 return Err(format!(
@@ -162,10 +193,16 @@ impl Manifest {
                     ));
                 }
                 if let Some(f) = s.files.iter().find(|f| !in_epoch(&f.path)) {
-                    return Err(format!(
-                        "file {} lies outside the directories of epochs up to {}",
-                        f.path, self.epoch
-                    ));
+                    return Err(match &self.savepoint {
+                        Some(label) => format!(
+                            "file {} lies outside savepoint `{label}`'s directory",
+                            f.path
+                        ),
+                        None => format!(
+                            "file {} lies outside the directories of epochs up to {}",
+                            f.path, self.epoch
+                        ),
+                    });
                 }
             }
         }

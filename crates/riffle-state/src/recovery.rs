@@ -6,6 +6,8 @@ use riffle_core::Epoch;
 use std::collections::BTreeSet;
 
 /// What the store found for one epoch directory.
+// Findings are few (one per epoch or label) and short-lived: boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum EpochFinding {
     /// A manifest whose files all verified.
@@ -218,6 +220,8 @@ mod tests {
                 }],
                 watermark: None,
             }],
+            description: None,
+            output_schema: None,
         });
         EpochFinding::Valid(m)
     }

@@ -126,11 +126,11 @@ pub fn encode(operator: &str, state: &OperatorState) -> StateResult<Vec<EncodedF
     Ok(files)
 }
 
-/// Decodes a state file after checking its size and CRC32C against `entry`.
+/// Checks a state file's size and CRC32C against `entry` (not its Parquet content).
 ///
 /// # Errors
-/// [`StateError::Corrupt`] naming the file when size, checksum or Parquet data are wrong.
-pub fn decode(entry: &FileEntry, bytes: Bytes) -> StateResult<Vec<RecordBatch>> {
+/// [`StateError::Corrupt`] naming the file.
+pub fn check_bytes(entry: &FileEntry, bytes: &[u8]) -> StateResult<()> {
     let corrupt = |reason: String| StateError::Corrupt {
         path: entry.path.clone(),
         reason,
@@ -142,13 +142,26 @@ pub fn decode(entry: &FileEntry, bytes: Bytes) -> StateResult<Vec<RecordBatch>> 
             entry.bytes
         )));
     }
-    let crc = crc32c::crc32c(&bytes);
+    let crc = crc32c::crc32c(bytes);
     if crc != entry.crc32c {
         return Err(corrupt(format!(
             "CRC32C {crc:#010x}, the manifest records {:#010x}",
             entry.crc32c
         )));
     }
+    Ok(())
+}
+
+/// Decodes a state file after checking its size and CRC32C against `entry`.
+///
+/// # Errors
+/// [`StateError::Corrupt`] naming the file when size, checksum or Parquet data are wrong.
+pub fn decode(entry: &FileEntry, bytes: Bytes) -> StateResult<Vec<RecordBatch>> {
+    check_bytes(entry, &bytes)?;
+    let corrupt = |reason: String| StateError::Corrupt {
+        path: entry.path.clone(),
+        reason,
+    };
     let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
         .and_then(|b| b.build())
         .map_err(|e| corrupt(format!("not readable as Parquet: {e}")))?;

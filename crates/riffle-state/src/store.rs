@@ -50,6 +50,108 @@ impl CheckpointStore {
         &self.root.store
     }
 
+    /// The object store under the state root.
+    pub(crate) fn object_store(&self) -> &Arc<dyn ObjectStore> {
+        &self.root.store
+    }
+
+    /// The state root's URL, as given.
+    pub fn root_url(&self) -> &str {
+        &self.root.url
+    }
+
+    /// Whether `other` lives in the same object store (objects can be copied in place).
+    pub fn same_root(&self, other: &CheckpointStore) -> bool {
+        Arc::ptr_eq(&self.root.store, &other.root.store)
+            || (self.root.local_dir.is_some() && self.root.local_dir == other.root.local_dir)
+    }
+
+    /// Writes one object without syncing (callers sync a batch with
+    /// [`sync_paths`](Self::sync_paths)).
+    pub(crate) async fn put_object(
+        &self,
+        path: &ObjectPath,
+        bytes: Bytes,
+        mode: PutMode,
+    ) -> StateResult<()> {
+        self.put_unsynced(path, bytes, mode).await
+    }
+
+    /// Makes written objects durable (local disk: fsync files and directories).
+    pub(crate) async fn sync_paths(&self, paths: &[ObjectPath]) -> StateResult<()> {
+        self.sync(paths).await
+    }
+
+    /// An object's bytes, or `None` when it does not exist.
+    pub(crate) async fn get_optional(&self, path: &ObjectPath) -> StateResult<Option<Bytes>> {
+        let got = match self.store().get(path).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(storage(path)(e)),
+        };
+        got.bytes().await.map(Some).map_err(storage(path))
+    }
+
+    /// The bytes of a file given relative to the pipeline's base (as manifests record
+    /// it).
+    ///
+    /// # Errors
+    /// [`StateError::Corrupt`] when it is missing; storage failures.
+    pub async fn read_bytes(&self, relative: &str) -> StateResult<Bytes> {
+        self.get_optional(&self.layout.absolute(relative))
+            .await?
+            .ok_or_else(|| StateError::Corrupt {
+                path: relative.to_string(),
+                reason: "missing, but the manifest references it".into(),
+            })
+    }
+
+    /// Writes a file given relative to the pipeline's base, without syncing.
+    pub(crate) async fn write_relative(&self, relative: &str, bytes: Bytes) -> StateResult<()> {
+        self.put_unsynced(&self.layout.absolute(relative), bytes, PutMode::Overwrite)
+            .await
+    }
+
+    /// Every object under `dir`.
+    pub(crate) async fn list_under(&self, dir: &ObjectPath) -> StateResult<Vec<ObjectPath>> {
+        use futures::TryStreamExt;
+        let objects: Vec<_> = self
+            .store()
+            .list(Some(dir))
+            .try_collect()
+            .await
+            .map_err(storage(dir))?;
+        Ok(objects.into_iter().map(|o| o.location).collect())
+    }
+
+    /// Deletes `paths` in order; missing ones are fine.
+    pub(crate) async fn delete_paths(&self, paths: &[ObjectPath]) -> StateResult<()> {
+        for path in paths {
+            match self.store().delete(path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(storage(path)(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// On a local root, removes the directory of `dir` once its objects are deleted (a
+    /// local file system keeps empty directories, which would still list).
+    pub(crate) fn remove_local_dir(&self, dir: &ObjectPath) -> StateResult<()> {
+        let Some(root) = &self.root.local_dir else {
+            return Ok(());
+        };
+        let local = root.join(dir.as_ref());
+        match std::fs::remove_dir_all(&local) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StateError::Io {
+                path: local.display().to_string(),
+                source: e,
+            }),
+        }
+    }
+
     /// Makes written objects durable on local disk: fsync each file, then each distinct
     /// directory once. Runs on the blocking pool: an fsync must not stall a worker
     /// thread that runs tasks.
@@ -218,6 +320,35 @@ impl CheckpointStore {
             })
     }
 
+    /// Writes `_control.json` (where a running job serves its control endpoint).
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn write_control(&self, json: Vec<u8>) -> StateResult<()> {
+        self.put(
+            &self.layout.control(),
+            Bytes::from(json),
+            PutMode::Overwrite,
+        )
+        .await
+    }
+
+    /// Reads `_control.json`, if there is one.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn read_control(&self) -> StateResult<Option<Bytes>> {
+        self.get_optional(&self.layout.control()).await
+    }
+
+    /// Removes `_control.json`.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn delete_control(&self) -> StateResult<()> {
+        self.delete_paths(&[self.layout.control()]).await
+    }
+
     /// Reads the `_latest.json` hint; `None` when missing or unreadable (it is only a hint).
     pub async fn latest_hint(&self) -> Option<Epoch> {
         let got = self.store().get(&self.layout.latest()).await.ok()?;
@@ -281,18 +412,7 @@ impl CheckpointStore {
     /// # Errors
     /// [`StateError::Corrupt`] for a missing, truncated or altered file.
     pub async fn read_state(&self, entry: &FileEntry) -> StateResult<Vec<RecordBatch>> {
-        let path = self.layout.absolute(&entry.path);
-        let got = match self.store().get(&path).await {
-            Ok(got) => got,
-            Err(object_store::Error::NotFound { .. }) => {
-                return Err(StateError::Corrupt {
-                    path: entry.path.clone(),
-                    reason: "missing, but the manifest references it".into(),
-                })
-            }
-            Err(e) => return Err(storage(&path)(e)),
-        };
-        let bytes = got.bytes().await.map_err(storage(&path))?;
+        let bytes = self.read_bytes(&entry.path).await?;
         state_file::decode(entry, bytes)
     }
 
@@ -392,15 +512,7 @@ impl CheckpointStore {
 
     /// Every object under `epoch`'s directory.
     async fn list_epoch(&self, epoch: Epoch) -> StateResult<Vec<ObjectPath>> {
-        use futures::TryStreamExt;
-        let dir = self.layout.epoch_dir(epoch);
-        let objects: Vec<_> = self
-            .store()
-            .list(Some(&dir))
-            .try_collect()
-            .await
-            .map_err(storage(&dir))?;
-        Ok(objects.into_iter().map(|o| o.location).collect())
+        self.list_under(&self.layout.epoch_dir(epoch)).await
     }
 
     /// Deletes an epoch's directory (GC and sweeping partial epochs) except the files in
@@ -425,31 +537,11 @@ impl CheckpointStore {
             .filter(|p| !keep.contains(&self.layout.relative(p)))
             .collect();
         paths.sort_by_key(|p| *p != manifest);
-        for path in paths {
-            match self.store().delete(&path).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(storage(&path)(e)),
-            }
-        }
+        self.delete_paths(&paths).await?;
         if crate::recovery::kept_in_epoch(keep, epoch) > 0 {
             return Ok(()); // the directory still holds files in use
         }
-        // A local file system keeps the emptied directories, which would still list as
-        // an epoch; remove them.
-        if let Some(root) = &self.root.local_dir {
-            let local = root.join(dir.as_ref());
-            match std::fs::remove_dir_all(&local) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    return Err(StateError::Io {
-                        path: local.display().to_string(),
-                        source: e,
-                    })
-                }
-            }
-        }
-        Ok(())
+        self.remove_local_dir(&dir)
     }
 }
 

@@ -67,6 +67,8 @@ async fn write_epoch(store: &CheckpointStore, epoch: u64) -> Manifest {
             files,
             watermark: None,
         }],
+        description: None,
+        output_schema: None,
     });
     store.prepare(&manifest).await.unwrap();
     manifest
