@@ -3,10 +3,11 @@
 //!
 //! A peer source feeds tumbling windows keyed by the unique `id`, so every event is one
 //! row of state; the watermark trails by the whole span, so all 64 windows stay open.
-//! Phase 1 pauses the sources after `keys` events, waits for a checkpoint that holds all
-//! of them, and stops the job (as a crash would). Phase 2 is the restart: recovery reads
-//! and verifies the checkpoint, operators rebuild their state, the sources go on, and the
-//! watermark passes the oldest window, which fires — the first output.
+//! Phase 1 pauses the sources after `keys` events, takes a savepoint that holds all of
+//! them (its epoch is the first checkpoint, so every row is written: a full snapshot,
+//! then copied into `savepoints/`), and stops the job. Phase 2 is the restore from that
+//! savepoint: recovery reads and verifies it, operators rebuild their state, the sources
+//! go on, and the watermark passes the oldest window, which fires — the first output.
 
 use crate::error::BenchError;
 use riffle_connectors::peer::PausePoint;
@@ -14,10 +15,11 @@ use riffle_connectors::sinks::BlackholeSinkFactory;
 use riffle_connectors::PeerSourceFactory;
 use riffle_operators::{AggregateFunction, AggregateSpec, WindowAggregateFactory, WindowSpec};
 use riffle_runtime::job::{self, JobConfig};
-use riffle_runtime::recovery::recover;
+use riffle_runtime::recovery::{recover, recover_from, ExplicitRestore, RestoreFrom};
+use riffle_runtime::savepoint::request_savepoint;
 use riffle_runtime::{
-    CheckpointConfig, CheckpointEvent, JobGraph, RecordingListener, RuntimeError, RuntimeResult,
-    WatermarkStrategy,
+    savepoint_channel, CheckpointConfig, CheckpointEvent, JobGraph, RecordingListener,
+    RuntimeError, RuntimeResult, WatermarkStrategy,
 };
 use riffle_state::{CheckpointStore, StateRoot};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,11 +38,18 @@ pub struct RestartMeasured {
     pub state_memory_bytes: u64,
     /// Duration of the checkpoint that held the state (trigger to COMMITTED).
     pub checkpoint_seconds: f64,
-    /// Recovery: choosing, reading and verifying the checkpoint.
+    /// The savepoint: from the request to its manifest (the checkpoint above, then the
+    /// copy of its files into `savepoints/`).
+    #[serde(default)]
+    pub savepoint_seconds: f64,
+    /// Recovery: reading and verifying the savepoint (and registering it as an epoch).
     pub load_seconds: f64,
     /// From the start of recovery to the first row at the sink.
     pub first_output_seconds: f64,
 }
+
+/// The savepoint's label.
+const LABEL: &str = "restart-bench";
 
 /// Event time per peer event per subtask at parallelism `p`: `p` × 10 µs.
 fn event_nanos(parallelism: u64) -> u64 {
@@ -112,16 +121,22 @@ pub fn measure_restart(
         let store = CheckpointStore::new(root.clone(), &first.name);
         let recovered = recover(&store, &first, true).await?;
         let listener = Arc::new(RecordingListener::default());
+        // No periodic checkpoint: the savepoint's epoch is the first, a full snapshot.
         let checkpoints = CheckpointConfig {
-            interval: Duration::from_secs(2),
+            interval: Duration::from_secs(3600),
             timeout: Duration::from_secs(600),
             generation: recovered.generation,
             first_epoch: recovered.next_epoch,
             ..CheckpointConfig::default()
         };
+        let (savepoints, requests) = savepoint_channel();
+        let config = JobConfig {
+            savepoints: Some(requests),
+            ..JobConfig::default()
+        };
         let (handle, report) = job::start_with_checkpoints(
             &first,
-            &JobConfig::default(),
+            &config,
             store.clone(),
             checkpoints,
             vec![listener.clone()],
@@ -129,27 +144,22 @@ pub fn measure_restart(
         while reached.load(Ordering::SeqCst) < parallelism {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        // The first epoch started after every source paused holds all the state.
-        let events_at_pause = listener.events().len();
-        let (epoch, checkpoint) = loop {
-            let events = listener.events();
-            let started = events[events_at_pause..].iter().find_map(|e| match e {
-                CheckpointEvent::Started { epoch, .. } => Some(*epoch),
+        let asked = Instant::now();
+        let done = request_savepoint(&savepoints, Some(LABEL.into()), false, false)
+            .await
+            .map_err(RuntimeError::Checkpoint)?;
+        let savepoint = asked.elapsed();
+        let epoch = done.epoch;
+        let checkpoint = listener
+            .events()
+            .iter()
+            .find_map(|e| match e {
+                CheckpointEvent::Completed {
+                    epoch: e, duration, ..
+                } if *e == epoch => Some(*duration),
                 _ => None,
-            });
-            let done = started.and_then(|s| {
-                events.iter().find_map(|e| match e {
-                    CheckpointEvent::Completed {
-                        epoch, duration, ..
-                    } if *epoch == s => Some((s, *duration)),
-                    _ => None,
-                })
-            });
-            if let Some(done) = done {
-                break done;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        };
+            })
+            .unwrap_or_default();
         handle
             .stopper()
             .fail("benchmark: stopping after the checkpoint".into());
@@ -162,10 +172,17 @@ pub fn measure_restart(
             .ok_or_else(|| RuntimeError::Checkpoint(format!("epoch {epoch} has no manifest")))?;
         let state_bytes = manifest.files().map(|f| f.bytes).sum();
 
-        // Phase 2: the restart.
+        // Phase 2: the restore from the savepoint.
         let second = graph(keys_per_subtask, parallelism, None).map_err(bench_error)?;
         let t0 = Instant::now();
-        let recovered = recover(&store, &second, false).await?;
+        let from = ExplicitRestore {
+            from: RestoreFrom::Savepoint {
+                store: store.clone(),
+                label: LABEL.into(),
+            },
+            allow_non_restored: false,
+        };
+        let recovered = recover_from(&store, &second, &from).await?;
         let load = t0.elapsed();
         let state_memory_bytes = recovered
             .restored
@@ -200,6 +217,7 @@ pub fn measure_restart(
             state_bytes,
             state_memory_bytes,
             checkpoint_seconds: checkpoint.as_secs_f64(),
+            savepoint_seconds: savepoint.as_secs_f64(),
             load_seconds: load.as_secs_f64(),
             first_output_seconds: first_output.as_secs_f64(),
         })

@@ -22,6 +22,10 @@ enum Command {
     Bench(commands::bench::BenchArgs),
     /// Inspect checkpoints on storage.
     Checkpoints(commands::checkpoints::CheckpointsArgs),
+    /// Take, list, move and check savepoints.
+    Savepoint(commands::savepoint::SavepointArgs),
+    /// Query checkpointed state with SQL.
+    State(commands::state::StateArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -37,6 +41,8 @@ fn main() -> std::process::ExitCode {
         Command::Nexmark(args) => commands::nexmark::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Checkpoints(args) => commands::checkpoints::run(args),
+        Command::Savepoint(args) => commands::savepoint::run(args),
+        Command::State(args) => commands::state::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -31,7 +31,9 @@ impl CheckpointListener for CheckpointStatus {
             CheckpointEvent::Failed { .. } => {
                 self.failed.fetch_add(1, Ordering::Relaxed);
             }
-            CheckpointEvent::Started { .. } | CheckpointEvent::Acked { .. } => {}
+            CheckpointEvent::Started { .. }
+            | CheckpointEvent::Acked { .. }
+            | CheckpointEvent::Savepoint(_) => {}
         }
     }
 }

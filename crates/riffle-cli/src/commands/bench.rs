@@ -109,13 +109,21 @@ fn restart_table(runs: &[RestartMeasured], parallelism: usize) -> String {
     let mut sorted: Vec<&RestartMeasured> = runs.iter().collect();
     sorted.sort_by(|a, b| a.first_output_seconds.total_cmp(&b.first_output_seconds));
     let m = sorted[sorted.len() / 2];
+    let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    // MB/s of the state as it is in memory and as the Parquet files hold it.
+    let rate = |bytes: u64, seconds: f64| bytes as f64 / seconds.max(1e-9) / 1e6;
     format!(
-        "| restart | p | keys | state in memory MiB | state on disk MiB | checkpoint s | recovery (read + verify) s | restart to first output s |\n|---|---|---|---|---|---|---|---|\n| window by id | {parallelism} | {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |\n",
+        "| restart | p | keys | state in memory MiB | state on disk MiB | savepoint s | savepoint MB/s (memory / disk) | of which checkpoint s | restore (read + verify) s | restore MB/s (memory / disk) | restore to first output s |\n|---|---|---|---|---|---|---|---|---|---|---|\n| window by id | {parallelism} | {} | {:.0} | {:.0} | {:.2} | {:.0} / {:.0} | {:.2} | {:.2} | {:.0} / {:.0} | {:.2} |\n",
         human(m.keys as f64),
-        m.state_memory_bytes as f64 / (1024.0 * 1024.0),
-        m.state_bytes as f64 / (1024.0 * 1024.0),
+        mib(m.state_memory_bytes),
+        mib(m.state_bytes),
+        m.savepoint_seconds,
+        rate(m.state_memory_bytes, m.savepoint_seconds),
+        rate(m.state_bytes, m.savepoint_seconds),
         m.checkpoint_seconds,
         m.load_seconds,
+        rate(m.state_memory_bytes, m.load_seconds),
+        rate(m.state_bytes, m.load_seconds),
         m.first_output_seconds
     )
 }

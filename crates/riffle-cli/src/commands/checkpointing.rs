@@ -7,12 +7,17 @@ use anyhow::{Context, Result};
 use riffle_bench::harness::percentile_ms;
 use riffle_core::arrow::util::display::array_value_to_string;
 use riffle_core::state::KEY_GROUP_FIELD;
+use riffle_core::Epoch;
 use riffle_core::OperatorId;
-use riffle_runtime::recovery::Recovered;
+use riffle_runtime::control::ControlServer;
+use riffle_runtime::recovery::{ExplicitRestore, Recovered, RestoreFrom};
+use riffle_runtime::savepoint::request_savepoint;
+use riffle_runtime::{savepoint_channel, JobConfig, SavepointDone, SavepointSender};
 use riffle_runtime::{
     CheckpointConfig, CheckpointReport, CheckpointedOutcome, CheckpointedRun, JobGraph, JobMetrics,
     RestartStrategy, RestoredJob, RunObserver, RuntimeError,
 };
+use riffle_state::layout::parse_epoch_dir;
 use riffle_state::{CheckpointStore, StateRoot};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,8 +34,22 @@ pub struct CheckpointArgs {
     #[arg(long, default_value = "./riffle-state")]
     pub state: String,
     /// Start from empty state even if checkpoints exist (they are kept).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["from_savepoint", "from_checkpoint"])]
     pub no_restore: bool,
+    /// Start from this savepoint instead of the newest checkpoint: a label in --state,
+    /// or the URL of a savepoint directory elsewhere
+    /// (`file:///root/{pipeline}/savepoints/{label}`, `s3://bucket/prefix/{pipeline}/savepoints/{label}`),
+    /// which is copied into --state first. Parallelism may differ from the savepoint's.
+    #[arg(long, conflicts_with = "from_checkpoint")]
+    pub from_savepoint: Option<String>,
+    /// Start from this checkpoint instead of the newest one: an epoch in --state, or the
+    /// URL of a checkpoint directory (`…/{pipeline}/checkpoints/epoch=000042`).
+    #[arg(long)]
+    pub from_checkpoint: Option<String>,
+    /// With --from-savepoint or --from-checkpoint: drop the state of operators the
+    /// pipeline no longer has (refused otherwise, naming them).
+    #[arg(long)]
+    pub allow_non_restored_state: bool,
     /// Least time from one checkpoint's completion to the next one's start.
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub checkpoint_min_pause: Duration,
@@ -62,6 +81,47 @@ impl CheckpointArgs {
         !self.checkpoint_interval.is_zero()
     }
 
+    /// The named savepoint or checkpoint to start from, if any.
+    fn explicit_restore(&self, store: &CheckpointStore) -> Result<Option<ExplicitRestore>> {
+        let from = match (&self.from_savepoint, &self.from_checkpoint) {
+            (Some(savepoint), _) => match split_state_url(savepoint, "savepoints")? {
+                None => RestoreFrom::Savepoint {
+                    store: store.clone(),
+                    label: savepoint.clone(),
+                },
+                Some((root, pipeline, label)) => RestoreFrom::Savepoint {
+                    store: open_store(&root, &pipeline)?,
+                    label,
+                },
+            },
+            (None, Some(checkpoint)) => match split_state_url(checkpoint, "checkpoints")? {
+                None => RestoreFrom::Checkpoint {
+                    store: store.clone(),
+                    epoch: Epoch(checkpoint.parse().with_context(|| {
+                        format!("--from-checkpoint `{checkpoint}` is neither an epoch number nor a checkpoint URL")
+                    })?),
+                },
+                Some((root, pipeline, dir)) => RestoreFrom::Checkpoint {
+                    store: open_store(&root, &pipeline)?,
+                    epoch: parse_epoch_dir(&dir).with_context(|| {
+                        format!("`{checkpoint}` does not end in a checkpoint directory like checkpoints/epoch=000042")
+                    })?,
+                },
+            },
+            (None, None) => {
+                anyhow::ensure!(
+                    !self.allow_non_restored_state,
+                    "--allow-non-restored-state goes with --from-savepoint or --from-checkpoint"
+                );
+                return Ok(None);
+            }
+        };
+        Ok(Some(ExplicitRestore {
+            from,
+            allow_non_restored: self.allow_non_restored_state,
+        }))
+    }
+
     fn restart_strategy(&self) -> Result<RestartStrategy> {
         Ok(match self.restart.as_str() {
             "none" => RestartStrategy::None,
@@ -81,6 +141,92 @@ impl CheckpointArgs {
     }
 }
 
+/// Opens the checkpoints of `pipeline` under the state root `url`.
+pub fn open_store(url: &str, pipeline: &str) -> Result<CheckpointStore> {
+    let root = StateRoot::parse(url).with_context(|| format!("opening the state root `{url}`"))?;
+    Ok(CheckpointStore::new(root, pipeline))
+}
+
+/// Splits `{root}/{pipeline}/{kind}/{name}` (a URL or a path with `/`) into its parts;
+/// `None` for a bare name (a label or an epoch in the run's own state root).
+fn split_state_url(value: &str, kind: &str) -> Result<Option<(String, String, String)>> {
+    if !value.contains('/') {
+        return Ok(None);
+    }
+    let trimmed = value.trim_end_matches('/');
+    let parts: Vec<&str> = trimmed.rsplitn(4, '/').collect();
+    match parts.as_slice() {
+        [name, k, pipeline, root] if *k == kind && !root.is_empty() && !root.ends_with(':') => Ok(
+            Some((root.to_string(), pipeline.to_string(), name.to_string())),
+        ),
+        [name, k, pipeline, root] if *k == kind => Ok(Some((
+            format!("{root}/"),
+            pipeline.to_string(),
+            name.to_string(),
+        ))),
+        _ => anyhow::bail!(
+            "`{value}` is not a {kind} location; write {{state root}}/{{pipeline}}/{kind}/{{name}}, e.g. file:///data/riffle-state/nexmark-q5/{kind}/{}",
+            if kind == "savepoints" { "sp-000012" } else { "epoch=000042" }
+        ),
+    }
+}
+
+/// Prints how a run that stopped on request ended.
+pub fn print_stopped(stopped: &Result<SavepointDone, String>, state: &str) {
+    match stopped {
+        Ok(done) => {
+            eprintln!(
+                "riffle: stopped with savepoint `{}` (epoch {}, {} files, {:.1} MiB, {} ms): {}",
+                done.label,
+                done.epoch,
+                done.files,
+                done.bytes as f64 / (1024.0 * 1024.0),
+                done.duration_ms,
+                done.location
+            );
+            eprintln!(
+                "riffle: resume it with --from-savepoint {} --state {state} (any --parallelism)",
+                done.label
+            );
+        }
+        Err(e) => eprintln!(
+            "riffle: stopped, but the savepoint failed: {e}; the newest checkpoint holds the state (a plain rerun resumes from it)"
+        ),
+    }
+}
+
+/// Waits for SIGINT or SIGTERM, then asks for a stop-with-savepoint; a second signal
+/// exits at once (the next run resumes from the newest checkpoint).
+async fn stop_on_signal(sender: SavepointSender) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+    eprintln!("\nriffle: stopping with a savepoint… (signal again to stop at once, without one)");
+    let request = sender.clone();
+    tokio::spawn(async move {
+        // The answer is printed from the run's outcome; a refusal only here.
+        if let Err(e) = request_savepoint(&request, None, true, false).await {
+            eprintln!("riffle: cannot stop with a savepoint: {e}");
+        }
+    });
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+    eprintln!(
+        "riffle: stopped without a savepoint; the next run resumes from the newest checkpoint"
+    );
+    std::process::exit(130);
+}
+
 /// Prints what recovery chose, draws the progress line of each attempt, and reports
 /// failures and restarts.
 struct CliObserver {
@@ -95,6 +241,16 @@ struct CliObserver {
 
 impl RunObserver for CliObserver {
     fn recovered(&mut self, recovered: &Recovered) {
+        if let Some((what, check)) = &recovered.restored_from {
+            eprintln!(
+                "riffle: starting `{}` from {what}, registered as checkpoint epoch {}",
+                self.pipeline,
+                recovered.plan.restore.map_or(0, |e| e.0)
+            );
+            for op in &check.operators {
+                eprintln!("    {:<24} {}", op.operator, op.fate);
+            }
+        }
         for (epoch, reason) in &recovered.plan.skipped {
             eprintln!("riffle: skipping damaged checkpoint epoch {epoch}: {reason}");
         }
@@ -202,16 +358,21 @@ pub fn run(
     total_events: Option<u64>,
     force_progress: bool,
 ) -> Result<CheckpointedOutcome> {
-    let root = StateRoot::parse(&args.state)
-        .with_context(|| format!("opening the state root `{}`", args.state))?;
-    let store = CheckpointStore::new(root, &graph.name);
+    let store = open_store(&args.state, &graph.name)?;
+    let restore_from = args.explicit_restore(&store)?;
     if args.no_restore {
         eprintln!(
             "riffle: --no-restore: starting from empty state (existing checkpoints are kept)"
         );
     }
     let status = Arc::new(CheckpointStatus::default());
+    let (savepoints, requests) = savepoint_channel();
     let run = CheckpointedRun {
+        job: JobConfig {
+            savepoints: Some(requests),
+            ..JobConfig::default()
+        },
+        restore_from,
         checkpoints: CheckpointConfig {
             interval: args.checkpoint_interval,
             timeout: args.checkpoint_timeout,
@@ -223,7 +384,6 @@ pub fn run(
         restart: args.restart_strategy()?,
         start_empty: args.no_restore,
         listeners: vec![status.clone()],
-        ..CheckpointedRun::default()
     };
     let mut observer = CliObserver {
         pipeline: graph.name.clone(),
@@ -239,12 +399,23 @@ pub fn run(
         progress: None,
         status,
     };
-    let outcome = runtime.block_on(riffle_runtime::run_checkpointed(
-        graph,
-        &store,
-        run,
-        &mut observer,
-    ));
+    let outcome = runtime.block_on(async {
+        // The control endpoint (`riffle savepoint create`) and signals ask for savepoints.
+        let control = match ControlServer::start(&store, &graph.name, savepoints.clone()).await {
+            Ok(server) => Some(server),
+            Err(e) => {
+                eprintln!("riffle: no control endpoint ({e}); `riffle savepoint create` cannot reach this run, signals still stop it with a savepoint");
+                None
+            }
+        };
+        let signals = tokio::spawn(stop_on_signal(savepoints));
+        let outcome = riffle_runtime::run_checkpointed(graph, &store, run, &mut observer).await;
+        signals.abort();
+        if let Some(control) = control {
+            control.stop().await;
+        }
+        outcome
+    });
     drop(observer.progress.take());
     Ok(outcome?)
 }

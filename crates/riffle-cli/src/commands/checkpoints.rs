@@ -5,6 +5,7 @@ use anyhow::{Context, Result};
 use riffle_core::arrow::temporal_conversions::timestamp_ms_to_datetime;
 use riffle_core::Epoch;
 use riffle_state::recovery::{kept_in_epoch, plan_gc, referenced_files, EpochFinding};
+use riffle_state::savepoints::SavepointFinding;
 use riffle_state::{CheckpointStore, StateRoot};
 
 /// Arguments of `riffle checkpoints`.
@@ -35,11 +36,17 @@ pub enum CheckpointsCommand {
     },
     /// What each recovery chose and why.
     History,
-    /// Checks every retained checkpoint (or one epoch): each referenced file exists with
-    /// its recorded size and CRC32C and decodes as Parquet. Exits non-zero on damage.
+    /// Checks every retained checkpoint and savepoint (or one epoch): manifests parse
+    /// and are consistent, each referenced file exists with its recorded size and
+    /// CRC32C and decodes as Parquet; lists files nothing references. Exits non-zero on
+    /// damage.
     Verify {
         /// Only this epoch.
+        #[arg(conflicts_with = "all")]
         epoch: Option<u64>,
+        /// Every checkpoint and savepoint (the default without an epoch).
+        #[arg(long)]
+        all: bool,
     },
     /// What garbage collection would delete now, and why (`--dry-run` deletes nothing).
     Gc {
@@ -114,7 +121,7 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&manifest)?);
                 Ok(())
             }
-            CheckpointsCommand::Verify { epoch } => {
+            CheckpointsCommand::Verify { epoch, all: _ } => {
                 let epochs = match epoch {
                     Some(e) => vec![Epoch(e)],
                     None => store.list_epochs().await?,
@@ -143,6 +150,7 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
                     }
                 }
                 if epoch.is_none() {
+                    damaged += verify_savepoints(&store).await?;
                     // Files no manifest references: left by an epoch that never committed
                     // (or by hand). Garbage, not damage: the next run's start-up sweep
                     // deletes them.
@@ -192,11 +200,120 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
                 Ok(())
             }
             CheckpointsCommand::History => {
-                for record in store.recovery_records().await? {
-                    println!("{record}");
+                let records = store.recovery_records().await?;
+                if records.is_empty() {
+                    println!("no recovery records of `{}` in {}", args.pipeline, args.state);
+                }
+                for record in records {
+                    println!("{}", describe_recovery(&record));
                 }
                 Ok(())
             }
         }
     })
+}
+
+/// Verifies every savepoint and lists files of savepoint directories that no manifest
+/// references; returns how many savepoints are damaged.
+async fn verify_savepoints(store: &CheckpointStore) -> Result<usize> {
+    let mut damaged = 0;
+    for (label, finding) in store.savepoints().await? {
+        match finding {
+            SavepointFinding::Valid(m) => match store.verify(&m).await {
+                Ok(()) => println!(
+                    "savepoint {label}: ok ({} files, {} bytes)",
+                    m.files().count(),
+                    m.files().map(|f| f.bytes).sum::<u64>()
+                ),
+                Err(e) => {
+                    damaged += 1;
+                    println!("savepoint {label}: DAMAGED: {e}");
+                }
+            },
+            SavepointFinding::Damaged(e) => {
+                damaged += 1;
+                println!("savepoint {label}: DAMAGED: {e}");
+            }
+            SavepointFinding::Incomplete => println!(
+                "savepoint {label}: incomplete (no manifest; never finished): `riffle savepoint delete {label}` removes it"
+            ),
+        }
+    }
+    let referenced = store.all_referenced_files().await?;
+    for (label, finding) in store.savepoints().await? {
+        if matches!(finding, SavepointFinding::Incomplete) {
+            continue;
+        }
+        for file in store.savepoint_files(&label).await? {
+            if !referenced.contains(&file) && !file.ends_with("_manifest.json") {
+                println!("unreachable: {file} (no manifest references it)");
+            }
+        }
+    }
+    Ok(damaged)
+}
+
+/// One recovery record as a line: when, what was restored, and what was cleaned up.
+fn describe_recovery(json: &str) -> String {
+    let Ok(record) = serde_json::from_str::<serde_json::Value>(json) else {
+        return format!("(unreadable record) {json}");
+    };
+    let at = record["at_ms"]
+        .as_i64()
+        .and_then(timestamp_ms_to_datetime)
+        .map_or("?".into(), |t| t.to_string());
+    let mut parts = Vec::new();
+    match (
+        record["restored_epoch"].as_u64(),
+        record["start_empty"].as_bool(),
+    ) {
+        (_, Some(true)) => parts.push("started empty (--no-restore)".to_string()),
+        (Some(epoch), _) => parts.push(format!("restored epoch {epoch}")),
+        (None, _) => parts.push("no checkpoint: started empty".to_string()),
+    }
+    if let Some(from) = record["restored_from"].as_str() {
+        parts.push(format!("from {from}"));
+    }
+    if record["roll_forward"].as_bool() == Some(true) {
+        parts.push(format!(
+            "rolled PREPARED forward ({} sink commit(s) redone)",
+            record["recommitted"]
+        ));
+    }
+    if record["aborted_staged"].as_u64().unwrap_or(0) > 0 {
+        parts.push(format!(
+            "discarded {} staged output file(s)",
+            record["aborted_staged"]
+        ));
+    }
+    if let Some(skipped) = record["skipped_damaged"]
+        .as_array()
+        .filter(|s| !s.is_empty())
+    {
+        let list: Vec<String> = skipped
+            .iter()
+            .map(|s| format!("epoch {} ({})", s[0], s[1].as_str().unwrap_or("?")))
+            .collect();
+        parts.push(format!("skipped damaged {}", list.join(", ")));
+    }
+    if let Some(swept) = record["swept_partial"].as_array().filter(|s| !s.is_empty()) {
+        parts.push(format!(
+            "swept incomplete epochs {}",
+            serde_json::Value::Array(swept.clone())
+        ));
+    }
+    if let Some(dropped) = record["dropped_state"].as_array().filter(|s| !s.is_empty()) {
+        parts.push(format!(
+            "dropped state of {}",
+            serde_json::Value::Array(dropped.clone())
+        ));
+    }
+    if let Some(w) = record["watermark"].as_i64() {
+        parts.push(format!("watermark {}", event_time(w)));
+    }
+    format!(
+        "{at}  generation {}  {}",
+        record["generation"],
+        parts.join("; ")
+    )
 }

@@ -4,3 +4,6 @@ pub mod bench;
 pub mod checkpointing;
 pub mod checkpoints;
 pub mod nexmark;
+pub mod pipeline;
+pub mod savepoint;
+pub mod state;

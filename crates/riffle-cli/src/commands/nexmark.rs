@@ -1,11 +1,8 @@
 //! `riffle nexmark`: run one query with progress and a summary.
 
 use crate::progress::ProgressLine;
-use crate::units::{parse_count, parse_duration};
 use anyhow::{Context, Result};
-use riffle_bench::queries::{self, Query, QueryOptions};
 use riffle_bench::resources::{cpu_time, peak_rss_bytes};
-use riffle_connectors::nexmark::NexmarkConfig;
 use riffle_connectors::sinks::{
     BlackholeSinkFactory, FileFormat, FileSinkFactory, RollingPolicy, StdoutFormat,
     StdoutSinkFactory,
@@ -15,32 +12,17 @@ use riffle_runtime::job::{self, JobConfig};
 use riffle_runtime::PhysicalPlan;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Arguments of `riffle nexmark`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  riffle nexmark --query q5 --events 10M --parallelism 2\n  riffle nexmark --query q7 --events 1M --output out/q7 --format parquet\n  riffle nexmark --query q1 --events 20 --output stdout\n  riffle nexmark --query q5 --events 40M --rate 100K --checkpoint-interval 1s --output out/q5   # exactly-once; kill it and run it again\n  RIFFLE_CRASH_AT=after-manifest-prepared:3 riffle nexmark … --checkpoint-interval 1s   # crash at a protocol step (testing)"
+    after_help = "Examples:\n  riffle nexmark --query q5 --events 10M --parallelism 2\n  riffle nexmark --query q7 --events 1M --output out/q7 --format parquet\n  riffle nexmark --query q1 --events 20 --output stdout\n  riffle nexmark --query q5 --events 40M --rate 100K --checkpoint-interval 1s --output out/q5   # exactly-once; kill it and run it again\n  RIFFLE_CRASH_AT=after-manifest-prepared:3 riffle nexmark … --checkpoint-interval 1s   # crash at a protocol step (testing)\n  riffle nexmark --query q5 --events 100M --throttle 1M --checkpoint-interval 1s   # Ctrl-C stops it with a savepoint\n  riffle nexmark --query q5 --events 100M --checkpoint-interval 1s --from-savepoint sp-000012 --parallelism 4"
 )]
 pub struct NexmarkArgs {
-    /// Query to run: q0, q1, q2, q3, q4, q5, q7, q8 or q11.
-    #[arg(long, short, default_value = "q5")]
-    pub query: String,
-    /// Total events to generate (persons + auctions + bids), e.g. 10M.
-    #[arg(long, short, default_value = "10M", value_parser = parse_count)]
-    pub events: u64,
-    /// Subtasks per operator.
-    #[arg(long, short, default_value_t = 2)]
-    pub parallelism: usize,
-    /// Events per second of event time (sets timestamps, not speed), e.g. 100K.
-    #[arg(long, default_value = "10M", value_parser = parse_count)]
-    pub rate: u64,
-    /// Out-of-order group size (1 = events in order).
-    #[arg(long, default_value_t = 1)]
-    pub out_of_order: u64,
-    /// Watermark delay behind the newest event time.
-    #[arg(long, default_value = "4s", value_parser = parse_duration)]
-    pub watermark_delay: Duration,
+    /// The query and its generator settings.
+    #[command(flatten)]
+    pub pipeline: super::pipeline::QueryArgs,
     /// Where rows go: `blackhole` (count only), `stdout`, or a directory (`out/q5` or
     /// `file:///abs/dir`).
     #[arg(long, short, default_value = "blackhole")]
@@ -74,21 +56,10 @@ pub fn output_sink(output: &str, format: &str) -> Result<Arc<dyn SinkFactory>> {
 }
 
 pub fn run(args: NexmarkArgs) -> Result<()> {
-    let query = Query::parse(&args.query)?;
-    anyhow::ensure!(args.parallelism >= 1, "--parallelism must be at least 1");
-    anyhow::ensure!(args.rate >= 1, "--rate must be at least 1 event per second");
-    let opts = QueryOptions {
-        nexmark: NexmarkConfig {
-            events: Some(args.events),
-            first_event_rate: args.rate,
-            out_of_order_group_size: args.out_of_order.max(1),
-            ..NexmarkConfig::default()
-        },
-        parallelism: args.parallelism,
-        watermark_delay: args.watermark_delay,
-    };
+    let query = args.pipeline.query()?;
     let sink = output_sink(&args.output, &args.format)?;
-    let graph = queries::build(query, &opts, sink).with_context(|| format!("building {query}"))?;
+    let graph = args.pipeline.build(sink)?;
+    let (events, parallelism) = (args.pipeline.events, args.pipeline.parallelism);
     if args.explain {
         print!("{}", PhysicalPlan::compile(&graph).explain(&graph));
         return Ok(());
@@ -99,33 +70,34 @@ pub fn run(args: NexmarkArgs) -> Result<()> {
         .context("starting the runtime")?;
     eprintln!(
         "riffle: running nexmark {query} over {} events at parallelism {} (output: {})",
-        args.events, args.parallelism, args.output
+        events, parallelism, args.output
     );
     let started = Instant::now();
     let cpu0 = cpu_time();
+    let mut stopped = false;
     let (summary, reports) = if args.checkpoints.enabled() {
         let outcome = super::checkpointing::run(
             &runtime,
             &graph,
             &args.checkpoints,
-            Some(args.events),
+            Some(events),
             args.progress,
         )
         .with_context(|| format!("nexmark {query} failed"))?;
         if outcome.restarts > 0 {
             eprintln!("riffle: finished after {} restart(s)", outcome.restarts);
         }
+        if let Some(result) = &outcome.stopped {
+            stopped = true;
+            super::checkpointing::print_stopped(result, &args.checkpoints.state);
+        }
         (outcome.summary, outcome.reports)
     } else {
         let summary = runtime
             .block_on(async {
                 let handle = job::start(&graph, &JobConfig::default(), false)?;
-                let progress = ProgressLine::start(
-                    handle.metrics.clone(),
-                    Some(args.events),
-                    args.progress,
-                    None,
-                );
+                let progress =
+                    ProgressLine::start(handle.metrics.clone(), Some(events), args.progress, None);
                 let result = handle.wait().await;
                 drop(progress);
                 result
@@ -136,11 +108,18 @@ pub fn run(args: NexmarkArgs) -> Result<()> {
     let seconds = started.elapsed().as_secs_f64();
     let cpu = cpu_time().saturating_sub(cpu0).as_secs_f64();
     eprintln!("riffle: {query} finished in {seconds:.2}s");
+    // A run stopped with a savepoint generated only part of its events.
+    let events = if stopped { summary.source_rows } else { events };
     eprintln!(
-        "  events           {} ({:.2} M events/s, {:.2} M events per CPU-second)",
-        args.events,
-        args.events as f64 / seconds / 1e6,
-        args.events as f64 / cpu.max(1e-9) / 1e6
+        "  events           {} {}({:.2} M events/s, {:.2} M events per CPU-second)",
+        events,
+        if stopped {
+            "rows read before the stop "
+        } else {
+            ""
+        },
+        events as f64 / seconds / 1e6,
+        events as f64 / cpu.max(1e-9) / 1e6
     );
     eprintln!(
         "  rows in / out    {} / {}",

@@ -13,6 +13,10 @@ pub struct NexmarkConfig {
     pub out_of_order_group_size: u64,
     /// Events per block: a block is the unit of splitting and of output batches.
     pub block_events: u64,
+    /// At most this many events per second of *wall* time over all subtasks (`None`:
+    /// as fast as possible). For demos and tests of long-running jobs; not part of what
+    /// the pipeline computes, so a resumed run may change it.
+    pub max_events_per_second: Option<u64>,
 }
 
 impl Default for NexmarkConfig {
@@ -24,6 +28,7 @@ impl Default for NexmarkConfig {
             base_time_ms: 1_735_689_600_000,
             out_of_order_group_size: 1,
             block_events: 8_192,
+            max_events_per_second: None,
         }
     }
 }

@@ -68,6 +68,7 @@ impl SourceFactory for NexmarkSourceFactory {
             parallelism: ctx.parallelism as u64,
             next_block: ctx.subtask as u64,
             done_below: Vec::new(),
+            throttle: None,
         }))
     }
 
@@ -103,10 +104,24 @@ struct NexmarkSource {
     next_block: u64,
     /// Progress inherited from a checkpoint at another parallelism.
     done_below: Vec<DoneBelow>,
+    /// With a wall-clock rate: when this subtask started and blocks produced since.
+    throttle: Option<(std::time::Instant, u64)>,
 }
 
 impl Source for NexmarkSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
+        if let Some(rate) = self.generator.config().max_events_per_second {
+            // This subtask's share of the rate, in blocks.
+            let (started, produced) = *self
+                .throttle
+                .get_or_insert_with(|| (std::time::Instant::now(), 0));
+            let per_block = (self.generator.config().block_events * self.parallelism) as f64;
+            let allowed = started.elapsed().as_secs_f64() * rate as f64 / per_block;
+            if produced as f64 >= allowed.max(1.0) {
+                return Ok(SourcePoll::Pending);
+            }
+            self.throttle = Some((started, produced + 1));
+        }
         while self.done_below.iter().any(|d| d.covers(self.next_block)) {
             self.next_block += self.parallelism;
         }
