@@ -4,13 +4,9 @@
 
 mod common;
 
-use common::stderr;
+use common::{copy_dir, riffle, stderr};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn riffle() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_riffle"))
-}
+use std::process::Output;
 
 fn run_q5(state: &Path) -> Output {
     riffle()
@@ -56,19 +52,6 @@ fn state_file(epoch_dir: &Path) -> PathBuf {
         .into_iter()
         .next()
         .expect("the source has a state file")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{published, stderr};
+use common::{nexmark_run, published, stderr};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -16,10 +16,6 @@ const CRASH_POINTS: [&str; 5] = [
     "after-manifest-committed",
     "after-latest-flip",
 ];
-
-fn riffle() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_riffle"))
-}
 
 /// `riffle nexmark` writing JSONL into `out`; with `state`, checkpointed every 30 ms.
 fn nexmark(
@@ -41,23 +37,14 @@ fn nexmark_at(
     out: &Path,
     state: Option<&Path>,
 ) -> Command {
-    let mut cmd = riffle();
-    cmd.args([
-        "nexmark", "--query", query, "--events", events, "--rate", rate,
-    ])
-    .args([
-        "--parallelism",
-        &parallelism.to_string(),
-        "--restart",
-        "none",
-    ])
-    .arg("--output")
-    .arg(out);
-    if let Some(state) = state {
-        cmd.args(["--checkpoint-interval", "30ms", "--state"])
-            .arg(state);
-    }
-    cmd
+    nexmark_run(
+        query,
+        events,
+        rate,
+        parallelism,
+        out,
+        state.map(|s| (s, "30ms")),
+    )
 }
 
 /// Runs `cmd` with `RIFFLE_CRASH_AT={at}` and requires that it crashed there.

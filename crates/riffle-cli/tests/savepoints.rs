@@ -8,35 +8,22 @@ mod moto;
 
 mod common;
 
-use common::{published, stderr};
+use common::{copy_dir, nexmark_run, published, riffle, stderr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn riffle() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_riffle"))
-}
-
 /// `riffle nexmark` over 2M events writing JSONL into `out`; with `state`, checkpointed
 /// every 200 ms.
 fn nexmark(query: &str, parallelism: usize, out: &Path, state: Option<&Path>) -> Command {
-    let mut cmd = riffle();
-    cmd.args([
-        "nexmark", "--query", query, "--events", "2M", "--rate", "10K",
-    ])
-    .args([
-        "--parallelism",
-        &parallelism.to_string(),
-        "--restart",
-        "none",
-    ])
-    .arg("--output")
-    .arg(out);
-    if let Some(state) = state {
-        cmd.args(["--checkpoint-interval", "200ms", "--state"])
-            .arg(state);
-    }
-    cmd
+    nexmark_run(
+        query,
+        "2M",
+        "10K",
+        parallelism,
+        out,
+        state.map(|s| (s, "200ms")),
+    )
 }
 
 /// Runs `cmd` and requires success.
@@ -92,19 +79,6 @@ fn start_slow(query: &str, out: &Path, state: &Path) -> Child {
         std::thread::sleep(Duration::from_millis(20));
     }
     child
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn savepoint(state: &Path, pipeline: &str) -> Command {
@@ -197,6 +171,49 @@ fn q5_stopped_through_the_control_endpoint_restores_at_p1_p2_p4() {
     let list = String::from_utf8_lossy(&list.stdout).into_owned();
     assert!(list.contains("running") && list.contains("stop"), "{list}");
     restore_at_every_parallelism("q5", dir.path(), "stop", &expected);
+
+    // A run restored from the savepoint that crashes before its own first checkpoint
+    // restarts from the savepoint again (registered as epoch E+1), not from an older
+    // checkpoint; meanwhile that epoch reads the savepoint's files, so deleting the
+    // savepoint is refused. The other savepoint goes; `stop` stays intact.
+    let stop_epoch = saved["epoch"].as_u64().unwrap();
+    let crashed = dir.path().join("crash-after-restore");
+    copy_dir(&state, &crashed.join("state"));
+    copy_dir(&out, &crashed.join("out"));
+    let (crashed_out, crashed_state) = (crashed.join("out"), crashed.join("state"));
+    let text = fails(
+        nexmark("q5", 4, &crashed_out, Some(&crashed_state))
+            .args(["--from-savepoint", "stop"])
+            .env(
+                "RIFFLE_CRASH_AT",
+                format!("after-snapshot-upload:{}", stop_epoch + 2),
+            ),
+    );
+    assert!(text.contains("RIFFLE_CRASH_AT: crashing"), "{text}");
+    let text = fails(savepoint(&crashed_state, "nexmark-q5").args(["delete", "stop"]));
+    assert!(text.contains("still read its state"), "{text}");
+    ok(savepoint(&crashed_state, "nexmark-q5").args(["delete", "running"]));
+    let resumed = ok(&mut nexmark("q5", 4, &crashed_out, Some(&crashed_state)));
+    let text = stderr(&resumed);
+    assert!(
+        text.contains(&format!("from checkpoint epoch {} ", stop_epoch + 1)),
+        "{text}"
+    );
+    assert!(
+        published(&crashed_out) == expected,
+        "resumed after a crash right after the restore"
+    );
+    let verify = ok(riffle()
+        .args(["checkpoints", "verify", "--all", "--state"])
+        .arg(&crashed_state));
+    let verify = String::from_utf8_lossy(&verify.stdout).into_owned();
+    assert!(
+        verify.contains("savepoint stop: ok") && !verify.contains("savepoint running"),
+        "{verify}"
+    );
+    // Savepoints need checkpoints on.
+    let text = fails(nexmark("q5", 2, &out, None).args(["--from-savepoint", "stop"]));
+    assert!(text.contains("--checkpoint-interval"), "{text}");
 
     // The stop epoch is a checkpoint too: --from-checkpoint restores it the same way.
     let epoch = saved["epoch"].as_u64().unwrap().to_string();

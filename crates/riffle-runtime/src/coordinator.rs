@@ -317,17 +317,6 @@ impl CheckpointCoordinator {
                         maybe_crash(CrashPoint::AfterSnapshotUpload, done.epoch);
                         match self.complete(&done).await {
                             Ok(manifest) => {
-                                if let Some(sp) = done.savepoint.take() {
-                                    let stop = sp.request.stop;
-                                    let answer = self.promote(&manifest, &sp.label, sp.requested, stop).await;
-                                    if let Err(e) = &answer {
-                                        report.errors.push(e.clone());
-                                    }
-                                    if stop {
-                                        report.stopped = Some(answer.clone());
-                                    }
-                                    let _ = sp.request.reply.send(answer);
-                                }
                                 reuse = done.reusable;
                                 failures = 0;
                                 last_completed = Some(Instant::now());
@@ -342,6 +331,18 @@ impl CheckpointCoordinator {
                                     report.end_of_input_committed = true;
                                 }
                                 self.emit(CheckpointEvent::Completed { epoch: done.epoch, duration, bytes: done.bytes, alignment: done.alignment });
+                                // A savepoint's epoch is committed: copy it out.
+                                if let Some(sp) = done.savepoint.take() {
+                                    let stop = sp.request.stop;
+                                    let answer = self.promote(&manifest, &sp.label, sp.requested, stop).await;
+                                    if let Err(e) = &answer {
+                                        report.errors.push(e.clone());
+                                    }
+                                    if stop {
+                                        report.stopped = Some(answer.clone());
+                                    }
+                                    let _ = sp.request.reply.send(answer);
+                                }
                             }
                             Err(Incomplete { reason, outcome: Outcome::Retry }) => {
                                 done.savepoint_failed(&reason);
@@ -444,12 +445,13 @@ impl CheckpointCoordinator {
             }
             match self.store.read_savepoint(label).await {
                 Ok(None) => {}
-                Ok(Some(_)) | Err(_) => {
+                Ok(Some(_)) => {
                     let reason = format!(
                         "savepoint `{label}` exists; choose another label or delete it first"
                     );
                     return refuse(request, reason);
                 }
+                Err(e) => return refuse(request, e.to_string()),
             }
         }
         Some(request)

@@ -100,6 +100,36 @@ pub async fn export_savepoint(
     Ok(summary)
 }
 
+/// Builds the error of an archive that cannot be read or imported.
+fn archive_error(archive: &str) -> impl Fn(String) -> StateError + '_ {
+    move |reason| StateError::Archive {
+        archive: archive.to_string(),
+        reason,
+    }
+}
+
+/// The manifest an archive starts with (to learn its pipeline and label before
+/// importing it).
+///
+/// # Errors
+/// [`StateError::Archive`] when the archive does not start with a savepoint manifest.
+pub fn archive_manifest(input: impl Read, archive: &str) -> StateResult<Manifest> {
+    let bad = archive_error(archive);
+    let mut reader = tar::Archive::new(input);
+    let mut entries = reader
+        .entries()
+        .map_err(|e| bad(format!("not a tar archive: {e}")))?;
+    let first = entries
+        .next()
+        .ok_or_else(|| bad("empty archive".into()))?
+        .map_err(|e| bad(format!("not a tar archive: {e}")))?;
+    serde_json::from_reader(first).map_err(|e| {
+        bad(format!(
+            "does not start with a savepoint manifest ({MANIFEST}): {e}"
+        ))
+    })
+}
+
 /// Imports a savepoint archive from `input` into `store` as `label` (default: the
 /// label it was exported under). `archive` names the input in errors.
 ///
@@ -139,10 +169,7 @@ async fn import_members(
     label: Option<&str>,
     written: &mut Vec<String>,
 ) -> StateResult<Manifest> {
-    let bad = |reason: String| StateError::Archive {
-        archive: archive.to_string(),
-        reason,
-    };
+    let bad = archive_error(archive);
     let mut reader = tar::Archive::new(input);
     let mut entries = reader
         .entries()

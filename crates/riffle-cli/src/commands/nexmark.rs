@@ -57,6 +57,14 @@ pub fn output_sink(output: &str, format: &str) -> Result<Arc<dyn SinkFactory>> {
 
 pub fn run(args: NexmarkArgs) -> Result<()> {
     let query = args.pipeline.query()?;
+    let restore = &args.checkpoints;
+    anyhow::ensure!(
+        restore.enabled()
+            || (restore.from_savepoint.is_none()
+                && restore.from_checkpoint.is_none()
+                && !restore.allow_non_restored_state),
+        "--from-savepoint and --from-checkpoint need checkpoints on: add --checkpoint-interval (e.g. 1s)"
+    );
     let sink = output_sink(&args.output, &args.format)?;
     let graph = args.pipeline.build(sink)?;
     let (events, parallelism) = (args.pipeline.events, args.pipeline.parallelism);

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use riffle_core::arrow::temporal_conversions::timestamp_ms_to_datetime;
 use riffle_runtime::control::{post_savepoint, read_control_file};
 use riffle_runtime::plan_check::PlanCheck;
-use riffle_state::archive::{export_savepoint, import_savepoint};
+use riffle_state::archive::{archive_manifest, export_savepoint, import_savepoint};
 use riffle_state::savepoints::SavepointFinding;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -235,7 +235,12 @@ pub fn run(args: SavepointArgs) -> Result<()> {
                     .with_context(|| format!("opening {}", archive.display()))?;
                 let pipeline = match &args.pipeline {
                     Some(p) => p.clone(),
-                    None => archive_pipeline(&archive)?,
+                    None => {
+                        let first = std::fs::File::open(&archive)
+                            .with_context(|| format!("opening {}", archive.display()))?;
+                        let name = archive.display().to_string();
+                        archive_manifest(std::io::BufReader::new(first), &name)?.pipeline
+                    }
                 };
                 let store = open_store(&args.state, &pipeline)?;
                 let manifest = import_savepoint(
@@ -286,27 +291,4 @@ pub fn run(args: SavepointArgs) -> Result<()> {
             }
         }
     })
-}
-
-/// The pipeline an archive's manifest names (its first member), for `import` without
-/// `--pipeline`.
-fn archive_pipeline(archive: &std::path::Path) -> Result<String> {
-    #[derive(serde::Deserialize)]
-    struct Named {
-        pipeline: String,
-    }
-    let file = std::fs::File::open(archive)?;
-    let mut tar = tar::Archive::new(std::io::BufReader::new(file));
-    let mut entries = tar.entries()?;
-    let first = entries
-        .next()
-        .with_context(|| format!("{} is empty", archive.display()))?
-        .with_context(|| format!("{} is not a tar archive", archive.display()))?;
-    let named: Named = serde_json::from_reader(first).with_context(|| {
-        format!(
-            "{} does not start with a savepoint manifest; pass --pipeline, or check the file",
-            archive.display()
-        )
-    })?;
-    Ok(named.pipeline)
 }

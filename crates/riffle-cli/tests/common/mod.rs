@@ -3,7 +3,48 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output};
+
+/// The `riffle` binary under test.
+pub fn riffle() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_riffle"))
+}
+
+/// `riffle nexmark` writing JSONL into `out`, without in-process restarts; with
+/// `checkpoints = Some((state, interval))`, checkpointed into `state`.
+pub fn nexmark_run(
+    query: &str,
+    events: &str,
+    rate: &str,
+    parallelism: usize,
+    out: &Path,
+    checkpoints: Option<(&Path, &str)>,
+) -> Command {
+    let mut cmd = riffle();
+    cmd.args(["nexmark", "--query", query, "--events", events])
+        .args(["--rate", rate, "--parallelism", &parallelism.to_string()])
+        .args(["--restart", "none", "--output"])
+        .arg(out);
+    if let Some((state, interval)) = checkpoints {
+        cmd.args(["--checkpoint-interval", interval, "--state"])
+            .arg(state);
+    }
+    cmd
+}
+
+/// Copies the directory tree `from` to `to`.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
 
 /// The stderr of a finished command, as text.
 pub fn stderr(output: &Output) -> String {
