@@ -132,13 +132,19 @@ struct PendingSavepoint {
 }
 
 impl Pending {
-    /// Answers the savepoint request of a failed epoch, if any.
-    fn savepoint_failed(&mut self, reason: &str) {
+    /// Answers the savepoint request of a failed epoch, if any. A failed stop still
+    /// stops the job (its sources ended after the barrier): that is recorded in
+    /// `report`, so the run ends as stopped instead of restarting.
+    fn savepoint_failed(&mut self, reason: &str, report: &mut CheckpointReport) {
         if let Some(sp) = self.savepoint.take() {
-            let _ = sp.request.reply.send(Err(format!(
+            let message = format!(
                 "savepoint `{}` failed: epoch {}: {reason}",
                 sp.label, self.epoch
-            )));
+            );
+            if sp.request.stop {
+                report.stopped = Some(Err(message.clone()));
+            }
+            let _ = sp.request.reply.send(Err(message));
         }
     }
 }
@@ -271,7 +277,7 @@ impl CheckpointCoordinator {
                             let p = pending.take();
                             if let Some(mut p) = p {
                                 let reason = format!("epoch {} timed out after {:?}", p.epoch, self.config.timeout);
-                                p.savepoint_failed(&reason);
+                                p.savepoint_failed(&reason, &mut report);
                                 self.fail(&mut report, &mut failures, p.epoch, reason, &stopper);
                             }
                         }
@@ -303,7 +309,7 @@ impl CheckpointCoordinator {
                         let ack_task = format!("{}[{}]", ack.task, ack.subtask);
                         if let Err(e) = self.upload(p, ack, &reuse).await {
                             let epoch = p.epoch;
-                            p.savepoint_failed(&e.to_string());
+                            p.savepoint_failed(&e.to_string(), &mut report);
                             pending = None;
                             self.fail(&mut report, &mut failures, epoch, e.to_string(), &stopper);
                             continue;
@@ -345,11 +351,11 @@ impl CheckpointCoordinator {
                                 }
                             }
                             Err(Incomplete { reason, outcome: Outcome::Retry }) => {
-                                done.savepoint_failed(&reason);
+                                done.savepoint_failed(&reason, &mut report);
                                 self.fail(&mut report, &mut failures, done.epoch, reason, &stopper);
                             }
                             Err(Incomplete { reason, outcome }) => {
-                                done.savepoint_failed(&reason);
+                                done.savepoint_failed(&reason, &mut report);
                                 report.abandoned.push(done.epoch);
                                 report.errors.push(format!("epoch {}: {reason}", done.epoch));
                                 let message = match outcome {
