@@ -81,6 +81,24 @@ fn start_slow(query: &str, out: &Path, state: &Path) -> Child {
     child
 }
 
+/// `GET /metrics` from the job whose control file is `control`.
+fn get_metrics(control: &Path) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let file: serde_json::Value = serde_json::from_slice(&std::fs::read(control).unwrap()).unwrap();
+    let address = file["address"].as_str().unwrap();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{response}");
+    serde_json::from_str(body).unwrap()
+}
+
 fn savepoint(state: &Path, pipeline: &str) -> Command {
     let mut cmd = riffle();
     cmd.arg("savepoint")
@@ -140,6 +158,13 @@ fn q5_stopped_through_the_control_endpoint_restores_at_p1_p2_p4() {
     let expected = reference("q5", dir.path());
     let (out, state) = (dir.path().join("out"), dir.path().join("state"));
     let job = start_slow("q5", &out, &state);
+    // The control endpoint reports live metrics.
+    let metrics = get_metrics(&state.join("nexmark-q5/_control.json"));
+    assert!(metrics["source_rows"].as_u64().unwrap() > 0, "{metrics}");
+    assert!(
+        metrics["checkpoints"]["committed"].as_u64().unwrap() >= 1,
+        "{metrics}"
+    );
     // A savepoint while it runs on, then one that stops it.
     let taken = ok(savepoint(&state, "nexmark-q5").args(["create", "--label", "running"]));
     assert!(String::from_utf8_lossy(&taken.stdout).contains("savepoint `running`"));

@@ -3,17 +3,22 @@
 //!
 //! ```text
 //!  POST /savepoint?label=L&stop=true&drain=true   → 200 {SavepointDone} | 409 {"error": …}
+//!  GET  /metrics                                  → 200 rows, watermark, checkpoints, operators
 //!  GET  /health                                   → 200 {"pipeline": …, "pid": …}
 //! ```
 //!
 //! Only loopback is bound: whoever can reach it can stop the job, like whoever can send
 //! it a signal.
 
+use crate::checkpoint_events::{CheckpointEvent, CheckpointListener};
+use crate::metrics::JobMetrics;
 use crate::savepoint::{request_savepoint, SavepointDone, SavepointSender};
 use riffle_state::CheckpointStore;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -27,6 +32,85 @@ pub struct ControlFile {
     pub pid: u32,
     /// The pipeline.
     pub pipeline: String,
+}
+
+/// What `GET /metrics` reports: the running attempt's counters (set when it starts) and
+/// the checkpoint events so far. Register it as a checkpoint listener.
+#[derive(Debug, Default)]
+pub struct LiveMetrics {
+    job: Mutex<Option<Arc<JobMetrics>>>,
+    checkpoints: Mutex<CheckpointTally>,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct CheckpointTally {
+    committed: u64,
+    failed: u64,
+    last_epoch: Option<u64>,
+    last_duration_ms: Option<u64>,
+    last_bytes: Option<u64>,
+    last_failure: Option<String>,
+    savepoints: Vec<String>,
+}
+
+impl LiveMetrics {
+    /// The attempt that is running now.
+    pub fn set_job(&self, metrics: Arc<JobMetrics>) {
+        *self.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(metrics);
+    }
+
+    /// The report as JSON.
+    fn json(&self, pipeline: &str) -> String {
+        let job = self.job.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let checkpoints = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
+        let mut report = serde_json::json!({ "pipeline": pipeline, "checkpoints": &*checkpoints });
+        if let Some(m) = job {
+            let max_event_time = m.source_max_event_time.load(Ordering::Relaxed);
+            report["source_rows"] = m.source_rows.load(Ordering::Relaxed).into();
+            report["sink_rows"] = m.sink_rows.load(Ordering::Relaxed).into();
+            report["source_max_event_time"] =
+                (max_event_time > i64::MIN).then_some(max_event_time).into();
+            report["sink_watermark"] = m.sink_watermark().into();
+            report["operators"] = m
+                .operator_totals()
+                .iter()
+                .map(|o| {
+                    serde_json::json!({
+                        "operator": o.operator.0,
+                        "late_rows_dropped": o.late_rows_dropped,
+                        "windows_emitted": o.windows_emitted,
+                        "records_skipped": o.records_skipped,
+                    })
+                })
+                .collect();
+        }
+        report.to_string()
+    }
+}
+
+impl CheckpointListener for LiveMetrics {
+    fn on_event(&self, event: &CheckpointEvent) {
+        let mut tally = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
+        match event {
+            CheckpointEvent::Completed {
+                epoch,
+                duration,
+                bytes,
+                ..
+            } => {
+                tally.committed += 1;
+                tally.last_epoch = Some(epoch.0);
+                tally.last_duration_ms = Some(duration.as_millis() as u64);
+                tally.last_bytes = Some(*bytes);
+            }
+            CheckpointEvent::Failed { reason, .. } => {
+                tally.failed += 1;
+                tally.last_failure = Some(reason.clone());
+            }
+            CheckpointEvent::Savepoint(done) => tally.savepoints.push(done.label.clone()),
+            CheckpointEvent::Started { .. } | CheckpointEvent::Acked { .. } => {}
+        }
+    }
 }
 
 /// A serving control endpoint; stops and removes its control file on [`stop`](Self::stop).
@@ -46,6 +130,7 @@ impl ControlServer {
         store: &CheckpointStore,
         pipeline: &str,
         savepoints: SavepointSender,
+        live: Arc<LiveMetrics>,
     ) -> Result<Self, String> {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
@@ -64,11 +149,16 @@ impl ControlServer {
             .await
             .map_err(|e| format!("writing the control file: {e}"))?;
         let health = serde_json::to_string(&file).unwrap_or_default();
+        let pipeline = pipeline.to_string();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let sender = savepoints.clone();
-                let health = health.clone();
-                tokio::spawn(serve(stream, sender, health));
+                let state = Served {
+                    savepoints: savepoints.clone(),
+                    health: health.clone(),
+                    live: live.clone(),
+                    pipeline: pipeline.clone(),
+                };
+                tokio::spawn(serve(stream, state));
             }
         });
         Ok(Self {
@@ -107,7 +197,15 @@ pub async fn read_control_file(store: &CheckpointStore) -> Result<Option<Control
         .map_err(|e| format!("the control file is damaged: {e}"))
 }
 
-async fn serve(mut stream: tokio::net::TcpStream, savepoints: SavepointSender, health: String) {
+/// What one connection is served from.
+struct Served {
+    savepoints: SavepointSender,
+    health: String,
+    live: Arc<LiveMetrics>,
+    pipeline: String,
+}
+
+async fn serve(mut stream: tokio::net::TcpStream, state: Served) {
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
@@ -128,18 +226,19 @@ async fn serve(mut stream: tokio::net::TcpStream, savepoints: SavepointSender, h
             .map(|(_, v)| v.to_string())
     };
     let (status, body) = match (method, path) {
-        ("GET", "/health") => ("200 OK", health),
+        ("GET", "/health") => ("200 OK", state.health),
+        ("GET", "/metrics") => ("200 OK", state.live.json(&state.pipeline)),
         ("POST", "/savepoint") => {
             let flag = |name: &str| param(name).is_some_and(|v| v == "true" || v == "1");
             let label = param("label").filter(|l| !l.is_empty());
-            match request_savepoint(&savepoints, label, flag("stop"), flag("drain")).await {
+            match request_savepoint(&state.savepoints, label, flag("stop"), flag("drain")).await {
                 Ok(done) => ("200 OK", serde_json::to_string(&done).unwrap_or_default()),
                 Err(e) => ("409 Conflict", serde_json::json!({ "error": e }).to_string()),
             }
         }
         _ => (
             "404 Not Found",
-            serde_json::json!({"error": "use POST /savepoint?label=L&stop=true&drain=true or GET /health"})
+            serde_json::json!({"error": "use POST /savepoint?label=L&stop=true&drain=true, GET /metrics or GET /health"})
                 .to_string(),
         ),
     };

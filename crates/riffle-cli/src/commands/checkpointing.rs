@@ -9,7 +9,7 @@ use riffle_core::arrow::util::display::array_value_to_string;
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::Epoch;
 use riffle_core::OperatorId;
-use riffle_runtime::control::ControlServer;
+use riffle_runtime::control::{ControlServer, LiveMetrics};
 use riffle_runtime::recovery::{ExplicitRestore, Recovered, RestoreFrom};
 use riffle_runtime::savepoint::request_savepoint;
 use riffle_runtime::{savepoint_channel, JobConfig, SavepointDone, SavepointSender};
@@ -237,6 +237,7 @@ struct CliObserver {
     force_progress: bool,
     progress: Option<ProgressLine>,
     status: Arc<CheckpointStatus>,
+    live: Arc<LiveMetrics>,
 }
 
 impl RunObserver for CliObserver {
@@ -305,6 +306,7 @@ impl RunObserver for CliObserver {
     }
 
     fn started(&mut self, metrics: &Arc<JobMetrics>) {
+        self.live.set_job(metrics.clone());
         self.progress = Some(ProgressLine::start(
             metrics.clone(),
             self.total_events,
@@ -366,6 +368,7 @@ pub fn run(
         );
     }
     let status = Arc::new(CheckpointStatus::default());
+    let live = Arc::new(LiveMetrics::default());
     let (savepoints, requests) = savepoint_channel();
     let run = CheckpointedRun {
         job: JobConfig {
@@ -383,7 +386,7 @@ pub fn run(
         },
         restart: args.restart_strategy()?,
         start_empty: args.no_restore,
-        listeners: vec![status.clone()],
+        listeners: vec![status.clone(), live.clone()],
     };
     let mut observer = CliObserver {
         pipeline: graph.name.clone(),
@@ -398,10 +401,11 @@ pub fn run(
         force_progress,
         progress: None,
         status,
+        live: live.clone(),
     };
     let outcome = runtime.block_on(async {
         // The control endpoint (`riffle savepoint create`) and signals ask for savepoints.
-        let control = match ControlServer::start(&store, &graph.name, savepoints.clone()).await {
+        let control = match ControlServer::start(&store, &graph.name, savepoints.clone(), live).await {
             Ok(server) => Some(server),
             Err(e) => {
                 eprintln!("riffle: no control endpoint ({e}); `riffle savepoint create` cannot reach this run, signals still stop it with a savepoint");

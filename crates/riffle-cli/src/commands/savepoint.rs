@@ -23,8 +23,8 @@ pub struct SavepointArgs {
     /// Where the pipeline's state lives: a directory, file:///abs/dir, s3://bucket/prefix.
     #[arg(long, global = true, default_value = "./riffle-state")]
     pub state: String,
-    /// The pipeline (`nexmark-q5` for `riffle nexmark --query q5`); `import` defaults to
-    /// the archive's.
+    /// The pipeline (`nexmark-q5` for `riffle nexmark --query q5`). Default: nexmark-q5;
+    /// for `import` the archive's, for `check` the checked pipeline's.
     #[arg(long, global = true)]
     pub pipeline: Option<String>,
 }
