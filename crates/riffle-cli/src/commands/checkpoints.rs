@@ -6,7 +6,7 @@ use riffle_core::arrow::temporal_conversions::timestamp_ms_to_datetime;
 use riffle_core::Epoch;
 use riffle_state::recovery::{kept_in_epoch, plan_gc, referenced_files, EpochFinding};
 use riffle_state::savepoints::SavepointFinding;
-use riffle_state::{CheckpointStore, StateRoot};
+use riffle_state::{CheckpointStore, Manifest, StateRoot};
 
 /// Arguments of `riffle checkpoints`.
 #[derive(Debug, clap::Args)]
@@ -129,17 +129,11 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
                 let mut damaged = 0;
                 for epoch in epochs {
                     match store.read_manifest(epoch).await {
-                        Ok(Some(m)) => match store.verify(&m).await {
-                            Ok(()) => println!(
-                                "epoch {epoch}: ok ({} files, {} bytes)",
-                                m.files().count(),
-                                m.files().map(|f| f.bytes).sum::<u64>()
-                            ),
-                            Err(e) => {
+                        Ok(Some(m)) => {
+                            if !verify_manifest(&store, &format!("epoch {epoch}"), &m).await {
                                 damaged += 1;
-                                println!("epoch {epoch}: DAMAGED: {e}");
                             }
-                        },
+                        }
                         Ok(None) => println!(
                             "epoch {epoch}: no manifest (incomplete, or files kept for a later epoch)"
                         ),
@@ -213,23 +207,36 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
     })
 }
 
+/// Verifies the files of one manifest and prints `{what}: ok (…)` or `{what}: DAMAGED: …`;
+/// returns whether it is intact.
+async fn verify_manifest(store: &CheckpointStore, what: &str, manifest: &Manifest) -> bool {
+    match store.verify(manifest).await {
+        Ok(()) => {
+            println!(
+                "{what}: ok ({} files, {} bytes)",
+                manifest.files().count(),
+                manifest.files().map(|f| f.bytes).sum::<u64>()
+            );
+            true
+        }
+        Err(e) => {
+            println!("{what}: DAMAGED: {e}");
+            false
+        }
+    }
+}
+
 /// Verifies every savepoint and lists files of savepoint directories that no manifest
 /// references; returns how many savepoints are damaged.
 async fn verify_savepoints(store: &CheckpointStore) -> Result<usize> {
     let mut damaged = 0;
     for (label, finding) in store.savepoints().await? {
         match finding {
-            SavepointFinding::Valid(m) => match store.verify(&m).await {
-                Ok(()) => println!(
-                    "savepoint {label}: ok ({} files, {} bytes)",
-                    m.files().count(),
-                    m.files().map(|f| f.bytes).sum::<u64>()
-                ),
-                Err(e) => {
+            SavepointFinding::Valid(m) => {
+                if !verify_manifest(store, &format!("savepoint {label}"), &m).await {
                     damaged += 1;
-                    println!("savepoint {label}: DAMAGED: {e}");
                 }
-            },
+            }
             SavepointFinding::Damaged(e) => {
                 damaged += 1;
                 println!("savepoint {label}: DAMAGED: {e}");
