@@ -217,6 +217,14 @@ fn q5_stopped_through_the_control_endpoint_restores_at_p1_p2_p4() {
     assert!(text.contains("RIFFLE_CRASH_AT: crashing"), "{text}");
     let text = fails(savepoint(&crashed_state, "nexmark-q5").args(["delete", "stop"]));
     assert!(text.contains("still read its state"), "{text}");
+    let listed = ok(riffle()
+        .args(["checkpoints", "list", "--state"])
+        .arg(&crashed_state));
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(
+        listed.contains("(restored from savepoint `stop`)"),
+        "{listed}"
+    );
     ok(savepoint(&crashed_state, "nexmark-q5").args(["delete", "running"]));
     let resumed = ok(&mut nexmark("q5", 4, &crashed_out, Some(&crashed_state)));
     let text = stderr(&resumed);

@@ -94,8 +94,13 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
                             let status = format!("{:?}", m.status).to_uppercase();
                             let watermark = m.watermark.map_or("-".into(), event_time);
                             let written = utc(timestamp_ms_to_datetime(m.written_at_ms));
+                            // An epoch a run registered for the state it started from.
+                            let from = m
+                                .restored_from
+                                .as_ref()
+                                .map_or(String::new(), |f| format!("  (restored from {f})"));
                             println!(
-                                "{:>8}  {status:<10} {written:<23}  {files:>5}  {bytes:>12}  {watermark}",
+                                "{:>8}  {status:<10} {written:<23}  {files:>5}  {bytes:>12}  {watermark}{from}",
                                 epoch.0
                             );
                         }
