@@ -158,8 +158,15 @@ fn q5_stopped_through_the_control_endpoint_restores_at_p1_p2_p4() {
     let expected = reference("q5", dir.path());
     let (out, state) = (dir.path().join("out"), dir.path().join("state"));
     let job = start_slow("q5", &out, &state);
-    // The control endpoint reports live metrics.
-    let metrics = get_metrics(&state.join("nexmark-q5/_control.json"));
+    // The control endpoint reports live metrics. `_latest.json` is flipped just before
+    // the checkpoint's event reaches listeners: poll until the count catches up.
+    let control = state.join("nexmark-q5/_control.json");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut metrics = get_metrics(&control);
+    while metrics["checkpoints"]["committed"].as_u64() == Some(0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        metrics = get_metrics(&control);
+    }
     assert!(metrics["source_rows"].as_u64().unwrap() > 0, "{metrics}");
     assert!(
         metrics["checkpoints"]["committed"].as_u64().unwrap() >= 1,
