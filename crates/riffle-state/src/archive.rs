@@ -273,7 +273,7 @@ async fn import_members(
         }
     }
     let paths: Vec<_> = written.iter().map(|p| store.layout().absolute(p)).collect();
-    store.sync_paths(&paths).await?;
+    store.sync(&paths).await?;
     store.write_savepoint_manifest(&manifest).await?;
     Ok(manifest)
 }

@@ -14,7 +14,6 @@ use crate::manifest::{Manifest, ManifestStatus};
 use crate::store::CheckpointStore;
 use bytes::Bytes;
 use object_store::{ObjectStoreExt, PutMode};
-use std::collections::HashSet;
 
 /// What `savepoints/` holds under one label.
 // Findings are few (one per epoch or label) and short-lived: boxing buys nothing.
@@ -94,7 +93,7 @@ impl CheckpointStore {
             let to = self.layout().absolute(&entry.path);
             if same_store {
                 let from = source.layout().absolute(from);
-                self.object_store()
+                self.store()
                     .copy(&from, &to)
                     .await
                     .map_err(|e| StateError::Storage {
@@ -106,11 +105,11 @@ impl CheckpointStore {
                 let mut original = entry.clone();
                 original.path = from.clone();
                 crate::state_file::check_bytes(&original, &bytes)?;
-                self.put_object(&to, bytes, PutMode::Overwrite).await?;
+                self.put_unsynced(&to, bytes, PutMode::Overwrite).await?;
             }
             written.push(to);
         }
-        self.sync_paths(&written).await?;
+        self.sync(&written).await?;
         self.write_savepoint_manifest(&savepoint).await?;
         Ok(savepoint)
     }
@@ -125,14 +124,14 @@ impl CheckpointStore {
         manifest.validate().map_err(bad_label(&label))?;
         let path = self.layout().savepoint_manifest(&label);
         let bytes = Bytes::from(serde_json::to_vec_pretty(manifest).unwrap_or_default());
-        match self.put_object(&path, bytes, PutMode::Create).await {
+        match self.put_unsynced(&path, bytes, PutMode::Create).await {
             Err(StateError::Storage {
                 source: object_store::Error::AlreadyExists { .. },
                 ..
             }) => return Err(bad_label(&label)("a savepoint of this name exists".into())),
             other => other?,
         }
-        self.sync_paths(std::slice::from_ref(&path)).await
+        self.sync(std::slice::from_ref(&path)).await
     }
 
     /// Reads and validates the manifest of savepoint `label`; `Ok(None)` when there is
@@ -143,23 +142,17 @@ impl CheckpointStore {
     pub async fn read_savepoint(&self, label: &str) -> StateResult<Option<Manifest>> {
         check_label(label).map_err(bad_label(label))?;
         let path = self.layout().savepoint_manifest(label);
-        let Some(bytes) = self.get_optional(&path).await? else {
-            return Ok(None);
-        };
-        let corrupt = |reason: String| StateError::Corrupt {
-            path: path.to_string(),
-            reason,
-        };
-        let manifest: Manifest = serde_json::from_slice(&bytes)
-            .map_err(|e| corrupt(format!("not a valid savepoint manifest: {e}")))?;
-        manifest.validate().map_err(corrupt)?;
-        if manifest.savepoint.as_deref() != Some(label) {
-            return Err(corrupt(format!(
-                "the manifest names savepoint {:?}, it is stored as `{label}`",
-                manifest.savepoint
-            )));
-        }
-        Ok(Some(manifest))
+        self.read_manifest_at(&path, "savepoint manifest", |m| {
+            (m.savepoint.as_deref() == Some(label))
+                .then_some(())
+                .ok_or_else(|| {
+                    format!(
+                        "the manifest names savepoint {:?}, it is stored as `{label}`",
+                        m.savepoint
+                    )
+                })
+        })
+        .await
     }
 
     /// Every label under `savepoints/`, sorted, with what it holds.
@@ -169,7 +162,7 @@ impl CheckpointStore {
     pub async fn savepoints(&self) -> StateResult<Vec<(String, SavepointFinding)>> {
         let dir = self.layout().savepoints();
         let listing = self
-            .object_store()
+            .store()
             .list_with_delimiter(Some(&dir))
             .await
             .map_err(|e| StateError::Storage {
@@ -252,20 +245,5 @@ impl CheckpointStore {
             .collect();
         files.sort();
         Ok(files)
-    }
-
-    /// Every file valid checkpoint and savepoint manifests reference (what must stay).
-    ///
-    /// # Errors
-    /// Storage failures.
-    pub async fn all_referenced_files(&self) -> StateResult<HashSet<String>> {
-        let findings = self.findings(false).await?;
-        let mut referenced = crate::recovery::referenced_files(&findings, &[]);
-        for (_, finding) in self.savepoints().await? {
-            if let SavepointFinding::Valid(m) = finding {
-                referenced.extend(m.file_paths());
-            }
-        }
-        Ok(referenced)
     }
 }

@@ -46,12 +46,8 @@ impl CheckpointStore {
         &self.layout
     }
 
-    fn store(&self) -> &Arc<dyn ObjectStore> {
-        &self.root.store
-    }
-
     /// The object store under the state root.
-    pub(crate) fn object_store(&self) -> &Arc<dyn ObjectStore> {
+    pub(crate) fn store(&self) -> &Arc<dyn ObjectStore> {
         &self.root.store
     }
 
@@ -64,22 +60,6 @@ impl CheckpointStore {
     pub fn same_root(&self, other: &CheckpointStore) -> bool {
         Arc::ptr_eq(&self.root.store, &other.root.store)
             || (self.root.local_dir.is_some() && self.root.local_dir == other.root.local_dir)
-    }
-
-    /// Writes one object without syncing (callers sync a batch with
-    /// [`sync_paths`](Self::sync_paths)).
-    pub(crate) async fn put_object(
-        &self,
-        path: &ObjectPath,
-        bytes: Bytes,
-        mode: PutMode,
-    ) -> StateResult<()> {
-        self.put_unsynced(path, bytes, mode).await
-    }
-
-    /// Makes written objects durable (local disk: fsync files and directories).
-    pub(crate) async fn sync_paths(&self, paths: &[ObjectPath]) -> StateResult<()> {
-        self.sync(paths).await
     }
 
     /// An object's bytes, or `None` when it does not exist.
@@ -155,7 +135,7 @@ impl CheckpointStore {
     /// Makes written objects durable on local disk: fsync each file, then each distinct
     /// directory once. Runs on the blocking pool: an fsync must not stall a worker
     /// thread that runs tasks.
-    async fn sync(&self, paths: &[ObjectPath]) -> StateResult<()> {
+    pub(crate) async fn sync(&self, paths: &[ObjectPath]) -> StateResult<()> {
         let Some(dir) = &self.root.local_dir else {
             return Ok(());
         };
@@ -170,7 +150,8 @@ impl CheckpointStore {
         }
     }
 
-    async fn put_unsynced(
+    /// Writes one object without syncing (callers sync a batch with [`sync`](Self::sync)).
+    pub(crate) async fn put_unsynced(
         &self,
         path: &ObjectPath,
         bytes: Bytes,
@@ -385,25 +366,39 @@ impl CheckpointStore {
     /// invariant; storage failures.
     pub async fn read_manifest(&self, epoch: Epoch) -> StateResult<Option<Manifest>> {
         let path = self.layout.manifest(epoch);
-        let got = match self.store().get(&path).await {
-            Ok(got) => got,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(storage(&path)(e)),
+        self.read_manifest_at(&path, "manifest", |m| {
+            (m.epoch == epoch).then_some(()).ok_or_else(|| {
+                format!(
+                    "manifest says epoch {}, stored under epoch {epoch}",
+                    m.epoch
+                )
+            })
+        })
+        .await
+    }
+
+    /// Reads, parses and validates the manifest at `path` (`kind` names it in errors),
+    /// then checks it `belongs` where it is stored; `Ok(None)` when there is none.
+    ///
+    /// # Errors
+    /// [`StateError::Corrupt`] naming the manifest; storage failures.
+    pub(crate) async fn read_manifest_at(
+        &self,
+        path: &ObjectPath,
+        kind: &str,
+        belongs: impl FnOnce(&Manifest) -> Result<(), String>,
+    ) -> StateResult<Option<Manifest>> {
+        let Some(bytes) = self.get_optional(path).await? else {
+            return Ok(None);
         };
-        let bytes = got.bytes().await.map_err(storage(&path))?;
         let corrupt = |reason: String| StateError::Corrupt {
             path: path.to_string(),
             reason,
         };
         let manifest: Manifest = serde_json::from_slice(&bytes)
-            .map_err(|e| corrupt(format!("not a valid manifest: {e}")))?;
+            .map_err(|e| corrupt(format!("not a valid {kind}: {e}")))?;
         manifest.validate().map_err(corrupt)?;
-        if manifest.epoch != epoch {
-            return Err(corrupt(format!(
-                "manifest says epoch {}, stored under epoch {epoch}",
-                manifest.epoch
-            )));
-        }
+        belongs(&manifest).map_err(corrupt)?;
         Ok(Some(manifest))
     }
 

@@ -241,6 +241,14 @@ async fn verify_savepoints(store: &CheckpointStore) -> Result<usize> {
                 if !verify_manifest(store, &format!("savepoint {label}"), &m).await {
                     damaged += 1;
                 }
+                // A savepoint's directory holds its own files only; anything its
+                // manifest does not list is left over.
+                let referenced: std::collections::HashSet<String> = m.file_paths().collect();
+                for file in store.savepoint_files(&label).await? {
+                    if !referenced.contains(&file) && !file.ends_with("_manifest.json") {
+                        println!("unreachable: {file} (no manifest references it)");
+                    }
+                }
             }
             SavepointFinding::Damaged(e) => {
                 damaged += 1;
@@ -249,17 +257,6 @@ async fn verify_savepoints(store: &CheckpointStore) -> Result<usize> {
             SavepointFinding::Incomplete => println!(
                 "savepoint {label}: incomplete (no manifest; never finished): `riffle savepoint delete {label}` removes it"
             ),
-        }
-    }
-    let referenced = store.all_referenced_files().await?;
-    for (label, finding) in store.savepoints().await? {
-        if matches!(finding, SavepointFinding::Incomplete) {
-            continue;
-        }
-        for file in store.savepoint_files(&label).await? {
-            if !referenced.contains(&file) && !file.ends_with("_manifest.json") {
-                println!("unreachable: {file} (no manifest references it)");
-            }
         }
     }
     Ok(damaged)
