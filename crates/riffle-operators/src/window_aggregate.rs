@@ -144,6 +144,14 @@ impl OperatorFactory for WindowAggregateFactory {
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
             scratch: Vec::new(),
+            row_key: self
+                .key_schema
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .chain([PANE_START])
+                .collect::<Vec<_>>()
+                .join(","),
         }))
     }
 }
@@ -175,6 +183,9 @@ struct WindowAggregate {
     max_parallelism: u16,
     operator: String,
     scratch: Vec<u32>,
+    /// The state batches' `riffle.row_key`: deltas repeat a group's key within its pane,
+    /// so the key columns and the pane identify a row (the last one written is current).
+    row_key: String,
 }
 
 impl WindowAggregate {
@@ -250,17 +261,7 @@ impl WindowAggregate {
             fields.push(f);
             columns.push(c);
         }
-        // Deltas repeat a group's key within its pane: the key columns and the pane
-        // identify a row (the last one written is current).
-        let row_key = self
-            .key_schema
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .chain([PANE_START])
-            .collect::<Vec<_>>()
-            .join(",");
-        let schema = window_state_schema(fields, start, Some(row_key));
+        let schema = window_state_schema(fields, start, Some(self.row_key.clone()));
         Ok(RecordBatch::try_new(schema, columns)?)
     }
 }

@@ -263,22 +263,16 @@ impl AccumulatorSet {
                         values: ov,
                         seen: os,
                     },
-                ) => {
-                    for (s, d) in pairs() {
-                        (values[d], seen[d]) = fold_int(f, (values[d], seen[d]), (ov[s], os[s]));
-                    }
-                }
+                ) => fold_pairs((values, seen), (ov, os), pairs(), |a, b| fold_int(f, a, b)),
                 (
                     Column::Float { values, seen },
                     Column::Float {
                         values: ov,
                         seen: os,
                     },
-                ) => {
-                    for (s, d) in pairs() {
-                        (values[d], seen[d]) = fold_float(f, (values[d], seen[d]), (ov[s], os[s]));
-                    }
-                }
+                ) => fold_pairs((values, seen), (ov, os), pairs(), |a, b| {
+                    fold_float(f, a, b)
+                }),
                 (Column::DistinctInt(v), Column::DistinctInt(o)) => {
                     pairs().for_each(|(s, d)| v[d].extend(o[s].iter().copied()))
                 }
@@ -529,6 +523,20 @@ pub(crate) fn normalize_inputs(
 }
 
 /// An integer sum/min/max `(value, non-null count)` folded with another.
+/// Folds slot `s` of `theirs` into slot `d` of `ours` for every `(s, d)` pair, by `fold`
+/// over (value, rows seen).
+fn fold_pairs<T: Copy>(
+    ours: (&mut [T], &mut [i64]),
+    theirs: (&[T], &[i64]),
+    pairs: impl Iterator<Item = (usize, usize)>,
+    fold: impl Fn((T, i64), (T, i64)) -> (T, i64),
+) {
+    let ((values, seen), (ov, os)) = (ours, theirs);
+    for (s, d) in pairs {
+        (values[d], seen[d]) = fold((values[d], seen[d]), (ov[s], os[s]));
+    }
+}
+
 fn fold_int(function: AggregateFunction, acc: (i64, i64), other: (i64, i64)) -> (i64, i64) {
     if other.1 == 0 {
         return acc;
