@@ -14,20 +14,23 @@
 
 use crate::checkpoint_events::{CheckpointEvent, CheckpointListener};
 use crate::crash::{maybe_crash, CrashPoint};
-use crate::file_reuse::{reuse_files, ReuseCache};
+use crate::file_reuse::ReuseCache;
 use crate::job::{BarrierInjector, JobStopper, SnapshotAck};
 use crate::savepoint::{SavepointDone, SavepointRequest, SavepointRequests};
 use riffle_core::{
     Barrier, BarrierKind, Committable, CounterValues, Epoch, OperatorId, SinkFactory,
 };
-use riffle_state::manifest::{FileEntry, OperatorEntry, SubtaskEntry};
+use riffle_state::manifest::SubtaskEntry;
 use riffle_state::recovery::{may_commit, plan_gc, referenced_files};
-use riffle_state::state_file::file_groups;
 use riffle_state::{CheckpointStore, Manifest};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::UnboundedReceiver;
+
+mod epoch_files;
+mod savepoints;
+use savepoints::PendingSavepoint;
 
 /// How often and how checkpoints are taken.
 #[derive(Debug, Clone)]
@@ -122,31 +125,6 @@ struct Pending {
     upload: Duration,
     /// The savepoint this epoch was triggered for, if any.
     savepoint: Option<PendingSavepoint>,
-}
-
-/// A savepoint request whose epoch is in flight.
-struct PendingSavepoint {
-    request: SavepointRequest,
-    label: String,
-    requested: Instant,
-}
-
-impl Pending {
-    /// Answers the savepoint request of a failed epoch, if any. A failed stop still
-    /// stops the job (its sources ended after the barrier): that is recorded in
-    /// `report`, so the run ends as stopped instead of restarting.
-    fn savepoint_failed(&mut self, reason: &str, report: &mut CheckpointReport) {
-        if let Some(sp) = self.savepoint.take() {
-            let message = format!(
-                "savepoint `{}` failed: epoch {}: {reason}",
-                sp.label, self.epoch
-            );
-            if sp.request.stop {
-                report.stopped = Some(Err(message.clone()));
-            }
-            let _ = sp.request.reply.send(Err(message));
-        }
-    }
 }
 
 /// Why an epoch did not complete, and what that means for the job.
@@ -432,68 +410,6 @@ impl CheckpointCoordinator {
         report
     }
 
-    /// Checks a savepoint request before it waits for its turn; answers and drops one
-    /// that cannot be served.
-    async fn accept(&self, request: SavepointRequest, finishing: bool) -> Option<SavepointRequest> {
-        let refuse = |request: SavepointRequest, reason: String| {
-            let _ = request.reply.send(Err(reason));
-            None
-        };
-        if finishing {
-            return refuse(request, "the job is finishing (end of input or already stopping); its last checkpoint holds the final state".into());
-        }
-        if request.drain && !request.stop {
-            return refuse(request, "--drain only goes with --stop (it fires every window, which a running job must not do)".into());
-        }
-        if let Some(label) = &request.label {
-            if let Err(e) = riffle_state::layout::check_label(label) {
-                return refuse(request, e);
-            }
-            match self.store.read_savepoint(label).await {
-                Ok(None) => {}
-                Ok(Some(_)) => {
-                    let reason = format!(
-                        "savepoint `{label}` exists; choose another label or delete it first"
-                    );
-                    return refuse(request, reason);
-                }
-                Err(e) => return refuse(request, e.to_string()),
-            }
-        }
-        Some(request)
-    }
-
-    /// Copies a committed savepoint epoch into `savepoints/{label}/`.
-    async fn promote(
-        &self,
-        manifest: &Manifest,
-        label: &str,
-        requested: Instant,
-        stopped: bool,
-    ) -> Result<SavepointDone, String> {
-        let savepoint = self.store.promote(manifest, label).await.map_err(|e| {
-            format!(
-                "epoch {} committed, but promoting it to savepoint `{label}` failed: {e}",
-                manifest.epoch
-            )
-        })?;
-        let done = SavepointDone {
-            label: label.to_string(),
-            epoch: manifest.epoch,
-            files: savepoint.files().count(),
-            bytes: savepoint.files().map(|f| f.bytes).sum(),
-            duration_ms: requested.elapsed().as_millis() as u64,
-            stopped,
-            location: format!(
-                "{}/{}/savepoints/{label}",
-                self.store.root_url().trim_end_matches('/'),
-                self.pipeline
-            ),
-        };
-        self.emit(CheckpointEvent::Savepoint(done.clone()));
-        Ok(done)
-    }
-
     fn fail(
         &self,
         report: &mut CheckpointReport,
@@ -517,121 +433,6 @@ impl CheckpointCoordinator {
                 *failures, self.config.tolerable_failures
             ));
         }
-    }
-
-    async fn upload(
-        &self,
-        pending: &mut Pending,
-        ack: SnapshotAck,
-        reuse: &ReuseCache,
-    ) -> Result<(), riffle_state::StateError> {
-        pending.acks += 1;
-        pending.alignment = pending.alignment.max(ack.alignment);
-        pending.snapshot = pending.snapshot.max(ack.snapshot);
-        let started = Instant::now();
-        pending.committables.extend(ack.committables);
-        for (operator, values) in ack.counters {
-            let total = pending.counters.entry(operator.0).or_default();
-            *total = total.plus(values);
-        }
-        for (operator, state) in ack.states {
-            if state.batches.is_empty() && !self.operators.contains_key(&operator) {
-                continue;
-            }
-            let stable = self
-                .operators
-                .get(&operator)
-                .is_some_and(|info| info.stable_state);
-            let key = (operator.0.clone(), ack.subtask);
-            let (mut files, fresh) = match reuse.get(&key).filter(|_| stable) {
-                Some(previous) => reuse_files(previous, state),
-                None => (Vec::new(), state),
-            };
-            let written = self
-                .store
-                .write_state(pending.epoch, &operator.0, ack.subtask, &fresh)
-                .await?;
-            pending.bytes += written.iter().map(|f| f.bytes).sum::<u64>();
-            if stable {
-                // The new files hold the fresh batches as `write_state` grouped them.
-                let groups = file_groups(&fresh.batches)
-                    .into_iter()
-                    .map(|(_, batches)| batches.into_iter().cloned().collect());
-                let cache = pending.reusable.entry(key).or_default();
-                cache.extend(files.iter().cloned());
-                cache.extend(written.iter().cloned().zip(groups));
-            }
-            let mut entries: Vec<FileEntry> = files.drain(..).map(|(f, _)| f).collect();
-            entries.extend(written);
-            pending
-                .files
-                .entry(operator.0)
-                .or_default()
-                .push(SubtaskEntry {
-                    subtask: ack.subtask,
-                    files: entries,
-                    watermark: (ack.watermark > i64::MIN).then_some(ack.watermark),
-                });
-        }
-        pending.upload += started.elapsed();
-        Ok(())
-    }
-
-    fn manifest(&self, pending: &Pending) -> Manifest {
-        let mut manifest = Manifest::prepared(
-            &self.pipeline,
-            self.config.generation,
-            pending.epoch,
-            pending.triggered_at_ms,
-        );
-        for (operator, subtasks) in &pending.files {
-            let info = self
-                .operators
-                .get(&OperatorId(operator.clone()))
-                .cloned()
-                .unwrap_or(OperatorInfo {
-                    parallelism: subtasks.len().max(1),
-                    max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
-                    stable_state: false,
-                    description: None,
-                    output_schema: None,
-                });
-            let mut subtasks = subtasks.clone();
-            subtasks.sort_by_key(|s| s.subtask);
-            manifest.operators.push(OperatorEntry {
-                operator: operator.clone(),
-                parallelism: info.parallelism,
-                max_parallelism: info.max_parallelism,
-                subtasks,
-                description: info.description,
-                output_schema: info.output_schema,
-            });
-        }
-        manifest.sink_committables = pending.committables.clone();
-        manifest
-            .sink_committables
-            .sort_by(|a, b| (&a.sink, a.subtask).cmp(&(&b.sink, b.subtask)));
-        manifest.plan_fingerprint = self.plan_fingerprint.clone();
-        if let Some(metrics) = &self.metrics {
-            // Read when the last ack arrived: the watermark sinks had reached by then.
-            manifest.watermark = metrics.sink_watermark();
-        }
-        let totals = pending
-            .counters
-            .values()
-            .fold(CounterValues::default(), |a, b| a.plus(*b));
-        manifest
-            .counters
-            .insert("late_rows_dropped".into(), totals.late_rows_dropped);
-        manifest
-            .counters
-            .insert("windows_emitted".into(), totals.windows_emitted);
-        manifest
-            .counters
-            .insert("records_skipped".into(), totals.records_skipped);
-        manifest.operator_counters = pending.counters.clone();
-        manifest.written_at_ms = now_ms();
-        manifest
     }
 
     /// PREPARED → sink commit → COMMITTED → `_latest.json` → GC, with crash points.

@@ -1,0 +1,129 @@
+//! Gathering an epoch: each ack's state written as Parquet (reusing files of the last
+//! committed epoch where the batches did not change), and the manifest assembled from
+//! all of them.
+
+use super::{now_ms, CheckpointCoordinator, OperatorInfo, Pending};
+use crate::file_reuse::{reuse_files, ReuseCache};
+use crate::job::SnapshotAck;
+use riffle_core::{CounterValues, OperatorId};
+use riffle_state::manifest::{FileEntry, OperatorEntry, SubtaskEntry};
+use riffle_state::state_file::file_groups;
+use riffle_state::Manifest;
+use std::time::Instant;
+
+impl CheckpointCoordinator {
+    pub(super) async fn upload(
+        &self,
+        pending: &mut Pending,
+        ack: SnapshotAck,
+        reuse: &ReuseCache,
+    ) -> Result<(), riffle_state::StateError> {
+        pending.acks += 1;
+        pending.alignment = pending.alignment.max(ack.alignment);
+        pending.snapshot = pending.snapshot.max(ack.snapshot);
+        let started = Instant::now();
+        pending.committables.extend(ack.committables);
+        for (operator, values) in ack.counters {
+            let total = pending.counters.entry(operator.0).or_default();
+            *total = total.plus(values);
+        }
+        for (operator, state) in ack.states {
+            if state.batches.is_empty() && !self.operators.contains_key(&operator) {
+                continue;
+            }
+            let stable = self
+                .operators
+                .get(&operator)
+                .is_some_and(|info| info.stable_state);
+            let key = (operator.0.clone(), ack.subtask);
+            let (mut files, fresh) = match reuse.get(&key).filter(|_| stable) {
+                Some(previous) => reuse_files(previous, state),
+                None => (Vec::new(), state),
+            };
+            let written = self
+                .store
+                .write_state(pending.epoch, &operator.0, ack.subtask, &fresh)
+                .await?;
+            pending.bytes += written.iter().map(|f| f.bytes).sum::<u64>();
+            if stable {
+                // The new files hold the fresh batches as `write_state` grouped them.
+                let groups = file_groups(&fresh.batches)
+                    .into_iter()
+                    .map(|(_, batches)| batches.into_iter().cloned().collect());
+                let cache = pending.reusable.entry(key).or_default();
+                cache.extend(files.iter().cloned());
+                cache.extend(written.iter().cloned().zip(groups));
+            }
+            let mut entries: Vec<FileEntry> = files.drain(..).map(|(f, _)| f).collect();
+            entries.extend(written);
+            pending
+                .files
+                .entry(operator.0)
+                .or_default()
+                .push(SubtaskEntry {
+                    subtask: ack.subtask,
+                    files: entries,
+                    watermark: (ack.watermark > i64::MIN).then_some(ack.watermark),
+                });
+        }
+        pending.upload += started.elapsed();
+        Ok(())
+    }
+
+    pub(super) fn manifest(&self, pending: &Pending) -> Manifest {
+        let mut manifest = Manifest::prepared(
+            &self.pipeline,
+            self.config.generation,
+            pending.epoch,
+            pending.triggered_at_ms,
+        );
+        for (operator, subtasks) in &pending.files {
+            let info = self
+                .operators
+                .get(&OperatorId(operator.clone()))
+                .cloned()
+                .unwrap_or(OperatorInfo {
+                    parallelism: subtasks.len().max(1),
+                    max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
+                    stable_state: false,
+                    description: None,
+                    output_schema: None,
+                });
+            let mut subtasks = subtasks.clone();
+            subtasks.sort_by_key(|s| s.subtask);
+            manifest.operators.push(OperatorEntry {
+                operator: operator.clone(),
+                parallelism: info.parallelism,
+                max_parallelism: info.max_parallelism,
+                subtasks,
+                description: info.description,
+                output_schema: info.output_schema,
+            });
+        }
+        manifest.sink_committables = pending.committables.clone();
+        manifest
+            .sink_committables
+            .sort_by(|a, b| (&a.sink, a.subtask).cmp(&(&b.sink, b.subtask)));
+        manifest.plan_fingerprint = self.plan_fingerprint.clone();
+        if let Some(metrics) = &self.metrics {
+            // Read when the last ack arrived: the watermark sinks had reached by then.
+            manifest.watermark = metrics.sink_watermark();
+        }
+        let totals = pending
+            .counters
+            .values()
+            .fold(CounterValues::default(), |a, b| a.plus(*b));
+        manifest
+            .counters
+            .insert("late_rows_dropped".into(), totals.late_rows_dropped);
+        manifest
+            .counters
+            .insert("windows_emitted".into(), totals.windows_emitted);
+        manifest
+            .counters
+            .insert("records_skipped".into(), totals.records_skipped);
+        manifest.operator_counters = pending.counters.clone();
+        manifest.written_at_ms = now_ms();
+        manifest
+    }
+}
