@@ -16,6 +16,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a SQL pipeline file (CREATE TABLE … WITH connector, INSERT INTO … SELECT …).
+    Run(commands::run::RunArgs),
+    /// Print the dataflow a SQL pipeline file plans to: operators, exchanges, state.
+    Explain(commands::run::ExplainArgs),
     /// Run one Nexmark query on the built-in generator, with a live progress line.
     Nexmark(commands::nexmark::NexmarkArgs),
     /// Run Nexmark queries and the peer job and print a benchmark table.
@@ -38,6 +42,8 @@ fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(args) => commands::run::run(args),
+        Command::Explain(args) => commands::run::explain(args),
         Command::Nexmark(args) => commands::nexmark::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Checkpoints(args) => commands::checkpoints::run(args),

@@ -85,6 +85,7 @@ impl OperatorFactory for UpdatingAggregateFactory {
             table: GroupKeys::new(self.key_schema.clone())?,
             key_schema: self.key_schema.clone(),
             accumulators: AccumulatorSet::new(&self.aggregates),
+            distinct: self.aggregates.is_empty(),
             input_timestamp: self.input_timestamp,
             schema: self.schema.clone(),
             max_parallelism: ctx.max_parallelism,
@@ -98,6 +99,8 @@ struct UpdatingAggregate {
     table: GroupKeys,
     key_schema: SchemaRef,
     accumulators: AccumulatorSet,
+    /// No aggregates: a SELECT DISTINCT, whose groups are emitted once.
+    distinct: bool,
     input_timestamp: usize,
     schema: StreamSchema,
     max_parallelism: u16,
@@ -109,7 +112,11 @@ impl Operator for UpdatingAggregate {
         let rows: Vec<u32> = (0..batch.num_rows() as u32).collect();
         let keys: Vec<ArrayRef> = self.keys.iter().map(|&i| batch.column(i).clone()).collect();
         let mut groups = Vec::new();
+        let known = self.table.len() as u32;
         self.table.intern(&keys, &rows, &mut groups)?;
+        // Without aggregates (SELECT DISTINCT) a group never changes: emit it once, when
+        // it first appears, so the result is append-only.
+        let distinct = self.distinct;
         let inputs = self.accumulators.inputs(batch.columns())?;
         self.accumulators.update(&groups, &rows, &inputs);
         // One output row per changed group, in first-touched order, stamped with the
@@ -118,6 +125,9 @@ impl Operator for UpdatingAggregate {
         let mut latest: Vec<(u32, i64)> = Vec::new();
         let mut position = std::collections::HashMap::new();
         for (row, &g) in groups.iter().enumerate() {
+            if distinct && g < known {
+                continue;
+            }
             match position.get(&g) {
                 Some(&p) => {
                     let entry: &mut (u32, i64) = &mut latest[p];
@@ -128,6 +138,9 @@ impl Operator for UpdatingAggregate {
                     latest.push((g, ts[row]));
                 }
             }
+        }
+        if latest.is_empty() {
+            return Ok(());
         }
         let ids: Vec<u32> = latest.iter().map(|(g, _)| *g).collect();
         let mut columns = self.table.keys(&ids)?;

@@ -3,7 +3,9 @@
 pub mod bench;
 pub mod checkpointing;
 pub mod checkpoints;
+pub mod execute;
 pub mod nexmark;
 pub mod pipeline;
+pub mod run;
 pub mod savepoint;
 pub mod state;

@@ -1,18 +1,14 @@
 //! `riffle nexmark`: run one query with progress and a summary.
 
-use crate::progress::ProgressLine;
-use anyhow::{Context, Result};
-use riffle_bench::resources::{cpu_time, peak_rss_bytes};
+use anyhow::Result;
 use riffle_connectors::sinks::{
     BlackholeSinkFactory, FileFormat, FileSinkFactory, RollingPolicy, StdoutFormat,
     StdoutSinkFactory,
 };
 use riffle_core::SinkFactory;
-use riffle_runtime::job::{self, JobConfig};
 use riffle_runtime::PhysicalPlan;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Arguments of `riffle nexmark`.
 #[derive(Debug, clap::Args)]
@@ -57,14 +53,7 @@ pub fn output_sink(output: &str, format: &str) -> Result<Arc<dyn SinkFactory>> {
 
 pub fn run(args: NexmarkArgs) -> Result<()> {
     let query = args.pipeline.query()?;
-    let restore = &args.checkpoints;
-    anyhow::ensure!(
-        restore.enabled()
-            || (restore.from_savepoint.is_none()
-                && restore.from_checkpoint.is_none()
-                && !restore.allow_non_restored_state),
-        "--from-savepoint and --from-checkpoint need checkpoints on: add --checkpoint-interval (e.g. 1s)"
-    );
+    super::execute::check_restore_options(&args.checkpoints)?;
     let sink = output_sink(&args.output, &args.format)?;
     let graph = args.pipeline.build(sink)?;
     let (events, parallelism) = (args.pipeline.events, args.pipeline.parallelism);
@@ -72,97 +61,15 @@ pub fn run(args: NexmarkArgs) -> Result<()> {
         print!("{}", PhysicalPlan::compile(&graph).explain(&graph));
         return Ok(());
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
     eprintln!(
         "riffle: running nexmark {query} over {} events at parallelism {} (output: {})",
         events, parallelism, args.output
     );
-    let started = Instant::now();
-    let cpu0 = cpu_time();
-    let mut stopped = false;
-    let (summary, reports) = if args.checkpoints.enabled() {
-        let outcome = super::checkpointing::run(
-            &runtime,
-            &graph,
-            &args.checkpoints,
-            Some(events),
-            args.progress,
-        )
-        .with_context(|| format!("nexmark {query} failed"))?;
-        if outcome.restarts > 0 {
-            eprintln!("riffle: finished after {} restart(s)", outcome.restarts);
-        }
-        if let Some(result) = &outcome.stopped {
-            stopped = true;
-            super::checkpointing::print_stopped(result, &args.checkpoints.state);
-        }
-        (outcome.summary, outcome.reports)
-    } else {
-        let summary = runtime
-            .block_on(async {
-                let handle = job::start(&graph, &JobConfig::default(), false)?;
-                let progress =
-                    ProgressLine::start(handle.metrics.clone(), Some(events), args.progress, None);
-                let result = handle.wait().await;
-                drop(progress);
-                result
-            })
-            .with_context(|| format!("nexmark {query} failed"))?;
-        (summary, Vec::new())
-    };
-    let seconds = started.elapsed().as_secs_f64();
-    let cpu = cpu_time().saturating_sub(cpu0).as_secs_f64();
-    eprintln!("riffle: {query} finished in {seconds:.2}s");
-    // A run stopped with a savepoint generated only part of its events.
-    let events = if stopped { summary.source_rows } else { events };
-    eprintln!(
-        "  events           {} {}({:.2} M events/s, {:.2} M events per CPU-second)",
-        events,
-        if stopped {
-            "rows read before the stop "
-        } else {
-            ""
-        },
-        events as f64 / seconds / 1e6,
-        events as f64 / cpu.max(1e-9) / 1e6
-    );
-    eprintln!(
-        "  rows in / out    {} / {}",
-        summary.source_rows, summary.sink_rows
-    );
-    eprintln!("  late rows dropped {}", summary.late_rows_dropped());
-    for op in summary
-        .operators
-        .iter()
-        .filter(|o| o.late_rows_dropped > 0 || o.windows_emitted > 0)
-    {
-        eprintln!(
-            "    {:<20} windows emitted {:>8}, late rows dropped {}",
-            op.operator.0, op.windows_emitted, op.late_rows_dropped
-        );
-    }
-    if let Some(report) = reports.last() {
-        super::checkpointing::print_report(report);
-    }
-    if let Some(peak) = peak_rss_bytes() {
-        eprintln!(
-            "  peak memory      {:.0} MiB",
-            peak as f64 / (1024.0 * 1024.0)
-        );
-    }
-    let files: Vec<_> = summary
-        .sinks
-        .iter()
-        .flat_map(|(_, s)| s.files.iter())
-        .collect();
-    if !files.is_empty() {
-        eprintln!("  files written    {}", files.len());
-        for f in files.iter().take(5) {
-            eprintln!("    {}", f.display());
-        }
-    }
-    Ok(())
+    super::execute::run(super::execute::Job {
+        label: &query.to_string(),
+        graph: &graph,
+        events: Some(events),
+        checkpoints: &args.checkpoints,
+        progress: args.progress,
+    })
 }

@@ -1,0 +1,118 @@
+//! `filesystem`: JSON lines, CSV or Parquet files, read as a replayable source or
+//! written by the exactly-once file sink.
+
+use super::{required, Connector, OptionSpec, RunSettings, SinkTable, SourceTable};
+use crate::ddl::TableDef;
+use crate::error::{Result, SqlError};
+use riffle_connectors::sinks::{FileFormat, FileSinkFactory, RollingPolicy};
+use riffle_connectors::{FileSourceConfig, FileSourceFactory, MalformedRecords};
+use riffle_core::arrow::datatypes::Schema;
+use riffle_runtime::WatermarkStrategy;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Files in a directory.
+pub struct FilesystemConnector;
+
+const OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        name: "path",
+        help: "a directory, file or glob to read; the directory to write (required)",
+    },
+    OptionSpec {
+        name: "format",
+        help: "json, csv or parquet (required)",
+    },
+    OptionSpec {
+        name: "on_malformed",
+        help: "source: fail (default) or skip, counting skipped records",
+    },
+];
+
+fn format(table: &TableDef) -> Result<FileFormat> {
+    let name = required(table, "format", "json")?;
+    FileFormat::parse(name).map_err(|_| {
+        SqlError::connector(
+            &table.name,
+            format!("'format' = '{name}': use json, csv or parquet"),
+        )
+    })
+}
+
+impl Connector for FilesystemConnector {
+    fn name(&self) -> &'static str {
+        "filesystem"
+    }
+
+    fn options(&self) -> &'static [OptionSpec] {
+        OPTIONS
+    }
+
+    fn source(&self, table: &TableDef, _: &RunSettings) -> Result<SourceTable> {
+        let path = required(table, "path", "data/bids")?;
+        let format = format(table)?;
+        let on_malformed = match table.options.get("on_malformed").map(String::as_str) {
+            None | Some("fail") => MalformedRecords::Fail,
+            Some("skip") => MalformedRecords::Skip,
+            Some(other) => {
+                return Err(SqlError::connector(
+                    &table.name,
+                    format!("'on_malformed' = '{other}': use fail or skip"),
+                ))
+            }
+        };
+        let watermark = table.watermark.clone().ok_or_else(|| {
+            SqlError::connector(
+                &table.name,
+                "a file source needs its event-time column: add WATERMARK FOR ts AS ts - INTERVAL '5' SECOND to the column list",
+            )
+        })?;
+        let schema =
+            (!table.columns.is_empty()).then(|| Arc::new(Schema::new(table.columns.clone())));
+        let factory = FileSourceFactory::new(FileSourceConfig {
+            path: path.into(),
+            format,
+            schema,
+            event_time_column: watermark.column.clone(),
+            on_malformed,
+            batch_rows: 8192,
+        })
+        .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
+        Ok(SourceTable {
+            factory: Arc::new(factory),
+            event_time: watermark.column,
+            watermarks: WatermarkStrategy {
+                max_out_of_orderness: watermark.delay,
+                idle_timeout: None,
+            },
+            expected_rows: None,
+        })
+    }
+
+    fn sink(&self, table: &TableDef) -> Result<SinkTable> {
+        let path = required(table, "path", "out/results")?;
+        if table.options.contains_key("on_malformed") {
+            return Err(SqlError::connector(
+                &table.name,
+                "'on_malformed' applies to file sources, not to a sink",
+            ));
+        }
+        let dir = PathBuf::from(path.strip_prefix("file://").unwrap_or(path));
+        let updates = if table.primary_key.is_empty() {
+            Err(format!(
+                "`{}` is an append-only file sink; declare PRIMARY KEY (…) on it to write the result as upserts (the newest row per key is current)",
+                table.name
+            ))
+        } else {
+            Ok(())
+        };
+        Ok(SinkTable {
+            factory: Arc::new(FileSinkFactory::new(
+                dir,
+                format(table)?,
+                RollingPolicy::default(),
+            )),
+            updates,
+        })
+    }
+}

@@ -1,0 +1,216 @@
+//! Tables as connectors: a registry of connector factories, each with the options it
+//! accepts. `CREATE TABLE … WITH ('connector' = 'name', …)` picks a factory; the options
+//! are checked against its list before it builds a source or a sink.
+
+mod filesystem;
+mod nexmark;
+mod sinks;
+
+use crate::ddl::TableDef;
+use crate::error::{Result, SqlError};
+use riffle_core::{SinkFactory, SourceFactory};
+use riffle_runtime::WatermarkStrategy;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use filesystem::FilesystemConnector;
+pub use nexmark::NexmarkConnector;
+pub use sinks::{BlackholeConnector, StdoutConnector};
+
+/// One option a connector accepts.
+#[derive(Debug, Clone, Copy)]
+pub struct OptionSpec {
+    /// Key, lower case.
+    pub name: &'static str,
+    /// What it means, for error messages and docs.
+    pub help: &'static str,
+}
+
+/// A table read as a stream.
+pub struct SourceTable {
+    /// Builds the source subtasks.
+    pub factory: Arc<dyn SourceFactory>,
+    /// The column whose values are the rows' event time.
+    pub event_time: String,
+    /// How the watermark follows event time.
+    pub watermarks: WatermarkStrategy,
+    /// Rows the source will produce, when known (for progress).
+    pub expected_rows: Option<u64>,
+}
+
+/// A table written by `INSERT INTO`.
+pub struct SinkTable {
+    /// Builds the sink subtasks.
+    pub factory: Arc<dyn SinkFactory>,
+    /// Whether the sink can take an updating result (rows that replace earlier rows of
+    /// the same key), and why not when it cannot.
+    pub updates: std::result::Result<(), String>,
+}
+
+/// Settings given on the command line that override table options.
+#[derive(Debug, Clone, Default)]
+pub struct RunSettings {
+    /// Events of every Nexmark table (`--events`).
+    pub nexmark_events: Option<u64>,
+    /// Wall-clock event rate cap of every Nexmark table (`--throttle`).
+    pub nexmark_throttle: Option<u64>,
+}
+
+/// A kind of external system a table can name.
+pub trait Connector: Send + Sync {
+    /// The `'connector'` value.
+    fn name(&self) -> &'static str;
+
+    /// The options it accepts (besides `connector`).
+    fn options(&self) -> &'static [OptionSpec];
+
+    /// Builds the source of `table`.
+    ///
+    /// # Errors
+    /// Missing or invalid options; a connector that only writes.
+    fn source(&self, table: &TableDef, _settings: &RunSettings) -> Result<SourceTable> {
+        Err(SqlError::connector(
+            &table.name,
+            format!(
+                "the {} connector only writes; it cannot be read with SELECT",
+                self.name()
+            ),
+        ))
+    }
+
+    /// Builds the sink of `table`.
+    ///
+    /// # Errors
+    /// Missing or invalid options; a connector that only reads.
+    fn sink(&self, table: &TableDef) -> Result<SinkTable> {
+        Err(SqlError::connector(
+            &table.name,
+            format!(
+                "the {} connector only reads; it cannot be the target of INSERT INTO",
+                self.name()
+            ),
+        ))
+    }
+}
+
+/// The connectors a pipeline file can name.
+pub struct ConnectorRegistry {
+    connectors: BTreeMap<&'static str, Arc<dyn Connector>>,
+}
+
+impl Default for ConnectorRegistry {
+    fn default() -> Self {
+        let mut registry = Self {
+            connectors: BTreeMap::new(),
+        };
+        registry.register(Arc::new(NexmarkConnector));
+        registry.register(Arc::new(FilesystemConnector));
+        registry.register(Arc::new(StdoutConnector));
+        registry.register(Arc::new(BlackholeConnector));
+        registry
+    }
+}
+
+impl ConnectorRegistry {
+    /// Adds (or replaces) a connector.
+    pub fn register(&mut self, connector: Arc<dyn Connector>) {
+        self.connectors.insert(connector.name(), connector);
+    }
+
+    /// The registered connectors, by name.
+    pub fn connectors(&self) -> impl Iterator<Item = &Arc<dyn Connector>> {
+        self.connectors.values()
+    }
+
+    /// The connector `table` names, after checking its options.
+    ///
+    /// # Errors
+    /// No or an unknown connector; an option the connector does not accept.
+    pub fn connector_for(&self, table: &TableDef) -> Result<&dyn Connector> {
+        let name = table.connector()?;
+        let connector = self.connectors.get(name).ok_or_else(|| {
+            SqlError::connector(
+                &table.name,
+                format!(
+                    "unknown connector '{name}'; riffle has: {}",
+                    self.connectors
+                        .keys()
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        })?;
+        let accepted = connector.options();
+        for key in table.options.keys() {
+            if key != "connector" && !accepted.iter().any(|o| o.name == key) {
+                let valid: Vec<String> = accepted
+                    .iter()
+                    .map(|o| format!("'{}' ({})", o.name, o.help))
+                    .collect();
+                return Err(SqlError::connector(
+                    &table.name,
+                    format!(
+                        "the {name} connector has no option '{key}'; valid options: {}",
+                        if valid.is_empty() {
+                            "none".to_string()
+                        } else {
+                            valid.join(", ")
+                        }
+                    ),
+                ));
+            }
+        }
+        Ok(connector.as_ref())
+    }
+}
+
+/// A required option's value.
+pub(crate) fn required<'a>(table: &'a TableDef, key: &str, example: &str) -> Result<&'a str> {
+    table.options.get(key).map(String::as_str).ok_or_else(|| {
+        SqlError::connector(
+            &table.name,
+            format!("option '{key}' is required, e.g. '{key}' = '{example}'"),
+        )
+    })
+}
+
+/// An optional count option: `1000`, `10K`, `2.5M`, `1G`.
+pub(crate) fn count_option(table: &TableDef, key: &str) -> Result<Option<u64>> {
+    let Some(text) = table.options.get(key) else {
+        return Ok(None);
+    };
+    parse_count(text).map(Some).ok_or_else(|| {
+        SqlError::connector(
+            &table.name,
+            format!("option '{key}' = '{text}' is not a count such as 1000, 10K or 2.5M"),
+        )
+    })
+}
+
+/// `1000`, `10K`, `2.5M`, `1G` (underscores allowed).
+pub fn parse_count(text: &str) -> Option<u64> {
+    let t = text.trim().replace('_', "");
+    let (number, scale) = match t.chars().last()?.to_ascii_uppercase() {
+        'K' => (&t[..t.len() - 1], 1e3),
+        'M' => (&t[..t.len() - 1], 1e6),
+        'G' | 'B' => (&t[..t.len() - 1], 1e9),
+        _ => (t.as_str(), 1.0),
+    };
+    let n: f64 = number.parse().ok()?;
+    (n.is_finite() && n >= 0.0).then_some((n * scale).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_with_suffixes() {
+        assert_eq!(parse_count("1000"), Some(1000));
+        assert_eq!(parse_count("10K"), Some(10_000));
+        assert_eq!(parse_count("2.5M"), Some(2_500_000));
+        assert_eq!(parse_count("1_000"), Some(1000));
+        assert_eq!(parse_count("lots"), None);
+    }
+}

@@ -1,0 +1,119 @@
+//! `nexmark`: the built-in benchmark generator, one table per event type.
+
+use super::{count_option, Connector, OptionSpec, RunSettings, SourceTable};
+use crate::ddl::TableDef;
+use crate::error::{Result, SqlError};
+use riffle_connectors::nexmark::{NexmarkConfig, NexmarkTable};
+use riffle_connectors::NexmarkSourceFactory;
+use riffle_runtime::WatermarkStrategy;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default watermark delay of Nexmark tables, as in the reference SQL.
+pub const NEXMARK_WATERMARK_DELAY: Duration = Duration::from_secs(4);
+
+/// Nexmark event streams.
+pub struct NexmarkConnector;
+
+const OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        name: "event_type",
+        help: "bid, auction or person (required)",
+    },
+    OptionSpec {
+        name: "events",
+        help: "total events generated over all three types, e.g. 10M; unbounded if absent",
+    },
+    OptionSpec {
+        name: "rate",
+        help: "events per second of event time, default 10M",
+    },
+    OptionSpec {
+        name: "out_of_order",
+        help: "out-of-order group size, default 1 (in order)",
+    },
+    OptionSpec {
+        name: "throttle",
+        help: "at most this many events per second of wall time",
+    },
+];
+
+impl Connector for NexmarkConnector {
+    fn name(&self) -> &'static str {
+        "nexmark"
+    }
+
+    fn options(&self) -> &'static [OptionSpec] {
+        OPTIONS
+    }
+
+    fn source(&self, table: &TableDef, settings: &RunSettings) -> Result<SourceTable> {
+        let kind = super::required(table, "event_type", "bid")?;
+        let kind = NexmarkTable::parse(kind).ok_or_else(|| {
+            SqlError::connector(
+                &table.name,
+                format!("'event_type' = '{kind}': choose bid, auction or person"),
+            )
+        })?;
+        let defaults = NexmarkConfig::default();
+        let config = NexmarkConfig {
+            events: settings.nexmark_events.or(count_option(table, "events")?),
+            first_event_rate: count_option(table, "rate")?.unwrap_or(defaults.first_event_rate),
+            out_of_order_group_size: count_option(table, "out_of_order")?.unwrap_or(1).max(1),
+            max_events_per_second: settings
+                .nexmark_throttle
+                .or(count_option(table, "throttle")?),
+            ..defaults
+        };
+        if config.first_event_rate == 0 || config.max_events_per_second == Some(0) {
+            return Err(SqlError::connector(
+                &table.name,
+                "'rate' and 'throttle' must be at least 1 event per second",
+            ));
+        }
+        let factory = NexmarkSourceFactory::new(kind, config.clone());
+        let schema = kind.schema();
+        let columns: Vec<&str> = schema
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .filter(|n| *n != riffle_core::TIMESTAMP_FIELD)
+            .collect();
+        if !table.columns.is_empty() {
+            let declared: Vec<&str> = table.columns.iter().map(|f| f.name().as_str()).collect();
+            if declared != columns {
+                return Err(SqlError::connector(
+                    &table.name,
+                    format!(
+                        "a nexmark {} table has the columns ({}); declare exactly those or none",
+                        kind.name(),
+                        columns.join(", ")
+                    ),
+                ));
+            }
+        }
+        let delay = match &table.watermark {
+            Some(w) if w.column != "date_time" => {
+                return Err(SqlError::connector(
+                    &table.name,
+                    format!(
+                        "nexmark event time is `date_time`; write WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND (not `{}`)",
+                        w.column
+                    ),
+                ))
+            }
+            Some(w) => w.delay,
+            None => NEXMARK_WATERMARK_DELAY,
+        };
+        Ok(SourceTable {
+            factory: Arc::new(factory),
+            event_time: "date_time".into(),
+            watermarks: WatermarkStrategy {
+                max_out_of_orderness: delay,
+                idle_timeout: None,
+            },
+            expected_rows: config.events,
+        })
+    }
+}

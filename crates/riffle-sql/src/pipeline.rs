@@ -1,0 +1,338 @@
+//! Plans a whole pipeline file into one [`JobGraph`].
+
+use crate::connectors::{ConnectorRegistry, RunSettings, SinkTable, SourceTable};
+use crate::ddl::{object_name, start_of, table_def, TableDef};
+use crate::error::{Location, Result, SqlError};
+use crate::script;
+use crate::translate::{field_expr, Stream, Translator};
+use crate::windows::window_udfs;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::catalog::empty::EmptyTable;
+use datafusion::catalog::view::ViewTable;
+use datafusion::common::TableReference;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::logical_expr::{cast, Expr, LogicalPlan};
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{Insert, Query, Statement, TableObject};
+use riffle_core::TIMESTAMP_FIELD;
+use riffle_operators::ProjectFactory;
+use riffle_runtime::JobGraph;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to plan a pipeline.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// The pipeline's name (its state lives under it).
+    pub name: String,
+    /// Subtasks of sources and keyed operators.
+    pub parallelism: usize,
+    /// Key groups.
+    pub max_parallelism: u16,
+    /// Command-line overrides of table options.
+    pub settings: RunSettings,
+}
+
+/// A planned pipeline.
+pub struct SqlPipeline {
+    /// The dataflow.
+    pub graph: JobGraph,
+    /// Rows the sources will produce, when known (for progress).
+    pub expected_rows: Option<u64>,
+    /// Sink tables written, in statement order.
+    pub sinks: Vec<String>,
+    /// Time spent planning (parse, DataFusion, translation).
+    pub planning_time: Duration,
+}
+
+/// DataFusion turns `count(DISTINCT x)` into two aggregates; riffle counts distinct
+/// values in one (and the inner aggregate would be an updating one).
+const SKIPPED_RULES: [&str; 1] = ["single_distinct_aggregation_to_group_by"];
+
+fn session() -> SessionContext {
+    let state = SessionContext::new().state();
+    let rules = state
+        .optimizers()
+        .iter()
+        .filter(|r| !SKIPPED_RULES.contains(&r.name()))
+        .cloned()
+        .collect();
+    let state = SessionStateBuilder::new_from_existing(state)
+        .with_optimizer_rules(rules)
+        .build();
+    let ctx = SessionContext::new_with_state(state);
+    for udf in window_udfs() {
+        ctx.register_udf(udf);
+    }
+    ctx
+}
+
+/// Plans `text` (the contents of a pipeline file).
+///
+/// # Errors
+/// Syntax and planning errors with line and column, unsupported constructs named with a
+/// hint, connector option errors naming the table.
+pub fn plan_pipeline(
+    text: &str,
+    options: &PlanOptions,
+    registry: &ConnectorRegistry,
+) -> Result<SqlPipeline> {
+    let started = Instant::now();
+    let script = script::parse(text)?;
+    let targets: HashSet<String> = script
+        .statements
+        .iter()
+        .filter_map(|s| match s {
+            Statement::Insert(Insert {
+                table: TableObject::TableName(name),
+                ..
+            }) => Some(object_name(name)),
+            _ => None,
+        })
+        .collect();
+    let ctx = session();
+    let mut sources: HashMap<String, SourceTable> = HashMap::new();
+    let mut sinks: HashMap<String, (TableDef, SinkTable)> = HashMap::new();
+    let mut expected_rows: Option<u64> = None;
+    // Tables first, so views and queries may name a table declared further down.
+    for statement in &script.statements {
+        let Statement::CreateTable(create) = statement else {
+            continue;
+        };
+        let def = table_def(create, &script.watermarks)?;
+        let at = def.at;
+        let connector = registry.connector_for(&def).map_err(|e| e.located(at))?;
+        if targets.contains(&def.name) {
+            let sink = connector.sink(&def)?;
+            sinks.insert(def.name.clone(), (def, sink));
+            continue;
+        }
+        let source = connector.source(&def, &options.settings)?;
+        let fields: Vec<_> = source
+            .factory
+            .output_schema()
+            .schema
+            .fields()
+            .iter()
+            .filter(|f| f.name() != TIMESTAMP_FIELD)
+            .cloned()
+            .collect();
+        let schema: SchemaRef = Arc::new(Schema::new(fields));
+        ctx.register_table(
+            TableReference::bare(def.name.clone()),
+            Arc::new(EmptyTable::new(schema)),
+        )
+        .map_err(|e| SqlError::from(e).located(at))?;
+        expected_rows = match (expected_rows, source.expected_rows) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        sources.insert(def.name.clone(), source);
+    }
+    let mut graph = JobGraph::new(options.name.clone());
+    graph.max_parallelism = options.max_parallelism;
+    let mut translator = Translator::new(graph, options.parallelism, &sources);
+    let mut written = Vec::new();
+    for statement in &script.statements {
+        let at = start_of(statement);
+        match statement {
+            Statement::CreateTable(_) => {}
+            Statement::CreateView(view) => {
+                let plan = logical_plan(&ctx, &view.query).map_err(|e| e.located(at))?;
+                let name = object_name(&view.name);
+                ctx.register_table(
+                    TableReference::bare(name),
+                    Arc::new(ViewTable::new(plan, Some(view.query.to_string()))),
+                )
+                .map_err(|e| SqlError::from(e).located(at))?;
+            }
+            Statement::Insert(insert) => {
+                let sink = insert_into(&ctx, &mut translator, &sinks, insert, at)
+                    .map_err(|e| e.located(at))?;
+                if written.contains(&sink) {
+                    return Err(SqlError::plan(format!(
+                        "`{sink}` is written by two INSERT INTO statements; give each its own sink table"
+                    ))
+                    .located(at));
+                }
+                written.push(sink);
+            }
+            Statement::Query(_) => {
+                return Err(SqlError::Plan {
+                    at,
+                    message: "a SELECT on its own has nowhere to write".into(),
+                    hint: Some(
+                        "write INSERT INTO <table> SELECT …; a table WITH ('connector' = 'stdout') prints rows"
+                            .into(),
+                    ),
+                })
+            }
+            other => {
+                let text = other.to_string();
+                let first: String = text.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+                return Err(SqlError::Plan {
+                    at,
+                    message: format!("`{first} …` is not a pipeline statement"),
+                    hint: Some("a pipeline file holds CREATE TABLE, CREATE VIEW and INSERT INTO statements".into()),
+                });
+            }
+        }
+    }
+    if written.is_empty() {
+        return Err(SqlError::Plan {
+            at: Some(Location { line: 1, column: 1 }),
+            message: "the file has no INSERT INTO, so the pipeline would compute nothing".into(),
+            hint: Some("add INSERT INTO <sink table> SELECT … FROM <source table>".into()),
+        });
+    }
+    Ok(SqlPipeline {
+        graph: translator.graph,
+        expected_rows,
+        sinks: written,
+        planning_time: started.elapsed(),
+    })
+}
+
+/// The unoptimized DataFusion plan of a query.
+fn logical_plan(ctx: &SessionContext, query: &Query) -> Result<LogicalPlan> {
+    let statement = DfStatement::Statement(Box::new(Statement::Query(Box::new(query.clone()))));
+    Ok(futures::executor::block_on(
+        ctx.state().statement_to_plan(statement),
+    )?)
+}
+
+/// Plans one `INSERT INTO sink SELECT …` into the graph; returns the sink's name.
+fn insert_into(
+    ctx: &SessionContext,
+    translator: &mut Translator<'_>,
+    sinks: &HashMap<String, (TableDef, SinkTable)>,
+    insert: &Insert,
+    at: Option<Location>,
+) -> Result<String> {
+    let TableObject::TableName(name) = &insert.table else {
+        return Err(SqlError::plan(
+            "INSERT INTO a table function is not supported",
+        ));
+    };
+    let name = object_name(name);
+    let (def, sink) = sinks.get(&name).ok_or_else(|| {
+        SqlError::plan(format!(
+            "INSERT INTO `{name}`: no such table; declare it first with CREATE TABLE {name} WITH ('connector' = …)"
+        ))
+    })?;
+    if !insert.columns.is_empty() {
+        return Err(SqlError::unsupported(
+            "an INSERT column list",
+            "drop it: the SELECT's columns fill the table's columns in order",
+        ));
+    }
+    let Some(query) = &insert.source else {
+        return Err(SqlError::plan("INSERT INTO needs a SELECT"));
+    };
+    let plan = logical_plan(ctx, query)?;
+    let plan = ctx.state().optimize(&plan)?;
+    tracing::debug!("optimized plan:\n{}", plan.display_indent());
+    let stream = translator.translate(&plan).map_err(|e| e.located(at))?;
+    attach_sink(translator, &stream, &plan, def, sink)?;
+    Ok(name)
+}
+
+/// Shapes the result to the sink's columns and adds the sink.
+fn attach_sink(
+    t: &mut Translator<'_>,
+    stream: &Stream,
+    plan: &LogicalPlan,
+    def: &TableDef,
+    sink: &SinkTable,
+) -> Result<()> {
+    let fields = plan.schema().fields();
+    let (names, types): (Vec<String>, Vec<Option<_>>) = if def.columns.is_empty() {
+        (
+            fields.iter().map(|f| f.name().clone()).collect(),
+            vec![None; fields.len()],
+        )
+    } else {
+        if def.columns.len() != fields.len() {
+            return Err(SqlError::plan(format!(
+                "INSERT INTO `{}`: the table has {} columns, the SELECT gives {}",
+                def.name,
+                def.columns.len(),
+                fields.len()
+            )));
+        }
+        (
+            def.columns.iter().map(|f| f.name().clone()).collect(),
+            def.columns
+                .iter()
+                .map(|f| Some(f.data_type().clone()))
+                .collect(),
+        )
+    };
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].contains(n) {
+            return Err(SqlError::Plan {
+                at: None,
+                message: format!("two result columns are named `{n}`"),
+                hint: Some(format!("alias one of them: … AS {n}_2")),
+            });
+        }
+        if n == TIMESTAMP_FIELD {
+            return Err(SqlError::plan(format!(
+                "`{TIMESTAMP_FIELD}` is reserved; alias the column"
+            )));
+        }
+    }
+    if let Some(keys) = &stream.updating {
+        if let Err(why) = &sink.updates {
+            return Err(SqlError::Plan {
+                at: None,
+                message: format!("the result is updating (a GROUP BY without a window changes its rows as input arrives), but {why}"),
+                hint: Some("write to a table that takes updates (stdout, blackhole, or a filesystem table with PRIMARY KEY), or group by a tumble/hop/session window for a final result per window".into()),
+            });
+        }
+        let key_names: HashSet<&String> = keys.iter().map(|&k| &names[k]).collect();
+        let declared: HashSet<&String> = def.primary_key.iter().collect();
+        if !declared.is_empty() && declared != key_names {
+            return Err(SqlError::plan(format!(
+                "`{}` declares PRIMARY KEY ({}), but the result is updated per ({})",
+                def.name,
+                def.primary_key.join(", "),
+                keys.iter()
+                    .map(|&k| names[k].as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
+    let schema = t.graph.schema(stream.node).schema.clone();
+    let mut exprs: Vec<Expr> = Vec::new();
+    let mut identity = schema.fields().len() == names.len() + 1;
+    for (i, name) in names.iter().enumerate() {
+        let column = &stream.columns[i];
+        let physical = if stream.is_virtual(i) {
+            identity = false;
+            crate::windows::window_type()
+        } else {
+            schema.field_with_name(column)?.data_type().clone()
+        };
+        let e = match &types[i] {
+            Some(t) if *t != physical => {
+                identity = false;
+                cast(field_expr(stream, i), t.clone())
+            }
+            _ => field_expr(stream, i),
+        };
+        identity &= schema.field(i).name() == name && column == name;
+        exprs.push(e.alias(name));
+    }
+    let mut node = stream.node;
+    if !identity {
+        let f = ProjectFactory::new(t.graph.schema(node), exprs)?;
+        node = t.add("project", Arc::new(f), None, &[node])?;
+    }
+    let p = t.graph.nodes()[node.0].parallelism;
+    t.graph.sink(&def.name, sink.factory.clone(), p, node)?;
+    Ok(())
+}

@@ -1,0 +1,298 @@
+//! Turns a pipeline file into parsed statements.
+//!
+//! The file is tokenized once, then two Flink spellings the parser does not know are
+//! rewritten on the tokens, so every statement keeps its original line and column:
+//! `WATERMARK FOR col AS expr` inside `CREATE TABLE (…)` is lifted out (and returned
+//! beside the statements), and quoted option keys `WITH ('connector' = …)` become
+//! quoted identifiers.
+
+use crate::error::{Location, Result, SqlError};
+use datafusion::sql::sqlparser::ast::{Expr, Statement};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::{
+    Token, TokenWithSpan, Tokenizer, TokenizerError, Word,
+};
+
+/// A `WATERMARK FOR column AS expression` clause of a table.
+#[derive(Debug, Clone)]
+pub struct WatermarkClause {
+    /// The table it was declared in (normalized name).
+    pub table: String,
+    /// The event-time column.
+    pub column: String,
+    /// The watermark expression, e.g. `date_time - INTERVAL '4' SECOND`.
+    pub expr: Expr,
+    /// Where the clause starts.
+    pub at: Location,
+}
+
+/// The statements of a file, and the watermark clauses lifted out of them.
+#[derive(Debug)]
+pub struct Script {
+    /// Statements in file order.
+    pub statements: Vec<Statement>,
+    /// Watermark clauses by table.
+    pub watermarks: Vec<WatermarkClause>,
+}
+
+/// Parses a pipeline file.
+///
+/// # Errors
+/// Tokenizer and parser errors, with line and column.
+pub fn parse(text: &str) -> Result<Script> {
+    let dialect = GenericDialect {};
+    let tokens = Tokenizer::new(&dialect, text)
+        .tokenize_with_location()
+        .map_err(tokenizer_error)?;
+    let (tokens, watermarks) = rewrite(tokens)?;
+    let statements = Parser::new(&dialect)
+        .with_tokens_with_locations(tokens)
+        .parse_statements()
+        .map_err(parser_error)?;
+    Ok(Script {
+        statements,
+        watermarks,
+    })
+}
+
+/// Normalizes an identifier as DataFusion does: unquoted names are lower-cased.
+pub fn normalize(word: &str, quoted: bool) -> String {
+    if quoted {
+        word.to_string()
+    } else {
+        word.to_lowercase()
+    }
+}
+
+fn is_word(t: &Token, name: &str) -> bool {
+    matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(name))
+}
+
+fn location(t: &TokenWithSpan) -> Location {
+    Location {
+        line: t.span.start.line,
+        column: t.span.start.column,
+    }
+}
+
+/// Lifts out watermark clauses and unquotes option keys.
+fn rewrite(tokens: Vec<TokenWithSpan>) -> Result<(Vec<TokenWithSpan>, Vec<WatermarkClause>)> {
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    let mut watermarks = Vec::new();
+    // Per statement: its leading words, the table name of a CREATE TABLE, paren depth,
+    // and whether we are inside its WITH (…) list.
+    let mut leading: Vec<String> = Vec::new();
+    let mut table: Option<String> = None;
+    let mut depth = 0usize;
+    let mut in_options = false;
+    let mut i = 0;
+    let significant = |from: usize| {
+        tokens[from..]
+            .iter()
+            .position(|t| !matches!(t.token, Token::Whitespace(_)))
+            .map(|p| from + p)
+    };
+    while i < tokens.len() {
+        let t = &tokens[i];
+        match &t.token {
+            Token::Whitespace(_) => {}
+            Token::SemiColon if depth == 0 => {
+                leading.clear();
+                table = None;
+                in_options = false;
+            }
+            Token::LParen => depth += 1,
+            Token::RParen => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    in_options = false;
+                }
+            }
+            Token::Word(w) if depth == 0 && leading.len() < 8 => {
+                let creating = leading.first().is_some_and(|l| l == "CREATE")
+                    && leading.iter().any(|l| l == "TABLE");
+                if creating
+                    && table.is_none()
+                    && !["IF", "NOT", "EXISTS"].contains(&w.value.to_uppercase().as_str())
+                {
+                    table = Some(normalize(&w.value, w.quote_style.is_some()));
+                }
+                if table.is_some() && is_word(&t.token, "WITH") {
+                    in_options = true;
+                }
+                leading.push(w.value.to_uppercase());
+            }
+            _ => {}
+        }
+        let in_table = table.is_some();
+        // WATERMARK FOR … at depth 1 of a CREATE TABLE: lift it out.
+        if in_table && depth == 1 && !in_options && is_word(&t.token, "WATERMARK") {
+            if let Some(next) = significant(i + 1) {
+                if is_word(&tokens[next].token, "FOR") {
+                    let (clause, end) =
+                        watermark_clause(&tokens, i, table.clone().unwrap_or_default())?;
+                    watermarks.push(clause);
+                    // Drop the comma before the clause, or the one after it.
+                    let before = out
+                        .iter()
+                        .rposition(|t| !matches!(t.token, Token::Whitespace(_)));
+                    match before {
+                        Some(b) if out[b].token == Token::Comma => {
+                            out.truncate(b);
+                            i = end;
+                        }
+                        _ => {
+                            i = match significant(end) {
+                                Some(c) if tokens[c].token == Token::Comma => c + 1,
+                                _ => end,
+                            };
+                        }
+                    }
+                    continue;
+                }
+            }
+        }
+        // 'key' = … inside WITH (…): the key becomes an identifier.
+        if in_options && depth == 1 {
+            if let Token::SingleQuotedString(key) = &t.token {
+                if significant(i + 1).is_some_and(|n| tokens[n].token == Token::Eq) {
+                    out.push(TokenWithSpan {
+                        token: Token::Word(Word {
+                            value: key.clone(),
+                            quote_style: Some('"'),
+                            keyword: Keyword::NoKeyword,
+                        }),
+                        span: t.span,
+                    });
+                    i += 1;
+                    continue;
+                }
+            }
+        }
+        out.push(t.clone());
+        i += 1;
+    }
+    Ok((out, watermarks))
+}
+
+/// Parses `WATERMARK FOR col AS expr` starting at `start`; returns it and the index of
+/// the first token after it (the `,` or `)` that ends it).
+fn watermark_clause(
+    tokens: &[TokenWithSpan],
+    start: usize,
+    table: String,
+) -> Result<(WatermarkClause, usize)> {
+    let mut depth = 0usize;
+    let mut end = start;
+    while end < tokens.len() {
+        match tokens[end].token {
+            Token::LParen => depth += 1,
+            Token::RParen if depth == 0 => break,
+            Token::RParen => depth -= 1,
+            Token::Comma if depth == 0 => break,
+            _ => {}
+        }
+        end += 1;
+    }
+    let at = location(&tokens[start]);
+    let dialect = GenericDialect {};
+    // The clause after `WATERMARK FOR`.
+    let body = tokens[start..end]
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| is_word(&t.token, "FOR"))
+        .map(|(k, _)| start + k + 1)
+        .next()
+        .unwrap_or(end);
+    let mut clause = tokens[body..end].to_vec();
+    clause.push(TokenWithSpan::wrap(Token::EOF));
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(clause);
+    let ident = parser.parse_identifier().map_err(parser_error)?;
+    let column = normalize(&ident.value, ident.quote_style.is_some());
+    parser
+        .expect_keyword(Keyword::AS)
+        .map_err(|_| SqlError::Syntax {
+            at,
+            message: format!("expected `WATERMARK FOR {column} AS {column} - INTERVAL '4' SECOND`"),
+        })?;
+    let expr = parser.parse_expr().map_err(parser_error)?;
+    Ok((
+        WatermarkClause {
+            table,
+            column,
+            expr,
+            at,
+        },
+        end,
+    ))
+}
+
+fn tokenizer_error(e: TokenizerError) -> SqlError {
+    SqlError::Syntax {
+        at: Location {
+            line: e.location.line,
+            column: e.location.column,
+        },
+        message: e.message,
+    }
+}
+
+/// sqlparser puts the position at the end of its message: "… at Line: 3, Column: 7".
+fn parser_error(e: ParserError) -> SqlError {
+    let text = match e {
+        ParserError::TokenizerError(m) | ParserError::ParserError(m) => m,
+        ParserError::RecursionLimitExceeded => "the statement nests too deeply".into(),
+    };
+    let number = |key: &str| {
+        text.rfind(key).and_then(|p| {
+            text[p + key.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse::<u64>()
+                .ok()
+        })
+    };
+    let at = Location {
+        line: number("Line: ").unwrap_or(0),
+        column: number("Column: ").unwrap_or(0),
+    };
+    let message = match text.rfind(" at Line: ") {
+        Some(p) => text[..p].to_string(),
+        None => text,
+    };
+    SqlError::Syntax { at, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watermark_clauses_are_lifted_out_and_option_keys_unquoted() {
+        let script = parse(
+            "CREATE TABLE bid (auction BIGINT, date_time TIMESTAMP,\n  WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND\n) WITH ('connector' = 'nexmark', event_type = 'bid');\nCREATE TABLE out WITH ('connector' = 'blackhole');",
+        )
+        .unwrap();
+        assert_eq!(script.statements.len(), 2);
+        assert_eq!(script.watermarks.len(), 1);
+        let w = &script.watermarks[0];
+        assert_eq!((w.table.as_str(), w.column.as_str()), ("bid", "date_time"));
+        assert_eq!(w.at, Location { line: 2, column: 3 });
+        assert_eq!(w.expr.to_string(), "date_time - INTERVAL '4' SECOND");
+        let text = script.statements[0].to_string();
+        assert!(text.contains("\"connector\" = 'nexmark'"), "{text}");
+        assert!(!text.contains("WATERMARK"), "{text}");
+    }
+
+    #[test]
+    fn syntax_errors_carry_line_and_column() {
+        let err = parse("CREATE TABLE t (a BIGINT);\nSELECT FROM WHERE;").unwrap_err();
+        match err {
+            SqlError::Syntax { at, .. } => assert_eq!(at.line, 2),
+            other => panic!("{other}"),
+        }
+    }
+}

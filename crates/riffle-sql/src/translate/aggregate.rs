@@ -1,0 +1,272 @@
+//! `GROUP BY`: window aggregates (tumble, hop, session, or a window column of the input),
+//! unbounded updating aggregates, and the interval-max join of Nexmark q4.
+
+use super::{
+    col_expr, nanos_lit, nanos_of, window_struct, Stream, Translator, WindowColumn, WindowOrigin,
+};
+use crate::error::{Result, SqlError};
+use crate::windows::window_call;
+use datafusion::logical_expr::expr::AggregateFunction as DfAggregate;
+use datafusion::logical_expr::{cast, Aggregate, Expr, ExprSchemable, LogicalPlan};
+use riffle_operators::{
+    AggregateFunction, AggregateSpec, ProjectFactory, SessionAggregateFactory,
+    UpdatingAggregateFactory, WindowAggregateFactory, WindowSpec,
+};
+use std::sync::Arc;
+
+/// How the rows are windowed.
+enum Grouping {
+    /// `tumble(…)`/`hop(…)`/`session(…)` in GROUP BY.
+    Call(WindowSpec),
+    /// A window column of the input (an aggregate of an aggregate, per window).
+    Column(WindowColumn),
+    /// No window: an updating result.
+    None,
+}
+
+impl Translator<'_> {
+    pub(super) fn aggregate(&mut self, agg: &Aggregate) -> Result<Stream> {
+        if let Some(s) = self.interval_max(agg)? {
+            return Ok(s);
+        }
+        let input = self.translate(&agg.input)?;
+        if input.updating.is_some() {
+            return Err(SqlError::unsupported(
+                "an aggregate over an updating result (GROUP BY over a GROUP BY without a window)",
+                "window the inner aggregate with tumble/hop/session, or aggregate once",
+            ));
+        }
+        let in_schema = agg.input.schema();
+        let mut grouping = Grouping::None;
+        let mut window_at = None;
+        let mut keys: Vec<String> = Vec::new();
+        // Computed keys and aggregate inputs, evaluated by a projection first.
+        let mut pre: Vec<(Expr, String)> = Vec::new();
+        for (i, g) in agg.group_expr.iter().enumerate() {
+            let found = match window_call(g)? {
+                Some(spec) => Some(Grouping::Call(spec)),
+                None => match g {
+                    Expr::Column(c) => {
+                        let k = in_schema.index_of_column(c)?;
+                        input.windows[k].map(Grouping::Column)
+                    }
+                    _ => None,
+                },
+            };
+            if let Some(found) = found {
+                if window_at.is_some() {
+                    return Err(SqlError::plan("GROUP BY names two windows; group by one"));
+                }
+                grouping = found;
+                window_at = Some(i);
+                continue;
+            }
+            if let Expr::GroupingSet(_) = g {
+                return Err(SqlError::unsupported(
+                    "GROUPING SETS / CUBE / ROLLUP",
+                    "write one query per grouping",
+                ));
+            }
+            let name = self.input_column(g, &input, in_schema, &mut pre, "key")?;
+            keys.push(name);
+        }
+        let mut specs = Vec::new();
+        for (j, a) in agg.aggr_expr.iter().enumerate() {
+            let out = agg.schema.field(agg.group_expr.len() + j).name().clone();
+            specs.push(self.aggregate_spec(a, &out, &input, in_schema, &mut pre)?);
+        }
+        let mut source = input.node;
+        if !pre.is_empty() {
+            let mut exprs: Vec<Expr> = input
+                .physical_columns()
+                .into_iter()
+                .map(|c| col_expr(&c))
+                .collect();
+            exprs.extend(pre.iter().map(|(e, n)| e.clone().alias(n)));
+            let factory = ProjectFactory::new(self.graph.schema(source), exprs)?;
+            source = self.add("project", Arc::new(factory), None, &[source])?;
+        }
+        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let schema = self.graph.schema(source).clone();
+        let p = Some(self.parallelism());
+        let (node, window) = match grouping {
+            Grouping::Call(WindowSpec::Session { gap }) => {
+                let f = SessionAggregateFactory::new(&schema, &key_refs, gap, specs)?;
+                let node = self.add("session_aggregate", Arc::new(f), p, &[source])?;
+                (node, Some((WindowSpec::Session { gap }, None)))
+            }
+            Grouping::Call(spec) => {
+                let f = WindowAggregateFactory::new(&schema, &key_refs, spec, specs)?;
+                let node = self.add("window_aggregate", Arc::new(f), p, &[source])?;
+                (node, Some((spec, None)))
+            }
+            Grouping::Column(w) => {
+                let granule = w.granule().ok_or_else(|| {
+                    SqlError::unsupported(
+                        "grouping the result of a session window by its window",
+                        "sessions of different keys do not line up; aggregate per key in the session query itself",
+                    )
+                })?;
+                let spec = WindowSpec::Tumbling { size: granule };
+                let f = WindowAggregateFactory::new(&schema, &key_refs, spec, specs)?;
+                let node = self.add("window_aggregate", Arc::new(f), p, &[source])?;
+                // The input window's length, to rebuild its start from the end.
+                let size = match w.spec {
+                    WindowSpec::Hopping { size, .. } | WindowSpec::Tumbling { size } => size,
+                    WindowSpec::Session { .. } => granule,
+                };
+                (node, Some((w.spec, Some(size))))
+            }
+            Grouping::None => {
+                let f = UpdatingAggregateFactory::new(&schema, &key_refs, specs.clone())?;
+                let node = self.add("aggregate", Arc::new(f), p, &[source])?;
+                (node, None)
+            }
+        };
+        // Fields in DataFusion's order: group expressions, then aggregates.
+        let mut exprs = Vec::new();
+        let mut windows = Vec::new();
+        let mut k = 0;
+        for i in 0..agg.group_expr.len() {
+            if let (true, Some((spec, rebuilt))) = (Some(i) == window_at, window) {
+                let end = nanos_of("window_end");
+                let start = match rebuilt {
+                    Some(size) => end.clone() - nanos_lit(size),
+                    None => nanos_of("window_start"),
+                };
+                exprs.push(window_struct(start, end));
+                windows.push(Some(WindowColumn {
+                    spec,
+                    origin: WindowOrigin::Operator(node),
+                }));
+            } else {
+                exprs.push(col_expr(&keys[k]));
+                windows.push(None);
+                k += 1;
+            }
+        }
+        let out_schema = self.graph.schema(node).schema.clone();
+        for j in 0..agg.aggr_expr.len() {
+            let df = agg.schema.field(agg.group_expr.len() + j);
+            let name = df.name();
+            let riffle = out_schema.field_with_name(name)?.data_type().clone();
+            exprs.push(if &riffle == df.data_type() {
+                col_expr(name)
+            } else {
+                cast(col_expr(name), df.data_type().clone())
+            });
+            windows.push(None);
+        }
+        let updating = (window.is_none() && !agg.aggr_expr.is_empty())
+            .then(|| (0..agg.group_expr.len()).collect());
+        let names = super::unique_names(agg.schema.fields().iter().map(|f| f.name().as_str()));
+        let identity = exprs
+            .iter()
+            .zip(&names)
+            .all(|(e, n)| matches!(e, Expr::Column(c) if &c.name == n));
+        let node = if identity {
+            node
+        } else {
+            let aliased: Vec<Expr> = exprs
+                .into_iter()
+                .zip(&names)
+                .map(|(e, n)| e.alias(n))
+                .collect();
+            let f = ProjectFactory::new(self.graph.schema(node), aliased)?;
+            self.add("project", Arc::new(f), None, &[node])?
+        };
+        let mut stream = Stream::of_node(node, names);
+        stream.windows = windows;
+        stream.updating = updating;
+        Ok(stream)
+    }
+
+    /// The riffle column holding `e` (a column, or a computed value added to `pre`).
+    fn input_column(
+        &self,
+        e: &Expr,
+        input: &Stream,
+        schema: &datafusion::common::DFSchema,
+        pre: &mut Vec<(Expr, String)>,
+        kind: &str,
+    ) -> Result<String> {
+        if let Expr::Column(c) = e {
+            let i = schema.index_of_column(c)?;
+            if !input.is_virtual(i) {
+                return Ok(input.columns[i].clone());
+            }
+        }
+        let name = format!("__{kind}_{}", pre.len());
+        pre.push((self.rewrite(e, input, schema)?, name.clone()));
+        Ok(name)
+    }
+
+    fn aggregate_spec(
+        &self,
+        e: &Expr,
+        out: &str,
+        input: &Stream,
+        schema: &datafusion::common::DFSchema,
+        pre: &mut Vec<(Expr, String)>,
+    ) -> Result<AggregateSpec> {
+        let inner = crate::windows::unaliased(e);
+        let Expr::AggregateFunction(DfAggregate { func, params }) = inner else {
+            return Err(SqlError::plan(format!("`{e}` is not an aggregate")));
+        };
+        let name = func.name().to_lowercase();
+        if params.filter.is_some() || !params.order_by.is_empty() {
+            return Err(SqlError::unsupported(
+                format!("FILTER / ORDER BY inside `{inner}`"),
+                "filter the rows in WHERE before grouping",
+            ));
+        }
+        let function = match (name.as_str(), params.distinct) {
+            ("count", true) => AggregateFunction::CountDistinct,
+            ("count", false) => AggregateFunction::Count,
+            ("sum", false) => AggregateFunction::Sum,
+            ("min", _) => AggregateFunction::Min,
+            ("max", _) => AggregateFunction::Max,
+            ("avg" | "mean", false) => AggregateFunction::Avg,
+            _ => {
+                return Err(SqlError::unsupported(
+                    format!("the aggregate `{inner}`"),
+                    "riffle aggregates with count, count(DISTINCT …), sum, min, max and avg",
+                ))
+            }
+        };
+        // count(*) reaches the plan as count(1).
+        let star = matches!(params.args.as_slice(), [] | [Expr::Literal(..)]);
+        if function == AggregateFunction::Count && star {
+            return Ok(AggregateSpec::count_star(out));
+        }
+        let [arg] = params.args.as_slice() else {
+            return Err(SqlError::plan(format!("`{inner}` takes one argument")));
+        };
+        // avg's input is coerced to DOUBLE; riffle averages integers exactly as they are.
+        let arg = match (function, arg) {
+            (AggregateFunction::Avg, Expr::Cast(c))
+                if matches!(c.expr.as_ref(), Expr::Column(_))
+                    && c.expr.get_type(schema).is_ok_and(|t| t.is_integer()) =>
+            {
+                c.expr.as_ref()
+            }
+            (_, arg) => arg,
+        };
+        let column = self.input_column(arg, input, schema, pre, "arg")?;
+        Ok(AggregateSpec::new(function, &column, out))
+    }
+
+    /// q4's shape: `max(right.v)` per left row of `left JOIN right ON key WHERE
+    /// right.time BETWEEN left.a AND left.b`, grouped by left columns including the key.
+    fn interval_max(&mut self, agg: &Aggregate) -> Result<Option<Stream>> {
+        super::join::interval_max(self, agg)
+    }
+}
+
+/// The plan under aliases.
+pub(super) fn peel(plan: &LogicalPlan) -> &LogicalPlan {
+    match plan {
+        LogicalPlan::SubqueryAlias(a) => peel(&a.input),
+        p => p,
+    }
+}

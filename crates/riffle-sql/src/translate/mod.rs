@@ -1,0 +1,448 @@
+//! Translates optimized DataFusion logical plans into a riffle [`JobGraph`].
+//!
+//! Every plan node becomes a [`Stream`]: a riffle node plus, for each field of the
+//! DataFusion schema, the riffle column holding it. Riffle operators address columns by
+//! name, so column-only projections and aliases cost nothing: they only remap fields.
+//! Plans are memoized, so a view or a table used twice becomes one branch of the
+//! dataflow that feeds both consumers.
+
+mod aggregate;
+mod join;
+mod stream;
+
+use crate::connectors::SourceTable;
+use crate::error::{Result, SqlError};
+use crate::windows::{mentions_window, window_call};
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{Column, DFSchema, ScalarValue};
+use datafusion::functions::core::expr_fn::named_struct;
+use datafusion::logical_expr::{cast, lit, Expr, LogicalPlan, Projection};
+use riffle_core::arrow::datatypes::DataType;
+use riffle_core::{OperatorFactory, TIMESTAMP_FIELD};
+use riffle_operators::{FilterFactory, ProjectFactory, WindowSpec};
+use riffle_runtime::{JobGraph, NodeId};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use stream::{Stream, WindowColumn, WindowOrigin, VIRTUAL_PREFIX};
+
+/// Builds the dataflow of one pipeline, statement by statement.
+pub struct Translator<'a> {
+    /// The graph built so far.
+    pub graph: JobGraph,
+    parallelism: usize,
+    sources: &'a HashMap<String, SourceTable>,
+    source_nodes: HashMap<String, NodeId>,
+    memo: HashMap<LogicalPlan, Stream>,
+    names: HashMap<&'static str, usize>,
+}
+
+impl<'a> Translator<'a> {
+    /// A translator adding nodes of `parallelism` to `graph`.
+    pub fn new(
+        graph: JobGraph,
+        parallelism: usize,
+        sources: &'a HashMap<String, SourceTable>,
+    ) -> Self {
+        Self {
+            graph,
+            parallelism,
+            sources,
+            source_nodes: HashMap::new(),
+            memo: HashMap::new(),
+            names: HashMap::new(),
+        }
+    }
+
+    /// The stream a plan produces.
+    ///
+    /// # Errors
+    /// Constructs riffle does not run on streams, named, with a hint.
+    pub fn translate(&mut self, plan: &LogicalPlan) -> Result<Stream> {
+        if let Some(s) = self.memo.get(plan) {
+            return Ok(s.clone());
+        }
+        let stream = match plan {
+            LogicalPlan::TableScan(scan) => self.scan(scan)?,
+            LogicalPlan::SubqueryAlias(a) => self.translate(&a.input)?,
+            LogicalPlan::Projection(p) => self.projection(p)?,
+            LogicalPlan::Filter(f) => {
+                let input = self.translate(&f.input)?;
+                self.filter(&input, &f.predicate, f.input.schema())?
+            }
+            LogicalPlan::Aggregate(a) => self.aggregate(a)?,
+            LogicalPlan::Join(j) => self.join(j)?,
+            LogicalPlan::Sort(_) => {
+                return Err(SqlError::unsupported(
+                    "ORDER BY",
+                    "a stream never ends, so it cannot be sorted; to keep the top rows per window, join a window's rows with its max (see docs/sql.md, q7)",
+                ))
+            }
+            LogicalPlan::Limit(_) => {
+                return Err(SqlError::unsupported(
+                    "LIMIT",
+                    "remove it; bound the input instead (e.g. the nexmark 'events' option)",
+                ))
+            }
+            LogicalPlan::Window(_) => {
+                return Err(SqlError::unsupported(
+                    "an OVER (…) window function",
+                    "aggregate over tumble/hop/session windows in GROUP BY instead",
+                ))
+            }
+            LogicalPlan::Union(_) => {
+                return Err(SqlError::unsupported(
+                    "UNION",
+                    "write one INSERT INTO per branch (into separate sinks)",
+                ))
+            }
+            LogicalPlan::Distinct(_) => {
+                return Err(SqlError::unsupported(
+                    "DISTINCT ON",
+                    "use GROUP BY with the columns that must be distinct",
+                ))
+            }
+            LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => {
+                return Err(SqlError::unsupported(
+                    "a query without a source table",
+                    "select FROM a table declared with a connector",
+                ))
+            }
+            other => {
+                return Err(SqlError::unsupported(
+                    format!("`{}`", other.display()),
+                    "see docs/sql.md for what riffle SQL runs",
+                ))
+            }
+        };
+        self.memo.insert(plan.clone(), stream.clone());
+        Ok(stream)
+    }
+
+    /// A fresh stable operator id such as `project_3`.
+    pub(crate) fn name(&mut self, kind: &'static str) -> String {
+        let n = self.names.entry(kind).or_insert(0);
+        *n += 1;
+        format!("{kind}_{n}")
+    }
+
+    /// Parallelism of keyed operators.
+    pub(crate) fn parallelism(&self) -> usize {
+        self.parallelism
+    }
+
+    /// Adds an operator on `inputs`; stateless operators follow their input's parallelism.
+    pub(crate) fn add(
+        &mut self,
+        kind: &'static str,
+        factory: Arc<dyn OperatorFactory>,
+        parallelism: Option<usize>,
+        inputs: &[NodeId],
+    ) -> Result<NodeId> {
+        let p = parallelism.unwrap_or_else(|| self.graph.nodes()[inputs[0].0].parallelism);
+        let name = self.name(kind);
+        Ok(self.graph.operator(&name, factory, p, inputs)?)
+    }
+
+    fn scan(&mut self, scan: &datafusion::logical_expr::TableScan) -> Result<Stream> {
+        let table = scan.table_name.table().to_string();
+        let source = self.sources.get(&table).ok_or_else(|| {
+            SqlError::plan(format!("`{table}` is not a source table of this pipeline"))
+        })?;
+        if scan.fetch.is_some() {
+            return Err(SqlError::unsupported("LIMIT", "remove it"));
+        }
+        let node = match self.source_nodes.get(&table) {
+            Some(n) => *n,
+            None => {
+                let p = self.parallelism;
+                let n = self.graph.source(
+                    &table,
+                    source.factory.clone(),
+                    p,
+                    source.watermarks,
+                )?;
+                self.source_nodes.insert(table.clone(), n);
+                n
+            }
+        };
+        let schema = self.graph.schema(node).schema.clone();
+        let all: Vec<String> = schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .filter(|n| n != TIMESTAMP_FIELD)
+            .collect();
+        let columns: Vec<String> = match &scan.projection {
+            Some(indices) => indices.iter().map(|&i| all[i].clone()).collect(),
+            None => all,
+        };
+        let mut stream = Stream::of_node(node, columns);
+        stream.event_time = stream.columns.iter().position(|c| *c == source.event_time);
+        if let Some(predicate) = scan.filters.iter().cloned().reduce(|a, b| a.and(b)) {
+            stream = self.filter(&stream, &predicate, &scan.projected_schema)?;
+        }
+        Ok(stream)
+    }
+
+    fn filter(&mut self, input: &Stream, predicate: &Expr, schema: &DFSchema) -> Result<Stream> {
+        if input.updating.is_some() {
+            return Err(SqlError::unsupported(
+                format!("filtering an updating result (`{predicate}`, e.g. HAVING after a GROUP BY without a window)"),
+                "filter before aggregating, or aggregate over a tumble/hop/session window",
+            ));
+        }
+        let predicate = self.rewrite(predicate, input, schema)?;
+        let factory = FilterFactory::new(self.graph.schema(input.node), predicate)?;
+        let node = self.add("filter", Arc::new(factory), None, &[input.node])?;
+        Ok(input.filtered(node))
+    }
+
+    fn projection(&mut self, p: &Projection) -> Result<Stream> {
+        let input = self.translate(&p.input)?;
+        let in_schema = p.input.schema();
+        let mut out = input.clone();
+        out.columns.clear();
+        out.windows.clear();
+        out.origin_columns.clear();
+        out.event_time = None;
+        // (riffle name, expression) of each output; None while every output is a column.
+        let mut computed: Vec<(Expr, Option<WindowColumn>, Option<String>)> = Vec::new();
+        let mut physical = false;
+        for (i, e) in p.expr.iter().enumerate() {
+            let inner = crate::windows::unaliased(e);
+            if let Expr::Column(c) = inner {
+                let k = in_schema.index_of_column(c)?;
+                computed.push((
+                    col_expr(&input.columns[k]),
+                    input.windows[k],
+                    input.origin_columns[k].clone(),
+                ));
+                if input.event_time == Some(k) {
+                    out.event_time = Some(i);
+                }
+            } else if let Some(spec) = window_call(inner)? {
+                let WindowSpec::Tumbling { .. } = spec else {
+                    return Err(SqlError::unsupported(
+                        format!("`{inner}` outside GROUP BY"),
+                        "a row falls in several hopping windows and sessions need grouping: use hop()/session() in GROUP BY; tumble() may tag rows",
+                    ));
+                };
+                let name = format!("{VIRTUAL_PREFIX}{i}");
+                computed.push((
+                    col_expr(&name),
+                    Some(WindowColumn {
+                        spec,
+                        origin: WindowOrigin::PerRow,
+                    }),
+                    None,
+                ));
+            } else {
+                computed.push((self.rewrite(inner, &input, in_schema)?, None, None));
+                physical = true;
+            }
+        }
+        if !physical {
+            // Every output is a column (or virtual): remap, no operator.
+            for (e, w, o) in computed {
+                out.columns.push(match e {
+                    Expr::Column(c) => c.name,
+                    other => other.schema_name().to_string(),
+                });
+                out.windows.push(w);
+                out.origin_columns.push(o);
+            }
+            out.updating = remap_keys(&input, &p.expr, in_schema)?;
+            return Ok(out);
+        }
+        // Virtual fields stay virtual; the rest become columns.
+        let mut names = unique_names(p.schema.fields().iter().map(|f| f.name().as_str()));
+        let mut exprs: Vec<Expr> = Vec::new();
+        for ((e, _, _), n) in computed.iter().zip(names.iter_mut()) {
+            match e {
+                Expr::Column(c) if c.name.starts_with(VIRTUAL_PREFIX) => *n = c.name.clone(),
+                e => exprs.push(e.clone().alias(n.as_str())),
+            }
+        }
+        let factory = ProjectFactory::new(self.graph.schema(input.node), exprs)?;
+        let node = self.add("project", Arc::new(factory), None, &[input.node])?;
+        out.node = node;
+        out.columns = names;
+        for (_, w, o) in computed {
+            out.windows.push(w);
+            out.origin_columns.push(o);
+        }
+        out.updating = remap_keys(&input, &p.expr, in_schema)?;
+        Ok(out)
+    }
+
+    /// `stream` with its virtual window fields (except windows `keep`) turned into
+    /// columns, for operators that buffer or key on columns.
+    pub(crate) fn materialize_unless(
+        &mut self,
+        stream: &Stream,
+        keep: Option<WindowSpec>,
+    ) -> Result<Stream> {
+        let needed = |i: usize| stream.is_virtual(i) && stream.windows[i].map(|w| w.spec) != keep;
+        if !(0..stream.columns.len()).any(needed) {
+            return Ok(stream.clone());
+        }
+        let mut out = stream.clone();
+        let mut exprs: Vec<Expr> = stream
+            .physical_columns()
+            .iter()
+            .map(|c| col_expr(c))
+            .collect();
+        let mut taken = stream.physical_columns();
+        for i in 0..stream.columns.len() {
+            if needed(i) {
+                let name = unique_names(taken.iter().map(String::as_str).chain(["w"]))
+                    .pop()
+                    .unwrap_or_default();
+                exprs.push(field_expr(stream, i).alias(&name));
+                taken.push(name.clone());
+                out.columns[i] = name;
+            }
+        }
+        let factory = ProjectFactory::new(self.graph.schema(stream.node), exprs)?;
+        out.node = self.add("project", Arc::new(factory), None, &[stream.node])?;
+        Ok(out)
+    }
+
+    /// `expr` over `schema` (the DataFusion input of the node) with columns renamed to
+    /// the riffle columns of `input`.
+    pub(crate) fn rewrite(&self, expr: &Expr, input: &Stream, schema: &DFSchema) -> Result<Expr> {
+        let mut failure: Option<SqlError> = None;
+        let rewritten = expr
+            .clone()
+            .transform_up(|e| {
+                // A row's own tumbling window (the optimizer may move `w['start']` next
+                // to the `tumble(…)` that made `w`).
+                if let Ok(Some(WindowSpec::Tumbling { size })) = window_call(&e) {
+                    return Ok(Transformed::yes(row_window(size)));
+                }
+                if mentions_window(&e) && matches!(e, Expr::ScalarFunction(_)) && window_call(&e).is_ok_and(|w| w.is_some()) {
+                    failure = Some(SqlError::unsupported(
+                        format!("`{e}` outside GROUP BY"),
+                        "a row falls in several hopping windows and sessions need grouping: use hop()/session() as a GROUP BY item (aliased, e.g. AS w) and read w['start'] / w['end'] from the result",
+                    ));
+                    return Ok(Transformed::no(e));
+                }
+                Ok(match e {
+                    Expr::Column(c) => match schema.index_of_column(&c) {
+                        Ok(i) => Transformed::yes(field_expr(input, i)),
+                        Err(e) => {
+                            failure = Some(e.into());
+                            Transformed::no(Expr::Column(c))
+                        }
+                    },
+                    Expr::ScalarSubquery(_)
+                    | Expr::Exists(_)
+                    | Expr::InSubquery(_)
+                    | Expr::OuterReferenceColumn(..) => {
+                        failure = Some(SqlError::unsupported(
+                            format!("the subquery in `{e}`"),
+                            "write it as a join",
+                        ));
+                        Transformed::no(e)
+                    }
+                    other => Transformed::no(other),
+                })
+            })?
+            .data;
+        match failure {
+            Some(f) => Err(f),
+            None => Ok(rewritten),
+        }
+    }
+}
+
+/// The value of field `i` of `stream`: its column, or a virtual window computed from the
+/// event time.
+pub(crate) fn field_expr(stream: &Stream, i: usize) -> Expr {
+    match stream.windows[i] {
+        Some(WindowColumn {
+            spec: WindowSpec::Tumbling { size },
+            ..
+        }) if stream.is_virtual(i) => row_window(size),
+        _ => col_expr(&stream.columns[i]),
+    }
+}
+
+/// A column reference by riffle name (never split at dots).
+pub(crate) fn col_expr(name: &str) -> Expr {
+    Expr::Column(Column::new_unqualified(name))
+}
+
+/// `{start, end}` of the tumbling window of `size` holding each row's event time.
+fn row_window(size: Duration) -> Expr {
+    let nanos = i64::try_from(size.as_nanos()).unwrap_or(i64::MAX);
+    let ts = cast(col_expr(TIMESTAMP_FIELD), DataType::Int64);
+    let start = ts.clone() - ((ts % lit(nanos)) + lit(nanos)) % lit(nanos);
+    window_struct(start.clone(), start + lit(nanos))
+}
+
+/// The window struct from start and end nanoseconds (Int64 expressions).
+pub(crate) fn window_struct(start: Expr, end: Expr) -> Expr {
+    let ts = riffle_core::timestamp_type();
+    named_struct(vec![
+        lit("start"),
+        cast(start, ts.clone()),
+        lit("end"),
+        cast(end, ts),
+    ])
+}
+
+/// Nanoseconds of a timestamp column as Int64.
+pub(crate) fn nanos_of(column: &str) -> Expr {
+    cast(col_expr(column), DataType::Int64)
+}
+
+/// A literal of `d` in nanoseconds.
+pub(crate) fn nanos_lit(d: Duration) -> Expr {
+    Expr::Literal(
+        ScalarValue::Int64(Some(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))),
+        None,
+    )
+}
+
+/// Column names made unique by suffixing `_2`, `_3`, … and never `_timestamp`.
+pub(crate) fn unique_names<'n>(names: impl Iterator<Item = &'n str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for n in names {
+        let base = if n == TIMESTAMP_FIELD { "timestamp" } else { n };
+        let mut name = base.to_string();
+        let mut k = 2;
+        while out.contains(&name) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        out.push(name);
+    }
+    out
+}
+
+/// The updating keys of a projection's output: each input key must pass through.
+fn remap_keys(input: &Stream, exprs: &[Expr], schema: &DFSchema) -> Result<Option<Vec<usize>>> {
+    let Some(keys) = &input.updating else {
+        return Ok(None);
+    };
+    let mut out = Vec::new();
+    for &k in keys {
+        let at = exprs.iter().position(|e| {
+            let inner = crate::windows::unaliased(e);
+            matches!(inner, Expr::Column(c) if schema.index_of_column(c).ok() == Some(k))
+        });
+        match at {
+            Some(i) => out.push(i),
+            None => {
+                return Err(SqlError::plan(format!(
+                    "the result is updated per `{}`, but the query drops that column; keep the GROUP BY columns in the SELECT list",
+                    schema.field(k).name()
+                )))
+            }
+        }
+    }
+    Ok(Some(out))
+}

@@ -1,0 +1,193 @@
+//! What a user sees when a pipeline file is wrong: the place, the construct, the fix.
+
+use riffle_sql::{plan_pipeline, ConnectorRegistry, PlanOptions, SqlError};
+
+const BID: &str =
+    "CREATE TABLE bid WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '1000');\n";
+
+fn plan(text: &str) -> Result<riffle_sql::SqlPipeline, SqlError> {
+    let options = PlanOptions {
+        name: "test".into(),
+        parallelism: 2,
+        max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
+        settings: Default::default(),
+    };
+    plan_pipeline(text, &options, &ConnectorRegistry::default())
+}
+
+fn error(text: &str) -> String {
+    match plan(text) {
+        Ok(_) => panic!("planned, but should not have:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn assert_mentions(message: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(message.contains(p), "`{p}` missing from:\n{message}");
+    }
+}
+
+#[test]
+fn syntax_errors_name_line_and_column() {
+    let e = error(&format!("{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELEC auction FROM bid;"));
+    assert_mentions(&e, &["syntax error at line 3, column"]);
+}
+
+#[test]
+fn unknown_columns_name_the_statement_line() {
+    let e = error(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\n\nINSERT INTO out SELECT auctoin FROM bid;"
+    ));
+    assert_mentions(&e, &["line 4", "auctoin"]);
+}
+
+#[test]
+fn unknown_options_list_the_valid_ones() {
+    let e = error(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json', 'rolling' = '1');\nINSERT INTO out SELECT auction FROM bid;"
+    ));
+    assert_mentions(
+        &e,
+        &[
+            "table `out`",
+            "no option 'rolling'",
+            "'path'",
+            "'format'",
+            "'on_malformed'",
+        ],
+    );
+    let e = error("CREATE TABLE bid WITH ('connector' = 'kafak');\n");
+    assert_mentions(
+        &e,
+        &[
+            "unknown connector 'kafak'",
+            "nexmark",
+            "filesystem",
+            "stdout",
+            "blackhole",
+        ],
+    );
+    let e = error("CREATE TABLE bid WITH ('connector' = 'nexmark');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT * FROM bid;");
+    assert_mentions(&e, &["option 'event_type' is required"]);
+}
+
+#[test]
+fn unbounded_constructs_are_named_with_a_hint() {
+    let sink = "CREATE TABLE out WITH ('connector' = 'stdout');\n";
+    for (query, named) in [
+        ("SELECT auction FROM bid ORDER BY price", "ORDER BY"),
+        ("SELECT auction FROM bid LIMIT 10", "LIMIT"),
+        (
+            "SELECT auction, row_number() OVER (PARTITION BY auction ORDER BY price) AS n FROM bid",
+            "OVER",
+        ),
+        (
+            "SELECT a.auction FROM bid a LEFT JOIN bid b ON a.auction = b.bidder",
+            "Left JOIN",
+        ),
+        (
+            "SELECT a.auction FROM bid a JOIN bid b ON a.price < b.price",
+            "without an equality",
+        ),
+        (
+            "SELECT auction FROM bid UNION ALL SELECT bidder FROM bid",
+            "UNION",
+        ),
+    ] {
+        let e = error(&format!("{BID}{sink}INSERT INTO out {query};"));
+        assert_mentions(
+            &e,
+            &[
+                named,
+                "not supported on a stream",
+                "hint:",
+                "line 3, column 1",
+            ],
+        );
+    }
+}
+
+#[test]
+fn an_updating_result_needs_a_sink_that_takes_updates() {
+    let query = "INSERT INTO out SELECT auction, count(*) AS n FROM bid GROUP BY auction;";
+    let e = error(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\n{query}"
+    ));
+    assert_mentions(
+        &e,
+        &[
+            "the result is updating",
+            "append-only",
+            "PRIMARY KEY",
+            "hint:",
+        ],
+    );
+    // Accepted with a primary key equal to the group columns, or by stdout.
+    plan(&format!(
+        "{BID}CREATE TABLE out (auction BIGINT, n BIGINT, PRIMARY KEY (auction)) WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\n{query}"
+    ))
+    .unwrap();
+    plan(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\n{query}"
+    ))
+    .unwrap();
+    let e = error(&format!(
+        "{BID}CREATE TABLE out (auction BIGINT, n BIGINT, PRIMARY KEY (n)) WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\n{query}"
+    ));
+    assert_mentions(&e, &["PRIMARY KEY (n)", "updated per (auction)"]);
+    // HAVING filters an updating result.
+    let e = error(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT auction, count(*) AS n FROM bid GROUP BY auction HAVING count(*) > 3;"
+    ));
+    assert_mentions(&e, &["filtering an updating result", "hint:"]);
+}
+
+#[test]
+fn file_sources_need_their_event_time() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.jsonl"), "{\"ts\": 1, \"v\": 2}\n").unwrap();
+    let text = format!(
+        "CREATE TABLE src WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT v FROM src;",
+        dir.path().display()
+    );
+    assert_mentions(&error(&text), &["table `src`", "WATERMARK FOR ts"]);
+    let with_watermark = text.replace(
+        "CREATE TABLE src WITH",
+        "CREATE TABLE src (ts BIGINT, v BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH",
+    );
+    plan(&with_watermark).unwrap();
+}
+
+#[test]
+fn window_functions_are_checked() {
+    let sink = "CREATE TABLE out WITH ('connector' = 'stdout');\n";
+    let e = error(&format!(
+        "{BID}{sink}INSERT INTO out SELECT count(*) AS n, hop(INTERVAL '3' SECOND, INTERVAL '10' SECOND) AS w FROM bid GROUP BY w;"
+    ));
+    assert_mentions(&e, &["multiple of the slide", "hint: write hop("]);
+    let e = error(&format!(
+        "{BID}{sink}INSERT INTO out SELECT auction, hop(INTERVAL '2' SECOND, INTERVAL '10' SECOND) AS w FROM bid;"
+    ));
+    assert_mentions(&e, &["outside GROUP BY", "several hopping windows"]);
+    let e = error(&format!(
+        "{BID}{sink}INSERT INTO out SELECT count(*) AS n, tumble(price) AS w FROM bid GROUP BY w;"
+    ));
+    assert_mentions(&e, &["not a positive interval literal"]);
+}
+
+#[test]
+fn a_file_without_insert_computes_nothing() {
+    let e = error(BID);
+    assert_mentions(&e, &["no INSERT INTO"]);
+    let e = error(&format!("{BID}SELECT * FROM bid;"));
+    assert_mentions(&e, &["nowhere to write", "stdout"]);
+}
+
+#[test]
+fn watermarks_must_trail_the_event_time_column() {
+    let e = error("CREATE TABLE bid (WATERMARK FOR date_time AS date_time + INTERVAL '4' SECOND) WITH ('connector' = 'nexmark', 'event_type' = 'bid');");
+    assert_mentions(&e, &["line 1, column 19", "unsupported watermark", "hint:"]);
+    let e = error("CREATE TABLE bid (WATERMARK FOR expires AS expires) WITH ('connector' = 'nexmark', 'event_type' = 'auction');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT id FROM bid;");
+    assert_mentions(&e, &["event time is `date_time`"]);
+}
