@@ -9,6 +9,9 @@ pub enum BenchError {
     /// The graph could not be built or the job failed.
     #[error(transparent)]
     Runtime(#[from] riffle_runtime::RuntimeError),
+    /// A SQL example did not plan.
+    #[error("{0}")]
+    Sql(String),
     /// An unknown query or job name.
     #[error("unknown {kind} `{name}`; choose one of: {choices}")]
     Unknown {

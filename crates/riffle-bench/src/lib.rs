@@ -13,6 +13,7 @@ pub mod peer;
 pub mod queries;
 pub mod resources;
 pub mod restart;
+pub mod sql_queries;
 
 pub use error::BenchError;
 pub use harness::{BenchRow, Measured};

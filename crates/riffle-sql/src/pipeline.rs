@@ -79,6 +79,61 @@ pub fn plan_pipeline(
     options: &PlanOptions,
     registry: &ConnectorRegistry,
 ) -> Result<SqlPipeline> {
+    plan_text(text, options, registry).map_err(|e| point_at_unknown_name(e, text))
+}
+
+/// DataFusion names an unknown column without a position: find it in the statement
+/// the error is located at, so the message points at the word itself.
+fn point_at_unknown_name(error: SqlError, text: &str) -> SqlError {
+    let SqlError::Plan {
+        at: Some(at),
+        message,
+        hint,
+    } = error
+    else {
+        return error;
+    };
+    let name = message.split_once("No field named ").map(|(_, rest)| {
+        rest.trim_start_matches('"')
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    });
+    let found = name.filter(|n| !n.is_empty()).and_then(|name| {
+        text.lines()
+            .enumerate()
+            .skip(at.line.saturating_sub(1) as usize)
+            .find_map(|(i, line)| {
+                let lower = line.to_lowercase();
+                let mut from = 0;
+                while let Some(p) = lower[from..].find(&name) {
+                    let start = from + p;
+                    let end = start + name.len();
+                    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+                    if !word(lower[..start].chars().last()) && !word(lower[end..].chars().next()) {
+                        return Some(Location {
+                            line: i as u64 + 1,
+                            column: lower[..start].chars().count() as u64 + 1,
+                        });
+                    }
+                    from = end;
+                }
+                None
+            })
+    });
+    SqlError::Plan {
+        at: Some(found.unwrap_or(at)),
+        message,
+        hint,
+    }
+}
+
+fn plan_text(
+    text: &str,
+    options: &PlanOptions,
+    registry: &ConnectorRegistry,
+) -> Result<SqlPipeline> {
     let started = Instant::now();
     let script = script::parse(text)?;
     let targets: HashSet<String> = script

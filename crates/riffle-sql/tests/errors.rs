@@ -39,7 +39,7 @@ fn unknown_columns_name_the_statement_line() {
     let e = error(&format!(
         "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\n\nINSERT INTO out SELECT auctoin FROM bid;"
     ));
-    assert_mentions(&e, &["line 4", "auctoin"]);
+    assert_mentions(&e, &["line 4, column 24", "auctoin"]);
 }
 
 #[test]

@@ -7,6 +7,7 @@ use riffle_bench::harness::{
 };
 use riffle_bench::queries::{self, Query, QueryOptions};
 use riffle_bench::restart::{measure_restart, RestartMeasured};
+use riffle_bench::sql_queries;
 use riffle_bench::PeerJob;
 use riffle_connectors::nexmark::NexmarkConfig;
 use riffle_connectors::sinks::BlackholeSinkFactory;
@@ -16,7 +17,8 @@ use std::time::Duration;
 /// Arguments of `riffle bench`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  riffle bench                                  # every query and both peer jobs\n  riffle bench --queries q0,q5 --events 1M --runs 1\n  riffle bench --job peer-window --events 25M --parallelism 1\n  riffle bench --queries q5,q8 --job peer-window --checkpoint-interval 0,10s,1s\n  riffle bench --queries none --job none --restart-keys 27M   # restart with ~1 GiB of state\n  riffle bench --json > bench.jsonl"
+    after_help = "Examples:\n  riffle bench                                  # every query and both peer jobs\n  riffle bench --queries q0,q5 --events 1M --runs 1\n  riffle bench --job peer-window --events 25M --parallelism 1\n  riffle bench --queries q5,q8 --job peer-window --checkpoint-interval 0,10s,1s\n  riffle bench --queries none --job none --restart-keys 27M   # restart with ~1 GiB of state\n  riffle bench --job none --sql --runs 5   # each SQL example against its Rust twin
+  riffle bench --json > bench.jsonl"
 )]
 pub struct BenchArgs {
     /// Comma-separated queries, or `all`, or `none`.
@@ -57,6 +59,11 @@ pub struct BenchArgs {
     /// each; 27M ≈ 1 GiB): checkpoint, stop, and time recovery to the first output row.
     #[arg(long, default_value = "0", value_parser = parse_count)]
     pub restart_keys: u64,
+    /// Also run each query's SQL version (examples/nexmark/qN.sql, sink a blackhole),
+    /// alternating runs with the Rust-API version, and print SQL/Rust throughput and
+    /// planning time. With --in-process: run only the SQL versions.
+    #[arg(long)]
+    pub sql: bool,
     /// Run every measurement in this process instead of a child process per run (peak
     /// RSS then covers all runs so far).
     #[arg(long)]
@@ -129,8 +136,14 @@ fn restart_table(runs: &[RestartMeasured], parallelism: usize) -> String {
 }
 
 /// One measurement in a child process, so its peak RSS is its own.
-fn run_child(args: &BenchArgs, queries: &str, job: &str, interval: Duration) -> Result<BenchRow> {
-    let child_args: Vec<String> = [
+fn run_child(
+    args: &BenchArgs,
+    queries: &str,
+    job: &str,
+    interval: Duration,
+    sql: bool,
+) -> Result<BenchRow> {
+    let mut child_args: Vec<String> = [
         "--queries",
         queries,
         "--job",
@@ -152,6 +165,9 @@ fn run_child(args: &BenchArgs, queries: &str, job: &str, interval: Duration) -> 
     ]
     .map(String::from)
     .to_vec();
+    if sql {
+        child_args.push("--sql".into());
+    }
     child_json(&child_args, &format!("{queries}{job}"))
 }
 
@@ -225,19 +241,33 @@ pub fn run(args: BenchArgs) -> Result<()> {
             } else {
                 ("none", name.as_str())
             };
-            // Intervals take turns run by run, so drift in a noisy machine's speed
-            // affects every interval alike and their ratio stays fair.
-            let mut runs: Vec<Vec<_>> = intervals.iter().map(|_| Vec::new()).collect();
+            // Intervals (and the SQL twin) take turns run by run, so drift in a noisy
+            // machine's speed affects every variant alike and their ratios stay fair.
+            let variants: Vec<(Duration, bool)> = intervals
+                .iter()
+                .flat_map(|&i| {
+                    let sql = (args.sql && is_query).then_some((i, true));
+                    std::iter::once((i, false)).chain(sql)
+                })
+                .collect();
+            let mut runs: Vec<Vec<_>> = variants.iter().map(|_| Vec::new()).collect();
             for _ in 0..args.runs {
-                for (i, &interval) in intervals.iter().enumerate() {
-                    runs[i].push(run_child(&args, q, j, interval)?);
+                for (v, &(interval, sql)) in variants.iter().enumerate() {
+                    runs[v].push(run_child(&args, q, j, interval, sql)?);
                 }
             }
-            for runs in &runs {
-                emit(BenchRow::median(runs))?;
+            for (runs, &(_, sql)) in runs.iter().zip(&variants) {
+                let mut row = BenchRow::median(runs);
+                if sql {
+                    row.query = format!("{} (sql)", row.query);
+                }
+                emit(row)?;
             }
         }
         print_table(&rows);
+        if args.sql && !args.json && !queries.is_empty() {
+            print!("{}", sql_table(&rows, &queries, &args)?);
+        }
         if args.restart_keys > 0 {
             let runs = (0..args.runs)
                 .map(|_| run_restart_child(&args))
@@ -275,7 +305,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
         };
         let mut runs = Vec::new();
         for n in 0..args.runs {
-            let graph = queries::build(query, &opts, Arc::new(BlackholeSinkFactory))?;
+            let graph = if args.sql {
+                sql_queries::build(query, &opts)?.0
+            } else {
+                queries::build(query, &opts, Arc::new(BlackholeSinkFactory))?
+            };
             runs.push(measure(&graph, n).with_context(|| format!("{query} failed"))?);
         }
         measured.push((query.to_string(), args.events, runs));
@@ -299,4 +333,46 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     print_table(&rows);
     Ok(())
+}
+
+/// SQL against Rust per query (throughput ratio of the medians, measured in alternation)
+/// and the median time to plan the SQL file.
+fn sql_table(rows: &[BenchRow], queries: &[Query], args: &BenchArgs) -> Result<String> {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "\n| query | p | Rust events/s | SQL events/s | SQL / Rust | planning ms |\n|---|---|---|---|---|---|\n",
+    );
+    let opts = QueryOptions {
+        nexmark: NexmarkConfig {
+            events: Some(args.events),
+            first_event_rate: args.rate,
+            ..NexmarkConfig::default()
+        },
+        parallelism: args.parallelism,
+        watermark_delay: args.watermark_delay,
+    };
+    for query in queries {
+        let name = query.to_string();
+        let sql_name = format!("{name} (sql)");
+        let (Some(rust), Some(sql)) = (
+            rows.iter().find(|r| r.query == name),
+            rows.iter().find(|r| r.query == sql_name),
+        ) else {
+            continue;
+        };
+        let mut planning: Vec<f64> = (0..5)
+            .map(|_| Ok(sql_queries::build(*query, &opts)?.1.as_secs_f64() * 1e3))
+            .collect::<Result<_>>()?;
+        planning.sort_by(f64::total_cmp);
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} | {} | {:.2} | {:.1} |",
+            rust.parallelism,
+            riffle_bench::harness::human(rust.events_per_second),
+            riffle_bench::harness::human(sql.events_per_second),
+            sql.events_per_second / rust.events_per_second,
+            planning[planning.len() / 2]
+        );
+    }
+    Ok(out)
 }

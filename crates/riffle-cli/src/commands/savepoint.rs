@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// Arguments of `riffle savepoint`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  riffle savepoint create --stop --pipeline nexmark-q5          # stop a running job with a savepoint\n  riffle savepoint create --stop --drain --label before-upgrade  # fire every window first\n  riffle savepoint list --pipeline nexmark-q5\n  riffle savepoint export before-upgrade -o q5.tar\n  riffle savepoint import q5.tar --state s3://bucket/riffle\n  riffle savepoint check before-upgrade --query q5 --parallelism 4\n  riffle nexmark --query q5 --from-savepoint before-upgrade --parallelism 4 --checkpoint-interval 1s"
+    after_help = "Examples:\n  riffle savepoint create --stop --pipeline nexmark-q5          # stop a running job with a savepoint\n  riffle savepoint create --stop --drain --label before-upgrade  # fire every window first\n  riffle savepoint list --pipeline nexmark-q5\n  riffle savepoint export before-upgrade -o q5.tar\n  riffle savepoint import q5.tar --state s3://bucket/riffle\n  riffle savepoint check before-upgrade --query q5 --parallelism 4\n  riffle savepoint check sp-000012 --pipeline q5 --sql examples/nexmark/q5.sql --parallelism 4\n  riffle nexmark --query q5 --from-savepoint before-upgrade --parallelism 4 --checkpoint-interval 1s"
 )]
 pub struct SavepointArgs {
     #[command(subcommand)]
@@ -86,6 +86,10 @@ pub enum SavepointCommand {
         /// The pipeline to check against (as `riffle nexmark` takes it).
         #[command(flatten)]
         pipeline: QueryArgs,
+        /// Check a SQL pipeline file instead (`riffle run <file>`), planned at
+        /// --parallelism and --max-parallelism.
+        #[arg(long, value_name = "FILE")]
+        sql: Option<std::path::PathBuf>,
         /// As the run would take it: drop state of operators the pipeline lacks.
         #[arg(long)]
         allow_non_restored_state: bool,
@@ -262,11 +266,25 @@ pub fn run(args: SavepointArgs) -> Result<()> {
             SavepointCommand::Check {
                 label,
                 pipeline,
+                sql,
                 allow_non_restored_state,
             } => {
-                let graph = pipeline.build(std::sync::Arc::new(
-                    riffle_connectors::sinks::BlackholeSinkFactory,
-                ))?;
+                let graph = match sql {
+                    Some(file) => {
+                        super::run::SqlArgs {
+                            file,
+                            parallelism: pipeline.parallelism,
+                            max_parallelism: pipeline.max_parallelism,
+                            events: None,
+                            throttle: None,
+                        }
+                        .plan()?
+                        .graph
+                    }
+                    None => pipeline.build(std::sync::Arc::new(
+                        riffle_connectors::sinks::BlackholeSinkFactory,
+                    ))?,
+                };
                 let name = args.pipeline.clone().unwrap_or_else(|| graph.name.clone());
                 let store = open_store(&args.state, &name)?;
                 let manifest = store.read_savepoint(&label).await?.with_context(|| {

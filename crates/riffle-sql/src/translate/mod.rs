@@ -157,12 +157,9 @@ impl<'a> Translator<'a> {
             Some(n) => *n,
             None => {
                 let p = self.parallelism;
-                let n = self.graph.source(
-                    &table,
-                    source.factory.clone(),
-                    p,
-                    source.watermarks,
-                )?;
+                let n = self
+                    .graph
+                    .source(&table, source.factory.clone(), p, source.watermarks)?;
                 self.source_nodes.insert(table.clone(), n);
                 n
             }
