@@ -207,3 +207,69 @@ fn q8_sql_equals_rust() {
 fn q11_sql_equals_rust() {
     check(Query::Q11);
 }
+
+#[test]
+fn an_interval_join_equals_its_definition_and_frees_state() {
+    // Auctions opened within 5 s after their seller registered.
+    let text = format!(
+        "CREATE TABLE person WITH ('connector' = 'nexmark', 'event_type' = 'person', 'events' = '{EVENTS}', 'rate' = '{RATE}');
+         CREATE TABLE auction WITH ('connector' = 'nexmark', 'event_type' = 'auction', 'events' = '{EVENTS}', 'rate' = '{RATE}');
+         CREATE TABLE quick WITH ('connector' = 'collect');
+         INSERT INTO quick
+         SELECT p.id, a.id AS auction
+         FROM person p JOIN auction a ON p.id = a.seller
+         WHERE a.date_time BETWEEN p.date_time AND p.date_time + INTERVAL '5' SECOND;"
+    );
+    let config = NexmarkConfig {
+        events: Some(EVENTS),
+        first_event_rate: RATE,
+        ..NexmarkConfig::default()
+    };
+    let events = common::events(&config);
+    let people: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            riffle_connectors::nexmark::Event::Person(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    let mut want = Vec::new();
+    for e in &events {
+        if let riffle_connectors::nexmark::Event::Auction(a) = e {
+            for p in people.iter().filter(|p| p.id == a.seller) {
+                if a.date_time_ms >= p.date_time_ms && a.date_time_ms <= p.date_time_ms + 5_000 {
+                    want.push(vec![V::I(p.id), V::I(a.id)]);
+                }
+            }
+        }
+    }
+    want.sort();
+    assert!(
+        want.len() > 50,
+        "too few matches to prove anything: {}",
+        want.len()
+    );
+    for p in [1, 2] {
+        let collect = Arc::new(CollectConnector(Mutex::new(None)));
+        let mut registry = ConnectorRegistry::default();
+        registry.register(collect.clone());
+        let options = PlanOptions {
+            name: "interval".into(),
+            parallelism: p,
+            max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
+            settings: Default::default(),
+        };
+        let pipeline = plan_pipeline(&text, &options, &registry).unwrap();
+        let join = pipeline
+            .graph
+            .nodes()
+            .iter()
+            .find(|n| n.id.0.starts_with("interval_join"))
+            .map(|n| n.describe())
+            .expect("planned as an interval join");
+        assert!(join.contains("keep left 5s, right 0ns"), "{join}");
+        execute(&pipeline.graph);
+        let sink = collect.0.lock().unwrap().take().unwrap();
+        assert_eq!(rows(&sink.batches(), &["id", "auction"]), want, "p{p}");
+    }
+}

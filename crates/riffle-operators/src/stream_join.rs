@@ -1,6 +1,8 @@
-//! An unbounded inner equi-join: every row is kept, and each arrival emits its matches
-//! among the rows already seen on the other side (Nexmark q3). State grows with the
-//! input; use it only where the key space is bounded or the plan accepts that.
+//! An inner equi-join of two streams: each arrival emits its matches among the rows
+//! already seen on the other side (Nexmark q3). Unbounded by default — state grows with
+//! the input. With a retention per side ([`StreamJoinFactory::with_retention`], an
+//! interval join), a row is dropped once the watermark passes its event time plus its
+//! side's retention: no row that arrives in time could still match it.
 //! Output: chosen left columns, chosen right columns, `_timestamp` = the later of the
 //! two rows' event times.
 
@@ -10,10 +12,11 @@ use riffle_core::arrow::compute::{cast, interleave};
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampNanosecondType};
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{
-    Epoch, Error, Operator, OperatorContext, OperatorFactory, OperatorState, RecordBatch, Result,
-    StreamSchema,
+    Epoch, Error, EventTime, Operator, OperatorContext, OperatorFactory, OperatorState,
+    RecordBatch, Result, StreamSchema,
 };
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Plans an unbounded stream-stream inner join.
 pub struct StreamJoinFactory {
@@ -22,9 +25,20 @@ pub struct StreamJoinFactory {
     outputs: [Vec<usize>; 2],
     key_schema: SchemaRef,
     schema: StreamSchema,
+    retention: [Option<i64>; 2],
 }
 
 impl StreamJoinFactory {
+    /// Keeps a left row until the watermark passes its event time + `left`, a right row
+    /// until it passes its event time + `right` (`None`: forever). For a join whose
+    /// condition bounds `right.time` to `[left.time - a, left.time + b]`, that is
+    /// `left = b`, `right = a`.
+    pub fn with_retention(mut self, left: Option<Duration>, right: Option<Duration>) -> Self {
+        let nanos = |d: Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+        self.retention = [left.map(nanos), right.map(nanos)];
+        self
+    }
+
     /// Joins `left` and `right` where `left_keys` equal `right_keys`.
     ///
     /// # Errors
@@ -75,6 +89,7 @@ impl StreamJoinFactory {
             outputs,
             key_schema,
             schema: StreamSchema::with_timestamp(fields),
+            retention: [None, None],
         })
     }
 }
@@ -87,8 +102,18 @@ impl OperatorFactory for StreamJoinFactory {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let kind = match self.retention {
+            [None, None] => "unbounded join".to_string(),
+            [l, r] => {
+                let show = |d: Option<i64>| {
+                    d.map(crate::window::display_nanos)
+                        .unwrap_or_else(|| "forever".into())
+                };
+                format!("interval join (keep left {}, right {})", show(l), show(r))
+            }
+        };
         format!(
-            "unbounded join on ({}) = ({})",
+            "{kind} on ({}) = ({})",
             names(&self.sides[0], &self.keys[0]),
             names(&self.sides[1], &self.keys[1])
         )
@@ -117,6 +142,8 @@ impl OperatorFactory for StreamJoinFactory {
             rows_by_key: [Vec::new(), Vec::new()],
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
+            retention: self.retention,
+            compacted_at: EventTime::MIN,
         }))
     }
 }
@@ -134,9 +161,58 @@ struct StreamJoin {
     rows_by_key: [Vec<Vec<(u32, u32)>>; 2],
     max_parallelism: u16,
     operator: String,
+    /// How long past its event time each side's rows are kept (`None`: forever).
+    retention: [Option<i64>; 2],
+    /// Watermark of the last compaction.
+    compacted_at: EventTime,
 }
 
 impl StreamJoin {
+    /// Drops rows no future row can match. Runs when the watermark has moved by the
+    /// longest retention (at least 1 s) since the last time, so state stays within about
+    /// twice the retention while each row is copied a bounded number of times.
+    fn compact(&mut self, watermark: EventTime) -> Result<()> {
+        let Some(longest) = self.retention.iter().flatten().max().copied() else {
+            return Ok(());
+        };
+        let step = longest.max(1_000 * riffle_core::time::NANOS_PER_MILLI);
+        if self.compacted_at != EventTime::MIN && watermark < self.compacted_at.saturating_add(step)
+        {
+            return Ok(());
+        }
+        self.compacted_at = watermark;
+        let mut kept: [Vec<RecordBatch>; 2] = [Vec::new(), Vec::new()];
+        for (side, kept) in kept.iter_mut().enumerate() {
+            let batches = std::mem::take(&mut self.stored[side]);
+            let Some(keep_for) = self.retention[side] else {
+                *kept = batches;
+                continue;
+            };
+            let horizon = watermark.saturating_sub(keep_for);
+            for b in batches {
+                let ts = b
+                    .column(self.sides[side].timestamp_index)
+                    .as_primitive::<TimestampNanosecondType>();
+                let mask: riffle_core::arrow::array::BooleanArray =
+                    ts.values().iter().map(|t| Some(*t >= horizon)).collect();
+                let b = riffle_core::arrow::compute::filter_record_batch(&b, &mask)?;
+                if b.num_rows() > 0 {
+                    kept.push(b);
+                }
+            }
+        }
+        // Rebuild the key index over what is left (matches were emitted already).
+        self.table = GroupKeys::new(self.key_schema.clone())?;
+        self.rows_by_key = [Vec::new(), Vec::new()];
+        let mut ignored = Vec::new();
+        for (side, batches) in kept.into_iter().enumerate() {
+            for b in batches {
+                self.index(side, b, &mut ignored, false)?;
+            }
+        }
+        Ok(())
+    }
+
     fn key_columns(&self, side: usize, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
         self.keys[side]
             .iter()
@@ -154,6 +230,17 @@ impl StreamJoin {
     }
 
     fn add(&mut self, side: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
+        self.index(side, batch, out, true)
+    }
+
+    /// Stores `batch` of `side`; with `emit`, first joins it with the other side.
+    fn index(
+        &mut self,
+        side: usize,
+        batch: RecordBatch,
+        out: &mut Vec<RecordBatch>,
+        emit: bool,
+    ) -> Result<()> {
         let rows: Vec<u32> = (0..batch.num_rows() as u32).collect();
         let mut ids = Vec::new();
         self.table
@@ -168,9 +255,11 @@ impl StreamJoin {
         let mut mine: Vec<(usize, usize)> = Vec::new();
         let mut theirs: Vec<(usize, usize)> = Vec::new();
         for (row, &id) in ids.iter().enumerate() {
-            for &(b, r) in &self.rows_by_key[other][id as usize] {
-                mine.push((batch_index as usize, row));
-                theirs.push((b as usize, r as usize));
+            if emit {
+                for &(b, r) in &self.rows_by_key[other][id as usize] {
+                    mine.push((batch_index as usize, row));
+                    theirs.push((b as usize, r as usize));
+                }
             }
             self.rows_by_key[side][id as usize].push((batch_index, row as u32));
         }
@@ -218,6 +307,10 @@ impl Operator for StreamJoin {
             self.add(input.min(1), batch, out)?;
         }
         Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: EventTime, _: &mut Vec<RecordBatch>) -> Result<()> {
+        self.compact(watermark)
     }
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {

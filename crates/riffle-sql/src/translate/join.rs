@@ -7,7 +7,7 @@ use super::aggregate::peel;
 use super::{col_expr, Stream, Translator, WindowColumn, WindowOrigin};
 use crate::error::{Result, SqlError};
 use crate::windows::window_call;
-use datafusion::common::{DFSchema, JoinType};
+use datafusion::common::{DFSchema, JoinType, ScalarValue};
 use datafusion::logical_expr::expr::AggregateFunction as DfAggregate;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{cast, Aggregate, BinaryExpr, Expr, Join, LogicalPlan, Operator};
@@ -16,6 +16,7 @@ use riffle_operators::{
     WindowMaxRowsFactory,
 };
 use std::sync::Arc;
+use std::time::Duration;
 
 impl Translator<'_> {
     pub(super) fn join(&mut self, j: &Join) -> Result<Stream> {
@@ -129,6 +130,10 @@ impl Translator<'_> {
                 self.add("window_join", Arc::new(f), p, &[left.node, right.node])?
             }
             None => {
+                let (keep_left, keep_right) = match &j.filter {
+                    Some(f) => interval_bounds(f, j, &left, &right),
+                    None => (None, None),
+                };
                 let f = StreamJoinFactory::new(
                     &lschema,
                     &rschema,
@@ -136,8 +141,14 @@ impl Translator<'_> {
                     &rk,
                     &refs(&left_cols),
                     &refs(&right_cols),
-                )?;
-                self.add("join", Arc::new(f), p, &[left.node, right.node])?
+                )?
+                .with_retention(keep_left, keep_right);
+                let kind = if keep_left.or(keep_right).is_some() {
+                    "interval_join"
+                } else {
+                    "join"
+                };
+                self.add(kind, Arc::new(f), p, &[left.node, right.node])?
             }
         };
         let mut columns = left.columns.clone();
@@ -422,6 +433,97 @@ pub(super) fn interval_max(t: &mut Translator<'_>, agg: &Aggregate) -> Result<Op
         t.add("project", Arc::new(f), None, &[node])?
     };
     Ok(Some(Stream::of_node(node, columns)))
+}
+
+/// How long each side's rows must be kept when `filter` bounds the right side's event
+/// time by the left's (`r.t BETWEEN l.t - a AND l.t + b` keeps left rows for `b` and
+/// right rows for `a` past the watermark). `None` for a side without such a bound.
+fn interval_bounds(
+    filter: &Expr,
+    j: &Join,
+    left: &Stream,
+    right: &Stream,
+) -> (Option<Duration>, Option<Duration>) {
+    let n_left = j.left.schema().fields().len();
+    // A term `t`, `t + interval` or `t - interval` over an event-time column:
+    // (is it the right side's, offset in ns).
+    let term = |e: &Expr| -> Option<(bool, i128)> {
+        let (column, offset) = match e {
+            Expr::BinaryExpr(BinaryExpr {
+                left: a,
+                op,
+                right: b,
+            }) => {
+                let n = interval_nanos(b)?;
+                match op {
+                    Operator::Plus => (a.as_ref(), n),
+                    Operator::Minus => (a.as_ref(), -n),
+                    _ => return None,
+                }
+            }
+            e => (e, 0),
+        };
+        let column = match column {
+            Expr::Cast(c) => c.expr.as_ref(),
+            e => e,
+        };
+        let Expr::Column(c) = column else { return None };
+        let i = j.schema.index_of_column(c).ok()?;
+        if i < n_left {
+            (left.event_time == Some(i)).then_some((false, offset))
+        } else {
+            (right.event_time == Some(i - n_left)).then_some((true, offset))
+        }
+    };
+    let (mut keep_left, mut keep_right): (Option<i128>, Option<i128>) = (None, None);
+    for c in split_conjunction(filter) {
+        let Expr::BinaryExpr(BinaryExpr {
+            left: a,
+            op,
+            right: b,
+        }) = c
+        else {
+            continue;
+        };
+        let (Some((a_right, oa)), Some((b_right, ob))) = (term(a), term(b)) else {
+            continue;
+        };
+        // As `r.t op l.t + d`.
+        let (op, d) = match (a_right, b_right) {
+            (true, false) => (*op, ob - oa),
+            (false, true) => match op.swap() {
+                Some(swapped) => (swapped, oa - ob),
+                None => continue,
+            },
+            _ => continue,
+        };
+        let tighter = |slot: &mut Option<i128>, v: i128| {
+            *slot = Some(slot.map_or(v, |s| s.min(v)).max(0));
+        };
+        match op {
+            // r.t >= l.t + d: right rows older than watermark + d are never matched again.
+            Operator::GtEq | Operator::Gt => tighter(&mut keep_right, -d),
+            // r.t <= l.t + d: left rows older than watermark − d are never matched again.
+            Operator::LtEq | Operator::Lt => tighter(&mut keep_left, d),
+            _ => {}
+        }
+    }
+    let duration =
+        |n: Option<i128>| n.map(|n| Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX)));
+    (duration(keep_left), duration(keep_right))
+}
+
+/// The nanoseconds of an interval literal.
+fn interval_nanos(e: &Expr) -> Option<i128> {
+    match e {
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
+            Some(i128::from(v.days) * 86_400_000_000_000 + i128::from(v.nanoseconds))
+        }
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+            Some(i128::from(v.days) * 86_400_000_000_000 + i128::from(v.milliseconds) * 1_000_000)
+        }
+        _ => None,
+    }
 }
 
 fn refuse_updating(s: &Stream) -> Result<()> {
