@@ -1,4 +1,5 @@
-//! Every `sql` block of docs/sql.md is a whole pipeline: it must plan and run.
+//! Every `sql` block of docs/sql.md and of the README is a whole pipeline: it must plan
+//! and run.
 
 use riffle_runtime::job::{self, JobConfig};
 use riffle_sql::{plan_pipeline, ConnectorRegistry, PlanOptions};
@@ -21,15 +22,20 @@ fn sql_blocks(markdown: &str) -> Vec<String> {
 }
 
 #[test]
-fn every_example_in_the_sql_guide_plans_and_runs() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/sql.md");
-    let guide = std::fs::read_to_string(path).expect("docs/sql.md");
-    let blocks = sql_blocks(&guide);
+fn every_example_in_the_sql_guide_and_readme_plans_and_runs() {
+    let read = |file: &str| {
+        let path = format!("{}/../../{file}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let mut blocks = sql_blocks(&read("docs/sql.md"));
     assert!(
         blocks.len() >= 8,
         "found only {} sql examples",
         blocks.len()
     );
+    let readme = sql_blocks(&read("README.md"));
+    assert!(!readme.is_empty(), "the README has no sql example");
+    blocks.extend(readme);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -37,11 +43,14 @@ fn every_example_in_the_sql_guide_plans_and_runs() {
         .unwrap();
     for (i, block) in blocks.iter().enumerate() {
         let dir = tempfile::tempdir().unwrap();
-        // File sinks write under the test's directory, not the crate's.
-        let text = block.replace(
-            "'path' = 'out/",
-            &format!("'path' = '{}/", dir.path().display()),
-        );
+        // File sinks write under the test's directory, not the crate's; README examples
+        // run at full size, the test needs them to run, not to last.
+        let text = block
+            .replace(
+                "'path' = 'out/",
+                &format!("'path' = '{}/", dir.path().display()),
+            )
+            .replace("'events' = '5M'", "'events' = '100K'");
         let options = PlanOptions {
             name: format!("example{i}"),
             parallelism: 2,
