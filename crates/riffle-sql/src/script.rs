@@ -289,7 +289,7 @@ mod tests {
 
     #[test]
     fn syntax_errors_carry_line_and_column() {
-        let err = parse("CREATE TABLE t (a BIGINT);\nSELECT FROM WHERE;").unwrap_err();
+        let err = parse("CREATE TABLE t (a BIGINT);\nINSERT INTO t SELEC a FROM t;").unwrap_err();
         match err {
             SqlError::Syntax { at, .. } => assert_eq!(at.line, 2),
             other => panic!("{other}"),
