@@ -2,22 +2,11 @@
 
 use std::time::Duration;
 
-/// Parses a count with an optional K/M/G suffix (powers of 1000) and `_` separators.
+/// Parses a count with an optional K/M/G suffix (powers of 1000) and `_` separators,
+/// as SQL table options take it.
 pub fn parse_count(s: &str) -> Result<u64, String> {
-    let t = s.trim().replace('_', "");
-    let (number, scale) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&t[..t.len() - 1], 1e3),
-        Some('M') => (&t[..t.len() - 1], 1e6),
-        Some('G') => (&t[..t.len() - 1], 1e9),
-        _ => (t.as_str(), 1.0),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{s}` is not a count; write e.g. 1000, 100K or 10M"))?;
-    if value < 0.0 || !value.is_finite() {
-        return Err(format!("`{s}` must be a positive count"));
-    }
-    Ok((value * scale).round() as u64)
+    riffle_sql::connectors::parse_count(s)
+        .ok_or_else(|| format!("`{s}` is not a count; write e.g. 1000, 100K or 10M"))
 }
 
 /// Parses a duration such as `4s`, `500ms`, `1m`, `2h` (a bare number is seconds).

@@ -144,17 +144,25 @@ pub fn window_call(expr: &Expr) -> Result<Option<WindowSpec>> {
 
 /// A positive interval literal as a duration (months are refused: they have no fixed length).
 fn interval(expr: &Expr) -> Option<Duration> {
-    let nanos: i128 = match expr {
-        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
-            i128::from(v.days) * 86_400_000_000_000 + i128::from(v.nanoseconds)
-        }
-        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
-            i128::from(v.days) * 86_400_000_000_000 + i128::from(v.milliseconds) * 1_000_000
-        }
-        Expr::Cast(c) => return interval(&c.expr),
-        _ => return None,
+    let expr = match expr {
+        Expr::Cast(c) => c.expr.as_ref(),
+        e => e,
     };
+    let nanos = interval_nanos(expr)?;
     (nanos > 0)
         .then(|| u64::try_from(nanos).ok().map(Duration::from_nanos))
         .flatten()
+}
+
+/// The nanoseconds of an interval literal without months.
+pub(crate) fn interval_nanos(e: &Expr) -> Option<i128> {
+    match e {
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
+            Some(i128::from(v.days) * 86_400_000_000_000 + i128::from(v.nanoseconds))
+        }
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+            Some(i128::from(v.days) * 86_400_000_000_000 + i128::from(v.milliseconds) * 1_000_000)
+        }
+        _ => None,
+    }
 }

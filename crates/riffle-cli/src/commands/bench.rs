@@ -294,15 +294,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     };
     let mut measured: Vec<(String, u64, Vec<Measured>)> = Vec::new();
     for query in queries {
-        let opts = QueryOptions {
-            nexmark: NexmarkConfig {
-                events: Some(args.events),
-                first_event_rate: args.rate,
-                ..NexmarkConfig::default()
-            },
-            parallelism: args.parallelism,
-            watermark_delay: args.watermark_delay,
-        };
+        let opts = query_options(&args);
         let mut runs = Vec::new();
         for n in 0..args.runs {
             let graph = if args.sql {
@@ -342,15 +334,7 @@ fn sql_table(rows: &[BenchRow], queries: &[Query], args: &BenchArgs) -> Result<S
     let mut out = String::from(
         "\n| query | p | Rust events/s | SQL events/s | SQL / Rust | planning ms |\n|---|---|---|---|---|---|\n",
     );
-    let opts = QueryOptions {
-        nexmark: NexmarkConfig {
-            events: Some(args.events),
-            first_event_rate: args.rate,
-            ..NexmarkConfig::default()
-        },
-        parallelism: args.parallelism,
-        watermark_delay: args.watermark_delay,
-    };
+    let opts = query_options(args);
     for query in queries {
         let name = query.to_string();
         let sql_name = format!("{name} (sql)");
@@ -375,4 +359,17 @@ fn sql_table(rows: &[BenchRow], queries: &[Query], args: &BenchArgs) -> Result<S
         );
     }
     Ok(out)
+}
+
+/// The Nexmark settings of a benchmark run.
+fn query_options(args: &BenchArgs) -> QueryOptions {
+    QueryOptions {
+        nexmark: NexmarkConfig {
+            events: Some(args.events),
+            first_event_rate: args.rate,
+            ..NexmarkConfig::default()
+        },
+        parallelism: args.parallelism,
+        watermark_delay: args.watermark_delay,
+    }
 }

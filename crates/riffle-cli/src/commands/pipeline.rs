@@ -57,13 +57,7 @@ impl QueryArgs {
     /// Invalid settings or a query that cannot be built.
     pub fn build(&self, sink: Arc<dyn SinkFactory>) -> Result<JobGraph> {
         let query = self.query()?;
-        anyhow::ensure!(self.parallelism >= 1, "--parallelism must be at least 1");
-        anyhow::ensure!(
-            self.parallelism <= usize::from(self.max_parallelism),
-            "--parallelism {} exceeds --max-parallelism {}",
-            self.parallelism,
-            self.max_parallelism
-        );
+        check_parallelism(self.parallelism, self.max_parallelism)?;
         anyhow::ensure!(self.rate >= 1, "--rate must be at least 1 event per second");
         anyhow::ensure!(
             self.throttle != Some(0),
@@ -85,4 +79,17 @@ impl QueryArgs {
         graph.max_parallelism = self.max_parallelism;
         Ok(graph)
     }
+}
+
+/// `--parallelism` is at least 1 and at most `--max-parallelism`.
+///
+/// # Errors
+/// Either bound is broken.
+pub fn check_parallelism(parallelism: usize, max_parallelism: u16) -> Result<()> {
+    anyhow::ensure!(parallelism >= 1, "--parallelism must be at least 1");
+    anyhow::ensure!(
+        parallelism <= usize::from(max_parallelism),
+        "--parallelism {parallelism} exceeds --max-parallelism {max_parallelism}"
+    );
+    Ok(())
 }

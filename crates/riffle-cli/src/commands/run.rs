@@ -34,13 +34,7 @@ impl SqlArgs {
     /// # Errors
     /// An unreadable file; syntax, planning and connector errors, prefixed with the file.
     pub fn plan(&self) -> Result<SqlPipeline> {
-        anyhow::ensure!(self.parallelism >= 1, "--parallelism must be at least 1");
-        anyhow::ensure!(
-            self.parallelism <= usize::from(self.max_parallelism),
-            "--parallelism {} exceeds --max-parallelism {}",
-            self.parallelism,
-            self.max_parallelism
-        );
+        super::pipeline::check_parallelism(self.parallelism, self.max_parallelism)?;
         let text = std::fs::read_to_string(&self.file)
             .with_context(|| format!("reading {}", self.file.display()))?;
         let options = PlanOptions {

@@ -6,8 +6,8 @@
 use super::aggregate::peel;
 use super::{col_expr, Stream, Translator, WindowColumn, WindowOrigin};
 use crate::error::{Result, SqlError};
-use crate::windows::window_call;
-use datafusion::common::{DFSchema, JoinType, ScalarValue};
+use crate::windows::{interval_nanos, window_call};
+use datafusion::common::{DFSchema, JoinType};
 use datafusion::logical_expr::expr::AggregateFunction as DfAggregate;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{cast, Aggregate, BinaryExpr, Expr, Join, LogicalPlan, Operator};
@@ -511,19 +511,6 @@ fn interval_bounds(
     let duration =
         |n: Option<i128>| n.map(|n| Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX)));
     (duration(keep_left), duration(keep_right))
-}
-
-/// The nanoseconds of an interval literal.
-fn interval_nanos(e: &Expr) -> Option<i128> {
-    match e {
-        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
-            Some(i128::from(v.days) * 86_400_000_000_000 + i128::from(v.nanoseconds))
-        }
-        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
-            Some(i128::from(v.days) * 86_400_000_000_000 + i128::from(v.milliseconds) * 1_000_000)
-        }
-        _ => None,
-    }
 }
 
 fn refuse_updating(s: &Stream) -> Result<()> {
