@@ -36,6 +36,8 @@ impl Translator<'_> {
                 "window the inner aggregate with tumble/hop/session, or aggregate once",
             ));
         }
+        // The keyed exchange into the aggregate carries only what it reads.
+        let input = self.prune(&input)?;
         let in_schema = agg.input.schema();
         let mut grouping = Grouping::None;
         let mut window_at = None;

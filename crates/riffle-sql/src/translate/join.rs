@@ -78,7 +78,9 @@ impl Translator<'_> {
         // event time inside it); other virtual fields become columns first.
         let keep = window.map(|w| w.spec);
         let left = self.materialize_unless(&left, keep)?;
+        let left = self.prune(&left)?;
         let right = self.materialize_unless(&right, keep)?;
+        let right = self.prune(&right)?;
         let left_cols = left.physical_columns();
         // Right columns that clash with the left's (or the window bounds) are renamed.
         let mut reserved = left_cols.clone();
@@ -376,8 +378,10 @@ pub(super) fn interval_max(t: &mut Translator<'_>, agg: &Aggregate) -> Result<Op
     };
     let left = t.translate(&j.left)?;
     let left = t.materialize_unless(&left, None)?;
+    let left = t.prune(&left)?;
     let right = t.translate(&j.right)?;
     let right = t.materialize_unless(&right, None)?;
+    let right = t.prune(&right)?;
     if right.event_time != Some(time) {
         return Err(SqlError::plan(format!(
             "the interval condition compares `{}`, which is not the event time of the right side; compare its event-time column (the WATERMARK column)",

@@ -307,6 +307,22 @@ impl<'a> Translator<'a> {
         Ok(out)
     }
 
+    /// `stream` narrowed to the columns its fields read, so a keyed exchange or a join
+    /// buffer carries only those (sources emit every column; DataFusion's projection
+    /// pushdown only says which are needed).
+    pub(crate) fn prune(&mut self, stream: &Stream) -> Result<Stream> {
+        let needed = stream.physical_columns();
+        let schema = self.graph.schema(stream.node).clone();
+        if schema.schema.fields().len() <= needed.len() + 1 {
+            return Ok(stream.clone());
+        }
+        let exprs = needed.iter().map(|c| col_expr(c)).collect();
+        let factory = ProjectFactory::new(&schema, exprs)?;
+        let mut out = stream.clone();
+        out.node = self.add("project", Arc::new(factory), None, &[stream.node])?;
+        Ok(out)
+    }
+
     /// `expr` over `schema` (the DataFusion input of the node) with columns renamed to
     /// the riffle columns of `input`.
     pub(crate) fn rewrite(&self, expr: &Expr, input: &Stream, schema: &DFSchema) -> Result<Expr> {
