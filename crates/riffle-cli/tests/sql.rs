@@ -2,9 +2,11 @@
 
 mod common;
 
+use common::savepoints::{ok, savepoint};
 use common::{published, riffle, stderr};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 fn example(name: &str) -> String {
     let path = format!(
@@ -158,4 +160,47 @@ fn stdout_tables_print_rows() {
         let channel = v["channel"].as_str().unwrap();
         assert_eq!(channel, channel.to_uppercase(), "{row}");
     }
+}
+
+#[test]
+fn a_sql_pipeline_stops_with_a_savepoint_and_resumes_rescaled() {
+    let clean = tempfile::tempdir().unwrap();
+    let file = slow_q5(clean.path());
+    ok(&mut run_checkpointed(clean.path(), &file, 2));
+    let expected = published(&clean.path().join("out/q5"));
+    assert!(!expected.is_empty());
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = slow_q5(dir.path());
+    let job = run_checkpointed(dir.path(), &file, 2)
+        .args(["--throttle", "100K"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let state = dir.path().join("state");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(state.join("q5/_latest.json").exists() && state.join("q5/_control.json").exists()) {
+        assert!(Instant::now() < deadline, "no checkpoint within 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ok(savepoint(&state, "q5").args(["create", "--stop", "--label", "upgrade"]));
+    let stopped = job.wait_with_output().unwrap();
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    // The SQL file, planned at parallelism 3, fits the savepoint.
+    let check = ok(savepoint(&state, "q5")
+        .args(["check", "upgrade", "--parallelism", "3", "--sql"])
+        .arg(&file));
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        text.contains("window_aggregate_1") && text.contains("ok:"),
+        "{text}"
+    );
+    let resumed = ok(run_checkpointed(dir.path(), &file, 3).args(["--from-savepoint", "upgrade"]));
+    assert!(
+        stderr(&resumed).contains("from savepoint `upgrade`"),
+        "{}",
+        stderr(&resumed)
+    );
+    assert_eq!(published(&dir.path().join("out/q5")), expected);
 }
