@@ -34,6 +34,7 @@ impl Connector for CollectConnector {
         Ok(SinkTable {
             factory: Arc::new(sink),
             updates: Ok(()),
+            nested: true,
         })
     }
 }

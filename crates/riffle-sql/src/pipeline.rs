@@ -362,6 +362,24 @@ fn attach_sink(
         }
     }
     let schema = t.graph.schema(stream.node).schema.clone();
+    if !sink.nested {
+        let nested = (0..names.len()).find(|&i| {
+            stream.windows[i].is_some()
+                || schema
+                    .field_with_name(&stream.columns[i])
+                    .is_ok_and(|f| f.data_type().is_nested())
+        });
+        if let Some(i) = nested {
+            return Err(SqlError::Plan {
+                at: None,
+                message: format!("`{}` cannot hold the nested column `{}`", def.name, names[i]),
+                hint: Some(format!(
+                    "write its parts as columns, e.g. {0}['start'] AS window_start, {0}['end'] AS window_end",
+                    names[i]
+                )),
+            });
+        }
+    }
     let mut exprs: Vec<Expr> = Vec::new();
     let mut identity = schema.fields().len() == names.len() + 1;
     for (i, name) in names.iter().enumerate() {

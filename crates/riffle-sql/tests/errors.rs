@@ -191,3 +191,17 @@ fn watermarks_must_trail_the_event_time_column() {
     let e = error("CREATE TABLE bid (WATERMARK FOR expires AS expires) WITH ('connector' = 'nexmark', 'event_type' = 'auction');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT id FROM bid;");
     assert_mentions(&e, &["event time is `date_time`"]);
 }
+
+#[test]
+fn csv_sinks_refuse_nested_columns() {
+    let e = error(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'csv');\nINSERT INTO out SELECT count(*) AS n, tumble(INTERVAL '1' SECOND) AS w FROM bid GROUP BY w;"
+    ));
+    assert_mentions(
+        &e,
+        &[
+            "cannot hold the nested column `w`",
+            "w['start'] AS window_start",
+        ],
+    );
+}

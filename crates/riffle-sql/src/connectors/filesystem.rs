@@ -106,13 +106,11 @@ impl Connector for FilesystemConnector {
         } else {
             Ok(())
         };
+        let format = format(table)?;
         Ok(SinkTable {
-            factory: Arc::new(FileSinkFactory::new(
-                dir,
-                format(table)?,
-                RollingPolicy::default(),
-            )),
+            factory: Arc::new(FileSinkFactory::new(dir, format, RollingPolicy::default())),
             updates,
+            nested: format != FileFormat::Csv,
         })
     }
 }

@@ -45,6 +45,8 @@ pub struct SinkTable {
     /// Whether the sink can take an updating result (rows that replace earlier rows of
     /// the same key), and why not when it cannot.
     pub updates: std::result::Result<(), String>,
+    /// Whether the sink can write nested values (a window `{start, end}`); CSV cannot.
+    pub nested: bool,
 }
 
 /// Settings given on the command line that override table options.

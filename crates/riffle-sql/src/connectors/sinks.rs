@@ -35,6 +35,7 @@ impl Connector for StdoutConnector {
         Ok(SinkTable {
             factory: Arc::new(StdoutSinkFactory::new(format)),
             updates: Ok(()),
+            nested: true,
         })
     }
 }
@@ -55,6 +56,7 @@ impl Connector for BlackholeConnector {
         Ok(SinkTable {
             factory: Arc::new(BlackholeSinkFactory),
             updates: Ok(()),
+            nested: true,
         })
     }
 }
