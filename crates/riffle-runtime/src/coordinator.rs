@@ -256,7 +256,7 @@ impl CheckpointCoordinator {
                             if let Some(mut p) = p {
                                 let reason = format!("epoch {} timed out after {:?}", p.epoch, self.config.timeout);
                                 p.savepoint_failed(&reason, &mut report);
-                                self.fail(&mut report, &mut failures, p.epoch, reason, &stopper);
+                                stopping |= self.fail(&mut report, &mut failures, p.epoch, reason, &stopper);
                             }
                         }
                         let paused = last_completed.is_some_and(|t| t.elapsed() < self.config.min_pause);
@@ -289,7 +289,7 @@ impl CheckpointCoordinator {
                             let epoch = p.epoch;
                             p.savepoint_failed(&e.to_string(), &mut report);
                             pending = None;
-                            self.fail(&mut report, &mut failures, epoch, e.to_string(), &stopper);
+                            stopping |= self.fail(&mut report, &mut failures, epoch, e.to_string(), &stopper);
                             continue;
                         }
                         tracing::debug!(epoch = %p.epoch, acks = p.acks, task = %ack_task, "checkpoint acked");
@@ -330,7 +330,7 @@ impl CheckpointCoordinator {
                             }
                             Err(Incomplete { reason, outcome: Outcome::Retry }) => {
                                 done.savepoint_failed(&reason, &mut report);
-                                self.fail(&mut report, &mut failures, done.epoch, reason, &stopper);
+                                stopping |= self.fail(&mut report, &mut failures, done.epoch, reason, &stopper);
                             }
                             Err(Incomplete { reason, outcome }) => {
                                 done.savepoint_failed(&reason, &mut report);
@@ -350,6 +350,7 @@ impl CheckpointCoordinator {
                                     consecutive: failures + 1,
                                 });
                                 stopper.fail(message);
+                                stopping = true;
                             }
                         }
                         continue;
@@ -410,6 +411,8 @@ impl CheckpointCoordinator {
         report
     }
 
+    /// Records a failed epoch; fails the job (and returns true, so nothing more is
+    /// triggered) once more epochs failed in a row than are tolerable.
     fn fail(
         &self,
         report: &mut CheckpointReport,
@@ -417,7 +420,7 @@ impl CheckpointCoordinator {
         epoch: Epoch,
         reason: String,
         stopper: &JobStopper,
-    ) {
+    ) -> bool {
         *failures += 1;
         tracing::warn!(%epoch, %reason, consecutive = *failures, "checkpoint failed");
         report.abandoned.push(epoch);
@@ -432,7 +435,9 @@ impl CheckpointCoordinator {
                 "{} checkpoints failed in a row (tolerable: {}); the last: epoch {epoch}: {reason}",
                 *failures, self.config.tolerable_failures
             ));
+            return true;
         }
+        false
     }
 
     /// PREPARED → sink commit → COMMITTED → `_latest.json` → GC, with crash points.
