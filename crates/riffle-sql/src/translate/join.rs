@@ -348,12 +348,7 @@ pub(super) fn interval_max(t: &mut Translator<'_>, agg: &Aggregate) -> Result<Op
     // right.time >= left.a AND right.time <= left.b
     let (mut lower, mut upper, mut time) = (None, None, None);
     for c in split_conjunction(filter) {
-        let Expr::BinaryExpr(BinaryExpr {
-            left: a,
-            op,
-            right: b,
-        }) = c
-        else {
+        let Some((a, op, b)) = comparison(c) else {
             return Ok(None);
         };
         let (a, op, b) = match (column_index(a, rs), column_index(b, ls)) {
@@ -481,12 +476,7 @@ fn interval_bounds(
     };
     let (mut keep_left, mut keep_right): (Option<i128>, Option<i128>) = (None, None);
     for c in split_conjunction(filter) {
-        let Expr::BinaryExpr(BinaryExpr {
-            left: a,
-            op,
-            right: b,
-        }) = c
-        else {
+        let Some((a, op, b)) = comparison(c) else {
             continue;
         };
         let (Some((a_right, oa)), Some((b_right, ob))) = (term(a), term(b)) else {
@@ -515,6 +505,14 @@ fn interval_bounds(
     let duration =
         |n: Option<i128>| n.map(|n| Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX)));
     (duration(keep_left), duration(keep_right))
+}
+
+/// `a op b` of a binary expression.
+fn comparison(e: &Expr) -> Option<(&Expr, &Operator, &Expr)> {
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => Some((left, op, right)),
+        _ => None,
+    }
 }
 
 fn refuse_updating(s: &Stream) -> Result<()> {
