@@ -261,7 +261,7 @@ impl Translator<'_> {
     /// q4's shape: `max(right.v)` per left row of `left JOIN right ON key WHERE
     /// right.time BETWEEN left.a AND left.b`, grouped by left columns including the key.
     fn interval_max(&mut self, agg: &Aggregate) -> Result<Option<Stream>> {
-        super::join::interval_max(self, agg)
+        super::interval::interval_max(self, agg)
     }
 }
 

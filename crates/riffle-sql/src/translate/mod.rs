@@ -7,6 +7,7 @@
 //! dataflow that feeds both consumers.
 
 mod aggregate;
+mod interval;
 mod join;
 mod stream;
 
