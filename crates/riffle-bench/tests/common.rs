@@ -10,7 +10,7 @@ use riffle_core::arrow::array::{Array, AsArray};
 use riffle_core::arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit};
 use riffle_core::RecordBatch;
 use riffle_runtime::job::{self, JobConfig};
-use riffle_runtime::JobSummary;
+use riffle_runtime::{JobGraph, JobSummary};
 use std::sync::Arc;
 
 /// A value in an output row, comparable and hashable.
@@ -85,15 +85,20 @@ pub fn run(
         ..QueryOptions::default()
     };
     let graph = queries::build(query, &opts, Arc::new(sink.clone())).expect("query builds");
+    let summary = run_graph(&graph);
+    (sink.batches(), summary)
+}
+
+/// Runs `graph` to its end on a 2-thread runtime.
+pub fn run_graph(graph: &JobGraph) -> JobSummary {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
-    let summary = runtime
-        .block_on(job::run(&graph, &JobConfig::default()))
-        .expect("query runs");
-    (sink.batches(), summary)
+    runtime
+        .block_on(job::run(graph, &JobConfig::default()))
+        .expect("pipeline runs")
 }
 
 pub fn events(config: &NexmarkConfig) -> Vec<Event> {

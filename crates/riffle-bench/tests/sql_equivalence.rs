@@ -9,7 +9,6 @@ use riffle_bench::queries::{Query, QueryOptions};
 use riffle_connectors::nexmark::NexmarkConfig;
 use riffle_connectors::sinks::CollectSinkFactory;
 use riffle_core::RecordBatch;
-use riffle_runtime::job::{self, JobConfig};
 use riffle_runtime::JobGraph;
 use riffle_sql::{plan_pipeline, Connector, ConnectorRegistry, OptionSpec, PlanOptions, SinkTable};
 use std::collections::BTreeMap;
@@ -48,14 +47,7 @@ fn example(query: Query) -> String {
 }
 
 fn execute(graph: &JobGraph) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let summary = runtime
-        .block_on(job::run(graph, &JobConfig::default()))
-        .expect("pipeline runs");
+    let summary = common::run_graph(graph);
     assert_eq!(
         summary.late_rows_dropped(),
         0,

@@ -6,7 +6,6 @@
 
 use crate::error::{Result, SqlError};
 use datafusion::arrow::datatypes::{DataType, Field, Fields};
-use datafusion::common::tree_node::TreeNode;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -72,20 +71,6 @@ pub fn unaliased(mut expr: &Expr) -> &Expr {
         expr = a.expr.as_ref();
     }
     expr
-}
-
-/// Whether `expr` calls a window function anywhere inside it.
-pub fn mentions_window(expr: &Expr) -> bool {
-    let mut found = false;
-    let _ = expr.apply(|e| {
-        if let Expr::ScalarFunction(f) = e {
-            if WINDOW_FUNCTIONS.contains(&f.func.name()) {
-                found = true;
-            }
-        }
-        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
-    });
-    found
 }
 
 /// The window a call of `tumble`/`hop`/`session` describes, or `None` when `expr` is

@@ -79,16 +79,17 @@ pub fn run(job: Job<'_>) -> Result<()> {
     let cpu = cpu_time().saturating_sub(cpu0).as_secs_f64();
     eprintln!("riffle: {label} finished in {seconds:.2}s");
     // A run stopped with a savepoint generated only part of its events.
-    let (events, what, unit) = match job.events {
-        Some(e) if !stopped => (e, "events ", "events"),
+    // (count, heading, note after the count, unit of the rates)
+    let (events, heading, rest, unit) = match job.events {
+        Some(e) if !stopped => (e, "events", "", "events"),
         _ if stopped => (
             summary.source_rows,
-            "events rows read before the stop ",
+            "events",
+            "rows read before the stop ",
             "rows",
         ),
-        _ => (summary.source_rows, "rows read ", "rows"),
+        _ => (summary.source_rows, "rows", "read ", "rows"),
     };
-    let (heading, rest) = what.split_once(' ').unwrap_or((what, ""));
     eprintln!(
         "  {heading:<16} {events} {rest}({:.2} M {unit}/s, {:.2} M {unit} per CPU-second)",
         events as f64 / seconds / 1e6,

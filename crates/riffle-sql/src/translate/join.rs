@@ -187,12 +187,7 @@ impl Translator<'_> {
         let mut used: Vec<String> = taken.to_vec();
         let mut renamed = Vec::new();
         for c in &cols {
-            let mut name = c.clone();
-            let mut k = 2;
-            while used.contains(&name) {
-                name = format!("{c}_{k}");
-                k += 1;
-            }
+            let name = super::fresh_name(c, &used);
             used.push(name.clone());
             renamed.push((c.clone(), name));
         }

@@ -13,7 +13,7 @@ mod stream;
 
 use crate::connectors::SourceTable;
 use crate::error::{Result, SqlError};
-use crate::windows::{mentions_window, window_call};
+use crate::windows::window_call;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::functions::core::expr_fn::named_struct;
@@ -295,9 +295,7 @@ impl<'a> Translator<'a> {
         let mut taken = stream.physical_columns();
         for i in 0..stream.columns.len() {
             if needed(i) {
-                let name = unique_names(taken.iter().map(String::as_str).chain(["w"]))
-                    .pop()
-                    .unwrap_or_default();
+                let name = fresh_name("w", &taken);
                 exprs.push(field_expr(stream, i).alias(&name));
                 taken.push(name.clone());
                 out.columns[i] = name;
@@ -333,15 +331,22 @@ impl<'a> Translator<'a> {
             .transform_up(|e| {
                 // A row's own tumbling window (the optimizer may move `w['start']` next
                 // to the `tumble(…)` that made `w`).
-                if let Ok(Some(WindowSpec::Tumbling { size })) = window_call(&e) {
-                    return Ok(Transformed::yes(row_window(size)));
-                }
-                if mentions_window(&e) && matches!(e, Expr::ScalarFunction(_)) && window_call(&e).is_ok_and(|w| w.is_some()) {
-                    failure = Some(SqlError::unsupported(
-                        format!("`{e}` outside GROUP BY"),
-                        "a row falls in several hopping windows and sessions need grouping: use hop()/session() as a GROUP BY item (aliased, e.g. AS w) and read w['start'] / w['end'] from the result",
-                    ));
-                    return Ok(Transformed::no(e));
+                match window_call(&e) {
+                    Ok(None) => {}
+                    Ok(Some(WindowSpec::Tumbling { size })) => {
+                        return Ok(Transformed::yes(row_window(size)))
+                    }
+                    Ok(Some(_)) => {
+                        failure = Some(SqlError::unsupported(
+                            format!("`{e}` outside GROUP BY"),
+                            "a row falls in several hopping windows and sessions need grouping: use hop()/session() as a GROUP BY item (aliased, e.g. AS w) and read w['start'] / w['end'] from the result",
+                        ));
+                        return Ok(Transformed::no(e));
+                    }
+                    Err(wrong) => {
+                        failure = Some(wrong);
+                        return Ok(Transformed::no(e));
+                    }
                 }
                 Ok(match e {
                     Expr::Column(c) => match schema.index_of_column(&c) {
@@ -426,15 +431,20 @@ pub(crate) fn unique_names<'n>(names: impl Iterator<Item = &'n str>) -> Vec<Stri
     let mut out: Vec<String> = Vec::new();
     for n in names {
         let base = if n == TIMESTAMP_FIELD { "timestamp" } else { n };
-        let mut name = base.to_string();
-        let mut k = 2;
-        while out.contains(&name) {
-            name = format!("{base}_{k}");
-            k += 1;
-        }
-        out.push(name);
+        out.push(fresh_name(base, &out));
     }
     out
+}
+
+/// `base`, or `base_2`, `base_3`, … : the first not in `taken`.
+pub(crate) fn fresh_name(base: &str, taken: &[String]) -> String {
+    let mut name = base.to_string();
+    let mut k = 2;
+    while taken.contains(&name) {
+        name = format!("{base}_{k}");
+        k += 1;
+    }
+    name
 }
 
 /// The updating keys of a projection's output: each input key must pass through.
