@@ -271,7 +271,7 @@ fn a_restored_source_replays_from_its_offset() {
     let mut a = factory.create(&ctx).unwrap();
     let first = [a.poll_next().unwrap(), a.poll_next().unwrap()];
     assert!(first.iter().all(|p| matches!(p, SourcePoll::Batch(_))));
-    let offset = a.snapshot().unwrap();
+    let offset = a.snapshot(riffle_core::Epoch(1)).unwrap();
     let rest = drain(a.as_mut());
     let mut b = factory.create(&ctx).unwrap();
     b.restore(offset).unwrap();

@@ -27,7 +27,7 @@ impl Connector for CollectConnector {
     fn options(&self) -> &'static [OptionSpec] {
         &[]
     }
-    fn sink(&self, _: &riffle_sql::ddl::TableDef) -> riffle_sql::Result<SinkTable> {
+    fn sink(&self, _: &riffle_sql::ddl::TableDef, _: &str) -> riffle_sql::Result<SinkTable> {
         let sink = CollectSinkFactory::new();
         *self.0.lock().unwrap() = Some(sink.clone());
         Ok(SinkTable {

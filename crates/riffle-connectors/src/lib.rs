@@ -9,11 +9,16 @@
 //! Every source here is replayable from an offset and splits over parallel subtasks so
 //! that the union of subtasks' output equals a single subtask's.
 
+mod decode;
 pub mod file_source;
+mod io_runtime;
+pub mod kafka;
 pub mod nexmark;
 pub mod peer;
+pub mod postgres;
 pub mod sinks;
 
 pub use file_source::{FileSourceConfig, FileSourceFactory, MalformedRecords};
 pub use nexmark::{NexmarkConfig, NexmarkSourceFactory, NexmarkTable};
 pub use peer::PeerSourceFactory;
+pub use postgres::{PostgresSinkConfig, PostgresSinkFactory, Secret, WriteMode};

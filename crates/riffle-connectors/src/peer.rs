@@ -133,7 +133,7 @@ impl Source for PeerSource {
         )?))
     }
 
-    fn snapshot(&mut self) -> Result<OperatorState> {
+    fn snapshot(&mut self, _epoch: riffle_core::Epoch) -> Result<OperatorState> {
         let schema = Arc::new(Schema::new(vec![
             Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
             Field::new("next_id", DataType::UInt64, false),

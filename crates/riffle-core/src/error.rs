@@ -31,6 +31,19 @@ pub enum Error {
         message: String,
     },
 
+    /// A message from an external system (e.g. a Kafka record) could not be decoded;
+    /// `location` names it (topic, partition, offset).
+    #[error("malformed record at {location}{}: {message}", field.as_ref().map(|f| format!(", field `{f}`")).unwrap_or_default())]
+    MalformedMessage {
+        location: String,
+        field: Option<String>,
+        message: String,
+    },
+
+    /// An external system (PostgreSQL, Kafka) failed or refused a request.
+    #[error("{system}: {message}")]
+    External { system: String, message: String },
+
     /// A file or directory could not be read or written.
     #[error("I/O error on {}: {source}", path.display())]
     Io {
@@ -74,6 +87,14 @@ impl Error {
         Error::Config {
             field: field.into(),
             message: message.into(),
+        }
+    }
+
+    /// A failure of external system `system` (e.g. `PostgreSQL at 127.0.0.1:5432`).
+    pub fn external(system: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        Error::External {
+            system: system.into(),
+            message: message.to_string(),
         }
     }
 

@@ -94,6 +94,25 @@ pub trait SinkFactory: Send + Sync {
         Ok(())
     }
 
+    /// Whether staged output can still be committed by another process after the one
+    /// that staged it died. Files and PostgreSQL's prepared transactions can; a Kafka
+    /// producer's transaction cannot (librdkafka cannot resume another producer's
+    /// transaction). The coordinator commits such sinks before the others.
+    fn commit_outlives_process(&self) -> bool {
+        true
+    }
+
+    /// Recovery, before rolling a PREPARED epoch forward: whether `committable` is
+    /// published or can still be. `false` makes recovery replay the epoch from the
+    /// checkpoint before it instead (possible because such sinks commit first, so no
+    /// other sink has published the epoch).
+    ///
+    /// # Errors
+    /// The external system cannot tell (unreachable).
+    fn can_roll_forward(&self, _committable: &Committable) -> Result<bool> {
+        Ok(true)
+    }
+
     /// Discards everything staged that no commit published (recovery, after rolling
     /// forward and before the job starts); returns how many transactions or files.
     ///

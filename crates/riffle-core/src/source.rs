@@ -5,6 +5,7 @@ use crate::message::Epoch;
 use crate::operator::OperatorContext;
 use crate::schema::StreamSchema;
 use crate::state::OperatorState;
+use crate::time::EventTime;
 use crate::RecordBatch;
 
 /// What a source has right now.
@@ -30,9 +31,17 @@ pub trait Source: Send {
     /// Malformed input (naming file, line and field) or unreachable storage.
     fn poll_next(&mut self) -> Result<SourcePoll>;
 
-    /// The source's position as state (one row per split).
-    fn snapshot(&mut self) -> Result<OperatorState> {
+    /// The source's position at barrier `epoch` as state (one row per split).
+    fn snapshot(&mut self, _epoch: Epoch) -> Result<OperatorState> {
         Ok(OperatorState::default())
+    }
+
+    /// How far event time has come when the source tracks it per split: the minimum
+    /// over its live splits (e.g. Kafka partitions) of the newest event time each has
+    /// produced. The runtime's watermark then follows this instead of the newest event
+    /// time of any batch, so one fast split does not make another's rows late.
+    fn event_time_frontier(&self) -> Option<EventTime> {
+        None
     }
 
     /// Seeks to a position produced by [`snapshot`](Source::snapshot).

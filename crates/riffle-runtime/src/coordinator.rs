@@ -224,6 +224,9 @@ impl CheckpointCoordinator {
         let mut report = CheckpointReport::default();
         let mut next_epoch = self.config.first_epoch;
         let mut pending: Option<Pending> = None;
+        // Sink output staged by epochs that failed: it holds rows the next epoch's state
+        // has moved past, so it commits with the next epoch that completes.
+        let mut carried: Vec<Committable> = Vec::new();
         let mut failures = 0usize;
         let mut last_completed: Option<Instant> = None;
         let mut end_of_input_triggered = false;
@@ -254,6 +257,7 @@ impl CheckpointCoordinator {
                             }
                             let p = pending.take();
                             if let Some(mut p) = p {
+                                carried.append(&mut p.committables);
                                 let reason = format!("epoch {} timed out after {:?}", p.epoch, self.config.timeout);
                                 p.savepoint_failed(&reason, &mut report);
                                 stopping |= self.fail(&mut report, &mut failures, p.epoch, reason, &stopper);
@@ -283,11 +287,16 @@ impl CheckpointCoordinator {
                     }
                     ack = acks.recv() => {
                         let Some(ack) = ack else { break };
-                        let Some(p) = pending.as_mut().filter(|p| p.epoch == ack.epoch) else { continue };
+                        let Some(p) = pending.as_mut().filter(|p| p.epoch == ack.epoch) else {
+                            // A late ack of a failed epoch: its sink output is carried.
+                            carried.extend(ack.committables);
+                            continue;
+                        };
                         let ack_task = format!("{}[{}]", ack.task, ack.subtask);
                         if let Err(e) = self.upload(p, ack, &reuse).await {
                             let epoch = p.epoch;
                             p.savepoint_failed(&e.to_string(), &mut report);
+                            carried.append(&mut p.committables);
                             pending = None;
                             stopping |= self.fail(&mut report, &mut failures, epoch, e.to_string(), &stopper);
                             continue;
@@ -330,6 +339,7 @@ impl CheckpointCoordinator {
                             }
                             Err(Incomplete { reason, outcome: Outcome::Retry }) => {
                                 done.savepoint_failed(&reason, &mut report);
+                                carried.append(&mut done.committables);
                                 stopping |= self.fail(&mut report, &mut failures, done.epoch, reason, &stopper);
                             }
                             Err(Incomplete { reason, outcome }) => {
@@ -381,7 +391,7 @@ impl CheckpointCoordinator {
                     triggered_at_ms: now_ms(),
                     acks: 0,
                     files: BTreeMap::new(),
-                    committables: Vec::new(),
+                    committables: std::mem::take(&mut carried),
                     counters: BTreeMap::new(),
                     reusable: ReuseCache::default(),
                     bytes: 0,

@@ -31,6 +31,10 @@ pub struct Recovered {
     pub recommitted: usize,
     /// Staged sink output of uncommitted epochs that was discarded.
     pub aborted: usize,
+    /// PREPARED epochs not rolled forward because a sink could not finish them (a
+    /// Kafka transaction of a process that is gone), with the reason: they are replayed
+    /// from the checkpoint before them.
+    pub replayed: Vec<(Epoch, String)>,
     /// For a run started from a named savepoint or checkpoint: which, and what happens
     /// to each operator's state.
     pub restored_from: Option<(String, PlanCheck)>,
@@ -76,6 +80,8 @@ struct RecoveryRecord<'a> {
     aborted_staged: usize,
     skipped_damaged: Vec<(Epoch, &'a str)>,
     swept_partial: &'a [Epoch],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    replayed: Vec<(Epoch, &'a str)>,
     generation: u64,
     watermark: Option<i64>,
     source_offsets: Vec<&'a str>,
@@ -107,6 +113,7 @@ pub async fn recover(
     // Manifests only: state files are verified once, by loading the chosen epoch.
     let mut findings = store.findings(false).await.map_err(state_error)?;
     let generation = next_generation(store, &findings).await;
+    let mut replayed = Vec::new();
     let (plan, manifest, restored) = loop {
         let mut plan = plan_recovery(&findings);
         if start_empty {
@@ -129,6 +136,18 @@ pub async fn recover(
                 "checkpoint epoch {} of `{}` was taken by a different pipeline (other query, event count or options); start from empty state with --no-restore, or use another state root",
                 manifest.epoch, manifest.pipeline
             )));
+        }
+        if plan.roll_forward {
+            if let Some(reason) = unfinishable(graph, &manifest)? {
+                // Swept like an epoch that never reached its commit point.
+                for (e2, finding) in findings.iter_mut() {
+                    if *e2 == epoch {
+                        *finding = EpochFinding::Partial;
+                    }
+                }
+                replayed.push((epoch, reason));
+                continue;
+            }
         }
         // Loading checks every file's size and CRC32C; a damaged epoch is skipped and
         // the next older one tried.
@@ -166,6 +185,7 @@ pub async fn recover(
             generation,
             start_empty,
             restored_from: None,
+            replayed,
         },
     )
     .await
@@ -194,6 +214,33 @@ struct Chosen {
     generation: u64,
     start_empty: bool,
     restored_from: Option<(String, PlanCheck)>,
+    replayed: Vec<(Epoch, String)>,
+}
+
+/// Why a PREPARED `manifest` cannot be rolled forward, if a sink says so.
+fn unfinishable(graph: &JobGraph, manifest: &Manifest) -> RuntimeResult<Option<String>> {
+    let sinks = graph.sinks();
+    for c in &manifest.sink_committables {
+        let Some(sink) = sinks.get(&c.sink) else {
+            continue; // reported when rolling forward
+        };
+        if sink.commit_outlives_process() {
+            continue;
+        }
+        let finishable = sink.can_roll_forward(c).map_err(|e| {
+            RuntimeError::Checkpoint(format!(
+                "epoch {} is PREPARED; asking sink `{}` whether subtask {} committed it: {e}",
+                manifest.epoch, c.sink, c.subtask
+            ))
+        })?;
+        if !finishable {
+            return Ok(Some(format!(
+                "sink `{}` had not committed epoch {} when the process stopped, and its transaction cannot be resumed by another process; the epoch is replayed from the checkpoint before it",
+                c.sink, c.epoch
+            )));
+        }
+    }
+    Ok(None)
 }
 
 /// Prepares a run of `graph` from a named savepoint or checkpoint: copies it into this
@@ -280,6 +327,7 @@ pub async fn recover_from(
             generation,
             start_empty: false,
             restored_from: Some((what, check)),
+            replayed: Vec::new(),
         },
     )
     .await?;
@@ -396,6 +444,7 @@ async fn finish(
         generation,
         start_empty,
         restored_from,
+        replayed,
     } = chosen;
     // From here on storage changes: first fence out any older process still running.
     store
@@ -462,6 +511,7 @@ async fn finish(
         aborted_staged: aborted,
         skipped_damaged: plan.skipped.iter().map(|(e, r)| (*e, r.as_str())).collect(),
         swept_partial: &plan.partial,
+        replayed: replayed.iter().map(|(e, r)| (*e, r.as_str())).collect(),
         generation,
         watermark: manifest.as_ref().and_then(|m| m.watermark),
         source_offsets,
@@ -484,6 +534,7 @@ async fn finish(
         generation,
         recommitted,
         aborted,
+        replayed,
         restored_from,
     })
 }

@@ -58,7 +58,7 @@ impl SourceTask {
 
     /// Snapshots the source and its chain at `barrier` and forwards the barrier.
     async fn checkpoint(&mut self, barrier: Barrier, watermark: EventTime) -> TaskOutcome<()> {
-        let states = match self.source.snapshot() {
+        let states = match self.source.snapshot(barrier.epoch) {
             Ok(state) => vec![(self.source_id.clone(), state)],
             Err(e) => return Err(self.failed(e).into()),
         };
@@ -135,7 +135,10 @@ impl SourceTask {
                         self.metrics
                             .source_max_event_time
                             .fetch_max(max_seen, Ordering::Relaxed);
-                        let watermark = max_seen.saturating_sub(delay);
+                    }
+                    let frontier = self.source.event_time_frontier().or(max_seen);
+                    if let Some(frontier) = frontier {
+                        let watermark = frontier.saturating_sub(delay);
                         if watermark > emitted_watermark {
                             emitted_watermark = watermark;
                             advance_watermark(&mut self.chain, &mut self.routers, watermark)

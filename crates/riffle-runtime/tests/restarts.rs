@@ -281,8 +281,8 @@ impl riffle_core::Source for NotifiedSource {
     fn poll_next(&mut self) -> Result<riffle_core::SourcePoll> {
         self.inner.poll_next()
     }
-    fn snapshot(&mut self) -> Result<riffle_core::OperatorState> {
-        self.inner.snapshot()
+    fn snapshot(&mut self, epoch: riffle_core::Epoch) -> Result<riffle_core::OperatorState> {
+        self.inner.snapshot(epoch)
     }
     fn restore(&mut self, state: riffle_core::OperatorState) -> Result<()> {
         self.inner.restore(state)

@@ -160,7 +160,7 @@ fn plan_text(
         let at = def.at;
         let connector = registry.connector_for(&def).map_err(|e| e.located(at))?;
         if targets.contains(&def.name) {
-            let sink = connector.sink(&def)?;
+            let sink = connector.sink(&def, &options.name)?;
             sinks.insert(def.name.clone(), (def, sink));
             continue;
         }

@@ -279,7 +279,7 @@ impl Source for FileSource {
         }
     }
 
-    fn snapshot(&mut self) -> Result<OperatorState> {
+    fn snapshot(&mut self, _epoch: riffle_core::Epoch) -> Result<OperatorState> {
         // The file being read (or the next one) and how far into it.
         let (file, position) = match &self.reader {
             Some(r) => (self.next_file - 1, r.position()),

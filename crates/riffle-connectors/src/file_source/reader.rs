@@ -1,17 +1,17 @@
 //! Reading one file: lines for JSONL and CSV (with line numbers for errors), row groups
 //! for Parquet; turning the event-time column into `_timestamp`.
 
+use crate::decode::{decode, event_time_nanos, field_of};
 use crate::sinks::FileFormat;
-use riffle_core::arrow::array::{Array, ArrayRef, AsArray, StringArray, UInt16Array, UInt64Array};
-use riffle_core::arrow::compute::kernels::cast::{cast_with_options, CastOptions};
-use riffle_core::arrow::compute::{concat_batches, kernels::numeric::mul};
-use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, TimeUnit};
+use riffle_core::arrow::array::{Array, AsArray, StringArray, UInt16Array, UInt64Array};
+use riffle_core::arrow::compute::concat_batches;
+use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use riffle_core::operator::OperatorCounters;
 use riffle_core::parquet::arrow::arrow_reader::{
     ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
 use riffle_core::state::KEY_GROUP_FIELD;
-use riffle_core::{timestamp_type, Error, OperatorState, RecordBatch, Result, StreamSchema};
+use riffle_core::{Error, OperatorState, RecordBatch, Result, StreamSchema};
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -177,55 +177,6 @@ impl FileReader {
     }
 }
 
-fn decode(
-    format: FileFormat,
-    schema: &SchemaRef,
-    text: &[u8],
-    rows: usize,
-) -> std::result::Result<Option<RecordBatch>, String> {
-    match format {
-        FileFormat::Jsonl => {
-            let mut d = riffle_core::arrow::json::ReaderBuilder::new(schema.clone())
-                .with_batch_size(rows.max(1))
-                .build_decoder()
-                .map_err(|e| e.to_string())?;
-            d.decode(text).map_err(|e| e.to_string())?;
-            d.flush().map_err(|e| e.to_string())
-        }
-        _ => {
-            let mut d = riffle_core::arrow::csv::ReaderBuilder::new(schema.clone())
-                .with_header(false)
-                .with_batch_size(rows.max(1))
-                .build_decoder();
-            let mut rest = text;
-            while !rest.is_empty() {
-                let n = d.decode(rest).map_err(|e| e.to_string())?;
-                if n == 0 {
-                    break;
-                }
-                rest = &rest[n..];
-            }
-            d.flush().map_err(|e| e.to_string())
-        }
-    }
-}
-
-/// The field an Arrow decoding error names, if any.
-fn field_of(message: &str, schema: &Schema) -> Option<String> {
-    if let Some(rest) = message.split("field '").nth(1) {
-        return rest.split('\'').next().map(str::to_string);
-    }
-    // CSV errors name the column by index: "... for column 2 at line ...".
-    let column: usize = message
-        .split("for column ")
-        .nth(1)?
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()?;
-    schema.fields().get(column).map(|f| f.name().clone())
-}
-
 /// Decodes lines; on failure finds the bad lines one by one, failing or skipping them.
 fn decode_lines(
     path: &Path,
@@ -274,33 +225,7 @@ fn with_event_time(
     counters: &OperatorCounters,
 ) -> Result<RecordBatch> {
     let column = batch.column(event_time);
-    let safe = CastOptions {
-        safe: true,
-        ..Default::default()
-    };
-    let nanos: ArrayRef = match column.data_type() {
-        DataType::Int64 => {
-            let ms = column.as_primitive::<Int64Type>();
-            let scaled = mul(
-                ms,
-                &riffle_core::arrow::array::Int64Array::new_scalar(1_000_000),
-            )?;
-            cast_with_options(&scaled, &timestamp_type(), &safe)?
-        }
-        DataType::Timestamp(_, _) | DataType::Utf8 | DataType::LargeUtf8 | DataType::Date32 => {
-            cast_with_options(
-                column,
-                &DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
-                &safe,
-            )?
-        }
-        other => {
-            return Err(Error::config(
-                "event_time_column",
-                format!("{other} cannot be event time"),
-            ))
-        }
-    };
+    let nanos = event_time_nanos(column)?;
     let field = batch.schema().field(event_time).name().clone();
     let (batch, nanos) = match nanos.logical_nulls().filter(|n| n.null_count() > 0) {
         None => (batch, nanos),

@@ -145,7 +145,7 @@ impl Source for NexmarkSource {
 
     /// One row per progress fact: this subtask's own (`next_block`, `parallelism`,
     /// `subtask`), then inherited ones that still exclude blocks ahead of it.
-    fn snapshot(&mut self) -> Result<OperatorState> {
+    fn snapshot(&mut self, _epoch: riffle_core::Epoch) -> Result<OperatorState> {
         let schema = Arc::new(Schema::new(vec![
             Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
             Field::new("next_block", DataType::UInt64, false),
@@ -482,7 +482,7 @@ mod tests {
             .unwrap();
         a.poll_next().unwrap();
         a.poll_next().unwrap();
-        let offset = a.snapshot().unwrap();
+        let offset = a.snapshot(riffle_core::Epoch(1)).unwrap();
         let rest = drain(a.as_mut());
         let mut b = factory
             .create(&OperatorContext::detached("nexmark", 0, 1))

@@ -101,9 +101,22 @@ impl CheckpointCoordinator {
             });
         }
         manifest.sink_committables = pending.committables.clone();
-        manifest
-            .sink_committables
-            .sort_by(|a, b| (&a.sink, a.subtask).cmp(&(&b.sink, b.subtask)));
+        // Sinks whose staged output dies with the process (Kafka transactions) commit
+        // first: until they have, recovery may still replay the epoch instead, which is
+        // only exact while no other sink has published it.
+        let outlives = |sink: &str| {
+            self.sinks
+                .get(sink)
+                .is_none_or(|f| f.commit_outlives_process())
+        };
+        manifest.sink_committables.sort_by(|a, b| {
+            (outlives(&a.sink), &a.sink, a.epoch, a.subtask).cmp(&(
+                outlives(&b.sink),
+                &b.sink,
+                b.epoch,
+                b.subtask,
+            ))
+        });
         manifest.plan_fingerprint = self.plan_fingerprint.clone();
         if let Some(metrics) = &self.metrics {
             // Read when the last ack arrived: the watermark sinks had reached by then.

@@ -89,7 +89,7 @@ impl Connector for FilesystemConnector {
         })
     }
 
-    fn sink(&self, table: &TableDef) -> Result<SinkTable> {
+    fn sink(&self, table: &TableDef, _: &str) -> Result<SinkTable> {
         let path = required(table, "path", "out/results")?;
         if table.options.contains_key("on_malformed") {
             return Err(SqlError::connector(

@@ -4,6 +4,7 @@
 
 mod filesystem;
 mod nexmark;
+mod postgres;
 mod sinks;
 
 use crate::ddl::TableDef;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 
 pub use filesystem::FilesystemConnector;
 pub use nexmark::NexmarkConnector;
+pub use postgres::PostgresConnector;
 pub use sinks::{BlackholeConnector, StdoutConnector};
 
 /// One option a connector accepts.
@@ -80,11 +82,12 @@ pub trait Connector: Send + Sync {
         ))
     }
 
-    /// Builds the sink of `table`.
+    /// Builds the sink of `table` in the job named `pipeline` (a sink names what it
+    /// creates outside riffle after it, e.g. PostgreSQL's prepared transactions).
     ///
     /// # Errors
     /// Missing or invalid options; a connector that only reads.
-    fn sink(&self, table: &TableDef) -> Result<SinkTable> {
+    fn sink(&self, table: &TableDef, _pipeline: &str) -> Result<SinkTable> {
         Err(SqlError::connector(
             &table.name,
             format!(
@@ -109,6 +112,7 @@ impl Default for ConnectorRegistry {
         registry.register(Arc::new(FilesystemConnector));
         registry.register(Arc::new(StdoutConnector));
         registry.register(Arc::new(BlackholeConnector));
+        registry.register(Arc::new(PostgresConnector));
         registry
     }
 }
@@ -173,6 +177,43 @@ pub(crate) fn required<'a>(table: &'a TableDef, key: &str, example: &str) -> Res
         SqlError::connector(
             &table.name,
             format!("option '{key}' is required, e.g. '{key}' = '{example}'"),
+        )
+    })
+}
+
+/// An option that takes one of `choices` (lower case), or `default` when absent.
+pub(crate) fn choice_option<'a>(
+    table: &'a TableDef,
+    key: &str,
+    choices: &[&'static str],
+    default: &'static str,
+) -> Result<&'static str> {
+    let Some(value) = table.options.get(key) else {
+        return Ok(default);
+    };
+    let lower = value.to_ascii_lowercase();
+    choices
+        .iter()
+        .find(|c| **c == lower)
+        .copied()
+        .ok_or_else(|| {
+            SqlError::connector(
+                &table.name,
+                format!("'{key}' = '{value}': use {}", choices.join(" or ")),
+            )
+        })
+}
+
+/// The value of the environment variable option `key` names (a password), if given.
+/// The value itself never appears in messages, plans or checkpoints.
+pub(crate) fn secret_from_env(table: &TableDef, key: &str) -> Result<Option<String>> {
+    let Some(variable) = table.options.get(key) else {
+        return Ok(None);
+    };
+    std::env::var(variable).map(Some).map_err(|_| {
+        SqlError::connector(
+            &table.name,
+            format!("'{key}' names the environment variable `{variable}`, which is not set; export it before running"),
         )
     })
 }

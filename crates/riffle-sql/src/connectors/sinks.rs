@@ -21,7 +21,7 @@ impl Connector for StdoutConnector {
         }]
     }
 
-    fn sink(&self, table: &TableDef) -> Result<SinkTable> {
+    fn sink(&self, table: &TableDef, _: &str) -> Result<SinkTable> {
         let format = match table.options.get("format").map(String::as_str) {
             None | Some("jsonl") | Some("json") => StdoutFormat::Jsonl,
             Some("pretty") => StdoutFormat::Pretty,
@@ -52,7 +52,7 @@ impl Connector for BlackholeConnector {
         &[]
     }
 
-    fn sink(&self, _: &TableDef) -> Result<SinkTable> {
+    fn sink(&self, _: &TableDef, _: &str) -> Result<SinkTable> {
         Ok(SinkTable {
             factory: Arc::new(BlackholeSinkFactory),
             updates: Ok(()),

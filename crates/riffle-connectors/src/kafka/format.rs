@@ -1,0 +1,219 @@
+//! Record values ⇄ Arrow rows: JSON objects, CSV lines, or the raw value as one
+//! string or bytes column.
+
+use crate::decode::{decode, field_of};
+use crate::sinks::FileFormat;
+use riffle_core::arrow::array::{ArrayRef, AsArray, BinaryArray, StringArray};
+use riffle_core::arrow::compute::concat_batches;
+use riffle_core::arrow::datatypes::{DataType, SchemaRef};
+use riffle_core::{Error, RecordBatch, Result};
+use std::sync::Arc;
+
+/// How a record's value is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueFormat {
+    /// One JSON object per record.
+    Json,
+    /// One CSV line per record (no header), columns in declared order.
+    Csv,
+    /// The whole value as the table's only column (VARCHAR or BYTEA).
+    Raw,
+}
+
+impl ValueFormat {
+    /// Parses `json`, `csv` or `raw`.
+    ///
+    /// # Errors
+    /// Any other name.
+    pub fn parse(name: &str) -> Result<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "json" => Ok(ValueFormat::Json),
+            "csv" => Ok(ValueFormat::Csv),
+            "raw" => Ok(ValueFormat::Raw),
+            other => Err(Error::config(
+                "format",
+                format!("unknown Kafka value format `{other}`; use json, csv or raw"),
+            )),
+        }
+    }
+
+    /// Checks that `schema` suits the format (raw takes exactly one string or bytes
+    /// column).
+    pub(crate) fn check(self, schema: &SchemaRef) -> Result<()> {
+        if self == ValueFormat::Raw {
+            let ok = schema.fields().len() == 1
+                && matches!(
+                    schema.field(0).data_type(),
+                    DataType::Utf8 | DataType::Binary
+                );
+            if !ok {
+                return Err(Error::config(
+                    "format",
+                    "the raw format puts the whole value in one column: declare exactly one VARCHAR or BYTEA column",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A record that could not be decoded: its index in the input, the field, the reason.
+pub(crate) struct BadRecord {
+    pub index: usize,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+/// Decodes `values` into rows of `schema`. All good: the batch. Otherwise the bad
+/// records are found one by one; `skip` leaves them out (their indices are returned)
+/// or the first one is the error.
+pub(crate) fn decode_values(
+    format: ValueFormat,
+    schema: &SchemaRef,
+    values: &[Option<&[u8]>],
+    skip: bool,
+) -> std::result::Result<(RecordBatch, Vec<usize>), BadRecord> {
+    if format == ValueFormat::Raw {
+        return decode_raw(schema, values, skip);
+    }
+    let text_format = match format {
+        ValueFormat::Csv => FileFormat::Csv,
+        _ => FileFormat::Jsonl,
+    };
+    if values.iter().all(Option::is_some) {
+        let mut all = Vec::new();
+        for v in values.iter().flatten() {
+            all.extend_from_slice(v);
+            all.push(b'\n');
+        }
+        if let Ok(Some(batch)) = decode(text_format, schema, &all, values.len()) {
+            if batch.num_rows() == values.len() {
+                return Ok((batch, Vec::new()));
+            }
+        }
+    }
+    let mut parts = Vec::new();
+    let mut skipped = Vec::new();
+    for (index, value) in values.iter().enumerate() {
+        let result = match value {
+            None => Err("the record has no value".to_string()),
+            Some(v) => decode(text_format, schema, v, 1).and_then(|b| {
+                b.filter(|b| b.num_rows() == 1)
+                    .ok_or_else(|| "the value holds no single record".to_string())
+            }),
+        };
+        match result {
+            Ok(batch) => parts.push(batch),
+            Err(_) if skip => skipped.push(index),
+            Err(message) => {
+                return Err(BadRecord {
+                    index,
+                    field: field_of(&message, schema),
+                    message,
+                })
+            }
+        }
+    }
+    let batch = concat_batches(schema, &parts).map_err(|e| BadRecord {
+        index: 0,
+        field: None,
+        message: e.to_string(),
+    })?;
+    Ok((batch, skipped))
+}
+
+fn decode_raw(
+    schema: &SchemaRef,
+    values: &[Option<&[u8]>],
+    skip: bool,
+) -> std::result::Result<(RecordBatch, Vec<usize>), BadRecord> {
+    let field = schema.field(0);
+    let mut skipped = Vec::new();
+    let column: ArrayRef = if field.data_type() == &DataType::Binary {
+        Arc::new(BinaryArray::from(values.to_vec()))
+    } else {
+        let mut strings = Vec::with_capacity(values.len());
+        for (index, v) in values.iter().enumerate() {
+            match v.map(std::str::from_utf8) {
+                None => strings.push(None),
+                Some(Ok(s)) => strings.push(Some(s)),
+                Some(Err(_)) if skip => skipped.push(index),
+                Some(Err(e)) => return Err(BadRecord {
+                    index,
+                    field: Some(field.name().clone()),
+                    message: format!(
+                        "the value is not UTF-8 text ({e}); declare the column BYTEA to read bytes"
+                    ),
+                }),
+            }
+        }
+        Arc::new(StringArray::from(strings))
+    };
+    let batch = RecordBatch::try_new(schema.clone(), vec![column]).map_err(|e| BadRecord {
+        index: 0,
+        field: None,
+        message: e.to_string(),
+    })?;
+    Ok((batch, skipped))
+}
+
+/// One value per row of `batch` (which holds only the columns to write).
+///
+/// # Errors
+/// A value cannot be encoded (raw needs one string or bytes column).
+pub(crate) fn encode_rows(format: ValueFormat, batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
+    match format {
+        ValueFormat::Json => {
+            let mut out = Vec::new();
+            let mut writer = riffle_core::arrow::json::LineDelimitedWriter::new(&mut out);
+            writer.write(batch)?;
+            writer.finish()?;
+            drop(writer);
+            // JSON escapes newlines inside strings, so each line is one row.
+            Ok(out
+                .split(|b| *b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(<[u8]>::to_vec)
+                .collect())
+        }
+        ValueFormat::Csv => (0..batch.num_rows())
+            .map(|row| {
+                let mut out = Vec::new();
+                let mut writer = riffle_core::arrow::csv::WriterBuilder::new()
+                    .with_header(false)
+                    .build(&mut out);
+                writer.write(&batch.slice(row, 1))?;
+                drop(writer);
+                while out.last() == Some(&b'\n') {
+                    out.pop();
+                }
+                Ok(out)
+            })
+            .collect(),
+        ValueFormat::Raw => {
+            if batch.num_columns() != 1 {
+                return Err(Error::config(
+                    "format",
+                    "the raw format writes one column; select exactly one VARCHAR or BYTEA column",
+                ));
+            }
+            let column = batch.column(0);
+            match column.data_type() {
+                DataType::Utf8 => Ok(column
+                    .as_string::<i32>()
+                    .iter()
+                    .map(|v| v.unwrap_or_default().as_bytes().to_vec())
+                    .collect()),
+                DataType::Binary => Ok(column
+                    .as_binary::<i32>()
+                    .iter()
+                    .map(|v| v.unwrap_or_default().to_vec())
+                    .collect()),
+                other => Err(Error::config(
+                    "format",
+                    format!("the raw format writes a VARCHAR or BYTEA column, not {other}"),
+                )),
+            }
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! Kafka: a replayable source (partition offsets are operator state) and a sink with
+//! a transactional producer (exactly-once) or plain delivery (at-least-once).
+//!
+//! The client is librdkafka (the `rdkafka` crate), driven through its blocking
+//! producer and consumer from riffle's task threads.
+
+mod format;
+mod ledger;
+mod sink;
+mod source;
+
+pub use format::ValueFormat;
+pub use sink::{KafkaDelivery, KafkaSinkConfig, KafkaSinkFactory};
+pub use source::{KafkaSourceConfig, KafkaSourceFactory, KafkaStartup, KafkaTimestamp};
+
+use rdkafka::config::ClientConfig;
+use riffle_core::Error;
+use std::time::Duration;
+
+/// How long a metadata or offset request may take before it is an error.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the brokers are and any further librdkafka properties.
+#[derive(Debug, Clone)]
+pub struct KafkaClient {
+    /// `host:port[,host:port…]`.
+    pub bootstrap_servers: String,
+    /// Further librdkafka properties (`security.protocol`, …), passed as given.
+    pub properties: Vec<(String, String)>,
+}
+
+impl KafkaClient {
+    /// Brokers at `bootstrap_servers`.
+    pub fn new(bootstrap_servers: impl Into<String>) -> Self {
+        Self {
+            bootstrap_servers: bootstrap_servers.into(),
+            properties: Vec::new(),
+        }
+    }
+
+    /// A librdkafka configuration with the brokers and properties set.
+    fn config(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &self.bootstrap_servers);
+        // librdkafka logs every broker connection failure on its own; riffle reports them.
+        config.set("log_level", "3");
+        for (k, v) in &self.properties {
+            config.set(k, v);
+        }
+        config
+    }
+
+    /// An error of these brokers.
+    fn error(&self, message: impl std::fmt::Display) -> Error {
+        Error::external(format!("Kafka at {}", self.bootstrap_servers), message)
+    }
+}

@@ -1,0 +1,549 @@
+//! The Kafka sink.
+//!
+//! Exactly-once: the sink's subtasks share transactional producers; the k-th epoch of
+//! a run is one Kafka transaction, written by every subtask. A subtask flushes at its
+//! barrier and moves on to the next transaction (another producer from a small pool,
+//! transactional ids `riffle-<label>-<n>`); the coordinator commits the transaction
+//! once the epoch's manifest is PREPARED, together with the sink's ledger entry
+//! (see [`super::ledger`]). A Kafka transaction dies with the process that opened it,
+//! so after a crash recovery asks the ledger: committed epochs roll forward, others are
+//! replayed from the checkpoint before them (the coordinator commits Kafka sinks
+//! before any other sink, so none has published such an epoch).
+//!
+//! At-least-once: each subtask has a plain producer and flushes at every barrier.
+
+use super::format::{encode_rows, ValueFormat};
+use super::ledger::Ledger;
+use super::KafkaClient;
+use crate::sinks::without_timestamp;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::ClientContext;
+use riffle_core::arrow::util::display::array_value_to_string;
+use riffle_core::{
+    Committable, Epoch, Error, RecordBatch, Result, Sink, SinkContext, SinkFactory, SinkSummary,
+    StreamSchema,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// How the sink delivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KafkaDelivery {
+    /// Transactions committed with checkpoints (the broker must support them).
+    ExactlyOnce,
+    /// Flushed at every checkpoint; a restart may write some records again.
+    AtLeastOnce,
+}
+
+/// Where and how a Kafka sink writes.
+#[derive(Debug, Clone)]
+pub struct KafkaSinkConfig {
+    /// The brokers.
+    pub client: KafkaClient,
+    /// The topic (must exist).
+    pub topic: String,
+    /// Value layout.
+    pub format: ValueFormat,
+    /// A column whose text becomes the record key (records of a key stay in order on
+    /// one partition); none: no key.
+    pub key_column: Option<String>,
+    /// Exactly-once or at-least-once.
+    pub delivery: KafkaDelivery,
+    /// Names the transactional ids and the ledger: `<pipeline>/<table>`.
+    pub label: String,
+    /// The broker aborts a transaction left open this long (a crashed process's).
+    pub transaction_timeout: Duration,
+}
+
+impl KafkaSinkConfig {
+    /// An exactly-once JSON sink into `topic`.
+    pub fn new(client: KafkaClient, topic: impl Into<String>, label: impl Into<String>) -> Self {
+        Self {
+            client,
+            topic: topic.into(),
+            format: ValueFormat::Json,
+            key_column: None,
+            delivery: KafkaDelivery::ExactlyOnce,
+            label: label.into(),
+            transaction_timeout: Duration::from_secs(60),
+        }
+    }
+
+    fn transactional_id(&self, n: usize) -> String {
+        let label: String = self
+            .label
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        format!("riffle-{label}-{n}")
+    }
+}
+
+/// Keeps the first failed delivery, which fails the flush that waits for it.
+#[derive(Default)]
+struct DeliveryContext {
+    failure: Mutex<Option<String>>,
+}
+
+impl ClientContext for DeliveryContext {}
+
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, _)) = result {
+            if let Ok(mut failure) = self.failure.lock() {
+                failure.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+}
+
+type KafkaProducer = BaseProducer<DeliveryContext>;
+
+/// How long a flush or a transaction request may take.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Builds Kafka sink subtasks; owns the transactions of an exactly-once sink.
+pub struct KafkaSinkFactory {
+    config: Arc<KafkaSinkConfig>,
+    transactions: Mutex<Option<Arc<Transactions>>>,
+}
+
+impl KafkaSinkFactory {
+    /// A factory for `config`.
+    pub fn new(config: KafkaSinkConfig) -> Self {
+        Self {
+            config: Arc::new(config),
+            transactions: Mutex::new(None),
+        }
+    }
+
+    fn exactly_once(&self) -> bool {
+        self.config.delivery == KafkaDelivery::ExactlyOnce
+    }
+
+    /// The shared transactions, opened on first need (which fences every producer of
+    /// an earlier process with the same ids).
+    fn transactions(&self) -> Result<Arc<Transactions>> {
+        let mut slot = self
+            .transactions
+            .lock()
+            .map_err(|_| self.config.client.error("lock poisoned"))?;
+        if let Some(t) = slot.as_ref() {
+            return Ok(t.clone());
+        }
+        let t = Arc::new(Transactions::open(self.config.clone())?);
+        *slot = Some(t.clone());
+        Ok(t)
+    }
+}
+
+impl SinkFactory for KafkaSinkFactory {
+    fn describe(&self) -> String {
+        format!(
+            "kafka({}, {}, {})",
+            self.config.topic,
+            self.config.client.bootstrap_servers,
+            match self.config.delivery {
+                KafkaDelivery::ExactlyOnce => "exactly-once",
+                KafkaDelivery::AtLeastOnce => "at-least-once",
+            }
+        )
+    }
+
+    fn is_transactional(&self) -> bool {
+        self.exactly_once()
+    }
+
+    fn commit_outlives_process(&self) -> bool {
+        !self.exactly_once()
+    }
+
+    fn create(&self, schema: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
+        if let Some(key) = &self.config.key_column {
+            schema.schema.index_of(key).map_err(|_| {
+                Error::config("key.field", format!("`{key}` is not an output column"))
+            })?;
+        }
+        let output = if ctx.exactly_once && self.exactly_once() {
+            Output::Transactional(self.transactions()?)
+        } else {
+            let producer: KafkaProducer = self
+                .config
+                .client
+                .config()
+                .create_with_context(DeliveryContext::default())
+                .map_err(|e| {
+                    self.config
+                        .client
+                        .error(format!("cannot create a producer: {e}"))
+                })?;
+            Output::Plain(producer)
+        };
+        Ok(Box::new(KafkaSink {
+            config: self.config.clone(),
+            output,
+            transaction: 0,
+            summary: SinkSummary::default(),
+        }))
+    }
+
+    fn commit(&self, committable: &Committable) -> Result<()> {
+        let transactions = self.transactions()?;
+        if transactions.commit_through(committable.epoch)? {
+            return Ok(());
+        }
+        match transactions.ledger.committed()? {
+            Some(done) if done >= committable.epoch => Ok(()),
+            _ => Err(self.config.client.error(format!(
+                "the transaction of epoch {} of topic `{}` is gone without having committed (the process that wrote it stopped); recovery replays the epoch",
+                committable.epoch, self.config.topic
+            ))),
+        }
+    }
+
+    fn can_roll_forward(&self, committable: &Committable) -> Result<bool> {
+        let transactions = self.transactions()?;
+        if transactions.holds(committable.epoch)? {
+            return Ok(true);
+        }
+        Ok(transactions
+            .ledger
+            .committed()?
+            .is_some_and(|done| done >= committable.epoch))
+    }
+
+    fn abort_staged(&self) -> Result<usize> {
+        if !self.exactly_once() {
+            return Ok(0);
+        }
+        self.transactions()?.abort_all()
+    }
+}
+
+/// The open transactions of one exactly-once sink.
+struct Transactions {
+    config: Arc<KafkaSinkConfig>,
+    ledger: Ledger,
+    state: Mutex<TransactionState>,
+}
+
+#[derive(Default)]
+struct TransactionState {
+    producers: Vec<Arc<KafkaProducer>>,
+    idle: Vec<usize>,
+    /// Open transactions by their index in this run (the k-th epoch).
+    open: BTreeMap<u64, OpenTransaction>,
+    /// Epochs committed by this process (recent ones).
+    committed: BTreeSet<Epoch>,
+}
+
+struct OpenTransaction {
+    producer: usize,
+    /// Set by the first subtask to reach the barrier that ends it.
+    epoch: Option<Epoch>,
+}
+
+impl Transactions {
+    fn open(config: Arc<KafkaSinkConfig>) -> Result<Self> {
+        let ledger = Ledger::open(&config.client, &config.topic, &config.label)?;
+        let t = Self {
+            config,
+            ledger,
+            state: Mutex::new(TransactionState::default()),
+        };
+        {
+            // Two producers cover a checkpoint in flight while the next epoch writes.
+            let mut state = t.lock()?;
+            for _ in 0..2 {
+                let n = t.new_producer(&mut state)?;
+                state.idle.push(n);
+            }
+            state.idle.reverse();
+        }
+        Ok(t)
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, TransactionState>> {
+        self.state
+            .lock()
+            .map_err(|_| self.config.client.error("lock poisoned"))
+    }
+
+    /// A new transactional producer; `init_transactions` fences any older one with its
+    /// id and aborts what it left open.
+    fn new_producer(&self, state: &mut TransactionState) -> Result<usize> {
+        let n = state.producers.len();
+        let id = self.config.transactional_id(n);
+        let producer: KafkaProducer = self
+            .config
+            .client
+            .config()
+            .set("transactional.id", &id)
+            .set(
+                "transaction.timeout.ms",
+                self.config.transaction_timeout.as_millis().to_string(),
+            )
+            .create_with_context(DeliveryContext::default())
+            .map_err(|e| {
+                self.config
+                    .client
+                    .error(format!("cannot create producer `{id}`: {e}"))
+            })?;
+        producer.init_transactions(FLUSH_TIMEOUT).map_err(|e| {
+            self.config.client.error(format!(
+                "cannot start transactions for `{id}`: {e}; use 'sink.delivery' = 'at-least-once' for brokers without transactions"
+            ))
+        })?;
+        state.producers.push(Arc::new(producer));
+        Ok(n)
+    }
+
+    /// The producer of transaction `k`, beginning it if it is not open yet.
+    fn producer_for(&self, k: u64) -> Result<Arc<KafkaProducer>> {
+        let mut state = self.lock()?;
+        if let Some(open) = state.open.get(&k) {
+            return Ok(state.producers[open.producer].clone());
+        }
+        let n = match state.idle.pop() {
+            Some(n) => n,
+            // Every producer holds a transaction still waiting for its checkpoint.
+            None => self.new_producer(&mut state)?,
+        };
+        let producer = state.producers[n].clone();
+        producer.begin_transaction().map_err(|e| {
+            self.config
+                .client
+                .error(format!("cannot begin a transaction: {e}"))
+        })?;
+        state.open.insert(
+            k,
+            OpenTransaction {
+                producer: n,
+                epoch: None,
+            },
+        );
+        Ok(producer)
+    }
+
+    /// Barrier `epoch` ends transaction `k`: its producer, to flush, if it is open.
+    fn prepare(&self, k: u64, epoch: Epoch) -> Result<Option<Arc<KafkaProducer>>> {
+        let mut state = self.lock()?;
+        let Some(open) = state.open.get_mut(&k) else {
+            return Ok(None);
+        };
+        open.epoch = Some(epoch);
+        let n = open.producer;
+        Ok(Some(state.producers[n].clone()))
+    }
+
+    /// Whether this process holds `epoch`'s transaction (open or committed).
+    fn holds(&self, epoch: Epoch) -> Result<bool> {
+        let state = self.lock()?;
+        Ok(state.committed.contains(&epoch) || state.open.values().any(|o| o.epoch == Some(epoch)))
+    }
+
+    /// Commits every prepared transaction up to `epoch` (older ones are of failed
+    /// checkpoints, whose output the newer state has moved past). Whether `epoch` is
+    /// committed by this process (now or before).
+    fn commit_through(&self, epoch: Epoch) -> Result<bool> {
+        let mut state = self.lock()?;
+        let due: Vec<u64> = state
+            .open
+            .iter()
+            .filter(|(_, o)| o.epoch.is_some_and(|e| e <= epoch))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in due {
+            let Some(open) = state.open.get(&k) else {
+                continue;
+            };
+            let (n, e) = (open.producer, open.epoch.unwrap_or(epoch));
+            let producer = state.producers[n].clone();
+            let fail = |what: &str, err: KafkaError| {
+                self.config
+                    .client
+                    .error(format!("{what} the transaction of epoch {e}: {err}"))
+            };
+            producer
+                .send_offsets_to_transaction(
+                    &self.ledger.entry(e)?,
+                    &self.ledger.group()?,
+                    FLUSH_TIMEOUT,
+                )
+                .map_err(|err| fail("recording the ledger entry of", err))?;
+            producer
+                .commit_transaction(FLUSH_TIMEOUT)
+                .map_err(|err| fail("committing", err))?;
+            state.open.remove(&k);
+            state.idle.push(n);
+            state.committed.insert(e);
+        }
+        while state.committed.len() > 64 {
+            state.committed.pop_first();
+        }
+        Ok(state.committed.contains(&epoch))
+    }
+
+    /// Aborts every open transaction (recovery: no checkpoint committed them).
+    fn abort_all(&self) -> Result<usize> {
+        let mut state = self.lock()?;
+        let open = std::mem::take(&mut state.open);
+        let aborted = open.len();
+        for (_, o) in open {
+            state.producers[o.producer]
+                .abort_transaction(FLUSH_TIMEOUT)
+                .map_err(|e| {
+                    self.config
+                        .client
+                        .error(format!("aborting a transaction: {e}"))
+                })?;
+            state.idle.push(o.producer);
+        }
+        Ok(aborted)
+    }
+}
+
+enum Output {
+    Transactional(Arc<Transactions>),
+    Plain(KafkaProducer),
+}
+
+/// One subtask.
+struct KafkaSink {
+    config: Arc<KafkaSinkConfig>,
+    output: Output,
+    /// The transaction this subtask writes: how many barriers it has passed.
+    transaction: u64,
+    summary: SinkSummary,
+}
+
+impl KafkaSink {
+    /// Waits for every record sent so far; the first failed delivery is the error.
+    fn flush(&self, producer: &KafkaProducer) -> Result<()> {
+        producer.flush(FLUSH_TIMEOUT).map_err(|e| {
+            self.config
+                .client
+                .error(format!("flushing to topic `{}`: {e}", self.config.topic))
+        })?;
+        let failure = producer
+            .context()
+            .failure
+            .lock()
+            .map_err(|_| self.config.client.error("lock poisoned"))?
+            .take();
+        match failure {
+            Some(e) => Err(self
+                .config
+                .client
+                .error(format!("delivering to topic `{}`: {e}", self.config.topic))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Sends one record, waiting while librdkafka's queue is full.
+fn send(
+    producer: &KafkaProducer,
+    config: &KafkaSinkConfig,
+    key: Option<&[u8]>,
+    value: &[u8],
+) -> Result<()> {
+    let mut record = BaseRecord::<[u8], [u8]>::to(&config.topic).payload(value);
+    if let Some(key) = key {
+        record = record.key(key);
+    }
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                record = back;
+                producer.poll(Duration::from_millis(10));
+            }
+            Err((e, _)) => {
+                return Err(config
+                    .client
+                    .error(format!("producing to topic `{}`: {e}", config.topic)))
+            }
+        }
+    }
+}
+
+impl Sink for KafkaSink {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let batch = without_timestamp(batch)?;
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let values = encode_rows(self.config.format, &batch)?;
+        let keys: Option<Vec<String>> = match &self.config.key_column {
+            Some(k) => {
+                let column = batch
+                    .column_by_name(k)
+                    .ok_or_else(|| Error::plan(format!("the sink's input has no column `{k}`")))?;
+                Some(
+                    (0..batch.num_rows())
+                        .map(|r| array_value_to_string(column, r))
+                        .collect::<std::result::Result<_, _>>()?,
+                )
+            }
+            None => None,
+        };
+        let transactional;
+        let producer: &KafkaProducer = match &self.output {
+            Output::Transactional(t) => {
+                transactional = t.producer_for(self.transaction)?;
+                &transactional
+            }
+            Output::Plain(p) => p,
+        };
+        for (i, value) in values.iter().enumerate() {
+            let key = keys.as_ref().map(|k| k[i].as_bytes());
+            send(producer, &self.config, key, value)?;
+        }
+        producer.poll(Duration::ZERO);
+        self.summary.rows += values.len() as u64;
+        Ok(())
+    }
+
+    fn pre_commit(&mut self, epoch: Epoch) -> Result<Option<String>> {
+        match &self.output {
+            Output::Plain(p) => {
+                self.flush(p)?;
+                Ok(None)
+            }
+            Output::Transactional(t) => {
+                let prepared = t.prepare(self.transaction, epoch)?;
+                self.transaction += 1;
+                match prepared {
+                    Some(producer) => {
+                        self.flush(&producer)?;
+                        Ok(Some(format!(
+                            "{{\"topic\":{:?},\"epoch\":{}}}",
+                            self.config.topic, epoch.0
+                        )))
+                    }
+                    None => Ok(None),
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Result<SinkSummary> {
+        // Exactly-once: records after the last barrier stay in their open transaction,
+        // which recovery aborts; at-least-once publishes them now.
+        if let Output::Plain(p) = &self.output {
+            self.flush(p)?;
+        }
+        Ok(std::mem::take(&mut self.summary))
+    }
+}

@@ -1,0 +1,610 @@
+//! The Kafka source: each subtask reads the partitions `p` with
+//! `p % parallelism == subtask`; the next offset of every partition is its state, so a
+//! restored job reads each record exactly once more. The watermark follows the slowest
+//! partition. Consumer-group offsets are committed (advisory, for monitoring tools)
+//! only once a checkpoint holding them is COMMITTED.
+
+use super::format::{decode_values, ValueFormat};
+use super::{KafkaClient, REQUEST_TIMEOUT};
+use crate::decode::event_time_nanos;
+use crate::MalformedRecords;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use riffle_core::arrow::array::{
+    Array, ArrayRef, AsArray, Int32Array, Int64Array, StringArray, TimestampMillisecondArray,
+    UInt16Array,
+};
+use riffle_core::arrow::compute::filter;
+use riffle_core::arrow::compute::kernels::cast::cast;
+use riffle_core::arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema, SchemaRef};
+use riffle_core::state::KEY_GROUP_FIELD;
+use riffle_core::{
+    Epoch, Error, EventTime, OperatorContext, OperatorState, RecordBatch, Result, Source,
+    SourceFactory, SourcePoll, StreamSchema,
+};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where a partition without a checkpointed offset starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KafkaStartup {
+    /// The oldest retained record.
+    Earliest,
+    /// Only records produced after the job starts.
+    Latest,
+    /// The consumer group's committed offset (earliest when it has none).
+    GroupOffsets,
+    /// The first record at or after this time (epoch milliseconds).
+    Timestamp(i64),
+}
+
+/// Where a row's event time comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KafkaTimestamp {
+    /// A field of the value (epoch milliseconds, a timestamp, or RFC 3339 text).
+    Field(String),
+    /// The record's own timestamp, stored into this declared column.
+    Record(String),
+}
+
+/// What a Kafka source reads.
+#[derive(Debug, Clone)]
+pub struct KafkaSourceConfig {
+    /// The brokers.
+    pub client: KafkaClient,
+    /// The topic.
+    pub topic: String,
+    /// Consumer group: offsets are committed to it after each COMMITTED checkpoint,
+    /// and `GroupOffsets` starts from it.
+    pub group_id: Option<String>,
+    /// Value layout.
+    pub format: ValueFormat,
+    /// The declared columns (without `_timestamp`).
+    pub schema: SchemaRef,
+    /// The event time.
+    pub timestamp: KafkaTimestamp,
+    /// Start of partitions without checkpointed offsets.
+    pub startup: KafkaStartup,
+    /// Stop at the offsets that are the partitions' ends when the job first starts
+    /// (kept in the checkpoint, so a restart stops at the same place); otherwise read
+    /// forever.
+    pub bounded: bool,
+    /// Fail on, or skip and count, records that do not decode.
+    pub on_malformed: MalformedRecords,
+    /// Rows per batch at most.
+    pub batch_rows: usize,
+}
+
+/// Builds Kafka source subtasks.
+pub struct KafkaSourceFactory {
+    config: Arc<KafkaSourceConfig>,
+    output: StreamSchema,
+    /// The columns decoded from the value (all but a record-timestamp column).
+    value_schema: SchemaRef,
+}
+
+impl KafkaSourceFactory {
+    /// Checks `config` against its declared columns.
+    ///
+    /// # Errors
+    /// No columns, a raw format with other than one string/bytes column, an unknown
+    /// event-time column.
+    pub fn new(config: KafkaSourceConfig) -> Result<Self> {
+        if config.schema.fields().is_empty() {
+            return Err(Error::config(
+                "columns",
+                "a Kafka source needs its columns declared",
+            ));
+        }
+        let (column, from_record) = match &config.timestamp {
+            KafkaTimestamp::Field(c) => (c, false),
+            KafkaTimestamp::Record(c) => (c, true),
+        };
+        let index = config.schema.index_of(column).map_err(|_| {
+            Error::config("event time", format!("`{column}` is not a declared column"))
+        })?;
+        let value_schema = if from_record {
+            let fields: Vec<Field> = config
+                .schema
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != index)
+                .map(|(_, f)| f.as_ref().clone())
+                .collect();
+            Arc::new(Schema::new(fields))
+        } else {
+            config.schema.clone()
+        };
+        config.format.check(&value_schema)?;
+        let output = StreamSchema::with_timestamp(
+            config
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect(),
+        );
+        Ok(Self {
+            config: Arc::new(config),
+            output,
+            value_schema,
+        })
+    }
+}
+
+impl SourceFactory for KafkaSourceFactory {
+    fn describe(&self) -> String {
+        format!(
+            "kafka({}, {}{})",
+            self.config.topic,
+            self.config.client.bootstrap_servers,
+            if self.config.bounded { ", bounded" } else { "" }
+        )
+    }
+
+    fn output_schema(&self) -> &StreamSchema {
+        &self.output
+    }
+
+    fn can_rescale(&self) -> bool {
+        true
+    }
+
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Source>> {
+        let config = &self.config;
+        let mut client = config.client.config();
+        client
+            .set(
+                "group.id",
+                config
+                    .group_id
+                    .clone()
+                    .unwrap_or_else(|| format!("riffle-{}", config.topic)),
+            )
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("isolation.level", "read_committed")
+            .set("enable.partition.eof", "false");
+        let consumer: BaseConsumer = client.create().map_err(|e| {
+            config
+                .client
+                .error(format!("cannot create a consumer: {e}"))
+        })?;
+        Ok(Box::new(KafkaSource {
+            config: config.clone(),
+            output: self.output.clone(),
+            value_schema: self.value_schema.clone(),
+            consumer,
+            subtask: ctx.subtask,
+            parallelism: ctx.parallelism,
+            counters: ctx.counters.clone(),
+            restored: BTreeMap::new(),
+            partitions: BTreeMap::new(),
+            started: false,
+            snapshots: VecDeque::new(),
+        }))
+    }
+}
+
+/// Where one partition is.
+#[derive(Debug, Clone, Copy)]
+struct PartitionPosition {
+    /// The next offset to read.
+    next: i64,
+    /// Where a bounded source stops (exclusive).
+    stop: Option<i64>,
+    /// The newest event time read from it.
+    newest: EventTime,
+}
+
+impl PartitionPosition {
+    fn done(&self) -> bool {
+        self.stop.is_some_and(|stop| self.next >= stop)
+    }
+}
+
+struct KafkaSource {
+    config: Arc<KafkaSourceConfig>,
+    output: StreamSchema,
+    value_schema: SchemaRef,
+    consumer: BaseConsumer,
+    subtask: usize,
+    parallelism: usize,
+    counters: Arc<riffle_core::operator::OperatorCounters>,
+    /// Positions from a checkpoint, of every partition (any subtask's).
+    restored: BTreeMap<i32, PartitionPosition>,
+    /// This subtask's partitions.
+    partitions: BTreeMap<i32, PartitionPosition>,
+    started: bool,
+    /// Offsets at recent barriers, committed to the group once their epoch commits.
+    snapshots: VecDeque<(Epoch, Vec<(i32, i64)>)>,
+}
+
+impl KafkaSource {
+    fn location(&self, partition: i32, offset: i64) -> String {
+        format!(
+            "Kafka topic `{}` partition {partition} offset {offset}",
+            self.config.topic
+        )
+    }
+
+    /// Finds this subtask's partitions and where each starts; assigns them.
+    fn start(&mut self) -> Result<()> {
+        let config = self.config.clone();
+        let client = &config.client;
+        let metadata = self
+            .consumer
+            .fetch_metadata(Some(&config.topic), REQUEST_TIMEOUT)
+            .map_err(|e| {
+                client.error(format!(
+                    "cannot read metadata of topic `{}`: {e}; is the broker running?",
+                    config.topic
+                ))
+            })?;
+        let topic = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == config.topic)
+            .filter(|t| t.error().is_none() && !t.partitions().is_empty())
+            .ok_or_else(|| {
+                client.error(format!(
+                    "topic `{}` does not exist; create it, or check 'topic'",
+                    config.topic
+                ))
+            })?;
+        let mine: Vec<i32> = topic
+            .partitions()
+            .iter()
+            .map(|p| p.id())
+            .filter(|p| (*p as usize) % self.parallelism == self.subtask)
+            .collect();
+        for &p in &mine {
+            let (low, high) = self
+                .consumer
+                .fetch_watermarks(&config.topic, p, REQUEST_TIMEOUT)
+                .map_err(|e| {
+                    client.error(format!(
+                        "cannot read offsets of `{}` partition {p}: {e}",
+                        config.topic
+                    ))
+                })?;
+            let position = match self.restored.get(&p) {
+                Some(restored) => *restored,
+                None => PartitionPosition {
+                    next: self.initial_offset(p, low, high)?,
+                    stop: config.bounded.then_some(high),
+                    newest: EventTime::MIN,
+                },
+            };
+            self.partitions.insert(p, position);
+        }
+        let mut assignment = TopicPartitionList::new();
+        for (p, position) in &self.partitions {
+            assignment
+                .add_partition_offset(&config.topic, *p, Offset::Offset(position.next))
+                .map_err(|e| client.error(e))?;
+        }
+        self.consumer
+            .assign(&assignment)
+            .map_err(|e| client.error(format!("cannot assign partitions: {e}")))?;
+        self.started = true;
+        Ok(())
+    }
+
+    /// The first offset of partition `p` (low..high are its retained offsets).
+    fn initial_offset(&self, p: i32, low: i64, high: i64) -> Result<i64> {
+        let config = &self.config;
+        let lookup = |offset: Offset| -> Result<Option<i64>> {
+            let mut list = TopicPartitionList::new();
+            list.add_partition_offset(&config.topic, p, offset)
+                .map_err(|e| config.client.error(e))?;
+            let found = match offset {
+                Offset::Offset(_) => self.consumer.offsets_for_times(list, REQUEST_TIMEOUT),
+                _ => self.consumer.committed_offsets(list, REQUEST_TIMEOUT),
+            }
+            .map_err(|e| {
+                config
+                    .client
+                    .error(format!("cannot look up offsets of partition {p}: {e}"))
+            })?;
+            Ok(found
+                .find_partition(&config.topic, p)
+                .and_then(|e| match e.offset() {
+                    Offset::Offset(o) => Some(o),
+                    _ => None,
+                }))
+        };
+        Ok(match config.startup {
+            KafkaStartup::Earliest => low,
+            KafkaStartup::Latest => high,
+            KafkaStartup::GroupOffsets => lookup(Offset::Stored)?.unwrap_or(low),
+            KafkaStartup::Timestamp(ms) => lookup(Offset::Offset(ms))?.unwrap_or(high),
+        }
+        .clamp(low, high))
+    }
+
+    /// Decodes polled records into an output batch; malformed ones fail or are skipped.
+    fn to_batch(&mut self, records: Vec<Polled>) -> Result<Option<RecordBatch>> {
+        let skip = self.config.on_malformed == MalformedRecords::Skip;
+        let values: Vec<Option<&[u8]>> = records.iter().map(|r| r.value.as_deref()).collect();
+        let (batch, skipped) =
+            decode_values(self.config.format, &self.value_schema, &values, skip).map_err(
+                |bad| {
+                    let r = &records[bad.index];
+                    Error::MalformedMessage {
+                        location: self.location(r.partition, r.offset),
+                        field: bad.field,
+                        message: format!("{}; fix the record, or set 'on_malformed' = 'skip' to skip and count such records", bad.message),
+                    }
+                },
+            )?;
+        self.counters.add_skipped(skipped.len() as u64);
+        let kept: Vec<&Polled> = records
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !skipped.contains(i))
+            .map(|(_, r)| r)
+            .collect();
+        if kept.is_empty() {
+            return Ok(None);
+        }
+        // The declared columns, with the record timestamp where it was asked for.
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.config.schema.fields().len());
+        for field in self.config.schema.fields() {
+            match &self.config.timestamp {
+                KafkaTimestamp::Record(c) if c == field.name() => {
+                    let ms: TimestampMillisecondArray =
+                        kept.iter().map(|r| r.timestamp_ms).collect();
+                    columns.push(cast(&ms.with_timezone("UTC"), field.data_type())?);
+                }
+                _ => {
+                    let column = batch.column_by_name(field.name()).ok_or_else(|| {
+                        Error::plan(format!("decoded value lacks column `{}`", field.name()))
+                    })?;
+                    columns.push(column.clone());
+                }
+            }
+        }
+        let event_column = match &self.config.timestamp {
+            KafkaTimestamp::Field(c) | KafkaTimestamp::Record(c) => c.clone(),
+        };
+        let index = self.config.schema.index_of(&event_column)?;
+        let nanos = event_time_nanos(&columns[index])?;
+        let (columns, nanos, kept) = if nanos.null_count() > 0 {
+            let first = (0..nanos.len()).find(|r| nanos.is_null(*r)).unwrap_or(0);
+            if !skip {
+                return Err(Error::MalformedMessage {
+                    location: self.location(kept[first].partition, kept[first].offset),
+                    field: Some(event_column),
+                    message: "the event time is missing or not a timestamp (use RFC 3339 text, or epoch milliseconds); fix the record, or set 'on_malformed' = 'skip'".into(),
+                });
+            }
+            let valid: riffle_core::arrow::array::BooleanArray =
+                (0..nanos.len()).map(|r| Some(nanos.is_valid(r))).collect();
+            self.counters.add_skipped(nanos.null_count() as u64);
+            let columns = columns
+                .iter()
+                .map(|c| filter(c, &valid))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let kept: Vec<&Polled> = kept
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| valid.value(*i))
+                .map(|(_, r)| r)
+                .collect();
+            (columns, filter(&nanos, &valid)?, kept)
+        } else {
+            (columns, nanos, kept)
+        };
+        let times = nanos.as_primitive::<riffle_core::arrow::datatypes::TimestampNanosecondType>();
+        for (r, t) in kept.iter().zip(times.values().iter()) {
+            if let Some(p) = self.partitions.get_mut(&r.partition) {
+                p.newest = p.newest.max(*t);
+            }
+        }
+        let mut all = columns;
+        all.push(nanos);
+        let batch = RecordBatch::try_new(self.output.schema.clone(), all)?;
+        Ok((batch.num_rows() > 0).then_some(batch))
+    }
+}
+
+/// A record read from the broker, copied out of librdkafka's buffer.
+struct Polled {
+    partition: i32,
+    offset: i64,
+    value: Option<Vec<u8>>,
+    timestamp_ms: Option<i64>,
+}
+
+impl Source for KafkaSource {
+    fn poll_next(&mut self) -> Result<SourcePoll> {
+        if !self.started {
+            self.start()?;
+        }
+        if self.config.bounded && self.partitions.values().all(PartitionPosition::done) {
+            return Ok(SourcePoll::End);
+        }
+        if self.partitions.is_empty() {
+            std::thread::sleep(Duration::from_millis(10));
+            return Ok(SourcePoll::Pending);
+        }
+        let mut records = Vec::new();
+        let mut wait = Duration::from_millis(50);
+        while records.len() < self.config.batch_rows {
+            let Some(message) = self.consumer.poll(wait) else {
+                break;
+            };
+            wait = Duration::ZERO;
+            let message = message.map_err(|e| {
+                self.config
+                    .client
+                    .error(format!("reading topic `{}`: {e}", self.config.topic))
+            })?;
+            let partition = message.partition();
+            let offset = message.offset();
+            let Some(position) = self.partitions.get_mut(&partition) else {
+                continue;
+            };
+            // Past a bounded end, or a record already read (a broker re-delivery).
+            if position.done() || offset < position.next {
+                continue;
+            }
+            position.next = offset + 1;
+            records.push(Polled {
+                partition,
+                offset,
+                value: message.payload().map(<[u8]>::to_vec),
+                timestamp_ms: message.timestamp().to_millis(),
+            });
+        }
+        if records.is_empty() {
+            return Ok(SourcePoll::Pending);
+        }
+        Ok(match self.to_batch(records)? {
+            Some(batch) => SourcePoll::Batch(batch),
+            None => SourcePoll::Pending,
+        })
+    }
+
+    fn event_time_frontier(&self) -> Option<EventTime> {
+        let live: Vec<EventTime> = self
+            .partitions
+            .values()
+            .filter(|p| !p.done())
+            .map(|p| p.newest)
+            .collect();
+        if live.is_empty() {
+            return self.partitions.values().map(|p| p.newest).max();
+        }
+        live.into_iter().min()
+    }
+
+    fn snapshot(&mut self, epoch: Epoch) -> Result<OperatorState> {
+        // Before the first poll, the restored positions are still the truth.
+        let positions = if self.started {
+            &self.partitions
+        } else {
+            &self.restored
+        };
+        let n = positions.len();
+        let schema = state_schema();
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(UInt16Array::from(vec![0u16; n])),
+                Arc::new(StringArray::from(vec![self.config.topic.as_str(); n])),
+                Arc::new(Int32Array::from(
+                    positions.keys().copied().collect::<Vec<_>>(),
+                )),
+                Arc::new(Int64Array::from(
+                    positions.values().map(|p| p.next).collect::<Vec<_>>(),
+                )),
+                Arc::new(Int64Array::from(
+                    positions.values().map(|p| p.stop).collect::<Vec<_>>(),
+                )),
+                Arc::new(Int64Array::from(
+                    positions.values().map(|p| p.newest).collect::<Vec<_>>(),
+                )),
+            ],
+        )?;
+        self.snapshots.push_back((
+            epoch,
+            positions.iter().map(|(p, pos)| (*p, pos.next)).collect(),
+        ));
+        while self.snapshots.len() > 16 {
+            self.snapshots.pop_front();
+        }
+        Ok(OperatorState {
+            batches: vec![batch],
+        })
+    }
+
+    fn restore(&mut self, state: OperatorState) -> Result<()> {
+        let bad = |message: String| Error::State {
+            operator: format!("kafka source of `{}`", self.config.topic),
+            message,
+        };
+        for batch in &state.batches {
+            let column = |name: &str| {
+                batch
+                    .column_by_name(name)
+                    .ok_or_else(|| bad(format!("the offsets lack column `{name}`")))
+            };
+            let topics = column("topic")?
+                .as_string_opt::<i32>()
+                .ok_or_else(|| bad("topic is not text".into()))?;
+            let partitions = column("partition")?
+                .as_primitive_opt::<Int32Type>()
+                .ok_or_else(|| bad("partition is not INT".into()))?;
+            let next = column("next_offset")?
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| bad("next_offset is not BIGINT".into()))?;
+            let stop = column("stop_offset")?
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| bad("stop_offset is not BIGINT".into()))?;
+            let newest = column("newest_event_time")?
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| bad("newest_event_time is not BIGINT".into()))?;
+            for row in 0..batch.num_rows() {
+                if topics.value(row) != self.config.topic {
+                    return Err(bad(format!(
+                        "the checkpoint read topic `{}`, this table reads `{}`",
+                        topics.value(row),
+                        self.config.topic
+                    )));
+                }
+                self.restored.insert(
+                    partitions.value(row),
+                    PartitionPosition {
+                        next: next.value(row),
+                        stop: stop.is_valid(row).then(|| stop.value(row)),
+                        newest: newest.value(row),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn on_checkpoint_complete(&mut self, epoch: Epoch) -> Result<()> {
+        let mut newest = None;
+        while self.snapshots.front().is_some_and(|(e, _)| *e <= epoch) {
+            newest = self.snapshots.pop_front();
+        }
+        let (Some((_, offsets)), Some(_)) = (newest, &self.config.group_id) else {
+            return Ok(());
+        };
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        let mut list = TopicPartitionList::new();
+        for (p, next) in offsets {
+            list.add_partition_offset(&self.config.topic, p, Offset::Offset(next))
+                .map_err(|e| self.config.client.error(e))?;
+        }
+        // Advisory only (the checkpoint holds the truth): a failed commit is logged,
+        // never a reason to fail the job.
+        if let Err(e) = self.consumer.commit(&list, CommitMode::Async) {
+            tracing::warn!(
+                "committing consumer-group offsets of `{}`: {e}",
+                self.config.topic
+            );
+        }
+        Ok(())
+    }
+}
+
+fn state_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
+        Field::new("topic", DataType::Utf8, false),
+        Field::new("partition", DataType::Int32, false),
+        Field::new("next_offset", DataType::Int64, false),
+        Field::new("stop_offset", DataType::Int64, true),
+        Field::new("newest_event_time", DataType::Int64, false),
+    ]))
+}

@@ -1,0 +1,136 @@
+//! Connecting to PostgreSQL and preparing the target: the table (created when asked,
+//! otherwise checked column by column), the commit ledger, and prepared transactions.
+
+use super::types::{quote_ident, quote_table, PgType};
+use super::{PostgresSinkConfig, WriteMode};
+use riffle_core::{Error, Result};
+use std::sync::Arc;
+use tokio_postgres::{Client, NoTls};
+
+/// Connects with `config`'s URL and password; the connection is driven on the
+/// connectors' runtime (this runs inside it).
+pub(crate) async fn connect(config: &PostgresSinkConfig) -> Result<Arc<Client>> {
+    let mut pg: tokio_postgres::Config = config
+        .url
+        .parse()
+        .map_err(|e| Error::config("url", format!("not a PostgreSQL URL: {e}")))?;
+    if let Some(password) = &config.password {
+        pg.password(password.reveal());
+    }
+    pg.application_name("riffle");
+    let (client, connection) = pg
+        .connect(NoTls)
+        .await
+        .map_err(|e| config.error(format!("cannot connect: {e}; is the server running?")))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!("PostgreSQL connection ended: {e}");
+        }
+    });
+    Ok(Arc::new(client))
+}
+
+/// Makes the target ready for `columns`: checks prepared transactions are enabled (when
+/// exactly-once), creates or checks the table, and creates the ledger.
+pub(crate) async fn prepare_target(
+    client: &Client,
+    config: &PostgresSinkConfig,
+    columns: &[(String, PgType)],
+    exactly_once: bool,
+) -> Result<()> {
+    let err = |e: tokio_postgres::Error| config.error(e);
+    if exactly_once {
+        let row = client
+            .query_one("SHOW max_prepared_transactions", &[])
+            .await
+            .map_err(err)?;
+        let max: String = row.get(0);
+        if max.trim() == "0" {
+            return Err(config.error(
+                "max_prepared_transactions is 0, so exactly-once commits (PREPARE TRANSACTION) \
+                 are disabled; set it above the sink's parallelism in postgresql.conf and \
+                 restart the server",
+            ));
+        }
+    }
+    let table = quote_table(&config.table);
+    if config.create_table {
+        let mut defs: Vec<String> = columns
+            .iter()
+            .map(|(name, ty)| format!("{} {}", quote_ident(name), ty.sql()))
+            .collect();
+        if let WriteMode::Upsert { key } = &config.mode {
+            let key: Vec<String> = key.iter().map(|k| quote_ident(k)).collect();
+            defs.push(format!("PRIMARY KEY ({})", key.join(", ")));
+        }
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE IF NOT EXISTS {table} ({})",
+                defs.join(", ")
+            ))
+            .await
+            .map_err(err)?;
+    }
+    check_columns(client, config, columns).await?;
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS {} (sink TEXT NOT NULL, subtask INTEGER NOT NULL, \
+             epoch BIGINT NOT NULL, committed_at TIMESTAMPTZ NOT NULL DEFAULT now(), \
+             PRIMARY KEY (sink, subtask, epoch))",
+            quote_table(&config.ledger_table)
+        ))
+        .await
+        .map_err(err)?;
+    Ok(())
+}
+
+/// The table must exist and have every output column with a type that holds it.
+async fn check_columns(
+    client: &Client,
+    config: &PostgresSinkConfig,
+    columns: &[(String, PgType)],
+) -> Result<()> {
+    let (schema, table) = match config.table.split_once('.') {
+        Some((s, t)) => (s.to_string(), t.to_string()),
+        None => ("public".to_string(), config.table.clone()),
+    };
+    let rows = client
+        .query(
+            "SELECT column_name, data_type FROM information_schema.columns \
+             WHERE table_schema = $1 AND table_name = $2",
+            &[&schema, &table],
+        )
+        .await
+        .map_err(|e| config.error(e))?;
+    if rows.is_empty() {
+        return Err(config.error(format!(
+            "table `{}` does not exist; create it, or set 'create' = 'true'",
+            config.table
+        )));
+    }
+    let existing: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    for (name, ty) in columns {
+        match existing.iter().find(|(n, _)| n == name) {
+            None => {
+                return Err(config.error(format!(
+                    "table `{}` has no column `{name}` (it has: {})",
+                    config.table,
+                    existing
+                        .iter()
+                        .map(|(n, _)| n.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
+            Some((_, data_type)) if !ty.fits(data_type) => {
+                return Err(config.error(format!(
+                    "column `{name}` of table `{}` is {data_type}, which cannot hold {}",
+                    config.table,
+                    ty.sql()
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,327 @@
+//! The PostgreSQL sink: exactly-once through prepared transactions.
+//!
+//! Each subtask writes an epoch's rows inside one transaction (binary `COPY` when
+//! appending, `INSERT … ON CONFLICT DO UPDATE` when upserting by key), adds a row to the
+//! commit ledger in the same transaction, and at the barrier runs
+//! `PREPARE TRANSACTION 'riffle/<pipeline>/<sink>/<epoch>/<subtask>'`. Once the epoch's
+//! manifest is PREPARED the coordinator runs `COMMIT PREPARED`; a commit repeated by
+//! recovery finds the transaction gone and the ledger row present, and changes nothing.
+//! Recovery rolls back every prepared transaction of this sink that no manifest
+//! commits (found in `pg_prepared_xacts` by the name prefix).
+
+mod connection;
+mod sink;
+mod types;
+
+pub use types::PgType;
+
+use crate::io_runtime::block_on;
+use riffle_core::{Committable, Error, Result, Sink, SinkContext, SinkFactory, StreamSchema};
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Client;
+
+/// How rows reach the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Every row is inserted (binary `COPY`).
+    Append,
+    /// Rows are upserted by these key columns; a later row for a key replaces it.
+    Upsert {
+        /// The table's primary key columns.
+        key: Vec<String>,
+    },
+}
+
+/// A password, never printed.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a password.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    fn reveal(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<secret>")
+    }
+}
+
+/// Where and how a PostgreSQL sink writes.
+#[derive(Debug, Clone)]
+pub struct PostgresSinkConfig {
+    /// `postgres://user@host:port/database` (no password: see `password`).
+    pub url: String,
+    /// The password, taken from an environment variable by the caller.
+    pub password: Option<Secret>,
+    /// Target table, optionally `schema.table`.
+    pub table: String,
+    /// Append or upsert.
+    pub mode: WriteMode,
+    /// Create the table from the output's columns when it does not exist.
+    pub create_table: bool,
+    /// Table recording which epochs each subtask committed.
+    pub ledger_table: String,
+    /// Names this sink's transactions: `<pipeline>/<sink>`; unique per sink and job.
+    pub label: String,
+}
+
+impl PostgresSinkConfig {
+    /// An append sink into `table` of the database at `url`.
+    pub fn new(url: impl Into<String>, table: impl Into<String>, label: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            password: None,
+            table: table.into(),
+            mode: WriteMode::Append,
+            create_table: false,
+            ledger_table: "riffle_sink_ledger".into(),
+            label: label.into(),
+        }
+    }
+
+    /// The server as the user wrote it, without credentials, for messages.
+    fn server(&self) -> String {
+        let rest = self
+            .url
+            .split_once("://")
+            .map_or(self.url.as_str(), |(_, r)| r);
+        let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+        rest.split('?').next().unwrap_or(rest).to_string()
+    }
+
+    /// An error of this sink's server, naming it and the table.
+    fn error(&self, message: impl std::fmt::Display) -> Error {
+        Error::external(
+            format!("PostgreSQL at {} (table `{}`)", self.server(), self.table),
+            message,
+        )
+    }
+
+    /// Prefix of every prepared transaction's name.
+    fn transaction_prefix(&self) -> String {
+        format!("riffle/{}/", self.label)
+    }
+
+    /// The prepared transaction of `subtask` for `epoch`.
+    fn transaction_id(&self, epoch: u64, subtask: usize) -> String {
+        format!("{}{epoch}/{subtask}", self.transaction_prefix())
+    }
+}
+
+/// Builds PostgreSQL sink subtasks and commits or rolls back their transactions.
+pub struct PostgresSinkFactory {
+    config: PostgresSinkConfig,
+    /// Whether the table and ledger were prepared (once per process, not per subtask:
+    /// concurrent `CREATE TABLE IF NOT EXISTS` can fail in PostgreSQL).
+    prepared: Mutex<bool>,
+    /// The connection commits and recovery use, opened on first need.
+    admin: Mutex<Option<Arc<Client>>>,
+}
+
+impl PostgresSinkFactory {
+    /// A factory for `config`.
+    ///
+    /// # Errors
+    /// The URL carries a password, or the label is empty.
+    pub fn new(config: PostgresSinkConfig) -> Result<Self> {
+        let authority = config.url.split_once("://").map_or("", |(_, r)| r);
+        let userinfo = authority.split('/').next().unwrap_or("").rsplit_once('@');
+        if userinfo.is_some_and(|(user, _)| user.contains(':')) {
+            return Err(Error::config(
+                "url",
+                "the URL holds a password; give the name of an environment variable that \
+                 holds it instead ('password.env'), so it is never printed or stored",
+            ));
+        }
+        if config.label.is_empty() {
+            return Err(Error::config("label", "a sink needs a non-empty label"));
+        }
+        Ok(Self {
+            config,
+            prepared: Mutex::new(false),
+            admin: Mutex::new(None),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PostgresSinkConfig {
+        &self.config
+    }
+
+    /// The admin connection, reconnecting when the last one broke.
+    fn admin(&self) -> Result<Arc<Client>> {
+        let mut admin = self
+            .admin
+            .lock()
+            .map_err(|_| self.config.error("lock poisoned"))?;
+        if let Some(client) = admin.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(client.clone());
+        }
+        let config = self.config.clone();
+        let client = block_on(async move { connection::connect(&config).await })??;
+        *admin = Some(client.clone());
+        Ok(client)
+    }
+}
+
+/// What a subtask prepared for one epoch.
+#[derive(Debug, Serialize, Deserialize)]
+struct PreparedTransaction {
+    /// The prepared transaction's name (`gid`).
+    transaction: String,
+    /// Rows in it.
+    rows: u64,
+}
+
+impl SinkFactory for PostgresSinkFactory {
+    fn describe(&self) -> String {
+        let mode = match &self.config.mode {
+            WriteMode::Append => "append".to_string(),
+            WriteMode::Upsert { key } => format!("upsert by {}", key.join(", ")),
+        };
+        format!(
+            "postgres({}, {mode}, {})",
+            self.config.table,
+            self.config.server()
+        )
+    }
+
+    fn is_transactional(&self) -> bool {
+        true
+    }
+
+    fn create(&self, schema: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
+        let columns = sink::output_columns(schema)?;
+        if let WriteMode::Upsert { key } = &self.config.mode {
+            for k in key {
+                if !columns.iter().any(|(name, _)| name == k) {
+                    return Err(Error::config(
+                        "key",
+                        format!("key column `{k}` is not an output column"),
+                    ));
+                }
+            }
+        }
+        {
+            let mut prepared = self
+                .prepared
+                .lock()
+                .map_err(|_| self.config.error("lock poisoned"))?;
+            if !*prepared {
+                let client = self.admin()?;
+                let config = self.config.clone();
+                let cols = columns.clone();
+                let exactly_once = ctx.exactly_once;
+                block_on(async move {
+                    connection::prepare_target(&client, &config, &cols, exactly_once).await
+                })??;
+                *prepared = true;
+            }
+        }
+        let config = self.config.clone();
+        let client = block_on(async move { connection::connect(&config).await })??;
+        Ok(Box::new(sink::PostgresSink::new(
+            self.config.clone(),
+            client,
+            columns,
+            *ctx,
+        )))
+    }
+
+    fn commit(&self, committable: &Committable) -> Result<()> {
+        let staged: PreparedTransaction =
+            serde_json::from_str(&committable.payload).map_err(|e| {
+                Error::config(
+                    "sink committable",
+                    format!(
+                        "epoch {} of sink `{}` subtask {}: not a PostgreSQL transaction: {e}",
+                        committable.epoch, committable.sink, committable.subtask
+                    ),
+                )
+            })?;
+        let client = self.admin()?;
+        let config = self.config.clone();
+        let epoch = committable.epoch.0 as i64;
+        let subtask = committable.subtask as i32;
+        block_on(async move {
+            let gid = staged.transaction.replace('\'', "''");
+            match client
+                .batch_execute(&format!("COMMIT PREPARED '{gid}'"))
+                .await
+            {
+                Ok(()) => {}
+                // Committed before (recovery repeats commits): the ledger says so. Only
+                // the newest row per subtask is kept, and a newer epoch commits only
+                // after the older ones it carries, so a row at or past it is proof.
+                Err(e) if e.code() == Some(&SqlState::UNDEFINED_OBJECT) => {
+                    let found = client
+                        .query_opt(
+                            &format!(
+                                "SELECT 1 FROM {} WHERE sink = $1 AND subtask = $2 AND epoch >= $3 LIMIT 1",
+                                types::quote_table(&config.ledger_table)
+                            ),
+                            &[&config.label, &subtask, &epoch],
+                        )
+                        .await
+                        .map_err(|e| config.error(e))?;
+                    if found.is_none() {
+                        return Err(config.error(format!(
+                            "prepared transaction `{}` is gone and was never committed; \
+                             its {} rows are lost (was it rolled back by hand?)",
+                            staged.transaction, staged.rows
+                        )));
+                    }
+                }
+                Err(e) => return Err(config.error(e)),
+            }
+            // Older ledger rows of this subtask are no longer needed to tell anything.
+            client
+                .execute(
+                    &format!(
+                        "DELETE FROM {} WHERE sink = $1 AND subtask = $2 AND epoch < $3",
+                        types::quote_table(&config.ledger_table)
+                    ),
+                    &[&config.label, &subtask, &epoch],
+                )
+                .await
+                .map_err(|e| config.error(e))?;
+            Ok(())
+        })?
+    }
+
+    fn abort_staged(&self) -> Result<usize> {
+        let client = self.admin()?;
+        let config = self.config.clone();
+        block_on(async move {
+            let prefix = config.transaction_prefix();
+            let rows = client
+                .query(
+                    "SELECT gid FROM pg_prepared_xacts \
+                     WHERE database = current_database() AND starts_with(gid, $1)",
+                    &[&prefix],
+                )
+                .await
+                .map_err(|e| config.error(e))?;
+            for row in &rows {
+                let gid: String = row.get(0);
+                tracing::info!(
+                    "rolling back prepared transaction `{gid}` (no checkpoint committed it)"
+                );
+                client
+                    .batch_execute(&format!("ROLLBACK PREPARED '{}'", gid.replace('\'', "''")))
+                    .await
+                    .map_err(|e| config.error(e))?;
+            }
+            Ok(rows.len())
+        })?
+    }
+}

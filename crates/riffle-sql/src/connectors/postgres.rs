@@ -1,0 +1,93 @@
+//! `postgres`: a PostgreSQL table written exactly-once (append, or upsert by the
+//! declared PRIMARY KEY).
+
+use super::{choice_option, required, secret_from_env, Connector, OptionSpec, SinkTable};
+use crate::ddl::TableDef;
+use crate::error::{Result, SqlError};
+use riffle_connectors::{PostgresSinkConfig, PostgresSinkFactory, WriteMode};
+use std::sync::Arc;
+
+/// A PostgreSQL table.
+pub struct PostgresConnector;
+
+const OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        name: "url",
+        help: "postgres://user@host:port/database, without the password (required)",
+    },
+    OptionSpec {
+        name: "table",
+        help: "the target table, optionally schema.table (default: the SQL table's name)",
+    },
+    OptionSpec {
+        name: "password.env",
+        help: "name of the environment variable holding the password",
+    },
+    OptionSpec {
+        name: "mode",
+        help: "append, or upsert by the PRIMARY KEY (default: upsert when one is declared)",
+    },
+    OptionSpec {
+        name: "create",
+        help:
+            "true to create the table from the output's columns when it is missing (default false)",
+    },
+    OptionSpec {
+        name: "ledger_table",
+        help: "table recording committed epochs (default riffle_sink_ledger)",
+    },
+];
+
+impl Connector for PostgresConnector {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn options(&self) -> &'static [OptionSpec] {
+        OPTIONS
+    }
+
+    fn sink(&self, table: &TableDef, pipeline: &str) -> Result<SinkTable> {
+        let url = required(table, "url", "postgres://riffle@127.0.0.1:5432/riffle")?;
+        let target = table.options.get("table").unwrap_or(&table.name);
+        let default_mode = if table.primary_key.is_empty() {
+            "append"
+        } else {
+            "upsert"
+        };
+        let mode =
+            match choice_option(table, "mode", &["append", "upsert"], default_mode)? {
+                "upsert" if table.primary_key.is_empty() => return Err(SqlError::connector(
+                    &table.name,
+                    "'mode' = 'upsert' needs the key: declare PRIMARY KEY (…) in the column list",
+                )),
+                "upsert" => WriteMode::Upsert {
+                    key: table.primary_key.clone(),
+                },
+                _ => WriteMode::Append,
+            };
+        let updates = match &mode {
+            WriteMode::Upsert { .. } => Ok(()),
+            WriteMode::Append => Err(format!(
+                "`{}` appends rows; declare PRIMARY KEY (…) on it to upsert the result by key",
+                table.name
+            )),
+        };
+        let mut config = PostgresSinkConfig::new(url, target, format!("{pipeline}/{}", table.name));
+        config.mode = mode;
+        config.create_table =
+            choice_option(table, "create", &["true", "false"], "false")? == "true";
+        if let Some(ledger) = table.options.get("ledger_table") {
+            config.ledger_table = ledger.clone();
+        }
+        config.password =
+            secret_from_env(table, "password.env")?.map(riffle_connectors::Secret::new);
+        let factory = PostgresSinkFactory::new(config)
+            .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
+        Ok(SinkTable {
+            factory: Arc::new(factory),
+            updates,
+            nested: false,
+        })
+    }
+}
