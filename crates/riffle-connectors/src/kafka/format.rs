@@ -138,13 +138,15 @@ fn decode_raw(
                 None => strings.push(None),
                 Some(Ok(s)) => strings.push(Some(s)),
                 Some(Err(_)) if skip => skipped.push(index),
-                Some(Err(e)) => return Err(BadRecord {
-                    index,
-                    field: Some(field.name().clone()),
-                    message: format!(
+                Some(Err(e)) => {
+                    return Err(BadRecord {
+                        index,
+                        field: Some(field.name().clone()),
+                        message: format!(
                         "the value is not UTF-8 text ({e}); declare the column BYTEA to read bytes"
                     ),
-                }),
+                    })
+                }
             }
         }
         Arc::new(StringArray::from(strings))

@@ -10,6 +10,11 @@
 //! replayed from the checkpoint before them (the coordinator commits Kafka sinks
 //! before any other sink, so none has published such an epoch).
 //!
+//! Every record of a transaction carries the header `riffle.transaction` naming it (the
+//! same name is in the epoch's committable, so in the checkpoint manifests): a reader
+//! can tell which transaction wrote a record, and tests can check committed output on
+//! brokers that do not hide aborted records.
+//!
 //! At-least-once: each subtask has a plain producer and flushes at every barrier.
 
 use super::format::{encode_rows, ValueFormat};
@@ -17,6 +22,7 @@ use super::ledger::Ledger;
 use super::KafkaClient;
 use crate::sinks::without_timestamp;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::ClientContext;
 use riffle_core::arrow::util::display::array_value_to_string;
@@ -234,6 +240,8 @@ impl SinkFactory for KafkaSinkFactory {
 struct Transactions {
     config: Arc<KafkaSinkConfig>,
     ledger: Ledger,
+    /// Names this process's transactions apart from other runs'.
+    run: String,
     state: Mutex<TransactionState>,
 }
 
@@ -249,6 +257,8 @@ struct TransactionState {
 
 struct OpenTransaction {
     producer: usize,
+    /// The name in every record's `riffle.transaction` header.
+    name: String,
     /// Set by the first subtask to reach the barrier that ends it.
     epoch: Option<Epoch>,
 }
@@ -256,9 +266,13 @@ struct OpenTransaction {
 impl Transactions {
     fn open(config: Arc<KafkaSinkConfig>) -> Result<Self> {
         let ledger = Ledger::open(&config.client, &config.topic, &config.label)?;
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
         let t = Self {
             config,
             ledger,
+            run: format!("{started:x}-{}", std::process::id()),
             state: Mutex::new(TransactionState::default()),
         };
         {
@@ -308,11 +322,11 @@ impl Transactions {
         Ok(n)
     }
 
-    /// The producer of transaction `k`, beginning it if it is not open yet.
-    fn producer_for(&self, k: u64) -> Result<Arc<KafkaProducer>> {
+    /// The producer and name of transaction `k`, beginning it if it is not open yet.
+    fn producer_for(&self, k: u64) -> Result<(Arc<KafkaProducer>, String)> {
         let mut state = self.lock()?;
         if let Some(open) = state.open.get(&k) {
-            return Ok(state.producers[open.producer].clone());
+            return Ok((state.producers[open.producer].clone(), open.name.clone()));
         }
         let n = match state.idle.pop() {
             Some(n) => n,
@@ -325,25 +339,28 @@ impl Transactions {
                 .client
                 .error(format!("cannot begin a transaction: {e}"))
         })?;
+        let name = format!("{}/{}/{k}", self.config.transactional_id(n), self.run);
         state.open.insert(
             k,
             OpenTransaction {
                 producer: n,
+                name: name.clone(),
                 epoch: None,
             },
         );
-        Ok(producer)
+        Ok((producer, name))
     }
 
-    /// Barrier `epoch` ends transaction `k`: its producer, to flush, if it is open.
-    fn prepare(&self, k: u64, epoch: Epoch) -> Result<Option<Arc<KafkaProducer>>> {
+    /// Barrier `epoch` ends transaction `k`: its producer (to flush) and name, if it
+    /// is open.
+    fn prepare(&self, k: u64, epoch: Epoch) -> Result<Option<(Arc<KafkaProducer>, String)>> {
         let mut state = self.lock()?;
         let Some(open) = state.open.get_mut(&k) else {
             return Ok(None);
         };
         open.epoch = Some(epoch);
-        let n = open.producer;
-        Ok(Some(state.producers[n].clone()))
+        let (n, name) = (open.producer, open.name.clone());
+        Ok(Some((state.producers[n].clone(), name)))
     }
 
     /// Whether this process holds `epoch`'s transaction (open or committed).
@@ -457,10 +474,17 @@ fn send(
     config: &KafkaSinkConfig,
     key: Option<&[u8]>,
     value: &[u8],
+    transaction: Option<&str>,
 ) -> Result<()> {
     let mut record = BaseRecord::<[u8], [u8]>::to(&config.topic).payload(value);
     if let Some(key) = key {
         record = record.key(key);
+    }
+    if let Some(name) = transaction {
+        record = record.headers(OwnedHeaders::new().insert(Header {
+            key: "riffle.transaction",
+            value: Some(name),
+        }));
     }
     loop {
         match producer.send(record) {
@@ -499,16 +523,16 @@ impl Sink for KafkaSink {
             None => None,
         };
         let transactional;
-        let producer: &KafkaProducer = match &self.output {
+        let (producer, name): (&KafkaProducer, Option<&str>) = match &self.output {
             Output::Transactional(t) => {
                 transactional = t.producer_for(self.transaction)?;
-                &transactional
+                (&transactional.0, Some(transactional.1.as_str()))
             }
-            Output::Plain(p) => p,
+            Output::Plain(p) => (p, None),
         };
         for (i, value) in values.iter().enumerate() {
             let key = keys.as_ref().map(|k| k[i].as_bytes());
-            send(producer, &self.config, key, value)?;
+            send(producer, &self.config, key, value, name)?;
         }
         producer.poll(Duration::ZERO);
         self.summary.rows += values.len() as u64;
@@ -525,12 +549,14 @@ impl Sink for KafkaSink {
                 let prepared = t.prepare(self.transaction, epoch)?;
                 self.transaction += 1;
                 match prepared {
-                    Some(producer) => {
+                    Some((producer, name)) => {
                         self.flush(&producer)?;
-                        Ok(Some(format!(
-                            "{{\"topic\":{:?},\"epoch\":{}}}",
-                            self.config.topic, epoch.0
-                        )))
+                        let payload = serde_json::json!({
+                            "topic": self.config.topic,
+                            "epoch": epoch.0,
+                            "transaction": name,
+                        });
+                        Ok(Some(payload.to_string()))
                     }
                     None => Ok(None),
                 }

