@@ -41,6 +41,7 @@ fn source_config(broker: &KafkaBroker, topic: &str) -> KafkaSourceConfig {
         bounded: true,
         on_malformed: MalformedRecords::Fail,
         batch_rows: 7,
+        max_records_per_second: None,
     }
 }
 

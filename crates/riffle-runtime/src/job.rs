@@ -89,6 +89,11 @@ impl JobSummary {
     pub fn late_rows_dropped(&self) -> u64 {
         self.operators.iter().map(|o| o.late_rows_dropped).sum()
     }
+
+    /// Malformed source records skipped over all sources.
+    pub fn records_skipped(&self) -> u64 {
+        self.operators.iter().map(|o| o.records_skipped).sum()
+    }
 }
 
 pub(crate) struct TaskIdentity {

@@ -260,9 +260,18 @@ impl RunObserver for CliObserver {
                 "riffle: output committed by the skipped epochs may be written again by the replay"
             );
         }
-        if !recovered.plan.partial.is_empty() {
-            let epochs: Vec<u64> = recovered.plan.partial.iter().map(|e| e.0).collect();
-            eprintln!("riffle: swept incomplete epoch(s) without a manifest: {epochs:?}");
+        for (epoch, reason) in &recovered.replayed {
+            eprintln!("riffle: not rolling PREPARED epoch {epoch} forward: {reason}");
+        }
+        let partial: Vec<u64> = recovered
+            .plan
+            .partial
+            .iter()
+            .filter(|e| !recovered.replayed.iter().any(|(r, _)| r == *e))
+            .map(|e| e.0)
+            .collect();
+        if !partial.is_empty() {
+            eprintln!("riffle: swept incomplete epoch(s) without a manifest: {partial:?}");
         }
         if recovered.recommitted > 0 {
             eprintln!(
@@ -272,7 +281,7 @@ impl RunObserver for CliObserver {
         }
         if recovered.aborted > 0 {
             eprintln!(
-                "riffle: discarded {} staged output file(s) of uncommitted epochs",
+                "riffle: discarded {} staged output file(s) or transaction(s) of uncommitted epochs",
                 recovered.aborted
             );
         }

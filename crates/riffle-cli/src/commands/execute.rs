@@ -100,6 +100,12 @@ pub fn run(job: Job<'_>) -> Result<()> {
         summary.source_rows, summary.sink_rows
     );
     eprintln!("  late rows dropped {}", summary.late_rows_dropped());
+    if summary.records_skipped() > 0 {
+        eprintln!(
+            "  malformed records skipped {} (the source's 'on_malformed' = 'skip')",
+            summary.records_skipped()
+        );
+    }
     for op in summary
         .operators
         .iter()

@@ -75,6 +75,9 @@ pub struct KafkaSourceConfig {
     pub on_malformed: MalformedRecords,
     /// Rows per batch at most.
     pub batch_rows: usize,
+    /// At most this many records per second over all subtasks (catching up on a
+    /// backlog without flooding what lies downstream); none: as fast as possible.
+    pub max_records_per_second: Option<u64>,
 }
 
 /// Builds Kafka source subtasks.
@@ -185,6 +188,7 @@ impl SourceFactory for KafkaSourceFactory {
             partitions: BTreeMap::new(),
             started: false,
             snapshots: VecDeque::new(),
+            throttle: None,
         }))
     }
 }
@@ -221,6 +225,8 @@ struct KafkaSource {
     started: bool,
     /// Offsets at recent barriers, committed to the group once their epoch commits.
     snapshots: VecDeque<(Epoch, Vec<(i32, i64)>)>,
+    /// With a rate cap: when this subtask started, and records read since.
+    throttle: Option<(std::time::Instant, u64)>,
 }
 
 impl KafkaSource {
@@ -326,8 +332,28 @@ impl KafkaSource {
         .clamp(low, high))
     }
 
+    /// Caught up: moves each partition's next offset to the consumer's position, which
+    /// is past offsets no record is delivered for (transaction markers, aborted
+    /// records), so a bounded partition whose last offsets are such ends.
+    fn skip_invisible_offsets(&mut self) -> Result<()> {
+        let positions = self.consumer.position().map_err(|e| {
+            self.config
+                .client
+                .error(format!("reading positions of `{}`: {e}", self.config.topic))
+        })?;
+        for element in positions.elements_for_topic(&self.config.topic) {
+            if let (Offset::Offset(at), Some(p)) = (
+                element.offset(),
+                self.partitions.get_mut(&element.partition()),
+            ) {
+                p.next = p.next.max(at);
+            }
+        }
+        Ok(())
+    }
+
     /// Decodes polled records into an output batch; malformed ones fail or are skipped.
-    fn to_batch(&mut self, records: Vec<Polled>) -> Result<Option<RecordBatch>> {
+    fn decode_batch(&mut self, records: Vec<Polled>) -> Result<Option<RecordBatch>> {
         let skip = self.config.on_malformed == MalformedRecords::Skip;
         let values: Vec<Option<&[u8]>> = records.iter().map(|r| r.value.as_deref()).collect();
         let (batch, skipped) =
@@ -432,9 +458,21 @@ impl Source for KafkaSource {
             std::thread::sleep(Duration::from_millis(10));
             return Ok(SourcePoll::Pending);
         }
+        let mut limit = self.config.batch_rows;
+        if let Some(rate) = self.config.max_records_per_second {
+            // This subtask's share of the rate.
+            let share = (rate as f64 / self.parallelism as f64).max(1.0);
+            let (started, read) = *self.throttle.get_or_insert((std::time::Instant::now(), 0));
+            let allowed = (started.elapsed().as_secs_f64() * share) as u64;
+            if read >= allowed {
+                std::thread::sleep(Duration::from_millis(2));
+                return Ok(SourcePoll::Pending);
+            }
+            limit = limit.min((allowed - read) as usize).max(1);
+        }
         let mut records = Vec::new();
         let mut wait = Duration::from_millis(50);
-        while records.len() < self.config.batch_rows {
+        while records.len() < limit {
             let Some(message) = self.consumer.poll(wait) else {
                 break;
             };
@@ -461,10 +499,16 @@ impl Source for KafkaSource {
                 timestamp_ms: message.timestamp().to_millis(),
             });
         }
+        if let Some((_, read)) = &mut self.throttle {
+            *read += records.len() as u64;
+        }
+        if records.len() < limit {
+            self.skip_invisible_offsets()?;
+        }
         if records.is_empty() {
             return Ok(SourcePoll::Pending);
         }
-        Ok(match self.to_batch(records)? {
+        Ok(match self.decode_batch(records)? {
             Some(batch) => SourcePoll::Batch(batch),
             None => SourcePoll::Pending,
         })

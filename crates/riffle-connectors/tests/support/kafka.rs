@@ -180,7 +180,9 @@ impl KafkaBroker {
         loop {
             let reached = (0..partitions as usize).all(|p| next[p] >= ends[p]);
             let quiet = quiet_since.elapsed();
-            if quiet > Duration::from_secs(3) || (reached && quiet > Duration::from_millis(700)) {
+            if quiet > Duration::from_millis(1500)
+                || (reached && quiet > Duration::from_millis(700))
+            {
                 break;
             }
             assert!(Instant::now() < deadline, "reading {topic} timed out");

@@ -3,6 +3,7 @@
 //! are checked against its list before it builds a source or a sink.
 
 mod filesystem;
+mod kafka;
 mod nexmark;
 mod postgres;
 mod sinks;
@@ -15,6 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use filesystem::FilesystemConnector;
+pub use kafka::KafkaConnector;
 pub use nexmark::NexmarkConnector;
 pub use postgres::PostgresConnector;
 pub use sinks::{BlackholeConnector, StdoutConnector};
@@ -22,7 +24,7 @@ pub use sinks::{BlackholeConnector, StdoutConnector};
 /// One option a connector accepts.
 #[derive(Debug, Clone, Copy)]
 pub struct OptionSpec {
-    /// Key, lower case.
+    /// Key, lower case; `prefix.*` accepts every key with that prefix.
     pub name: &'static str,
     /// What it means, for error messages and docs.
     pub help: &'static str,
@@ -113,6 +115,7 @@ impl Default for ConnectorRegistry {
         registry.register(Arc::new(StdoutConnector));
         registry.register(Arc::new(BlackholeConnector));
         registry.register(Arc::new(PostgresConnector));
+        registry.register(Arc::new(KafkaConnector));
         registry
     }
 }
@@ -149,7 +152,12 @@ impl ConnectorRegistry {
         })?;
         let accepted = connector.options();
         for key in table.options.keys() {
-            if key != "connector" && !accepted.iter().any(|o| o.name == key) {
+            // A name ending in `*` accepts every key with that prefix.
+            let known = accepted.iter().any(|o| match o.name.strip_suffix('*') {
+                Some(prefix) => key.starts_with(prefix) && key.len() > prefix.len(),
+                None => o.name == key,
+            });
+            if key != "connector" && !known {
                 let valid: Vec<String> = accepted
                     .iter()
                     .map(|o| format!("'{}' ({})", o.name, o.help))
@@ -182,8 +190,8 @@ pub(crate) fn required<'a>(table: &'a TableDef, key: &str, example: &str) -> Res
 }
 
 /// An option that takes one of `choices` (lower case), or `default` when absent.
-pub(crate) fn choice_option<'a>(
-    table: &'a TableDef,
+pub(crate) fn choice_option(
+    table: &TableDef,
     key: &str,
     choices: &[&'static str],
     default: &'static str,

@@ -36,6 +36,10 @@ const OPTIONS: &[OptionSpec] = &[
         name: "throttle",
         help: "at most this many events per second of wall time",
     },
+    OptionSpec {
+        name: "block_events",
+        help: "events per generated block, the unit of batches and of splitting over subtasks (default 8192); the events are the same for any size",
+    },
 ];
 
 impl Connector for NexmarkConnector {
@@ -63,12 +67,19 @@ impl Connector for NexmarkConnector {
             max_events_per_second: settings
                 .nexmark_throttle
                 .or(count_option(table, "throttle")?),
+            block_events: count_option(table, "block_events")?.unwrap_or(defaults.block_events),
             ..defaults
         };
         if config.first_event_rate == 0 || config.max_events_per_second == Some(0) {
             return Err(SqlError::connector(
                 &table.name,
                 "'rate' and 'throttle' must be at least 1 event per second",
+            ));
+        }
+        if config.block_events == 0 {
+            return Err(SqlError::connector(
+                &table.name,
+                "'block_events' must be at least 1",
             ));
         }
         let factory = NexmarkSourceFactory::new(kind, config.clone());

@@ -1,0 +1,448 @@
+//! Exactly-once with real systems, as a user runs riffle: a PostgreSQL server and a
+//! Kafka-protocol broker started here on 127.0.0.1, pipelines crashed at every crash
+//! point of the checkpoint protocol and killed at random, and the tables and topics
+//! compared with a crash-free run's.
+
+mod common;
+
+#[path = "../../riffle-connectors/tests/support/kafka.rs"]
+mod kafka;
+#[path = "../../riffle-connectors/tests/support/postgres.rs"]
+mod postgres;
+
+use common::{riffle, stderr};
+use kafka::KafkaBroker;
+use postgres::PgServer;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CRASH_POINTS: [&str; 5] = [
+    "after-snapshot-upload:3",
+    "after-manifest-prepared:3",
+    "after-sink-commit:3",
+    "after-manifest-committed:3",
+    "after-latest-flip:3",
+];
+
+fn example(name: &str) -> String {
+    let path = format!("{}/../../examples/{name}.sql", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Writes `text` as `dir/name.sql`.
+fn pipeline(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let file = dir.join(format!("{name}.sql"));
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// `riffle run file` checkpointed every 50 ms into `state` (all checkpoints kept),
+/// without in-process restarts.
+fn run(file: &Path, state: &Path, parallelism: usize) -> Command {
+    let mut cmd = riffle();
+    cmd.arg("run")
+        .arg(file)
+        .args(["--parallelism", &parallelism.to_string()])
+        .args([
+            "--checkpoint-interval",
+            "50ms",
+            "--retain-checkpoints",
+            "100000",
+        ])
+        .arg("--state")
+        .arg(state)
+        .args(["--restart", "none"]);
+    cmd
+}
+
+fn succeed(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    stderr(&out)
+}
+
+fn crash(cmd: &mut Command, at: &str) {
+    let out = cmd.env("RIFFLE_CRASH_AT", at).output().unwrap();
+    assert!(
+        !out.status.success() && stderr(&out).contains("RIFFLE_CRASH_AT: crashing"),
+        "did not crash at {at}: {}",
+        stderr(&out)
+    );
+}
+
+/// Nexmark bids, slow enough for many checkpoints, into an append table and an upsert
+/// table of PostgreSQL.
+fn nexmark_to_postgres(server: &PgServer, suffix: &str) -> String {
+    format!(
+        "CREATE TABLE bid (WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND)
+           WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '60K', 'throttle' = '30K', 'block_events' = '500');
+         CREATE TABLE priced_{suffix} WITH (
+           'connector' = 'postgres', 'url' = '{url}', 'create' = 'true');
+         CREATE TABLE per_auction_{suffix} (auction BIGINT, bids BIGINT, top BIGINT, PRIMARY KEY (auction))
+           WITH ('connector' = 'postgres', 'url' = '{url}', 'create' = 'true');
+         INSERT INTO priced_{suffix}
+           SELECT auction, bidder, price * 0.908 AS euros, date_time FROM bid WHERE price % 3 = 0;
+         INSERT INTO per_auction_{suffix}
+           SELECT auction, count(*) AS bids, max(price) AS top FROM bid GROUP BY auction;",
+        url = server.url()
+    )
+}
+
+fn tables(server: &PgServer, suffix: &str) -> (Vec<String>, Vec<String>) {
+    (
+        server.rows(&format!(
+            "SELECT auction || ',' || bidder || ',' || euros || ',' || date_time FROM priced_{suffix} ORDER BY 1"
+        )),
+        server.rows(&format!(
+            "SELECT auction || ',' || bids || ',' || top FROM per_auction_{suffix} ORDER BY 1"
+        )),
+    )
+}
+
+#[test]
+fn postgres_append_and_upsert_tables_are_exact_after_every_crash_point() {
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(dir.path(), "clean", &nexmark_to_postgres(&server, "clean"));
+    succeed(&mut run(&file, &dir.path().join("state-clean"), 2));
+    let (appended, upserted) = tables(&server, "clean");
+    assert!(appended.len() > 10_000, "{}", appended.len());
+    assert!(upserted.len() > 100, "{}", upserted.len());
+    let duplicates = server.rows(
+        "SELECT count(*) - count(DISTINCT (auction, bidder, euros, date_time)) FROM priced_clean",
+    );
+    for (i, at) in CRASH_POINTS.iter().enumerate() {
+        let suffix = format!("c{i}");
+        let file = pipeline(dir.path(), &suffix, &nexmark_to_postgres(&server, &suffix));
+        let state = dir.path().join(format!("state-{suffix}"));
+        crash(&mut run(&file, &state, 2), at);
+        // Resumed at another parallelism: the sink's transactions are per subtask.
+        let resumed = succeed(&mut run(&file, &state, 3));
+        assert!(resumed.contains("from checkpoint epoch"), "{resumed}");
+        if at.starts_with("after-manifest-prepared") {
+            // Prepared transactions outlive the process: the epoch rolls forward.
+            assert!(
+                resumed.contains("rolled PREPARED epoch forward: re-committed"),
+                "{resumed}"
+            );
+        }
+        assert_eq!(
+            tables(&server, &suffix),
+            (appended.clone(), upserted.clone()),
+            "tables differ after a crash at {at}"
+        );
+        assert!(
+            server.rows("SELECT gid FROM pg_prepared_xacts").is_empty(),
+            "prepared transactions left behind after {at}"
+        );
+    }
+    assert_eq!(
+        server.rows(
+            "SELECT count(*) - count(DISTINCT (auction, bidder, euros, date_time)) FROM priced_c0"
+        ),
+        duplicates
+    );
+}
+
+/// Committed `riffle.transaction` names of a Kafka sink, from every COMMITTED manifest
+/// under `state` (the test keeps them all).
+fn committed_transactions(state: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut stack = vec![state.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            let Ok(json) =
+                serde_json::from_slice::<serde_json::Value>(&std::fs::read(&path).unwrap())
+            else {
+                continue;
+            };
+            if json["status"] != "COMMITTED" {
+                continue;
+            }
+            for c in json["sink_committables"].as_array().into_iter().flatten() {
+                let payload: serde_json::Value =
+                    serde_json::from_str(c["payload"].as_str().unwrap_or("{}")).unwrap_or_default();
+                if let Some(name) = payload["transaction"].as_str() {
+                    names.push(name.to_string());
+                }
+            }
+        }
+    }
+    names
+}
+
+/// The values of `topic` that committed transactions wrote, sorted (what a
+/// read_committed consumer of a real Kafka broker sees; tansu shows aborted records
+/// too, so they are filtered by their header here).
+fn committed_values(broker: &KafkaBroker, topic: &str, state: &Path) -> Vec<String> {
+    let committed = committed_transactions(state);
+    let mut values: Vec<String> = broker
+        .read_all_with_headers(topic, 1)
+        .into_iter()
+        .filter(|(_, h)| h.as_ref().is_some_and(|h| committed.contains(h)))
+        .map(|(v, _)| String::from_utf8(v).unwrap())
+        .collect();
+    values.sort();
+    values
+}
+
+/// The nexmark → Kafka example with its broker, topic and size replaced, throttled to
+/// 20K events/s so that it takes many checkpoints, producing batches (readers here
+/// read until the topic is quiet, so tansu's miscounted offsets do not matter).
+fn nexmark_to_kafka(broker: &KafkaBroker, topic: &str, events: &str) -> String {
+    example("nexmark_to_kafka")
+        .replace("127.0.0.1:9092", &broker.bootstrap)
+        .replace("'topic' = 'bids'", &format!("'topic' = '{topic}'"))
+        .replace(
+            "'events' = '50K'",
+            &format!("'events' = '{events}', 'throttle' = '20K', 'block_events' = '500'"),
+        )
+        .replace("  'properties.batch.num.messages' = '1',\n", "")
+}
+
+#[test]
+fn the_kafka_sink_topic_is_exact_after_every_crash_point() {
+    let broker = KafkaBroker::start();
+    let dir = tempfile::tempdir().unwrap();
+    broker.create_topic("clean", 1);
+    let file = pipeline(
+        dir.path(),
+        "clean",
+        &nexmark_to_kafka(&broker, "clean", "30K"),
+    );
+    let state = dir.path().join("state-clean");
+    succeed(&mut run(&file, &state, 2));
+    let expected = committed_values(&broker, "clean", &state);
+    assert!(expected.len() > 20_000, "{}", expected.len());
+    assert_eq!(
+        broker.read_all("clean", 1).len(),
+        expected.len(),
+        "a crash-free run aborts nothing"
+    );
+    for (i, at) in CRASH_POINTS.iter().enumerate() {
+        let topic = format!("crash{i}");
+        broker.create_topic(&topic, 1);
+        let file = pipeline(
+            dir.path(),
+            &topic,
+            &nexmark_to_kafka(&broker, &topic, "30K"),
+        );
+        let state = dir.path().join(format!("state-{topic}"));
+        crash(&mut run(&file, &state, 2), at);
+        let resumed = succeed(&mut run(&file, &state, 2));
+        assert!(resumed.contains("from checkpoint epoch"), "{resumed}");
+        if at.starts_with("after-manifest-prepared") {
+            // The Kafka transaction died with the process: the epoch is replayed.
+            assert!(
+                resumed.contains("not rolling PREPARED epoch 3 forward")
+                    && resumed.contains("resuming `crash1` from checkpoint epoch 2"),
+                "{resumed}"
+            );
+        }
+        assert_eq!(
+            committed_values(&broker, &topic, &state),
+            expected,
+            "topic differs after a crash at {at}"
+        );
+    }
+}
+
+/// The README's example, with its addresses replaced.
+fn kafka_to_postgres(broker: &KafkaBroker, server: &PgServer, table: &str) -> String {
+    example("kafka_to_postgres")
+        .replace("127.0.0.1:9092", &broker.bootstrap)
+        .replace("postgres://riffle@127.0.0.1:5432/riffle", &server.url())
+        .replace("bid_stats", table)
+}
+
+#[test]
+fn kafka_to_postgres_survives_twenty_random_kills() {
+    let broker = KafkaBroker::start();
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    broker.create_topic("bids", 3);
+    // The input comes from riffle's own Kafka sink (the first half of the README example).
+    // One record per batch, as the example says, for the bounded reader below.
+    let input = example("nexmark_to_kafka")
+        .replace("127.0.0.1:9092", &broker.bootstrap)
+        .replace("'events' = '50K'", "'events' = '30K'");
+    let producer = pipeline(dir.path(), "produce", &input);
+    succeed(&mut run(&producer, &dir.path().join("state-produce"), 2));
+
+    let clean = pipeline(
+        dir.path(),
+        "clean",
+        &kafka_to_postgres(&broker, &server, "stats_clean"),
+    );
+    let started = Instant::now();
+    succeed(&mut run(&clean, &dir.path().join("state-clean"), 2));
+    eprintln!("crash-free run: {:?}", started.elapsed());
+    let query = |table: &str| {
+        server.rows(&format!(
+            "SELECT auction || ',' || window_start || ',' || window_end || ',' || bids || ',' || max_price FROM {table} ORDER BY 1"
+        ))
+    };
+    let expected = query("stats_clean");
+    assert!(expected.len() > 1_000, "{}", expected.len());
+
+    // Read at 6K records/s, so that the job outlasts the kills below together.
+    let soak = kafka_to_postgres(&broker, &server, "stats_soak").replace(
+        "'format' = 'json',",
+        "'format' = 'json', 'scan.max-records-per-second' = '6K',",
+    );
+    let soak = pipeline(dir.path(), "soak", &soak);
+    let state = dir.path().join("state-soak");
+    let mut kills = 0;
+    // A fixed pseudo-random sequence of delays, 150..750 ms: some kills land in recovery
+    // and start-up, most mid-run (the job takes longer than all of them together).
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    while kills < 20 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let delay = Duration::from_millis(150 + seed % 600);
+        let mut child = run(&soak, &state, 2)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let mut finished = false;
+        while started.elapsed() < delay {
+            if child.try_wait().unwrap().is_some() {
+                finished = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            !finished,
+            "the job finished after {kills} kills: make the input bigger"
+        );
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        kills += 1;
+    }
+    let last = succeed(&mut run(&soak, &state, 2));
+    assert!(last.contains("from checkpoint epoch"), "{last}");
+    assert_eq!(query("stats_soak"), expected, "after {kills} kills");
+    assert!(server.rows("SELECT gid FROM pg_prepared_xacts").is_empty());
+}
+
+#[test]
+fn malformed_kafka_records_stop_the_job_with_their_place_or_are_skipped() {
+    let broker = KafkaBroker::start();
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    broker.create_topic("bids", 1);
+    broker.produce(
+        "bids",
+        &[
+            (
+                0,
+                br#"{"auction":1,"bidder":1,"price":10,"date_time":"2025-01-01T00:00:01Z"}"#
+                    .to_vec(),
+                0,
+            ),
+            (0, br#"{"auction":1,"bidder":2,"price":"#.to_vec(), 0),
+            (
+                0,
+                br#"{"auction":1,"bidder":3,"price":30,"date_time":"2025-01-01T00:00:02Z"}"#
+                    .to_vec(),
+                0,
+            ),
+        ],
+    );
+    let file = pipeline(
+        dir.path(),
+        "dirty",
+        &kafka_to_postgres(&broker, &server, "dirty"),
+    );
+    let out = run(&file, &dir.path().join("state-dirty"), 1)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = stderr(&out);
+    assert!(
+        text.contains("Kafka topic `bids` partition 0 offset 1")
+            && text.contains("'on_malformed' = 'skip'"),
+        "{text}"
+    );
+    let skipping = kafka_to_postgres(&broker, &server, "skipping").replace(
+        "'format' = 'json',",
+        "'format' = 'json', 'on_malformed' = 'skip',",
+    );
+    let file = pipeline(dir.path(), "skipping", &skipping);
+    let text = succeed(&mut run(&file, &dir.path().join("state-skip"), 1));
+    assert!(text.contains("skipped"), "{text}");
+    assert_eq!(
+        server.rows("SELECT auction || ',' || bids || ',' || max_price FROM skipping"),
+        ["1,2,30"]
+    );
+}
+
+#[test]
+fn connector_errors_say_what_to_fix_and_keep_secrets_out_of_sight() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "CREATE TABLE bid (WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND)
+         WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '1K');
+       CREATE TABLE out WITH ('connector' = 'postgres', 'url' = 'postgres://riffle@127.0.0.1:1/riffle',
+         'password.env' = 'RIFFLE_TEST_PG_PASSWORD', 'create' = 'true');
+       INSERT INTO out SELECT auction, price FROM bid;";
+    let file = pipeline(dir.path(), "unreachable", text);
+    let out = run(&file, &dir.path().join("state"), 1)
+        .env("RIFFLE_TEST_PG_PASSWORD", "hunter2")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("PostgreSQL at 127.0.0.1:1/riffle") && err.contains("cannot connect"),
+        "{err}"
+    );
+    assert!(!err.contains("hunter2"), "the password was printed: {err}");
+    let explained = riffle()
+        .arg("explain")
+        .arg(&file)
+        .env("RIFFLE_TEST_PG_PASSWORD", "hunter2")
+        .output()
+        .unwrap();
+    assert!(
+        !stderr(&explained).contains("hunter2")
+            && !String::from_utf8_lossy(&explained.stdout).contains("hunter2")
+    );
+
+    let unset = riffle()
+        .arg("explain")
+        .arg(&file)
+        .env_remove("RIFFLE_TEST_PG_PASSWORD")
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&unset).contains("`RIFFLE_TEST_PG_PASSWORD`, which is not set"),
+        "{}",
+        stderr(&unset)
+    );
+    let inline = text.replace("riffle@127", "riffle:hunter2@127");
+    let file = pipeline(dir.path(), "inline", &inline);
+    let out = riffle()
+        .arg("explain")
+        .arg(&file)
+        .env("RIFFLE_TEST_PG_PASSWORD", "x")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(
+        err.contains("password.env") && !err.contains("hunter2"),
+        "{err}"
+    );
+}

@@ -1,0 +1,256 @@
+//! `kafka`: a topic read as a replayable stream, or written exactly-once by a
+//! transactional producer.
+
+use super::{
+    choice_option, count_option, required, secret_from_env, Connector, OptionSpec, RunSettings,
+    SinkTable, SourceTable,
+};
+use crate::ddl::TableDef;
+use crate::error::{Result, SqlError};
+use riffle_connectors::kafka::{
+    KafkaClient, KafkaDelivery, KafkaSinkConfig, KafkaSinkFactory, KafkaSourceConfig,
+    KafkaSourceFactory, KafkaStartup, KafkaTimestamp, ValueFormat,
+};
+use riffle_connectors::MalformedRecords;
+use riffle_core::arrow::datatypes::Schema;
+use riffle_runtime::WatermarkStrategy;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A Kafka topic.
+pub struct KafkaConnector;
+
+const OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        name: "bootstrap.servers",
+        help: "host:port[,host:port…] of the brokers (required)",
+    },
+    OptionSpec {
+        name: "topic",
+        help: "the topic (required; it must exist)",
+    },
+    OptionSpec {
+        name: "format",
+        help: "json (default), csv, or raw (the value as the only VARCHAR/BYTEA column)",
+    },
+    OptionSpec {
+        name: "group.id",
+        help: "source: consumer group that gets the offsets of each committed checkpoint (advisory)",
+    },
+    OptionSpec {
+        name: "scan.startup.mode",
+        help: "source, without a checkpoint: earliest (default), latest, group-offsets or timestamp",
+    },
+    OptionSpec {
+        name: "scan.startup.timestamp-millis",
+        help: "source: the start time for 'scan.startup.mode' = 'timestamp'",
+    },
+    OptionSpec {
+        name: "scan.bounded.mode",
+        help: "source: unbounded (default), or latest-offset to stop at the partitions' ends when the job first starts",
+    },
+    OptionSpec {
+        name: "scan.max-records-per-second",
+        help: "source: read at most this many records per second (e.g. 10K), to catch up on a backlog gently",
+    },
+    OptionSpec {
+        name: "timestamp.column",
+        help: "source: a declared column filled from the record timestamp instead of the value",
+    },
+    OptionSpec {
+        name: "on_malformed",
+        help: "source: fail (default) or skip, counting skipped records",
+    },
+    OptionSpec {
+        name: "sink.delivery",
+        help: "sink: exactly-once (default; needs broker transactions) or at-least-once",
+    },
+    OptionSpec {
+        name: "key.field",
+        help: "sink: the column whose text is the record key",
+    },
+    OptionSpec {
+        name: "properties.*",
+        help: "any librdkafka property, e.g. 'properties.security.protocol' = 'sasl_ssl'; secrets as 'properties.sasl.password.env' = 'VARIABLE'",
+    },
+];
+
+fn client(table: &TableDef) -> Result<KafkaClient> {
+    let mut client = KafkaClient::new(required(table, "bootstrap.servers", "127.0.0.1:9092")?);
+    for (key, value) in &table.options {
+        let Some(property) = key.strip_prefix("properties.") else {
+            continue;
+        };
+        // `properties.sasl.password.env` = 'VAR': the value comes from the environment.
+        if let Some(secret) = property.strip_suffix(".env") {
+            let value = secret_from_env(table, key)?.unwrap_or_default();
+            client.properties.push((secret.to_string(), value));
+        } else if property.contains("password") || property.contains("secret") {
+            return Err(SqlError::connector(
+                &table.name,
+                format!("'{key}' would keep a secret in the pipeline file; name an environment variable instead: '{key}.env' = 'VARIABLE'"),
+            ));
+        } else {
+            client
+                .properties
+                .push((property.to_string(), value.clone()));
+        }
+    }
+    Ok(client)
+}
+
+fn format(table: &TableDef) -> Result<ValueFormat> {
+    let name = choice_option(table, "format", &["json", "csv", "raw"], "json")?;
+    ValueFormat::parse(name).map_err(|e| SqlError::connector(&table.name, e.to_string()))
+}
+
+/// Options that only a source or only a sink takes, refused on the other.
+fn refuse(table: &TableDef, keys: &[&str], role: &str) -> Result<()> {
+    match keys.iter().find(|k| table.options.contains_key(**k)) {
+        Some(k) => Err(SqlError::connector(
+            &table.name,
+            format!("'{k}' does not apply to a Kafka {role}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+impl Connector for KafkaConnector {
+    fn name(&self) -> &'static str {
+        "kafka"
+    }
+
+    fn options(&self) -> &'static [OptionSpec] {
+        OPTIONS
+    }
+
+    fn source(&self, table: &TableDef, _: &RunSettings) -> Result<SourceTable> {
+        refuse(table, &["sink.delivery", "key.field"], "source")?;
+        let client = client(table)?;
+        let topic = required(table, "topic", "bids")?;
+        let format = format(table)?;
+        if table.columns.is_empty() {
+            return Err(SqlError::connector(
+                &table.name,
+                "a Kafka source needs its columns declared: CREATE TABLE name (col TYPE, …, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH (…)",
+            ));
+        }
+        let watermark = table.watermark.clone().ok_or_else(|| {
+            SqlError::connector(
+                &table.name,
+                "a Kafka source needs its event-time column: add WATERMARK FOR ts AS ts - INTERVAL '5' SECOND to the column list",
+            )
+        })?;
+        let timestamp = match table.options.get("timestamp.column") {
+            Some(column) if *column == watermark.column => KafkaTimestamp::Record(column.clone()),
+            Some(column) => {
+                return Err(SqlError::connector(
+                    &table.name,
+                    format!(
+                        "'timestamp.column' = '{column}' must be the WATERMARK column `{}`",
+                        watermark.column
+                    ),
+                ))
+            }
+            None => KafkaTimestamp::Field(watermark.column.clone()),
+        };
+        let startup = match choice_option(
+            table,
+            "scan.startup.mode",
+            &["earliest", "latest", "group-offsets", "timestamp"],
+            "earliest",
+        )? {
+            "latest" => KafkaStartup::Latest,
+            "group-offsets" => KafkaStartup::GroupOffsets,
+            "timestamp" => {
+                let text = required(table, "scan.startup.timestamp-millis", "1700000000000")?;
+                KafkaStartup::Timestamp(text.trim().parse().map_err(|_| {
+                    SqlError::connector(
+                        &table.name,
+                        format!(
+                            "'scan.startup.timestamp-millis' = '{text}' is not epoch milliseconds"
+                        ),
+                    )
+                })?)
+            }
+            _ => KafkaStartup::Earliest,
+        };
+        let bounded = choice_option(
+            table,
+            "scan.bounded.mode",
+            &["unbounded", "latest-offset"],
+            "unbounded",
+        )? == "latest-offset";
+        let on_malformed = match choice_option(table, "on_malformed", &["fail", "skip"], "fail")? {
+            "skip" => MalformedRecords::Skip,
+            _ => MalformedRecords::Fail,
+        };
+        let factory = KafkaSourceFactory::new(KafkaSourceConfig {
+            client,
+            topic: topic.to_string(),
+            group_id: table.options.get("group.id").cloned(),
+            format,
+            schema: Arc::new(Schema::new(table.columns.clone())),
+            timestamp,
+            startup,
+            bounded,
+            on_malformed,
+            batch_rows: 8192,
+            max_records_per_second: count_option(table, "scan.max-records-per-second")?,
+        })
+        .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
+        Ok(SourceTable {
+            factory: Arc::new(factory),
+            event_time: watermark.column,
+            watermarks: WatermarkStrategy {
+                max_out_of_orderness: watermark.delay,
+                // A subtask whose partitions are quiet must not hold the others back.
+                idle_timeout: Some(Duration::from_secs(5)),
+            },
+            expected_rows: None,
+        })
+    }
+
+    fn sink(&self, table: &TableDef, pipeline: &str) -> Result<SinkTable> {
+        refuse(
+            table,
+            &[
+                "group.id",
+                "scan.startup.mode",
+                "scan.startup.timestamp-millis",
+                "scan.bounded.mode",
+                "scan.max-records-per-second",
+                "timestamp.column",
+                "on_malformed",
+            ],
+            "sink",
+        )?;
+        let client = client(table)?;
+        let topic = required(table, "topic", "results")?;
+        let mut config = KafkaSinkConfig::new(client, topic, format!("{pipeline}/{}", table.name));
+        config.format = format(table)?;
+        config.key_column = table.options.get("key.field").cloned();
+        config.delivery = match choice_option(
+            table,
+            "sink.delivery",
+            &["exactly-once", "at-least-once"],
+            "exactly-once",
+        )? {
+            "at-least-once" => KafkaDelivery::AtLeastOnce,
+            _ => KafkaDelivery::ExactlyOnce,
+        };
+        Ok(SinkTable {
+            factory: Arc::new(KafkaSinkFactory::new(config)),
+            updates: Err(format!(
+                "`{}` appends records to a Kafka topic and cannot take an updating result",
+                table.name
+            )),
+            nested: config_nested(table),
+        })
+    }
+}
+
+/// JSON values can hold a window `{start, end}`; CSV and raw cannot.
+fn config_nested(table: &TableDef) -> bool {
+    matches!(format(table), Ok(ValueFormat::Json))
+}
