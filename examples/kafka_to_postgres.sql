@@ -18,7 +18,10 @@ CREATE TABLE bids (
   'group.id' = 'riffle-bid-stats',
   -- Stop at the end of the topic as it is when the job first starts (the checkpoint
   -- remembers where that is); leave this out to read forever.
-  'scan.bounded.mode' = 'latest-offset'
+  'scan.bounded.mode' = 'latest-offset',
+  -- At most 10K records per second, so that the demo runs long enough to be killed;
+  -- leave this out to read at full speed.
+  'scan.max-records-per-second' = '10K'
 );
 
 CREATE TABLE bid_stats (
