@@ -180,19 +180,9 @@ fn committed_transactions(state: &Path) -> Vec<String> {
     names
 }
 
-/// The values of `topic` that committed transactions wrote, sorted (what a
-/// read_committed consumer of a real Kafka broker sees; tansu shows aborted records
-/// too, so they are filtered by their header here).
+/// The values of `topic` that committed transactions wrote, sorted.
 fn committed_values(broker: &KafkaBroker, topic: &str, state: &Path) -> Vec<String> {
-    let committed = committed_transactions(state);
-    let mut values: Vec<String> = broker
-        .read_all_with_headers(topic, 1)
-        .into_iter()
-        .filter(|(_, h)| h.as_ref().is_some_and(|h| committed.contains(h)))
-        .map(|(v, _)| String::from_utf8(v).unwrap())
-        .collect();
-    values.sort();
-    values
+    broker.committed_values(topic, 1, &committed_transactions(state))
 }
 
 /// The nexmark → Kafka example with its broker, topic and size replaced, throttled to

@@ -217,6 +217,19 @@ fn malformed_records_name_topic_partition_and_offset_or_are_skipped() {
     );
 }
 
+/// The first batch a single subtask of `config` reads.
+fn first_batch(config: KafkaSourceConfig) -> RecordBatch {
+    let factory = KafkaSourceFactory::new(config).unwrap();
+    let mut source = factory
+        .create(&OperatorContext::detached("k", 0, 1))
+        .unwrap();
+    loop {
+        if let SourcePoll::Batch(b) = source.poll_next().unwrap() {
+            return b;
+        }
+    }
+}
+
 #[test]
 fn record_timestamps_csv_and_raw_values() {
     let broker = KafkaBroker::start();
@@ -228,15 +241,7 @@ fn record_timestamps_csv_and_raw_values() {
     let mut config = source_config(&broker, "lines");
     config.format = ValueFormat::Csv;
     config.timestamp = KafkaTimestamp::Record("ts".into());
-    let factory = KafkaSourceFactory::new(config).unwrap();
-    let mut source = factory
-        .create(&OperatorContext::detached("k", 0, 1))
-        .unwrap();
-    let batch = loop {
-        if let SourcePoll::Batch(b) = source.poll_next().unwrap() {
-            break b;
-        }
-    };
+    let batch = first_batch(config);
     assert_eq!(batch.num_rows(), 2);
     assert_eq!(
         batch.column(1).as_primitive::<Int64Type>().values(),
@@ -254,15 +259,7 @@ fn record_timestamps_csv_and_raw_values() {
         Field::new("at", DataType::Timestamp(TimeUnit::Millisecond, None), true),
     ]));
     config.timestamp = KafkaTimestamp::Record("at".into());
-    let factory = KafkaSourceFactory::new(config).unwrap();
-    let mut source = factory
-        .create(&OperatorContext::detached("k", 0, 1))
-        .unwrap();
-    let batch = loop {
-        if let SourcePoll::Batch(b) = source.poll_next().unwrap() {
-            break b;
-        }
-    };
+    let batch = first_batch(config);
     let lines: Vec<&str> = batch
         .column(0)
         .as_string::<i32>()
@@ -316,18 +313,6 @@ fn committable(epoch: u64, payload: String) -> Committable {
     }
 }
 
-/// Values of `topic` whose `riffle.transaction` header is one of `committed`.
-fn values_of(broker: &KafkaBroker, topic: &str, committed: &[String]) -> Vec<String> {
-    let mut values: Vec<String> = broker
-        .read_all_with_headers(topic, 1)
-        .into_iter()
-        .filter(|(_, header)| header.as_ref().is_some_and(|h| committed.contains(h)))
-        .map(|(v, _)| String::from_utf8(v).unwrap())
-        .collect();
-    values.sort();
-    values
-}
-
 fn transaction_of(payload: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(payload).unwrap();
     v["transaction"].as_str().unwrap().to_string()
@@ -364,7 +349,7 @@ fn transactions_commit_with_the_checkpoint_and_a_new_process_reads_the_ledger() 
     factory.commit(&committable(7, pb)).unwrap();
     let committed = vec![transaction_of(&pa)];
     assert_eq!(
-        values_of(&broker, "out", &committed),
+        broker.committed_values("out", 1, &committed),
         [
             r#"{"id":0,"name":"n0"}"#,
             r#"{"id":1,"name":"n1"}"#,

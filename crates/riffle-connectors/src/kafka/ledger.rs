@@ -4,7 +4,7 @@
 //! the transaction commits, so a later process can tell whether an epoch's
 //! transaction committed before the one that wrote it died.
 
-use super::{KafkaClient, REQUEST_TIMEOUT};
+use super::{kafka_name, KafkaClient, REQUEST_TIMEOUT};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
 use rdkafka::{Offset, TopicPartitionList};
 use riffle_core::{Epoch, Result};
@@ -19,16 +19,7 @@ pub(super) struct Ledger {
 impl Ledger {
     /// Opens the ledger of the sink labelled `label` writing `topic`.
     pub(super) fn open(client: &KafkaClient, topic: &str, label: &str) -> Result<Self> {
-        let group: String = format!("riffle-ledger-{label}")
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let group = kafka_name(&format!("riffle-ledger-{label}"));
         let consumer: BaseConsumer = client
             .config()
             .set("group.id", &group)

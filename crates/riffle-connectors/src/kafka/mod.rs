@@ -20,6 +20,19 @@ use std::time::Duration;
 /// How long a metadata or offset request may take before it is an error.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// `text` with every character Kafka names do not allow replaced by `_`.
+fn kafka_name(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// Where the brokers are and any further librdkafka properties.
 #[derive(Debug, Clone)]
 pub struct KafkaClient {

@@ -19,7 +19,7 @@
 
 use super::format::{encode_rows, ValueFormat};
 use super::ledger::Ledger;
-use super::KafkaClient;
+use super::{kafka_name, KafkaClient};
 use crate::sinks::without_timestamp;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
@@ -78,18 +78,7 @@ impl KafkaSinkConfig {
     }
 
     fn transactional_id(&self, n: usize) -> String {
-        let label: String = self
-            .label
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        format!("riffle-{label}-{n}")
+        format!("riffle-{}-{n}", kafka_name(&self.label))
     }
 }
 

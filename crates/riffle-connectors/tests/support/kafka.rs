@@ -149,6 +149,25 @@ impl KafkaBroker {
             .collect()
     }
 
+    /// The values of `topic` whose `riffle.transaction` header names one of
+    /// `committed`, sorted: what a read_committed consumer of Apache Kafka sees of
+    /// riffle's output (tansu shows aborted records too).
+    pub fn committed_values(
+        &self,
+        topic: &str,
+        partitions: i32,
+        committed: &[String],
+    ) -> Vec<String> {
+        let mut values: Vec<String> = self
+            .read_all_with_headers(topic, partitions)
+            .into_iter()
+            .filter(|(_, h)| h.as_ref().is_some_and(|h| committed.contains(h)))
+            .map(|(v, _)| String::from_utf8(v).unwrap())
+            .collect();
+        values.sort();
+        values
+    }
+
     fn read_records(
         &self,
         topic: &str,
