@@ -37,22 +37,23 @@ fn pipeline(dir: &Path, name: &str, text: &str) -> PathBuf {
     file
 }
 
-/// `riffle run file` checkpointed every 50 ms into `state` (all checkpoints kept),
-/// without in-process restarts.
-fn run(file: &Path, state: &Path, parallelism: usize) -> Command {
+/// `riffle run file` checkpointed every 50 ms into `state` (all checkpoints kept).
+fn run_restarting(file: &Path, state: &Path, parallelism: usize) -> Command {
     let mut cmd = riffle();
     cmd.arg("run")
         .arg(file)
         .args(["--parallelism", &parallelism.to_string()])
-        .args([
-            "--checkpoint-interval",
-            "50ms",
-            "--retain-checkpoints",
-            "100000",
-        ])
+        .args(["--checkpoint-interval", "50ms"])
+        .args(["--retain-checkpoints", "100000"])
         .arg("--state")
-        .arg(state)
-        .args(["--restart", "none"]);
+        .arg(state);
+    cmd
+}
+
+/// [`run_restarting`] without in-process restarts: a failure ends the process.
+fn run(file: &Path, state: &Path, parallelism: usize) -> Command {
+    let mut cmd = run_restarting(file, state, parallelism);
+    cmd.args(["--restart", "none"]);
     cmd
 }
 
@@ -143,6 +144,42 @@ fn postgres_append_and_upsert_tables_are_exact_after_every_crash_point() {
         ),
         duplicates
     );
+}
+
+#[test]
+fn a_postgres_connection_broken_mid_epoch_restarts_the_job_and_loses_nothing() {
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let clean = pipeline(dir.path(), "clean", &nexmark_to_postgres(&server, "clean"));
+    succeed(&mut run(&clean, &dir.path().join("state-clean"), 2));
+    let expected = tables(&server, "clean");
+    let file = pipeline(
+        dir.path(),
+        "broken",
+        &nexmark_to_postgres(&server, "broken"),
+    );
+    let child = run_restarting(&file, &dir.path().join("state-broken"), 2)
+        .args(["--restart", "fixed", "--restart-delay", "100ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Mid-run (the job takes about 2 s), cut every connection of the sinks.
+    std::thread::sleep(Duration::from_millis(900));
+    let cut = server.rows(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'riffle'",
+    );
+    assert!(!cut.is_empty(), "no riffle connection to cut");
+    let out = child.wait_with_output().unwrap();
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("PostgreSQL at")
+            && text.contains("riffle: restart 1 from the newest checkpoint"),
+        "the job did not fail and restart: {text}"
+    );
+    assert_eq!(tables(&server, "broken"), expected);
+    assert!(server.rows("SELECT gid FROM pg_prepared_xacts").is_empty());
 }
 
 /// Committed `riffle.transaction` names of a Kafka sink, from every COMMITTED manifest
