@@ -164,8 +164,17 @@ fn a_postgres_connection_broken_mid_epoch_restarts_the_job_and_loses_nothing() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Mid-run (the job takes about 2 s), cut every connection of the sinks.
-    std::thread::sleep(Duration::from_millis(900));
+    // Mid-run (the job writes for about 2 s), cut every connection of the sinks.
+    let connected = Instant::now();
+    while server
+        .rows("SELECT pid FROM pg_stat_activity WHERE application_name = 'riffle'")
+        .len()
+        < 3
+    {
+        assert!(connected.elapsed() < Duration::from_secs(30), "the job never connected");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(400));
     let cut = server.rows(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'riffle'",
     );

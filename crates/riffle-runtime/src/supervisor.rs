@@ -145,13 +145,23 @@ pub async fn run_checkpointed(
             first_epoch: recovered.next_epoch,
             ..run.checkpoints.clone()
         };
-        let (handle, report) = job::start_with_checkpoints(
+        let started = job::start_with_checkpoints(
             graph,
             &config,
             store.clone(),
             checkpoints,
             run.listeners.clone(),
-        )?;
+        );
+        // A subtask that cannot start (its database is unreachable for a moment) is a
+        // task failure like any other: restarted under the same strategy.
+        let (handle, report) = match started {
+            Ok(started) => started,
+            Err(error) => {
+                restarts += 1;
+                back_off(&run, restarts, error, observer).await?;
+                continue;
+            }
+        };
         observer.started(&handle.metrics);
         let result = handle.wait().await;
         // Once the tasks are gone the coordinator finishes its last epoch and returns.
@@ -178,15 +188,29 @@ pub async fn run_checkpointed(
             Err(e) => e,
         };
         restarts += 1;
-        let delay = restartable(&error)
-            .then(|| run.restart.delay(restarts))
-            .flatten();
-        observer.failed(&error, delay.map(|d| (restarts, d)));
-        tracing::warn!(%error, restarts, "job failed");
-        match delay {
-            Some(d) => tokio::time::sleep(d).await,
-            None => return Err(error),
+        back_off(&run, restarts, error, observer).await?;
+    }
+}
+
+/// After failure number `restarts`: waits for the restart, or returns the error when it
+/// is not worth one or the strategy has no attempts left.
+async fn back_off(
+    run: &CheckpointedRun,
+    restarts: u32,
+    error: RuntimeError,
+    observer: &mut dyn RunObserver,
+) -> RuntimeResult<()> {
+    let delay = restartable(&error)
+        .then(|| run.restart.delay(restarts))
+        .flatten();
+    observer.failed(&error, delay.map(|d| (restarts, d)));
+    tracing::warn!(%error, restarts, "job failed");
+    match delay {
+        Some(d) => {
+            tokio::time::sleep(d).await;
+            Ok(())
         }
+        None => Err(error),
     }
 }
 

@@ -38,7 +38,7 @@ pub(crate) async fn prepare_target(
     columns: &[(String, PgType)],
     exactly_once: bool,
 ) -> Result<()> {
-    let err = |e: tokio_postgres::Error| config.error(e);
+    let err = |e: tokio_postgres::Error| config.db_error(e);
     if exactly_once {
         let row = client
             .query_one("SHOW max_prepared_transactions", &[])
@@ -101,7 +101,7 @@ async fn check_columns(
             &[&schema, &table],
         )
         .await
-        .map_err(|e| config.error(e))?;
+        .map_err(|e| config.db_error(e))?;
     if rows.is_empty() {
         return Err(config.error(format!(
             "table `{}` does not exist; create it, or set 'create' = 'true'",

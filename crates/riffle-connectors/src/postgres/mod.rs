@@ -106,6 +106,21 @@ impl PostgresSinkConfig {
         )
     }
 
+    /// An error of the server, with PostgreSQL's own message and SQLSTATE when it sent
+    /// one (the client's display of such errors is only "db error").
+    fn db_error(&self, e: tokio_postgres::Error) -> Error {
+        match e.as_db_error() {
+            Some(db) => self.error(format!(
+                "{}: {} (SQLSTATE {})",
+                db.severity(),
+                db.message(),
+                db.code().code()
+            )),
+            None if e.is_closed() => self.error(format!("the connection was closed: {e}")),
+            None => self.error(e),
+        }
+    }
+
     /// Prefix of every prepared transaction's name.
     fn transaction_prefix(&self) -> String {
         format!("riffle/{}/", self.label)
@@ -157,6 +172,25 @@ impl PostgresSinkFactory {
         &self.config
     }
 
+    /// Runs `op` on the admin connection; when that connection turns out to be broken
+    /// (a server restart, an administrator's `pg_terminate_backend`), once more on a new
+    /// one.
+    fn with_admin<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        F: Fn(Arc<Client>, PostgresSinkConfig) -> Fut,
+        Fut: std::future::Future<Output = Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let client = self.admin()?;
+        match block_on(op(client.clone(), self.config.clone()))? {
+            Err(_) if client.is_closed() => {
+                let client = self.admin()?;
+                block_on(op(client, self.config.clone()))?
+            }
+            result => result,
+        }
+    }
+
     /// The admin connection, reconnecting when the last one broke.
     fn admin(&self) -> Result<Arc<Client>> {
         let mut admin = self
@@ -174,7 +208,7 @@ impl PostgresSinkFactory {
 }
 
 /// What a subtask prepared for one epoch.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct PreparedTransaction {
     /// The prepared transaction's name (`gid`).
     transaction: String,
@@ -248,80 +282,90 @@ impl SinkFactory for PostgresSinkFactory {
                     ),
                 )
             })?;
-        let client = self.admin()?;
-        let config = self.config.clone();
         let epoch = committable.epoch.0 as i64;
         let subtask = committable.subtask as i32;
-        block_on(async move {
-            let gid = staged.transaction.replace('\'', "''");
-            match client
-                .batch_execute(&format!("COMMIT PREPARED '{gid}'"))
-                .await
-            {
-                Ok(()) => {}
-                // Committed before (recovery repeats commits): the ledger says so. Only
-                // the newest row per subtask is kept, and a newer epoch commits only
-                // after the older ones it carries, so a row at or past it is proof.
-                Err(e) if e.code() == Some(&SqlState::UNDEFINED_OBJECT) => {
-                    let found = client
-                        .query_opt(
-                            &format!(
-                                "SELECT 1 FROM {} WHERE sink = $1 AND subtask = $2 AND epoch >= $3 LIMIT 1",
-                                types::quote_table(&config.ledger_table)
-                            ),
-                            &[&config.label, &subtask, &epoch],
-                        )
-                        .await
-                        .map_err(|e| config.error(e))?;
-                    if found.is_none() {
-                        return Err(config.error(format!(
-                            "prepared transaction `{}` is gone and was never committed; \
-                             its {} rows are lost (was it rolled back by hand?)",
-                            staged.transaction, staged.rows
-                        )));
-                    }
-                }
-                Err(e) => return Err(config.error(e)),
-            }
-            // Older ledger rows of this subtask are no longer needed to tell anything.
-            client
-                .execute(
+        self.with_admin(|client, config| {
+            let staged = staged.clone();
+            async move { commit_prepared(client, config, staged, subtask, epoch).await }
+        })
+    }
+
+    fn abort_staged(&self) -> Result<usize> {
+        self.with_admin(|client, config| async move { roll_back_leftovers(client, config).await })
+    }
+}
+
+/// `COMMIT PREPARED` of a subtask's epoch, which may have committed before.
+async fn commit_prepared(
+    client: Arc<Client>,
+    config: PostgresSinkConfig,
+    staged: PreparedTransaction,
+    subtask: i32,
+    epoch: i64,
+) -> Result<()> {
+    let gid = staged.transaction.replace('\'', "''");
+    match client
+        .batch_execute(&format!("COMMIT PREPARED '{gid}'"))
+        .await
+    {
+        Ok(()) => {}
+        // Committed before (recovery repeats commits): the ledger says so. Only
+        // the newest row per subtask is kept, and a newer epoch commits only
+        // after the older ones it carries, so a row at or past it is proof.
+        Err(e) if e.code() == Some(&SqlState::UNDEFINED_OBJECT) => {
+            let found = client
+                .query_opt(
                     &format!(
-                        "DELETE FROM {} WHERE sink = $1 AND subtask = $2 AND epoch < $3",
+                        "SELECT 1 FROM {} WHERE sink = $1 AND subtask = $2 AND epoch >= $3 LIMIT 1",
                         types::quote_table(&config.ledger_table)
                     ),
                     &[&config.label, &subtask, &epoch],
                 )
                 .await
-                .map_err(|e| config.error(e))?;
-            Ok(())
-        })?
-    }
-
-    fn abort_staged(&self) -> Result<usize> {
-        let client = self.admin()?;
-        let config = self.config.clone();
-        block_on(async move {
-            let prefix = config.transaction_prefix();
-            let rows = client
-                .query(
-                    "SELECT gid FROM pg_prepared_xacts \
-                     WHERE database = current_database() AND starts_with(gid, $1)",
-                    &[&prefix],
-                )
-                .await
-                .map_err(|e| config.error(e))?;
-            for row in &rows {
-                let gid: String = row.get(0);
-                tracing::info!(
-                    "rolling back prepared transaction `{gid}` (no checkpoint committed it)"
-                );
-                client
-                    .batch_execute(&format!("ROLLBACK PREPARED '{}'", gid.replace('\'', "''")))
-                    .await
-                    .map_err(|e| config.error(e))?;
+                .map_err(|e| config.db_error(e))?;
+            if found.is_none() {
+                return Err(config.error(format!(
+                    "prepared transaction `{}` is gone and was never committed; \
+                             its {} rows are lost (was it rolled back by hand?)",
+                    staged.transaction, staged.rows
+                )));
             }
-            Ok(rows.len())
-        })?
+        }
+        Err(e) => return Err(config.db_error(e)),
     }
+    // Older ledger rows of this subtask are no longer needed to tell anything.
+    client
+        .execute(
+            &format!(
+                "DELETE FROM {} WHERE sink = $1 AND subtask = $2 AND epoch < $3",
+                types::quote_table(&config.ledger_table)
+            ),
+            &[&config.label, &subtask, &epoch],
+        )
+        .await
+        .map_err(|e| config.db_error(e))?;
+    Ok(())
+}
+
+/// Rolls back every prepared transaction of this sink (recovery: none is committed by
+/// a manifest any more); returns how many.
+async fn roll_back_leftovers(client: Arc<Client>, config: PostgresSinkConfig) -> Result<usize> {
+    let prefix = config.transaction_prefix();
+    let rows = client
+        .query(
+            "SELECT gid FROM pg_prepared_xacts \
+                     WHERE database = current_database() AND starts_with(gid, $1)",
+            &[&prefix],
+        )
+        .await
+        .map_err(|e| config.db_error(e))?;
+    for row in &rows {
+        let gid: String = row.get(0);
+        tracing::info!("rolling back prepared transaction `{gid}` (no checkpoint committed it)");
+        client
+            .batch_execute(&format!("ROLLBACK PREPARED '{}'", gid.replace('\'', "''")))
+            .await
+            .map_err(|e| config.db_error(e))?;
+    }
+    Ok(rows.len())
 }

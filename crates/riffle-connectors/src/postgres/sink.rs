@@ -70,7 +70,7 @@ impl PostgresSink {
             client
                 .batch_execute(&statements)
                 .await
-                .map_err(|e| config.error(e))
+                .map_err(|e| config.db_error(e))
         })?
     }
 
@@ -178,7 +178,7 @@ async fn copy_rows(
     let sink = client
         .copy_in(&statement)
         .await
-        .map_err(|e| config.error(e))?;
+        .map_err(|e| config.db_error(e))?;
     let types: Vec<_> = columns.iter().map(|(_, t)| t.postgres()).collect();
     let writer = BinaryCopyInWriter::new(sink, &types);
     futures::pin_mut!(writer);
@@ -190,9 +190,9 @@ async fn copy_rows(
             .as_mut()
             .write(&row)
             .await
-            .map_err(|e| config.error(e))?;
+            .map_err(|e| config.db_error(e))?;
     }
-    writer.finish().await.map_err(|e| config.error(e))?;
+    writer.finish().await.map_err(|e| config.db_error(e))?;
     Ok(())
 }
 
@@ -234,7 +234,7 @@ async fn upsert_rows(
     client
         .execute(&statement, &params)
         .await
-        .map_err(|e| config.error(e))?;
+        .map_err(|e| config.db_error(e))?;
     Ok(())
 }
 
