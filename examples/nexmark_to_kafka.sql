@@ -1,10 +1,13 @@
 -- Nexmark bids as JSON records on the Kafka topic `bids`: the input of
--- examples/kafka_to_postgres.sql. Exactly-once: records become visible to read_committed
+-- examples/kafka_to_postgres.sql. 1K events per second of event time, so the bids span
+-- 50 s and the 10-second windows downstream close one after another. Run it with
+-- --parallelism 1: two writers would interleave their events on each partition, out of
+-- event-time order by seconds, and the reader's watermark would drop some as late. Exactly-once: records become visible to read_committed
 -- consumers only when riffle's checkpoint commits their transaction.
 
 CREATE TABLE bid (
   WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND
-) WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '50K');
+) WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '50K', 'rate' = '1K');
 
 CREATE TABLE bids WITH (
   'connector' = 'kafka',

@@ -12,6 +12,9 @@ pub enum BenchError {
     /// A SQL example did not plan.
     #[error("{0}")]
     Sql(String),
+    /// The Kafka broker of a connector benchmark failed.
+    #[error("Kafka: {0}")]
+    Kafka(String),
     /// An unknown query or job name.
     #[error("unknown {kind} `{name}`; choose one of: {choices}")]
     Unknown {

@@ -9,6 +9,7 @@
 
 pub mod error;
 pub mod harness;
+pub mod kafka_baseline;
 pub mod peer;
 pub mod queries;
 pub mod resources;

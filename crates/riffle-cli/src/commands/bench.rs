@@ -55,6 +55,11 @@ pub struct BenchArgs {
     /// afterwards).
     #[arg(long, default_value_os_t = std::env::temp_dir().join("riffle-bench-state"))]
     pub state: std::path::PathBuf,
+    /// Only measure how fast a bare Kafka consumer reads RECORDS records of TOPIC
+    /// (`BOOTSTRAP/TOPIC/RECORDS`; the baseline of scripts/bench-connectors) and print
+    /// records per second.
+    #[arg(long, hide = true)]
+    pub kafka_baseline: Option<String>,
     /// Also measure a restart with this many keys of window state (about 40 bytes
     /// each; 27M ≈ 1 GiB): checkpoint, stop, and time recovery to the first output row.
     #[arg(long, default_value = "0", value_parser = parse_count)]
@@ -173,6 +178,18 @@ fn run_child(
 
 pub fn run(args: BenchArgs) -> Result<()> {
     anyhow::ensure!(args.runs >= 1, "--runs must be at least 1");
+    if let Some(spec) = &args.kafka_baseline {
+        let mut parts = spec.rsplitn(3, '/');
+        let (Some(records), Some(topic), Some(bootstrap)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            anyhow::bail!("--kafka-baseline takes BOOTSTRAP/TOPIC/RECORDS, not `{spec}`");
+        };
+        let records = parse_count(records).map_err(anyhow::Error::msg)?;
+        let rate = riffle_bench::kafka_baseline::consume_rate(bootstrap, topic, records)?;
+        println!("{rate:.0}");
+        return Ok(());
+    }
     let queries: Vec<Query> = match args.queries.as_str() {
         "all" => Query::ALL.to_vec(),
         "none" | "" => Vec::new(),
