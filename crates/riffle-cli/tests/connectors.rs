@@ -345,11 +345,15 @@ fn kafka_to_postgres_survives_twenty_random_kills() {
     );
 
     // Read at 3K records/s (9 s for the whole topic), so that the job outlasts the kills
-    // below together with a wide margin.
-    let soak = kafka_to_postgres(&broker, &server, "stats_soak").replace(
-        "'scan.max-records-per-second' = '1G'",
-        "'scan.max-records-per-second' = '3K'",
-    );
+    // below together with a wide margin; appending (no key), so that a window written
+    // twice would show as a duplicate row instead of being overwritten.
+    let soak = kafka_to_postgres(&broker, &server, "stats_soak")
+        .replace(
+            "'scan.max-records-per-second' = '1G'",
+            "'scan.max-records-per-second' = '3K'",
+        )
+        .replace(",\n  PRIMARY KEY (auction, window_start)", "");
+    assert!(!soak.contains("PRIMARY KEY"));
     let soak = pipeline(dir.path(), "soak", &soak);
     let state = dir.path().join("state-soak");
     let mut kills = 0;
