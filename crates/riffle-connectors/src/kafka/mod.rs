@@ -6,8 +6,11 @@
 
 mod format;
 mod ledger;
+mod offsets;
+mod producer;
 mod sink;
 mod source;
+mod transactions;
 
 pub use format::ValueFormat;
 pub use sink::{KafkaDelivery, KafkaSinkConfig, KafkaSinkFactory};

@@ -5,20 +5,17 @@
 //! only once a checkpoint holding them is COMMITTED.
 
 use super::format::{decode_values, ValueFormat};
+use super::offsets::{decode_positions, encode_positions, PartitionPosition};
 use super::{KafkaClient, REQUEST_TIMEOUT};
 use crate::decode::event_time_nanos;
 use crate::MalformedRecords;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
-use riffle_core::arrow::array::{
-    Array, ArrayRef, AsArray, Int32Array, Int64Array, StringArray, TimestampMillisecondArray,
-    UInt16Array,
-};
+use riffle_core::arrow::array::{Array, ArrayRef, AsArray, TimestampMillisecondArray};
 use riffle_core::arrow::compute::filter;
 use riffle_core::arrow::compute::kernels::cast::cast;
-use riffle_core::arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema, SchemaRef};
-use riffle_core::state::KEY_GROUP_FIELD;
+use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef};
 use riffle_core::{
     Epoch, Error, EventTime, OperatorContext, OperatorState, RecordBatch, Result, Source,
     SourceFactory, SourcePoll, StreamSchema,
@@ -190,23 +187,6 @@ impl SourceFactory for KafkaSourceFactory {
             snapshots: VecDeque::new(),
             throttle: None,
         }))
-    }
-}
-
-/// Where one partition is.
-#[derive(Debug, Clone, Copy)]
-struct PartitionPosition {
-    /// The next offset to read.
-    next: i64,
-    /// Where a bounded source stops (exclusive).
-    stop: Option<i64>,
-    /// The newest event time read from it.
-    newest: EventTime,
-}
-
-impl PartitionPosition {
-    fn done(&self) -> bool {
-        self.stop.is_some_and(|stop| self.next >= stop)
     }
 }
 
@@ -534,27 +514,7 @@ impl Source for KafkaSource {
         } else {
             &self.restored
         };
-        let n = positions.len();
-        let schema = state_schema();
-        let batch = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(UInt16Array::from(vec![0u16; n])),
-                Arc::new(StringArray::from(vec![self.config.topic.as_str(); n])),
-                Arc::new(Int32Array::from(
-                    positions.keys().copied().collect::<Vec<_>>(),
-                )),
-                Arc::new(Int64Array::from(
-                    positions.values().map(|p| p.next).collect::<Vec<_>>(),
-                )),
-                Arc::new(Int64Array::from(
-                    positions.values().map(|p| p.stop).collect::<Vec<_>>(),
-                )),
-                Arc::new(Int64Array::from(
-                    positions.values().map(|p| p.newest).collect::<Vec<_>>(),
-                )),
-            ],
-        )?;
+        let batch = encode_positions(&self.config.topic, positions)?;
         self.snapshots.push_back((
             epoch,
             positions.iter().map(|(p, pos)| (*p, pos.next)).collect(),
@@ -568,49 +528,7 @@ impl Source for KafkaSource {
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {
-        let bad = |message: String| Error::State {
-            operator: format!("kafka source of `{}`", self.config.topic),
-            message,
-        };
-        for batch in &state.batches {
-            let column = |name: &str| {
-                batch
-                    .column_by_name(name)
-                    .ok_or_else(|| bad(format!("the offsets lack column `{name}`")))
-            };
-            let topics = column("topic")?
-                .as_string_opt::<i32>()
-                .ok_or_else(|| bad("topic is not text".into()))?;
-            let partitions = column("partition")?
-                .as_primitive_opt::<Int32Type>()
-                .ok_or_else(|| bad("partition is not INT".into()))?;
-            let next = column("next_offset")?
-                .as_primitive_opt::<Int64Type>()
-                .ok_or_else(|| bad("next_offset is not BIGINT".into()))?;
-            let stop = column("stop_offset")?
-                .as_primitive_opt::<Int64Type>()
-                .ok_or_else(|| bad("stop_offset is not BIGINT".into()))?;
-            let newest = column("newest_event_time")?
-                .as_primitive_opt::<Int64Type>()
-                .ok_or_else(|| bad("newest_event_time is not BIGINT".into()))?;
-            for row in 0..batch.num_rows() {
-                if topics.value(row) != self.config.topic {
-                    return Err(bad(format!(
-                        "the checkpoint read topic `{}`, this table reads `{}`",
-                        topics.value(row),
-                        self.config.topic
-                    )));
-                }
-                self.restored.insert(
-                    partitions.value(row),
-                    PartitionPosition {
-                        next: next.value(row),
-                        stop: stop.is_valid(row).then(|| stop.value(row)),
-                        newest: newest.value(row),
-                    },
-                );
-            }
-        }
+        self.restored = decode_positions(&state, &self.config.topic)?;
         Ok(())
     }
 
@@ -640,15 +558,4 @@ impl Source for KafkaSource {
         }
         Ok(())
     }
-}
-
-fn state_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
-        Field::new("topic", DataType::Utf8, false),
-        Field::new("partition", DataType::Int32, false),
-        Field::new("next_offset", DataType::Int64, false),
-        Field::new("stop_offset", DataType::Int64, true),
-        Field::new("newest_event_time", DataType::Int64, false),
-    ]))
 }

@@ -1,0 +1,70 @@
+//! The producer riffle's Kafka sink uses: librdkafka's blocking producer with a context
+//! that keeps the first failed delivery, and a send that waits while the queue is full.
+
+use super::sink::KafkaSinkConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, ProducerContext};
+use rdkafka::ClientContext;
+use riffle_core::Result;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Keeps the first failed delivery, which fails the flush that waits for it.
+#[derive(Default)]
+pub(super) struct DeliveryContext {
+    pub(super) failure: Mutex<Option<String>>,
+}
+
+impl ClientContext for DeliveryContext {}
+
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, _)) = result {
+            if let Ok(mut failure) = self.failure.lock() {
+                failure.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+}
+
+pub(super) type KafkaProducer = BaseProducer<DeliveryContext>;
+
+/// How long a flush or a transaction request may take.
+pub(super) const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Sends one record, waiting while librdkafka's queue is full.
+pub(super) fn send(
+    producer: &KafkaProducer,
+    config: &KafkaSinkConfig,
+    key: Option<&[u8]>,
+    value: &[u8],
+    transaction: Option<&str>,
+) -> Result<()> {
+    let mut record = BaseRecord::<[u8], [u8]>::to(&config.topic).payload(value);
+    if let Some(key) = key {
+        record = record.key(key);
+    }
+    if let Some(name) = transaction {
+        record = record.headers(OwnedHeaders::new().insert(Header {
+            key: "riffle.transaction",
+            value: Some(name),
+        }));
+    }
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                record = back;
+                producer.poll(Duration::from_millis(10));
+            }
+            Err((e, _)) => {
+                return Err(config
+                    .client
+                    .error(format!("producing to topic `{}`: {e}", config.topic)))
+            }
+        }
+    }
+}
