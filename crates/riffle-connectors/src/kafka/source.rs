@@ -248,6 +248,11 @@ impl KafkaSource {
             .filter(|p| (*p as usize) % self.parallelism == self.subtask)
             .collect();
         for &p in &mine {
+            // A restored partition already knows where it is and where it stops.
+            if let Some(restored) = self.restored.get(&p) {
+                self.partitions.insert(p, *restored);
+                continue;
+            }
             let (low, high) = self
                 .consumer
                 .fetch_watermarks(&config.topic, p, REQUEST_TIMEOUT)
@@ -257,13 +262,10 @@ impl KafkaSource {
                         config.topic
                     ))
                 })?;
-            let position = match self.restored.get(&p) {
-                Some(restored) => *restored,
-                None => PartitionPosition {
-                    next: self.initial_offset(p, low, high)?,
-                    stop: config.bounded.then_some(high),
-                    newest: EventTime::MIN,
-                },
+            let position = PartitionPosition {
+                next: self.initial_offset(p, low, high)?,
+                stop: config.bounded.then_some(high),
+                newest: EventTime::MIN,
             };
             self.partitions.insert(p, position);
         }
@@ -434,8 +436,8 @@ impl Source for KafkaSource {
         if self.config.bounded && self.partitions.values().all(PartitionPosition::done) {
             return Ok(SourcePoll::End);
         }
+        // Waiting is the runtime's: it sleeps between polls that return Pending.
         if self.partitions.is_empty() {
-            std::thread::sleep(Duration::from_millis(10));
             return Ok(SourcePoll::Pending);
         }
         let mut limit = self.config.batch_rows;
@@ -445,7 +447,6 @@ impl Source for KafkaSource {
             let (started, read) = *self.throttle.get_or_insert((std::time::Instant::now(), 0));
             let allowed = (started.elapsed().as_secs_f64() * share) as u64;
             if read >= allowed {
-                std::thread::sleep(Duration::from_millis(2));
                 return Ok(SourcePoll::Pending);
             }
             limit = limit.min((allowed - read) as usize).max(1);
