@@ -229,6 +229,8 @@ impl Connector for KafkaConnector {
         let topic = required(table, "topic", "results")?;
         let mut config = KafkaSinkConfig::new(client, topic, format!("{pipeline}/{}", table.name));
         config.format = format(table)?;
+        // JSON values can hold a window `{start, end}`; CSV and raw cannot.
+        let nested = config.format == ValueFormat::Json;
         config.key_column = table.options.get("key.field").cloned();
         config.delivery = match choice_option(
             table,
@@ -245,12 +247,7 @@ impl Connector for KafkaConnector {
                 "`{}` appends records to a Kafka topic and cannot take an updating result",
                 table.name
             )),
-            nested: config_nested(table),
+            nested,
         })
     }
-}
-
-/// JSON values can hold a window `{start, end}`; CSV and raw cannot.
-fn config_nested(table: &TableDef) -> bool {
-    matches!(format(table), Ok(ValueFormat::Json))
 }
