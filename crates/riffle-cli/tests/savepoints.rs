@@ -113,6 +113,8 @@ fn q5_stopped_through_the_control_endpoint_restores_at_p1_p2_p4() {
     let text = fails(
         nexmark("q5", 4, &crashed_out, Some(&crashed_state))
             .args(["--from-savepoint", "stop"])
+            // Throttled so that it reaches epoch E+2 even on a loaded machine.
+            .args(["--throttle", "500K"])
             .env(
                 "RIFFLE_CRASH_AT",
                 format!("after-snapshot-upload:{}", stop_epoch + 2),
