@@ -205,3 +205,36 @@ fn csv_sinks_refuse_nested_columns() {
         ],
     );
 }
+
+#[test]
+fn on_malformed_takes_fail_or_skip_in_any_case_for_every_source() {
+    let sink =
+        "CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT a FROM src;";
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, "{\"a\": 1, \"ts\": \"2026-01-01T00:00:00Z\"}\n").unwrap();
+    let sources = [
+        format!(
+            "'connector' = 'filesystem', 'path' = '{}', 'format' = 'json'",
+            input.display()
+        ),
+        "'connector' = 'kafka', 'topic' = 't', 'bootstrap.servers' = '127.0.0.1:1', 'format' = 'json'".to_string(),
+    ];
+    for source in &sources {
+        let table = |choice: &str| {
+            format!(
+                "CREATE TABLE src (a BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ({source}, 'on_malformed' = '{choice}');\n{sink}"
+            )
+        };
+        let e = error(&table("drop"));
+        assert_mentions(
+            &e,
+            &["table `src`", "'on_malformed' = 'drop'", "fail or skip"],
+        );
+        for accepted in ["skip", "SKIP", "Fail"] {
+            if let Err(e) = plan(&table(accepted)) {
+                panic!("{source}: 'on_malformed' = '{accepted}' refused: {e}");
+            }
+        }
+    }
+}

@@ -1,11 +1,13 @@
 //! `filesystem`: JSON lines, CSV or Parquet files, read as a replayable source or
 //! written by the exactly-once file sink.
 
-use super::{required, Connector, OptionSpec, RunSettings, SinkTable, SourceTable};
+use super::{
+    malformed_option, required, Connector, OptionSpec, RunSettings, SinkTable, SourceTable,
+};
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
 use riffle_connectors::sinks::{FileFormat, FileSinkFactory, RollingPolicy};
-use riffle_connectors::{FileSourceConfig, FileSourceFactory, MalformedRecords};
+use riffle_connectors::{FileSourceConfig, FileSourceFactory};
 use riffle_core::arrow::datatypes::Schema;
 use riffle_runtime::WatermarkStrategy;
 use std::path::PathBuf;
@@ -51,16 +53,7 @@ impl Connector for FilesystemConnector {
     fn source(&self, table: &TableDef, _: &RunSettings) -> Result<SourceTable> {
         let path = required(table, "path", "data/bids")?;
         let format = format(table)?;
-        let on_malformed = match table.options.get("on_malformed").map(String::as_str) {
-            None | Some("fail") => MalformedRecords::Fail,
-            Some("skip") => MalformedRecords::Skip,
-            Some(other) => {
-                return Err(SqlError::connector(
-                    &table.name,
-                    format!("'on_malformed' = '{other}': use fail or skip"),
-                ))
-            }
-        };
+        let on_malformed = malformed_option(table)?;
         let watermark = table.watermark.clone().ok_or_else(|| {
             SqlError::connector(
                 &table.name,

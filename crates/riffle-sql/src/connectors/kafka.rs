@@ -2,8 +2,8 @@
 //! transactional producer.
 
 use super::{
-    choice_option, count_option, required, secret_from_env, Connector, OptionSpec, RunSettings,
-    SinkTable, SourceTable,
+    choice_option, count_option, malformed_option, required, secret_from_env, Connector,
+    OptionSpec, RunSettings, SinkTable, SourceTable,
 };
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
@@ -11,7 +11,6 @@ use riffle_connectors::kafka::{
     KafkaClient, KafkaDelivery, KafkaSinkConfig, KafkaSinkFactory, KafkaSourceConfig,
     KafkaSourceFactory, KafkaStartup, KafkaTimestamp, ValueFormat,
 };
-use riffle_connectors::MalformedRecords;
 use riffle_core::arrow::datatypes::Schema;
 use riffle_runtime::WatermarkStrategy;
 use std::sync::Arc;
@@ -181,10 +180,7 @@ impl Connector for KafkaConnector {
             &["unbounded", "latest-offset"],
             "unbounded",
         )? == "latest-offset";
-        let on_malformed = match choice_option(table, "on_malformed", &["fail", "skip"], "fail")? {
-            "skip" => MalformedRecords::Skip,
-            _ => MalformedRecords::Fail,
-        };
+        let on_malformed = malformed_option(table)?;
         let factory = KafkaSourceFactory::new(KafkaSourceConfig {
             client,
             topic: topic.to_string(),

@@ -10,6 +10,7 @@ mod sinks;
 
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
+use riffle_connectors::MalformedRecords;
 use riffle_core::{SinkFactory, SourceFactory};
 use riffle_runtime::WatermarkStrategy;
 use std::collections::BTreeMap;
@@ -210,6 +211,16 @@ pub(crate) fn choice_option(
                 format!("'{key}' = '{value}': use {}", choices.join(" or ")),
             )
         })
+}
+
+/// `'on_malformed'` of a source reading external records: `fail` (default) or `skip`.
+pub(crate) fn malformed_option(table: &TableDef) -> Result<MalformedRecords> {
+    Ok(
+        match choice_option(table, "on_malformed", &["fail", "skip"], "fail")? {
+            "skip" => MalformedRecords::Skip,
+            _ => MalformedRecords::Fail,
+        },
+    )
 }
 
 /// The value of the environment variable option `key` names (a password), if given.
