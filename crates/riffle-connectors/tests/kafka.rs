@@ -16,10 +16,11 @@ use riffle_connectors::MalformedRecords;
 use riffle_core::arrow::array::{AsArray, Int64Array, StringArray, TimestampNanosecondArray};
 use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
 use riffle_core::{
-    Committable, Epoch, OperatorContext, OperatorState, RecordBatch, SinkContext, SinkFactory,
-    SourceFactory, SourcePoll, StreamSchema,
+    Committable, Epoch, EventTime, OperatorContext, OperatorState, RecordBatch, SinkContext,
+    SinkFactory, SourceFactory, SourcePoll, StreamSchema,
 };
 use std::sync::Arc;
+use std::time::Duration;
 
 fn bids_schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
@@ -42,6 +43,7 @@ fn source_config(broker: &KafkaBroker, topic: &str) -> KafkaSourceConfig {
         on_malformed: MalformedRecords::Fail,
         batch_rows: 7,
         max_records_per_second: None,
+        partition_idle_timeout: None,
     }
 }
 
@@ -158,6 +160,53 @@ fn the_watermark_follows_the_slowest_partition() {
     }
     assert_eq!(rows, 11);
     assert_eq!(source.event_time_frontier(), Some(5_000_000_000));
+}
+
+/// Polls `source` until it has read `n` more rows.
+fn poll_rows(source: &mut dyn riffle_core::Source, n: usize) {
+    let mut rows = 0;
+    for _ in 0..400 {
+        if let SourcePoll::Batch(b) = source.poll_next().unwrap() {
+            rows += b.num_rows();
+        }
+        if rows >= n {
+            return;
+        }
+    }
+    panic!("read {rows} rows, expected {n}");
+}
+
+#[test]
+fn a_quiet_partition_stops_holding_the_watermark_back_until_it_delivers() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("quiet", 2);
+    let bid = |partition: i32, auction: i64, ms: i64| {
+        let json = format!("{{\"auction\":{auction},\"price\":1,\"ts\":{ms}}}");
+        (partition, json.into_bytes(), 0)
+    };
+    broker.produce("quiet", &[bid(0, 1, 50_000)]);
+    let timeout = Duration::from_secs(1);
+    let mut config = source_config(&broker, "quiet");
+    config.bounded = false;
+    let waiting = KafkaSourceFactory::new(config.clone()).unwrap();
+    config.partition_idle_timeout = Some(timeout);
+    let factory = KafkaSourceFactory::new(config).unwrap();
+    let ctx = OperatorContext::detached("kafka", 0, 1);
+    let (mut patient, mut source) = (waiting.create(&ctx).unwrap(), factory.create(&ctx).unwrap());
+    poll_rows(patient.as_mut(), 1);
+    poll_rows(source.as_mut(), 1);
+    std::thread::sleep(timeout + Duration::from_millis(200));
+    // Partition 1 has delivered nothing: without a timeout it holds event time at its
+    // start for ever; with one, partition 0 alone moves it once 1 s has passed.
+    broker.produce("quiet", &[bid(0, 2, 60_000)]);
+    poll_rows(patient.as_mut(), 1);
+    poll_rows(source.as_mut(), 1);
+    assert_eq!(patient.event_time_frontier(), Some(EventTime::MIN));
+    assert_eq!(source.event_time_frontier(), Some(60_000_000_000));
+    // Once partition 1 delivers, it holds event time back again.
+    broker.produce("quiet", &[bid(1, 3, 55_000)]);
+    poll_rows(source.as_mut(), 1);
+    assert_eq!(source.event_time_frontier(), Some(55_000_000_000));
 }
 
 #[test]

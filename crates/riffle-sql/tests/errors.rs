@@ -238,3 +238,26 @@ fn on_malformed_takes_fail_or_skip_in_any_case_for_every_source() {
         }
     }
 }
+
+#[test]
+fn durations_in_options_are_checked() {
+    let table = |value: &str| {
+        format!(
+            "CREATE TABLE src (a BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'kafka', 'topic' = 't', 'bootstrap.servers' = '127.0.0.1:1', 'scan.watermark.idle-timeout' = '{value}');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT a FROM src;"
+        )
+    };
+    for bad in ["soon", "0s", "5 fortnights", "-1s"] {
+        assert_mentions(
+            &error(&table(bad)),
+            &[
+                &format!("'scan.watermark.idle-timeout' = '{bad}'"),
+                "not a duration such as 5s",
+            ],
+        );
+    }
+    for good in ["5s", "500 ms", "1 minute", "2.5s", "none", "NONE"] {
+        if let Err(e) = plan(&table(good)) {
+            panic!("'{good}' refused: {e}");
+        }
+    }
+}

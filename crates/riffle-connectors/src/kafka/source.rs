@@ -1,7 +1,7 @@
 //! The Kafka source: each subtask reads the partitions `p` with
 //! `p % parallelism == subtask`; the next offset of every partition is its state, so a
 //! restored job reads each record exactly once more. The watermark follows the slowest
-//! partition. Consumer-group offsets are committed (advisory, for monitoring tools)
+//! partition that is not idle. Consumer-group offsets are committed (advisory, for monitoring tools)
 //! only once a checkpoint holding them is COMMITTED.
 
 use super::format::{decode_values, ValueFormat};
@@ -22,7 +22,7 @@ use riffle_core::{
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where a partition without a checkpointed offset starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +75,10 @@ pub struct KafkaSourceConfig {
     /// At most this many records per second over all subtasks (catching up on a
     /// backlog without flooding what lies downstream); none: as fast as possible.
     pub max_records_per_second: Option<u64>,
+    /// A partition that delivers nothing for this long stops holding the watermark
+    /// back until it delivers again (its later records may then be late); none: an
+    /// empty partition stops event time.
+    pub partition_idle_timeout: Option<Duration>,
 }
 
 /// Builds Kafka source subtasks.
@@ -186,6 +190,7 @@ impl SourceFactory for KafkaSourceFactory {
             started: false,
             snapshots: VecDeque::new(),
             throttle: None,
+            last_delivery: BTreeMap::new(),
         }))
     }
 }
@@ -206,7 +211,10 @@ struct KafkaSource {
     /// Offsets at recent barriers, committed to the group once their epoch commits.
     snapshots: VecDeque<(Epoch, Vec<(i32, i64)>)>,
     /// With a rate cap: when this subtask started, and records read since.
-    throttle: Option<(std::time::Instant, u64)>,
+    throttle: Option<(Instant, u64)>,
+    /// When each partition last delivered a record (or was assigned): partitions
+    /// quiet for longer than the idle timeout do not hold the watermark back.
+    last_delivery: BTreeMap<i32, Instant>,
 }
 
 impl KafkaSource {
@@ -278,6 +286,8 @@ impl KafkaSource {
         self.consumer
             .assign(&assignment)
             .map_err(|e| client.error(format!("cannot assign partitions: {e}")))?;
+        let now = Instant::now();
+        self.last_delivery = self.partitions.keys().map(|p| (*p, now)).collect();
         self.started = true;
         Ok(())
     }
@@ -444,7 +454,7 @@ impl Source for KafkaSource {
         if let Some(rate) = self.config.max_records_per_second {
             // This subtask's share of the rate.
             let share = (rate as f64 / self.parallelism as f64).max(1.0);
-            let (started, read) = *self.throttle.get_or_insert((std::time::Instant::now(), 0));
+            let (started, read) = *self.throttle.get_or_insert((Instant::now(), 0));
             let allowed = (started.elapsed().as_secs_f64() * share) as u64;
             if read >= allowed {
                 return Ok(SourcePoll::Pending);
@@ -489,6 +499,10 @@ impl Source for KafkaSource {
         if records.is_empty() {
             return Ok(SourcePoll::Pending);
         }
+        let now = Instant::now();
+        for r in &records {
+            self.last_delivery.insert(r.partition, now);
+        }
         Ok(match self.decode_batch(records)? {
             Some(batch) => SourcePoll::Batch(batch),
             None => SourcePoll::Pending,
@@ -496,11 +510,19 @@ impl Source for KafkaSource {
     }
 
     fn event_time_frontier(&self) -> Option<EventTime> {
+        let now = Instant::now();
+        let quiet = |p: &i32| match (
+            self.config.partition_idle_timeout,
+            self.last_delivery.get(p),
+        ) {
+            (Some(timeout), Some(at)) => now.duration_since(*at) >= timeout,
+            _ => false,
+        };
         let live: Vec<EventTime> = self
             .partitions
-            .values()
-            .filter(|p| !p.done())
-            .map(|p| p.newest)
+            .iter()
+            .filter(|(id, p)| !p.done() && !quiet(id))
+            .map(|(_, p)| p.newest)
             .collect();
         if live.is_empty() {
             return self.partitions.values().map(|p| p.newest).max();

@@ -2,8 +2,8 @@
 //! transactional producer.
 
 use super::{
-    choice_option, count_option, malformed_option, required, secret_from_env, Connector,
-    OptionSpec, RunSettings, SinkTable, SourceTable,
+    choice_option, count_option, duration_option, malformed_option, required, secret_from_env,
+    Connector, OptionSpec, RunSettings, SinkTable, SourceTable,
 };
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
@@ -18,6 +18,9 @@ use std::time::Duration;
 
 /// A Kafka topic.
 pub struct KafkaConnector;
+
+/// How long a quiet partition (or subtask) holds event time back by default.
+const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
@@ -51,6 +54,10 @@ const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "scan.max-records-per-second",
         help: "source: read at most this many records per second (e.g. 10K), to catch up on a backlog gently",
+    },
+    OptionSpec {
+        name: "scan.watermark.idle-timeout",
+        help: "source: a partition quiet for this long stops holding event time back, default 5s; none to wait for every partition",
     },
     OptionSpec {
         name: "timestamp.column",
@@ -181,6 +188,11 @@ impl Connector for KafkaConnector {
             "unbounded",
         )? == "latest-offset";
         let on_malformed = malformed_option(table)?;
+        let idle_timeout = duration_option(
+            table,
+            "scan.watermark.idle-timeout",
+            Some(DEFAULT_IDLE_TIMEOUT),
+        )?;
         let factory = KafkaSourceFactory::new(KafkaSourceConfig {
             client,
             topic: topic.to_string(),
@@ -193,6 +205,7 @@ impl Connector for KafkaConnector {
             on_malformed,
             batch_rows: 8192,
             max_records_per_second: count_option(table, "scan.max-records-per-second")?,
+            partition_idle_timeout: idle_timeout,
         })
         .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
         Ok(SourceTable {
@@ -201,7 +214,7 @@ impl Connector for KafkaConnector {
             watermarks: WatermarkStrategy {
                 max_out_of_orderness: watermark.delay,
                 // A subtask whose partitions are quiet must not hold the others back.
-                idle_timeout: Some(Duration::from_secs(5)),
+                idle_timeout,
             },
             expected_rows: None,
         })
@@ -216,6 +229,7 @@ impl Connector for KafkaConnector {
                 "scan.startup.timestamp-millis",
                 "scan.bounded.mode",
                 "scan.max-records-per-second",
+                "scan.watermark.idle-timeout",
                 "timestamp.column",
                 "on_malformed",
             ],

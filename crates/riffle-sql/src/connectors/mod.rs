@@ -15,6 +15,7 @@ use riffle_core::{SinkFactory, SourceFactory};
 use riffle_runtime::WatermarkStrategy;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use filesystem::FilesystemConnector;
 pub use kafka::KafkaConnector;
@@ -235,6 +236,35 @@ pub(crate) fn secret_from_env(table: &TableDef, key: &str) -> Result<Option<Stri
             format!("'{key}' names the environment variable `{variable}`, which is not set; export it before running"),
         )
     })
+}
+
+/// A duration option such as `5s`, `500 ms` or `1 minute`; `none` turns it off.
+/// Absent: `default`.
+pub(crate) fn duration_option(
+    table: &TableDef,
+    key: &str,
+    default: Option<Duration>,
+) -> Result<Option<Duration>> {
+    let Some(text) = table.options.get(key) else {
+        return Ok(default);
+    };
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    crate::ddl::parse_duration(number, unit.trim())
+        .filter(|d| !d.is_zero())
+        .map(Some)
+        .ok_or_else(|| {
+            SqlError::connector(
+                &table.name,
+                format!("option '{key}' = '{text}' is not a duration such as 5s, 500ms or 1 minute (or none)"),
+            )
+        })
 }
 
 /// An optional count option: `1000`, `10K`, `2.5M`, `1G`.
