@@ -75,9 +75,10 @@ pub struct KafkaSourceConfig {
     /// At most this many records per second over all subtasks (catching up on a
     /// backlog without flooding what lies downstream); none: as fast as possible.
     pub max_records_per_second: Option<u64>,
-    /// A partition that delivers nothing for this long stops holding the watermark
-    /// back until it delivers again (its later records may then be late); none: an
-    /// empty partition stops event time.
+    /// An unbounded source's partition that delivers nothing for this long, while the
+    /// others' records are all read, stops holding the watermark back until it
+    /// delivers again (its later records may then be late); none: an empty partition
+    /// stops event time.
     pub partition_idle_timeout: Option<Duration>,
 }
 
@@ -191,6 +192,7 @@ impl SourceFactory for KafkaSourceFactory {
             snapshots: VecDeque::new(),
             throttle: None,
             last_delivery: BTreeMap::new(),
+            drained_at: None,
         }))
     }
 }
@@ -215,6 +217,8 @@ struct KafkaSource {
     /// When each partition last delivered a record (or was assigned): partitions
     /// quiet for longer than the idle timeout do not hold the watermark back.
     last_delivery: BTreeMap<i32, Instant>,
+    /// When a poll last found nothing more fetched: every partition was caught up.
+    drained_at: Option<Instant>,
 }
 
 impl KafkaSource {
@@ -493,15 +497,16 @@ impl Source for KafkaSource {
         if let Some((_, read)) = &mut self.throttle {
             *read += records.len() as u64;
         }
-        if records.len() < limit {
-            self.skip_invisible_offsets()?;
-        }
-        if records.is_empty() {
-            return Ok(SourcePoll::Pending);
-        }
         let now = Instant::now();
         for r in &records {
             self.last_delivery.insert(r.partition, now);
+        }
+        if records.len() < limit {
+            self.skip_invisible_offsets()?;
+            self.drained_at = Some(now);
+        }
+        if records.is_empty() {
+            return Ok(SourcePoll::Pending);
         }
         Ok(match self.decode_batch(records)? {
             Some(batch) => SourcePoll::Batch(batch),
@@ -511,17 +516,23 @@ impl Source for KafkaSource {
 
     fn event_time_frontier(&self) -> Option<EventTime> {
         let now = Instant::now();
-        let quiet = |p: &i32| match (
+        // Idle: quiet for the timeout although nothing of it waits in the fetched
+        // records (a partition behind on a backlog is not idle). A bounded source
+        // never idles a partition: its output must not depend on timing.
+        let idle = |p: &i32| match (
             self.config.partition_idle_timeout,
             self.last_delivery.get(p),
+            self.drained_at,
         ) {
-            (Some(timeout), Some(at)) => now.duration_since(*at) >= timeout,
+            (Some(timeout), Some(at), Some(drained)) => {
+                !self.config.bounded && drained >= *at && now.duration_since(*at) >= timeout
+            }
             _ => false,
         };
         let live: Vec<EventTime> = self
             .partitions
             .iter()
-            .filter(|(id, p)| !p.done() && !quiet(id))
+            .filter(|(id, p)| !p.done() && !idle(id))
             .map(|(_, p)| p.newest)
             .collect();
         if live.is_empty() {
