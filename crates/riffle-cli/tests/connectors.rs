@@ -409,6 +409,146 @@ fn kafka_to_postgres_survives_twenty_random_kills() {
     assert!(server.rows("SELECT gid FROM pg_prepared_xacts").is_empty());
 }
 
+/// Bids `range` as JSON over 3 partitions: bid i is auction i % 40, price i, at
+/// second i / 100.
+fn live_bids(range: std::ops::Range<i64>) -> Vec<(i32, Vec<u8>, i64)> {
+    range
+        .map(|i| {
+            let json = format!(
+                "{{\"auction\":{},\"bidder\":{i},\"price\":{i},\"date_time\":{}}}",
+                i % 40,
+                i * 10
+            );
+            ((i % 3) as i32, json.into_bytes(), i * 10)
+        })
+        .collect()
+}
+
+/// Waits until `per_auction` counts `bids` bids (committed rows only are visible).
+fn wait_for_bids(server: &PgServer, bids: i64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let exists = server.rows("SELECT to_regclass('per_auction') IS NOT NULL") == ["t"];
+        if exists
+            && server.rows("SELECT coalesce(sum(bids), 0) FROM per_auction") == [bids.to_string()]
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the table did not reach {bids} bids in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Sends SIGTERM to `job`; returns the label of the savepoint it stopped with, and
+/// its stderr.
+fn stop_with_savepoint(job: std::process::Child) -> (String, String) {
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(job.id() as i32, libc::SIGTERM) };
+    let out = job.wait_with_output().unwrap();
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    let label = text
+        .split("stopped with savepoint `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no savepoint named in: {text}"))
+        .to_string();
+    (label, text)
+}
+
+#[test]
+fn an_unbounded_kafka_job_stops_with_a_savepoint_and_resumes_rescaled() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let broker = KafkaBroker::start();
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    broker.create_topic("live", 3);
+    broker.produce("live", &live_bids(0..3000));
+    let file = pipeline(
+        dir.path(),
+        "live",
+        &format!(
+            "CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, date_time TIMESTAMP,
+               WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND)
+             WITH ('connector' = 'kafka', 'bootstrap.servers' = '{bootstrap}', 'topic' = 'live',
+                   'format' = 'json', 'group.id' = 'riffle-live');
+             CREATE TABLE per_auction (auction BIGINT, bids BIGINT, top BIGINT, PRIMARY KEY (auction))
+               WITH ('connector' = 'postgres', 'url' = '{url}', 'create' = 'true');
+             INSERT INTO per_auction
+               SELECT auction, count(*) AS bids, max(price) AS top FROM bids GROUP BY auction;",
+            bootstrap = broker.bootstrap,
+            url = server.url()
+        ),
+    );
+    let state = dir.path().join("state");
+    // The group's committed offsets: those of the newest committed checkpoint.
+    let group_offsets = || {
+        let consumer: BaseConsumer = broker
+            .client()
+            .set("group.id", "riffle-live")
+            .create()
+            .unwrap();
+        let mut list = rdkafka::TopicPartitionList::new();
+        for p in 0..3 {
+            list.add_partition("live", p);
+        }
+        let found = consumer
+            .committed_offsets(list, Duration::from_secs(10))
+            .unwrap();
+        found
+            .elements()
+            .iter()
+            .map(|e| e.offset().to_raw().unwrap_or(-1))
+            .collect::<Vec<i64>>()
+    };
+    let wait_for_offsets = |each: i64| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while group_offsets() != [each; 3] {
+            assert!(
+                Instant::now() < deadline,
+                "group offsets {:?}, expected {each} each",
+                group_offsets()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    // An unbounded job reads the topic, is stopped with a savepoint (SIGTERM, as
+    // Ctrl-C), more bids arrive while it is down, and it resumes at parallelism 3.
+    let job = run_restarting(&file, &state, 2)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_bids(&server, 3000);
+    wait_for_offsets(1000);
+    let (label, _) = stop_with_savepoint(job);
+    broker.produce("live", &live_bids(3000..6000));
+    let job = run_restarting(&file, &state, 3)
+        .args(["--from-savepoint", &label])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_bids(&server, 6000);
+    wait_for_offsets(2000);
+    let (_, text) = stop_with_savepoint(job);
+    assert!(
+        text.contains(&format!("from savepoint `{label}`")) && text.contains("rescaled 2 → 3"),
+        "{text}"
+    );
+
+    // Every bid counted once: 150 per auction, the top price the auction's last bid.
+    let expected: Vec<String> = (0..40).map(|a| format!("{a},150,{}", 5960 + a)).collect();
+    let mut got = server.rows("SELECT auction || ',' || bids || ',' || top FROM per_auction");
+    got.sort_by_key(|r| r.split(',').next().unwrap().parse::<i64>().unwrap());
+    assert_eq!(got, expected);
+    assert!(server.rows("SELECT gid FROM pg_prepared_xacts").is_empty());
+}
+
 #[test]
 fn malformed_kafka_records_stop_the_job_with_their_place_or_are_skipped() {
     let broker = KafkaBroker::start();
