@@ -1,7 +1,8 @@
 //! Exactly-once with real systems, as a user runs riffle: a PostgreSQL server and a
 //! Kafka-protocol broker started here on 127.0.0.1, pipelines crashed at every crash
 //! point of the checkpoint protocol and killed at random, and the tables and topics
-//! compared with a crash-free run's.
+//! compared with a crash-free run's; an unbounded job stopped with a savepoint and
+//! resumed at another parallelism.
 
 mod common;
 
