@@ -53,8 +53,45 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes, `outer: inner: …`, leaving out a cause whose text the
+/// message already holds (typed errors often print their source themselves).
+fn error_chain(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    #[test]
+    fn a_cause_is_printed_once() {
+        // Its message holds its source already.
+        let io = riffle_core::Error::Io {
+            path: "state/x".into(),
+            source: std::io::Error::other("disk full"),
+        };
+        let e = anyhow::Error::new(io).context("job.sql failed");
+        assert_eq!(
+            error_chain(&e),
+            "job.sql failed: I/O error on state/x: disk full"
+        );
+        let plain = anyhow::Error::new(std::io::Error::other("disk full")).context("writing");
+        assert_eq!(error_chain(&plain), "writing: disk full");
     }
 }
