@@ -551,6 +551,44 @@ fn an_unbounded_kafka_job_stops_with_a_savepoint_and_resumes_rescaled() {
 }
 
 #[test]
+fn kafka_over_tls_reads_and_writes_exactly_once() {
+    let broker = KafkaBroker::start_with_tls();
+    let dir = tempfile::tempdir().unwrap();
+    broker.create_topic("bids", 3);
+    broker.create_topic("priced", 2);
+    broker.produce("bids", &live_bids(0..600));
+    // The broker's certificate is self-signed: the job trusts it by `ssl.ca.location`.
+    let tls = format!(
+        "'bootstrap.servers' = '{}', 'properties.security.protocol' = 'ssl', 'properties.ssl.ca.location' = '{}'",
+        broker.bootstrap,
+        broker.ca().display()
+    );
+    let file = pipeline(
+        dir.path(),
+        "tls",
+        &format!(
+            "CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, date_time TIMESTAMP,
+               WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND)
+             WITH ('connector' = 'kafka', {tls}, 'topic' = 'bids', 'format' = 'json',
+                   'scan.bounded.mode' = 'latest-offset');
+             CREATE TABLE priced WITH ('connector' = 'kafka', {tls}, 'topic' = 'priced', 'format' = 'csv');
+             INSERT INTO priced SELECT bidder, price * 2 AS doubled FROM bids WHERE auction < 20;"
+        ),
+    );
+    let state = dir.path().join("state");
+    succeed(&mut run(&file, &state, 2));
+    let mut expected: Vec<String> = (0..600)
+        .filter(|i| i % 40 < 20)
+        .map(|i| format!("{i},{}", i * 2))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        broker.committed_values("priced", 2, &committed_transactions(&state)),
+        expected
+    );
+}
+
+#[test]
 fn malformed_kafka_records_stop_the_job_with_their_place_or_are_skipped() {
     let broker = KafkaBroker::start();
     let server = PgServer::start();

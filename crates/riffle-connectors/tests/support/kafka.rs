@@ -22,12 +22,42 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Counts what the broker refused (e.g. a partition that does not exist).
+#[derive(Default)]
+struct FailedDeliveries(std::sync::Mutex<Vec<String>>);
+
+impl rdkafka::ClientContext for FailedDeliveries {}
+
+impl rdkafka::producer::ProducerContext for FailedDeliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &rdkafka::message::DeliveryResult<'_>, _: ()) {
+        if let Err((e, m)) = result {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("partition {}: {e}", m.partition()));
+        }
+    }
+}
+
 /// A running broker.
 pub struct KafkaBroker {
     child: Child,
-    /// `127.0.0.1:{port}`.
+    /// `127.0.0.1:{port}`: where clients connect (the TLS listener, if there is one).
     pub bootstrap: String,
+    /// The broker's own plain-TCP listener, for the admin CLI.
+    listener: String,
     program: String,
+    tls: Option<Tls>,
+}
+
+/// A TLS listener in front of the broker: socat with a self-signed certificate.
+struct Tls {
+    proxy: Child,
+    /// The certificate clients trust (PEM).
+    ca: std::path::PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 fn free_port() -> u16 {
@@ -41,11 +71,72 @@ fn free_port() -> u16 {
 impl KafkaBroker {
     /// Starts a broker and waits until it answers metadata requests.
     pub fn start() -> Self {
-        let program = std::env::var("RIFFLE_TANSU").unwrap_or_else(|_| "tansu".to_string());
         let port = free_port();
+        Self::start_advertising(port, port, None)
+    }
+
+    /// Starts a broker that clients reach only over TLS: tansu advertises the port of
+    /// a socat TLS listener (with a fresh self-signed certificate for 127.0.0.1) that
+    /// forwards to it. `ca()` is the certificate to trust.
+    pub fn start_with_tls() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        let out = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args(["-subj", "/CN=127.0.0.1"])
+            .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("cannot run openssl ({e}); run scripts/test, which installs it")
+            });
+        assert!(
+            out.status.success(),
+            "openssl req: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (plain, tls) = (free_port(), free_port());
+        let proxy = Command::new("socat")
+            .arg(format!(
+                "OPENSSL-LISTEN:{tls},bind=127.0.0.1,reuseaddr,fork,cert={},key={},verify=0",
+                cert.display(),
+                key.display()
+            ))
+            .arg(format!("TCP:127.0.0.1:{plain}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start socat ({e}); run scripts/test, which installs it")
+            });
+        Self::start_advertising(
+            plain,
+            tls,
+            Some(Tls {
+                proxy,
+                ca: cert,
+                _dir: dir,
+            }),
+        )
+    }
+
+    /// The certificate that clients of a TLS broker trust.
+    pub fn ca(&self) -> &std::path::Path {
+        &self.tls.as_ref().expect("a TLS broker").ca
+    }
+
+    fn start_advertising(port: u16, advertised: u16, tls: Option<Tls>) -> Self {
+        let program = std::env::var("RIFFLE_TANSU").unwrap_or_else(|_| "tansu".to_string());
         let url = format!("tcp://127.0.0.1:{port}");
+        let advertised_url = format!("tcp://127.0.0.1:{advertised}");
         let child = Command::new(&program)
-            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+            .args(["broker", "--listener-url", &url])
+            .args(["--advertised-listener-url", &advertised_url])
             .args(["--storage-engine", "memory://tansu/", "--silent"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -55,8 +146,10 @@ impl KafkaBroker {
             });
         let broker = Self {
             child,
-            bootstrap: format!("127.0.0.1:{port}"),
+            bootstrap: format!("127.0.0.1:{advertised}"),
+            listener: format!("127.0.0.1:{port}"),
             program,
+            tls,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         let consumer: BaseConsumer = broker.client().set("group.id", "probe").create().unwrap();
@@ -66,18 +159,22 @@ impl KafkaBroker {
         {
             assert!(
                 Instant::now() < deadline,
-                "tansu did not start on port {port}"
+                "tansu did not start on port {port} (clients at {advertised})"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
         broker
     }
 
-    /// A client configuration pointing at this broker.
+    /// A client configuration pointing at this broker (over TLS, if it has it).
     pub fn client(&self) -> ClientConfig {
         let mut c = ClientConfig::new();
         c.set("bootstrap.servers", &self.bootstrap);
         c.set("log_level", "3");
+        if let Some(tls) = &self.tls {
+            c.set("security.protocol", "ssl");
+            c.set("ssl.ca.location", tls.ca.display().to_string());
+        }
         c
     }
 
@@ -91,7 +188,7 @@ impl KafkaBroker {
                 "--partitions",
                 &partitions.to_string(),
             ])
-            .args(["--broker", &format!("tcp://{}", self.bootstrap)])
+            .args(["--broker", &format!("tcp://{}", self.listener)])
             .output()
             .unwrap();
         assert!(
@@ -105,11 +202,11 @@ impl KafkaBroker {
     /// given partition), with timestamps `ts(i)`; waits for delivery.
     pub fn produce(&self, topic: &str, records: &[(i32, Vec<u8>, i64)]) {
         // One record per batch: tansu's high watermark is wrong for bigger batches.
-        let producer: BaseProducer = self
+        let producer: BaseProducer<FailedDeliveries> = self
             .client()
             .set("batch.num.messages", "1")
             .set("linger.ms", "0")
-            .create()
+            .create_with_context(FailedDeliveries::default())
             .unwrap();
         for (partition, value, ts) in records {
             let mut record = BaseRecord::<(), [u8]>::to(topic)
@@ -127,6 +224,13 @@ impl KafkaBroker {
             }
         }
         producer.flush(Duration::from_secs(30)).unwrap();
+        let failed = producer.context().0.lock().unwrap();
+        assert!(
+            failed.is_empty(),
+            "{} records not delivered to {topic}, e.g. {}",
+            failed.len(),
+            failed[0]
+        );
     }
 
     /// Every record of `topic` as (partition, offset, value), in partition/offset order.
@@ -232,5 +336,9 @@ impl Drop for KafkaBroker {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(tls) = &mut self.tls {
+            let _ = tls.proxy.kill();
+            let _ = tls.proxy.wait();
+        }
     }
 }
