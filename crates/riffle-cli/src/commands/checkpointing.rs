@@ -345,17 +345,26 @@ fn source_offsets(restored: &RestoredJob, sources: &[String]) -> Vec<String> {
         let mut subtasks: Vec<_> = op.subtasks.iter().collect();
         subtasks.sort_by_key(|(s, _)| **s);
         for (subtask, state) in subtasks {
-            let mut fields = Vec::new();
+            // One row per position: a Kafka source has one per partition.
+            let mut rows = Vec::new();
             for batch in &state.batches {
-                for (i, field) in batch.schema().fields().iter().enumerate() {
-                    if field.name() == KEY_GROUP_FIELD || batch.num_rows() == 0 {
-                        continue;
-                    }
-                    let value = array_value_to_string(batch.column(i), 0).unwrap_or_default();
-                    fields.push(format!("{}={value}", field.name()));
+                for row in 0..batch.num_rows() {
+                    let fields: Vec<String> = batch
+                        .schema()
+                        .fields()
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, f)| f.name() != KEY_GROUP_FIELD)
+                        .map(|(i, f)| {
+                            let value =
+                                array_value_to_string(batch.column(i), row).unwrap_or_default();
+                            format!("{}={value}", f.name())
+                        })
+                        .collect();
+                    rows.push(fields.join(" "));
                 }
             }
-            out.push(format!("{id}[{subtask}] {}", fields.join(" ")));
+            out.push(format!("{id}[{subtask}] {}", rows.join(", ")));
         }
     }
     out

@@ -4,6 +4,7 @@
 use super::checkpointing::CheckpointArgs;
 use crate::progress::ProgressLine;
 use anyhow::{Context, Result};
+use riffle_bench::harness::human;
 use riffle_bench::resources::{cpu_time, peak_rss_bytes};
 use riffle_runtime::job::{self, JobConfig};
 use riffle_runtime::JobGraph;
@@ -91,9 +92,9 @@ pub fn run(job: Job<'_>) -> Result<()> {
         _ => (summary.source_rows, "rows", "read ", "rows"),
     };
     eprintln!(
-        "  {heading:<16} {events} {rest}({:.2} M {unit}/s, {:.2} M {unit} per CPU-second)",
-        events as f64 / seconds / 1e6,
-        events as f64 / cpu.max(1e-9) / 1e6
+        "  {heading:<16} {events} {rest}({} {unit}/s, {} {unit} per CPU-second)",
+        human(events as f64 / seconds.max(1e-9)),
+        human(events as f64 / cpu.max(1e-9))
     );
     eprintln!(
         "  rows in / out    {} / {}",
