@@ -6,6 +6,8 @@
 
 mod common;
 
+#[path = "../../riffle-connectors/tests/support/certs.rs"]
+mod certs;
 #[path = "../../riffle-connectors/tests/support/kafka.rs"]
 mod kafka;
 #[path = "../../riffle-connectors/tests/support/postgres.rs"]
@@ -557,7 +559,8 @@ fn kafka_over_tls_reads_and_writes_exactly_once() {
     broker.create_topic("bids", 3);
     broker.create_topic("priced", 2);
     broker.produce("bids", &live_bids(0..600));
-    // The broker's certificate is self-signed: the job trusts it by `ssl.ca.location`.
+    // The broker's certificate is signed by a throw-away CA: the job trusts it by
+    // `ssl.ca.location`.
     let tls = format!(
         "'bootstrap.servers' = '{}', 'properties.security.protocol' = 'ssl', 'properties.ssl.ca.location' = '{}'",
         broker.bootstrap,

@@ -4,6 +4,8 @@
 //! offset; transactions committed only by commit, the ledger that tells a later
 //! process what committed, and fencing of a dead process's producers.
 
+#[path = "support/certs.rs"]
+mod certs;
 #[path = "support/kafka.rs"]
 mod kafka;
 

@@ -1,8 +1,11 @@
 //! The PostgreSQL sink against a real server: prepared transactions invisible until
 //! commit, idempotent commits, rollback of what no checkpoint committed, upserts by
-//! key, the Arrow type mapping, and clear errors (missing table, password in the URL,
+//! key, the Arrow type mapping, TLS with a verified certificate, and clear errors
+//! (missing table, password in the URL,
 //! a connection killed mid-epoch).
 
+#[path = "support/certs.rs"]
+mod certs;
 #[path = "support/postgres.rs"]
 mod postgres;
 
@@ -261,5 +264,45 @@ fn a_connection_killed_mid_epoch_fails_the_epoch_and_loses_nothing_committed() {
     assert_eq!(
         server.rows("SELECT id FROM killed ORDER BY id"),
         ["1", "2", "3"]
+    );
+}
+
+#[test]
+fn tls_connections_verify_the_server_and_commit_exactly_once() {
+    let server = PgServer::start_with_tls();
+    let with_url = |url: String| {
+        let mut c = config(&server, "secure", WriteMode::Append);
+        c.url = url;
+        PostgresSinkFactory::new(c).unwrap()
+    };
+    // Trusting the server's certificate by sslrootcert, as libpq users write it.
+    let factory = with_url(format!(
+        "{}?sslmode=verify-full&sslrootcert={}",
+        server.url(),
+        server.ca().display()
+    ));
+    let schema = schema();
+    let mut sink = factory.create(&schema, &ctx(0, 1)).unwrap();
+    sink.write(&batch(&schema, &[(1, "a"), (2, "b")])).unwrap();
+    let prepared = sink.pre_commit(Epoch(1)).unwrap().unwrap();
+    assert_eq!(server.rows("SELECT count(*) FROM secure"), ["0"]);
+    factory.commit(&committable(1, 0, prepared)).unwrap();
+    assert_eq!(
+        server.rows("SELECT id || ':' || name FROM secure ORDER BY id"),
+        ["1:a", "2:b"]
+    );
+    assert_eq!(
+        server.rows("SELECT count(*) > 0 AND bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'riffle'"),
+        ["t"],
+        "the sink's connection is not encrypted"
+    );
+    // This server refuses plain connections ...
+    let e = create_error(&with_url(server.url()));
+    assert!(e.contains("no encryption"), "{e}");
+    // ... and its certificate, signed by no CA of the system, is not trusted by default.
+    let e = create_error(&with_url(format!("{}?sslmode=require", server.url())));
+    assert!(
+        e.contains("certificate") && e.contains("sslrootcert"),
+        "{e}"
     );
 }

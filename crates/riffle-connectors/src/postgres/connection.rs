@@ -1,33 +1,74 @@
 //! Connecting to PostgreSQL and preparing the target: the table (created when asked,
 //! otherwise checked column by column), the commit ledger, and prepared transactions.
 
+use super::tls::{connector, split_tls_params, TlsMode};
 use super::types::{quote_ident, quote_table, PgType};
 use super::{PostgresSinkConfig, WriteMode};
 use riffle_core::{Error, Result};
 use std::sync::Arc;
+use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, NoTls};
 
-/// Connects with `config`'s URL and password; the connection is driven on the
-/// connectors' runtime (this runs inside it).
+/// Connects with `config`'s URL and password, over TLS when the URL asks for it; the
+/// connection is driven on the connectors' runtime (this runs inside it).
 pub(crate) async fn connect(config: &PostgresSinkConfig) -> Result<Arc<Client>> {
-    let mut pg: tokio_postgres::Config = config
-        .url
+    let (url, tls) = split_tls_params(&config.url)?;
+    let mut pg: tokio_postgres::Config = url
         .parse()
         .map_err(|e| Error::config("url", format!("not a PostgreSQL URL: {e}")))?;
     if let Some(password) = &config.password {
         pg.password(password.reveal());
     }
     pg.application_name("riffle");
-    let (client, connection) = pg
-        .connect(NoTls)
-        .await
-        .map_err(|e| config.error(format!("cannot connect: {e}; is the server running?")))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!("PostgreSQL connection ended: {e}");
+    let failed = |e: tokio_postgres::Error, hint: &str| {
+        config.error(format!("cannot connect: {}; {hint}", error_chain(&e)))
+    };
+    let client = match tls {
+        TlsMode::Off => {
+            let (client, connection) = pg
+                .connect(NoTls)
+                .await
+                .map_err(|e| failed(e, "is the server running?"))?;
+            tokio::spawn(drive(connection));
+            client
         }
-    });
+        TlsMode::Verified { root_cert } => {
+            pg.ssl_mode(SslMode::Require);
+            let (client, connection) = pg
+                .connect(connector(root_cert.as_deref())?)
+                .await
+                .map_err(|e| {
+                    failed(
+                        e,
+                        "is the server running with TLS, and is its certificate signed by the sslrootcert CA (or a system CA) for this host name?",
+                    )
+                })?;
+            tokio::spawn(drive(connection));
+            client
+        }
+    };
     Ok(Arc::new(client))
+}
+
+/// Runs a connection until it ends.
+async fn drive<F: std::future::Future<Output = std::result::Result<(), tokio_postgres::Error>>>(
+    connection: F,
+) {
+    if let Err(e) = connection.await {
+        tracing::debug!("PostgreSQL connection ended: {e}");
+    }
+}
+
+/// A client error with its causes (its display alone says only "error connecting to
+/// server" or "error performing TLS handshake").
+fn error_chain(e: &tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
 }
 
 /// Makes the target ready for `columns`: checks prepared transactions are enabled (when

@@ -11,6 +11,7 @@
 
 mod connection;
 mod sink;
+mod tls;
 mod types;
 
 pub use types::PgType;

@@ -13,6 +13,9 @@
 
 #![allow(dead_code)]
 
+// The test crate includes support/certs.rs as `certs`.
+use super::certs;
+
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
@@ -52,10 +55,10 @@ pub struct KafkaBroker {
     tls: Option<Tls>,
 }
 
-/// A TLS listener in front of the broker: socat with a self-signed certificate.
+/// A TLS listener in front of the broker: socat with a certificate signed by a fresh CA.
 struct Tls {
     proxy: Child,
-    /// The certificate clients trust (PEM).
+    /// The CA clients trust (PEM).
     ca: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -76,36 +79,17 @@ impl KafkaBroker {
     }
 
     /// Starts a broker that clients reach only over TLS: tansu advertises the port of
-    /// a socat TLS listener (with a fresh self-signed certificate for 127.0.0.1) that
-    /// forwards to it. `ca()` is the certificate to trust.
+    /// a socat TLS listener (with a certificate for 127.0.0.1 signed by a fresh CA) that
+    /// forwards to it. `ca()` is the CA to trust.
     pub fn start_with_tls() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-        let out = Command::new("openssl")
-            .args([
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            ])
-            .args(["-subj", "/CN=127.0.0.1"])
-            .args(["-addext", "subjectAltName=IP:127.0.0.1"])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert)
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("cannot run openssl ({e}); run scripts/test, which installs it")
-            });
-        assert!(
-            out.status.success(),
-            "openssl req: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let certs = certs::make(dir.path());
         let (plain, tls) = (free_port(), free_port());
         let proxy = Command::new("socat")
             .arg(format!(
                 "OPENSSL-LISTEN:{tls},bind=127.0.0.1,reuseaddr,fork,cert={},key={},verify=0",
-                cert.display(),
-                key.display()
+                certs.cert.display(),
+                certs.key.display()
             ))
             .arg(format!("TCP:127.0.0.1:{plain}"))
             .stdout(Stdio::null())
@@ -119,13 +103,13 @@ impl KafkaBroker {
             tls,
             Some(Tls {
                 proxy,
-                ca: cert,
+                ca: certs.ca,
                 _dir: dir,
             }),
         )
     }
 
-    /// The certificate that clients of a TLS broker trust.
+    /// The CA that clients of a TLS broker trust.
     pub fn ca(&self) -> &std::path::Path {
         &self.tls.as_ref().expect("a TLS broker").ca
     }

@@ -6,6 +6,9 @@
 
 #![allow(dead_code)]
 
+// The test crate includes support/certs.rs as `certs`.
+use super::certs;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,6 +21,8 @@ pub struct PgServer {
     /// The server's port on 127.0.0.1.
     pub port: u16,
     bin: PathBuf,
+    /// With TLS only: the CA (PEM) that signed the server's certificate.
+    ca: Option<PathBuf>,
 }
 
 fn free_port() -> u16 {
@@ -81,6 +86,16 @@ fn command(bin: &Path, program: &str) -> Command {
 impl PgServer {
     /// Initializes and starts a server.
     pub fn start() -> Self {
+        Self::start_with(false)
+    }
+
+    /// Initializes and starts a server that accepts TCP connections over TLS only,
+    /// with a certificate for 127.0.0.1 signed by a fresh CA (`ca()`).
+    pub fn start_with_tls() -> Self {
+        Self::start_with(true)
+    }
+
+    fn start_with(tls: bool) -> Self {
         let bin = bin_dir();
         let dir = tempfile::Builder::new()
             .prefix("riffle-pg-")
@@ -116,8 +131,24 @@ impl PgServer {
             "initdb failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let ca = tls.then(|| Self::tls_only(&data));
         let port = free_port();
-        let child = command(&bin, "postgres")
+        let mut postgres = command(&bin, "postgres");
+        if ca.is_some() {
+            postgres
+                .args(["-c", "ssl=on"])
+                .arg("-c")
+                .arg(format!(
+                    "ssl_cert_file={}",
+                    data.join("server.crt").display()
+                ))
+                .arg("-c")
+                .arg(format!(
+                    "ssl_key_file={}",
+                    data.join("server.key").display()
+                ));
+        }
+        let child = postgres
             .arg("-D")
             .arg(&data)
             .args(["-p", &port.to_string()])
@@ -138,16 +169,50 @@ impl PgServer {
             dir,
             port,
             bin,
+            ca,
         };
         server.wait_ready();
         server.psql("postgres", "CREATE DATABASE riffle");
         server
     }
 
+    /// Writes a CA, a server certificate and key into `data` and a pg_hba.conf that
+    /// refuses TCP connections without TLS; returns the CA certificate.
+    fn tls_only(data: &Path) -> PathBuf {
+        let certs = certs::make(data);
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n",
+        )
+        .unwrap();
+        // The server reads its key only if it alone may.
+        let status = Command::new("chmod")
+            .arg("600")
+            .arg(&certs.key)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        if is_root() {
+            let status = Command::new("chown")
+                .arg("postgres:postgres")
+                .args([&certs.cert, &certs.key, &data.join("pg_hba.conf")])
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        certs.ca
+    }
+
+    /// The CA that signed the certificate of a server started with TLS.
+    pub fn ca(&self) -> &Path {
+        self.ca.as_deref().expect("a server started with TLS")
+    }
+
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let ok = Command::new(tool(&self.bin, "pg_isready"))
+            let ok = self
+                .client_tool("pg_isready")
                 .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q"])
                 .status()
                 .map(|s| s.success())
@@ -179,7 +244,8 @@ impl PgServer {
 
     /// Runs `sql` with psql in `database`; returns its unaligned, tuples-only output.
     pub fn psql(&self, database: &str, sql: &str) -> String {
-        let out = Command::new(tool(&self.bin, "psql"))
+        let out = self
+            .client_tool("psql")
             .args([
                 "-h",
                 "127.0.0.1",
@@ -207,6 +273,16 @@ impl PgServer {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// A client program, over TLS (without verifying: it is our own server) when the
+    /// server has it.
+    fn client_tool(&self, program: &str) -> Command {
+        let mut c = Command::new(tool(&self.bin, program));
+        if self.ca.is_some() {
+            c.env("PGSSLMODE", "require");
+        }
+        c
     }
 
     /// Rows of `sql` in database `riffle`, each as `|`-separated text.

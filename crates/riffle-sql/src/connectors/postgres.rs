@@ -13,7 +13,7 @@ pub struct PostgresConnector;
 const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "url",
-        help: "postgres://user@host:port/database, without the password (required)",
+        help: "postgres://user@host:port/database, without the password (required); add ?sslmode=verify-full&sslrootcert=/path/ca.pem for TLS",
     },
     OptionSpec {
         name: "table",
