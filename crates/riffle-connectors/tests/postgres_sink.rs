@@ -1,8 +1,7 @@
 //! The PostgreSQL sink against a real server: prepared transactions invisible until
 //! commit, idempotent commits, rollback of what no checkpoint committed, upserts by
 //! key, the Arrow type mapping, TLS with a verified certificate, and clear errors
-//! (missing table, password in the URL,
-//! a connection killed mid-epoch).
+//! (missing table, password in the URL, a connection killed mid-epoch).
 
 #[path = "support/certs.rs"]
 mod certs;
