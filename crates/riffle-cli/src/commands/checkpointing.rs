@@ -292,7 +292,8 @@ impl RunObserver for CliObserver {
                     .as_deref()
                     .map(|r| source_offsets(r, &self.sources))
                     .unwrap_or_default();
-                let watermark = m.watermark.map_or("none".to_string(), event_time);
+                // No watermark yet: some subtask had seen no event time at that checkpoint.
+                let watermark = m.watermark.map_or("none yet".to_string(), event_time);
                 if m.watermark == Some(i64::MAX) {
                     eprintln!(
                         "riffle: `{}` already ran to the end of its input (checkpoint epoch {}); nothing is left to do. To compute it again: --no-restore (and clear the output first)",
