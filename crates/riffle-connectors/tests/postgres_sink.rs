@@ -297,7 +297,10 @@ fn tls_connections_verify_the_server_and_commit_exactly_once() {
     );
     // This server refuses plain connections ...
     let e = create_error(&with_url(server.url()));
-    assert!(e.contains("no encryption"), "{e}");
+    assert!(
+        e.contains("no encryption") && e.contains("add ?sslmode=verify-full"),
+        "{e}"
+    );
     // ... and its certificate, signed by no CA of the system, is not trusted by default.
     let e = create_error(&with_url(format!("{}?sslmode=require", server.url())));
     assert!(

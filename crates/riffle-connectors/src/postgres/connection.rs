@@ -20,7 +20,15 @@ pub(crate) async fn connect(config: &PostgresSinkConfig) -> Result<Arc<Client>> 
         pg.password(password.reveal());
     }
     pg.application_name("riffle");
-    let failed = |e: tokio_postgres::Error, hint: &str| {
+    let failed = |e: tokio_postgres::Error, unreachable: &str| {
+        // The server answered: say what to change rather than ask whether it runs.
+        let hint = match e.as_db_error() {
+            Some(db) if db.message().contains("no encryption") => {
+                "the server takes only TLS connections: add ?sslmode=verify-full (and sslrootcert=/path/ca.pem) to the URL"
+            }
+            Some(_) => "the server refused the connection",
+            None => unreachable,
+        };
         config.error(format!("cannot connect: {}; {hint}", error_chain(&e)))
     };
     let client = match tls {
