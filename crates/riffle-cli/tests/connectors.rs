@@ -298,6 +298,65 @@ fn the_kafka_sink_topic_is_exact_after_every_crash_point() {
     }
 }
 
+#[test]
+fn an_updating_result_upserts_into_a_keyed_topic_as_into_a_table() {
+    let broker = KafkaBroker::start();
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    broker.create_topic("per_auction", 2);
+    let text = format!(
+        "CREATE TABLE bid (WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND)
+           WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '40K', 'throttle' = '20K', 'block_events' = '500');
+         CREATE TABLE per_auction (auction BIGINT, bids BIGINT, top BIGINT, PRIMARY KEY (auction))
+           WITH ('connector' = 'kafka', 'bootstrap.servers' = '{}', 'topic' = 'per_auction');
+         CREATE TABLE per_auction_pg (auction BIGINT, bids BIGINT, top BIGINT, PRIMARY KEY (auction))
+           WITH ('connector' = 'postgres', 'url' = '{}', 'create' = 'true');
+         INSERT INTO per_auction SELECT auction, count(*) AS bids, max(price) AS top FROM bid GROUP BY auction;
+         INSERT INTO per_auction_pg SELECT auction, count(*) AS bids, max(price) AS top FROM bid GROUP BY auction;",
+        broker.bootstrap,
+        server.url()
+    );
+    let file = pipeline(dir.path(), "upsert", &text);
+    let state = dir.path().join("state");
+    // Killed with epoch 3 prepared: Kafka's transaction died with the process, so the
+    // epoch is replayed, and PostgreSQL's prepared part of it is rolled back.
+    crash(&mut run(&file, &state, 2), "after-manifest-prepared:3");
+    let resumed = succeed(&mut run(&file, &state, 3));
+    assert!(
+        resumed.contains("not rolling PREPARED epoch 3 forward"),
+        "{resumed}"
+    );
+    // The topic is an upsert log keyed by auction: each auction's records lie in one
+    // partition, and its last committed record is its row in the table.
+    let mut partitions: std::collections::BTreeMap<i64, std::collections::BTreeSet<i32>> =
+        Default::default();
+    for (partition, _, value) in broker.read_all("per_auction", 2) {
+        let row: serde_json::Value = serde_json::from_slice(&value).unwrap();
+        partitions
+            .entry(row["auction"].as_i64().unwrap())
+            .or_default()
+            .insert(partition);
+    }
+    assert!(partitions.values().all(|p| p.len() == 1), "{partitions:?}");
+    let committed = committed_transactions(&state);
+    let mut last: std::collections::BTreeMap<i64, String> = Default::default();
+    for (value, header) in broker.read_all_with_headers("per_auction", 2) {
+        if header.is_some_and(|h| committed.contains(&h)) {
+            let row: serde_json::Value = serde_json::from_slice(&value).unwrap();
+            let auction = row["auction"].as_i64().unwrap();
+            last.insert(auction, format!("{auction},{},{}", row["bids"], row["top"]));
+        }
+    }
+    let table = server
+        .rows("SELECT auction || ',' || bids || ',' || top FROM per_auction_pg ORDER BY auction");
+    assert!(table.len() > 100, "{}", table.len());
+    assert_eq!(last.into_values().collect::<Vec<_>>(), table);
+    assert_eq!(
+        server.rows("SELECT sum(bids) FROM per_auction_pg"),
+        [format!("{}", 40_000 * 46 / 50)]
+    );
+}
+
 /// The README's example, with its addresses replaced (at full speed unless a test
 /// sets a rate).
 fn kafka_to_postgres(broker: &KafkaBroker, server: &PgServer, table: &str) -> String {

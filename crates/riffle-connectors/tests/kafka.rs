@@ -432,7 +432,7 @@ fn at_least_once_publishes_at_every_barrier() {
     let mut config =
         KafkaSinkConfig::new(KafkaClient::new(&broker.bootstrap), "plain", "job/plain");
     config.delivery = KafkaDelivery::AtLeastOnce;
-    config.key_column = Some("id".into());
+    config.key_columns = vec!["id".into()];
     let factory = KafkaSinkFactory::new(config);
     assert!(!factory.is_transactional());
     let mut sink = factory.create(&out_schema(), &ctx(0)).unwrap();

@@ -344,7 +344,7 @@ fn attach_sink(
             return Err(SqlError::Plan {
                 at: None,
                 message: format!("the result is updating (a GROUP BY without a window changes its rows as input arrives), but {why}"),
-                hint: Some("write to a table that takes updates (stdout, blackhole, or a filesystem table with PRIMARY KEY), or group by a tumble/hop/session window for a final result per window".into()),
+                hint: Some("write to a table that takes updates (stdout, blackhole, or a filesystem, postgres or kafka table with PRIMARY KEY), or group by a tumble/hop/session window for a final result per window".into()),
             });
         }
         let key_names: HashSet<&String> = keys.iter().map(|&k| &names[k]).collect();

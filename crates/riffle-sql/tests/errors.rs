@@ -261,3 +261,21 @@ fn durations_in_options_are_checked() {
         }
     }
 }
+
+#[test]
+fn a_kafka_table_takes_an_updating_result_only_with_its_key() {
+    let query = "INSERT INTO out SELECT auction, count(*) AS n FROM bid GROUP BY auction;";
+    let kafka = "'connector' = 'kafka', 'bootstrap.servers' = '127.0.0.1:1', 'topic' = 't'";
+    let e = error(&format!("{BID}CREATE TABLE out WITH ({kafka});\n{query}"));
+    assert_mentions(&e, &["the result is updating", "declare PRIMARY KEY"]);
+    let e = error(&format!(
+        "{BID}CREATE TABLE out (auction BIGINT, n BIGINT, PRIMARY KEY (auction)) WITH ({kafka}, 'key.field' = 'n');\n{query}"
+    ));
+    assert_mentions(&e, &["PRIMARY KEY (…) or 'key.field', not both"]);
+    let keyed = format!(
+        "{BID}CREATE TABLE out (auction BIGINT, n BIGINT, PRIMARY KEY (auction)) WITH ({kafka});\n{query}"
+    );
+    if let Err(e) = plan(&keyed) {
+        panic!("a keyed topic was refused: {e}");
+    }
+}

@@ -49,9 +49,10 @@ pub struct KafkaSinkConfig {
     pub topic: String,
     /// Value layout.
     pub format: ValueFormat,
-    /// A column whose text becomes the record key (records of a key stay in order on
-    /// one partition); none: no key.
-    pub key_column: Option<String>,
+    /// The columns whose values make the record key: one column's text, or a JSON
+    /// object of several (records of a key stay in order on one partition, and a
+    /// compacted topic keeps the last per key); empty: no key.
+    pub key_columns: Vec<String>,
     /// Exactly-once or at-least-once.
     pub delivery: KafkaDelivery,
     /// Names the transactional ids and the ledger: `<pipeline>/<table>`.
@@ -67,7 +68,7 @@ impl KafkaSinkConfig {
             client,
             topic: topic.into(),
             format: ValueFormat::Json,
-            key_column: None,
+            key_columns: Vec::new(),
             delivery: KafkaDelivery::ExactlyOnce,
             label: label.into(),
             transaction_timeout: Duration::from_secs(60),
@@ -136,10 +137,11 @@ impl SinkFactory for KafkaSinkFactory {
     }
 
     fn create(&self, schema: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
-        if let Some(key) = &self.config.key_column {
-            schema.schema.index_of(key).map_err(|_| {
-                Error::config("key.field", format!("`{key}` is not an output column"))
-            })?;
+        for key in &self.config.key_columns {
+            schema
+                .schema
+                .index_of(key)
+                .map_err(|_| Error::config("key", format!("`{key}` is not an output column")))?;
         }
         let output = if ctx.exactly_once && self.exactly_once() {
             Output::Transactional(self.transactions()?)
@@ -242,19 +244,7 @@ impl Sink for KafkaSink {
             return Ok(());
         }
         let values = encode_rows(self.config.format, &batch)?;
-        let keys: Option<Vec<String>> = match &self.config.key_column {
-            Some(k) => {
-                let column = batch
-                    .column_by_name(k)
-                    .ok_or_else(|| Error::plan(format!("the sink's input has no column `{k}`")))?;
-                Some(
-                    (0..batch.num_rows())
-                        .map(|r| array_value_to_string(column, r))
-                        .collect::<std::result::Result<_, _>>()?,
-                )
-            }
-            None => None,
-        };
+        let keys = record_keys(&self.config.key_columns, &batch)?;
         let transactional;
         let (producer, name): (&KafkaProducer, Option<&str>) = match &self.output {
             Output::Transactional(t) => {
@@ -264,7 +254,7 @@ impl Sink for KafkaSink {
             Output::Plain(p) => (p, None),
         };
         for (i, value) in values.iter().enumerate() {
-            let key = keys.as_ref().map(|k| k[i].as_bytes());
+            let key = keys.as_ref().map(|k| k[i].as_slice());
             send(producer, &self.config, key, value, name)?;
         }
         producer.poll(Duration::ZERO);
@@ -304,5 +294,33 @@ impl Sink for KafkaSink {
             self.flush(p)?;
         }
         Ok(std::mem::take(&mut self.summary))
+    }
+}
+
+/// The record keys of `batch`'s rows: one column's text, or a JSON object of several
+/// columns; `None` without key columns.
+fn record_keys(columns: &[String], batch: &RecordBatch) -> Result<Option<Vec<Vec<u8>>>> {
+    let column = |name: &String| {
+        batch
+            .schema()
+            .index_of(name)
+            .map_err(|_| Error::plan(format!("the sink's input has no column `{name}`")))
+    };
+    match columns {
+        [] => Ok(None),
+        [one] => {
+            let array = batch.column(column(one)?);
+            let keys = (0..batch.num_rows())
+                .map(|r| array_value_to_string(array, r).map(String::into_bytes))
+                .collect::<std::result::Result<_, _>>()?;
+            Ok(Some(keys))
+        }
+        several => {
+            let indices = several.iter().map(column).collect::<Result<Vec<_>>>()?;
+            Ok(Some(encode_rows(
+                ValueFormat::Json,
+                &batch.project(&indices)?,
+            )?))
+        }
     }
 }

@@ -73,7 +73,7 @@ const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec {
         name: "key.field",
-        help: "sink: the column whose text is the record key",
+        help: "sink: the column whose text is the record key (or declare PRIMARY KEY (…): a JSON object of several columns, and the topic takes updating results as an upsert log)",
     },
     OptionSpec {
         name: "properties.*",
@@ -241,7 +241,26 @@ impl Connector for KafkaConnector {
         config.format = format(table)?;
         // JSON values can hold a window `{start, end}`; CSV and raw cannot.
         let nested = config.format == ValueFormat::Json;
-        config.key_column = table.options.get("key.field").cloned();
+        // A declared key makes the topic an upsert log: each updated row is a record
+        // keyed by it, and a compacted topic keeps the last one per key.
+        config.key_columns = match table.options.get("key.field") {
+            Some(_) if !table.primary_key.is_empty() => {
+                return Err(SqlError::connector(
+                    &table.name,
+                    "declare PRIMARY KEY (…) or 'key.field', not both: the primary key is the record key",
+                ))
+            }
+            Some(column) => vec![column.clone()],
+            None => table.primary_key.clone(),
+        };
+        let updates = if table.primary_key.is_empty() {
+            Err(format!(
+                "`{}` appends records to a Kafka topic; declare PRIMARY KEY (…) on it to write the updates as records keyed by it (an upsert log, for a compacted topic)",
+                table.name
+            ))
+        } else {
+            Ok(())
+        };
         config.delivery = match choice_option(
             table,
             "sink.delivery",
@@ -253,10 +272,7 @@ impl Connector for KafkaConnector {
         };
         Ok(SinkTable {
             factory: Arc::new(KafkaSinkFactory::new(config)),
-            updates: Err(format!(
-                "`{}` appends records to a Kafka topic and cannot take an updating result",
-                table.name
-            )),
+            updates,
             nested,
         })
     }
