@@ -13,7 +13,7 @@ mod kafka;
 #[path = "../../riffle-connectors/tests/support/postgres.rs"]
 mod postgres;
 
-use common::{riffle, stderr};
+use common::{riffle, stderr, stop_with_savepoint};
 use kafka::KafkaBroker;
 use postgres::PgServer;
 use std::path::{Path, PathBuf};
@@ -502,23 +502,6 @@ fn wait_for_bids(server: &PgServer, bids: i64) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// Sends SIGTERM to `job`; returns the label of the savepoint it stopped with, and
-/// its stderr.
-fn stop_with_savepoint(job: std::process::Child) -> (String, String) {
-    // SAFETY: sending a signal to our own child process.
-    unsafe { libc::kill(job.id() as i32, libc::SIGTERM) };
-    let out = job.wait_with_output().unwrap();
-    let text = stderr(&out);
-    assert!(out.status.success(), "{text}");
-    let label = text
-        .split("stopped with savepoint `")
-        .nth(1)
-        .and_then(|rest| rest.split('`').next())
-        .unwrap_or_else(|| panic!("no savepoint named in: {text}"))
-        .to_string();
-    (label, text)
 }
 
 #[test]

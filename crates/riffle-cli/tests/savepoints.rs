@@ -7,7 +7,7 @@ mod common;
 use common::savepoints::{
     fails, get_metrics, manifest, nexmark, ok, reference, savepoint, start_slow,
 };
-use common::{copy_dir, published, riffle, stderr};
+use common::{copy_dir, published, riffle, stderr, stop_with_savepoint};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -176,18 +176,8 @@ fn q8_stopped_by_sigterm_restores_at_p1_p2_p4() {
     let expected = reference("q8", dir.path());
     let (out, state) = (dir.path().join("out"), dir.path().join("state"));
     let job = start_slow("q8", &out, &state);
-    // SAFETY: sending a signal to our own child process.
-    unsafe { libc::kill(job.id() as i32, libc::SIGTERM) };
-    let stopped = job.wait_with_output().unwrap();
-    let text = stderr(&stopped);
-    assert!(stopped.status.success(), "{text}");
+    let (label, text) = stop_with_savepoint(job);
     assert!(text.contains("stopping with a savepoint"), "{text}");
-    let label = text
-        .split("stopped with savepoint `")
-        .nth(1)
-        .and_then(|rest| rest.split('`').next())
-        .unwrap_or_else(|| panic!("no savepoint named in: {text}"))
-        .to_string();
     restore_at_every_parallelism("q8", dir.path(), &label, &expected);
 }
 

@@ -74,3 +74,20 @@ pub fn published(dir: &Path) -> Vec<String> {
     lines.sort();
     lines
 }
+
+/// Sends SIGTERM to `job` (as Ctrl-C would) and requires that it stopped with a
+/// savepoint; returns the savepoint's label and the job's stderr.
+pub fn stop_with_savepoint(job: std::process::Child) -> (String, String) {
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(job.id() as i32, libc::SIGTERM) };
+    let out = job.wait_with_output().unwrap();
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    let label = text
+        .split("stopped with savepoint `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no savepoint named in: {text}"))
+        .to_string();
+    (label, text)
+}

@@ -23,45 +23,35 @@ pub fn make(dir: &Path) -> Certificates {
         key: dir.join("server.key"),
     };
     let ca_key = dir.join("ca.key");
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=riffle test CA",
-        "-keyout",
-        &ca_key.display().to_string(),
-        "-out",
-        &files.ca.display().to_string(),
-    ]);
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
+    let path = |p: &Path| p.display().to_string();
+    new_certificate("/CN=riffle test CA", &ca_key, &files.ca, &[]);
+    new_certificate(
         "/CN=127.0.0.1",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1",
-        "-addext",
-        "basicConstraints=critical,CA:FALSE",
-        "-CA",
-        &files.ca.display().to_string(),
-        "-CAkey",
-        &ca_key.display().to_string(),
-        "-keyout",
-        &files.key.display().to_string(),
-        "-out",
-        &files.cert.display().to_string(),
-    ]);
+        &files.key,
+        &files.cert,
+        &[
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+            "-CA",
+            &path(&files.ca),
+            "-CAkey",
+            &path(&ca_key),
+        ],
+    );
     files
+}
+
+/// A new key and certificate for `subject`, self-signed unless `extra` names a CA.
+fn new_certificate(subject: &str, key: &Path, cert: &Path, extra: &[&str]) {
+    let (key, cert) = (key.display().to_string(), cert.display().to_string());
+    let mut args = vec![
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", subject, "-keyout",
+        &key, "-out", &cert,
+    ];
+    args.extend_from_slice(extra);
+    openssl(&args);
 }
 
 fn openssl(args: &[&str]) {
