@@ -60,6 +60,9 @@ impl KafkaClient {
         config.set("bootstrap.servers", &self.bootstrap_servers);
         // librdkafka logs every broker connection failure on its own; riffle reports them.
         config.set("log_level", "3");
+        // The compiled-in OpenSSL looks for CA certificates under /usr/local/ssl, where
+        // no distribution keeps them: find the system's (a property given overrides it).
+        config.set("ssl.ca.location", "probe");
         for (k, v) in &self.properties {
             config.set(k, v);
         }
@@ -69,5 +72,23 @@ impl KafkaClient {
     /// An error of these brokers.
     fn error(&self, message: impl std::fmt::Display) -> Error {
         Error::external(format!("Kafka at {}", self.bootstrap_servers), message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KafkaClient;
+
+    #[test]
+    fn tls_finds_the_system_ca_certificates_unless_told_otherwise() {
+        let mut client = KafkaClient::new("127.0.0.1:1");
+        assert_eq!(client.config().get("ssl.ca.location"), Some("probe"));
+        client
+            .properties
+            .push(("ssl.ca.location".into(), "/etc/kafka/ca.pem".into()));
+        assert_eq!(
+            client.config().get("ssl.ca.location"),
+            Some("/etc/kafka/ca.pem")
+        );
     }
 }
