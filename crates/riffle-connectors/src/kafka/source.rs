@@ -1,8 +1,8 @@
 //! The Kafka source: each subtask reads the partitions `p` with
 //! `p % parallelism == subtask`; the next offset of every partition is its state, so a
 //! restored job reads each record exactly once more. The watermark follows the slowest
-//! partition that is not idle. Consumer-group offsets are committed (advisory, for monitoring tools)
-//! only once a checkpoint holding them is COMMITTED.
+//! partition that is not idle. Consumer-group offsets are committed (advisory, for
+//! monitoring tools) only once a checkpoint holding them is COMMITTED.
 
 use super::format::{decode_values, ValueFormat};
 use super::offsets::{decode_positions, encode_positions, PartitionPosition};
@@ -222,6 +222,14 @@ struct KafkaSource {
 }
 
 impl KafkaSource {
+    /// How long a quiet partition may hold the watermark back. A bounded source never
+    /// idles a partition: its output must not depend on timing.
+    fn idle_timeout(&self) -> Option<Duration> {
+        self.config
+            .partition_idle_timeout
+            .filter(|_| !self.config.bounded)
+    }
+
     fn location(&self, partition: i32, offset: i64) -> String {
         format!(
             "Kafka topic `{}` partition {partition} offset {offset}",
@@ -498,8 +506,11 @@ impl Source for KafkaSource {
             *read += records.len() as u64;
         }
         let now = Instant::now();
-        for r in &records {
-            self.last_delivery.insert(r.partition, now);
+        if self.idle_timeout().is_some() {
+            // Records come in runs per partition: one update per run, not per record.
+            for run in records.chunk_by(|a, b| a.partition == b.partition) {
+                self.last_delivery.insert(run[0].partition, now);
+            }
         }
         if records.len() < limit {
             self.skip_invisible_offsets()?;
@@ -517,15 +528,14 @@ impl Source for KafkaSource {
     fn event_time_frontier(&self) -> Option<EventTime> {
         let now = Instant::now();
         // Idle: quiet for the timeout although nothing of it waits in the fetched
-        // records (a partition behind on a backlog is not idle). A bounded source
-        // never idles a partition: its output must not depend on timing.
+        // records (a partition behind on a backlog is not idle).
         let idle = |p: &i32| match (
-            self.config.partition_idle_timeout,
+            self.idle_timeout(),
             self.last_delivery.get(p),
             self.drained_at,
         ) {
             (Some(timeout), Some(at), Some(drained)) => {
-                !self.config.bounded && drained >= *at && now.duration_since(*at) >= timeout
+                drained >= *at && now.duration_since(*at) >= timeout
             }
             _ => false,
         };
