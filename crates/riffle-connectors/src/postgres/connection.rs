@@ -7,7 +7,8 @@ use super::{PostgresSinkConfig, WriteMode};
 use riffle_core::{Error, Result};
 use std::sync::Arc;
 use tokio_postgres::config::SslMode;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{Client, NoTls, Socket};
 
 /// Connects with `config`'s URL and password, over TLS when the URL asks for it; the
 /// connection is driven on the connectors' runtime (this runs inside it).
@@ -32,39 +33,40 @@ pub(crate) async fn connect(config: &PostgresSinkConfig) -> Result<Arc<Client>> 
         config.error(format!("cannot connect: {}; {hint}", error_chain(&e)))
     };
     let client = match tls {
-        TlsMode::Off => {
-            let (client, connection) = pg
-                .connect(NoTls)
-                .await
-                .map_err(|e| failed(e, "is the server running?"))?;
-            tokio::spawn(drive(connection));
-            client
-        }
+        TlsMode::Off => open(&pg, NoTls)
+            .await
+            .map_err(|e| failed(e, "is the server running?"))?,
         TlsMode::Verified { root_cert } => {
             pg.ssl_mode(SslMode::Require);
-            let (client, connection) = pg
-                .connect(connector(root_cert.as_deref())?)
+            open(&pg, connector(root_cert.as_deref())?)
                 .await
                 .map_err(|e| {
                     failed(
                         e,
                         "is the server running with TLS, and is its certificate signed by the sslrootcert CA (or a system CA) for this host name?",
                     )
-                })?;
-            tokio::spawn(drive(connection));
-            client
+                })?
         }
     };
     Ok(Arc::new(client))
 }
 
-/// Runs a connection until it ends.
-async fn drive<F: std::future::Future<Output = std::result::Result<(), tokio_postgres::Error>>>(
-    connection: F,
-) {
-    if let Err(e) = connection.await {
-        tracing::debug!("PostgreSQL connection ended: {e}");
-    }
+/// Connects through `tls` and drives the connection on this runtime until it ends.
+async fn open<T>(
+    pg: &tokio_postgres::Config,
+    tls: T,
+) -> std::result::Result<Client, tokio_postgres::Error>
+where
+    T: MakeTlsConnect<Socket>,
+    T::Stream: Send + 'static,
+{
+    let (client, connection) = pg.connect(tls).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!("PostgreSQL connection ended: {e}");
+        }
+    });
+    Ok(client)
 }
 
 /// A client error with its causes (its display alone says only "error connecting to
