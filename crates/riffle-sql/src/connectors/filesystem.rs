@@ -2,7 +2,8 @@
 //! written by the exactly-once file sink.
 
 use super::{
-    malformed_option, required, Connector, OptionSpec, RunSettings, SinkTable, SourceTable,
+    malformed_option, required, required_watermark, Connector, OptionSpec, RunSettings, SinkTable,
+    SourceTable,
 };
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
@@ -54,12 +55,7 @@ impl Connector for FilesystemConnector {
         let path = required(table, "path", "data/bids")?;
         let format = format(table)?;
         let on_malformed = malformed_option(table)?;
-        let watermark = table.watermark.clone().ok_or_else(|| {
-            SqlError::connector(
-                &table.name,
-                "a file source needs its event-time column: add WATERMARK FOR ts AS ts - INTERVAL '5' SECOND to the column list",
-            )
-        })?;
+        let watermark = required_watermark(table, "a file source")?;
         let schema =
             (!table.columns.is_empty()).then(|| Arc::new(Schema::new(table.columns.clone())));
         let factory = FileSourceFactory::new(FileSourceConfig {

@@ -2,8 +2,8 @@
 //! transactional producer.
 
 use super::{
-    choice_option, count_option, duration_option, malformed_option, required, secret_from_env,
-    Connector, OptionSpec, RunSettings, SinkTable, SourceTable,
+    choice_option, count_option, duration_option, malformed_option, required, required_watermark,
+    secret_from_env, Connector, OptionSpec, RunSettings, SinkTable, SourceTable,
 };
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
@@ -141,12 +141,7 @@ impl Connector for KafkaConnector {
                 "a Kafka source needs its columns declared: CREATE TABLE name (col TYPE, …, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH (…)",
             ));
         }
-        let watermark = table.watermark.clone().ok_or_else(|| {
-            SqlError::connector(
-                &table.name,
-                "a Kafka source needs its event-time column: add WATERMARK FOR ts AS ts - INTERVAL '5' SECOND to the column list",
-            )
-        })?;
+        let watermark = required_watermark(table, "a Kafka source")?;
         let timestamp = match table.options.get("timestamp.column") {
             Some(column) if *column == watermark.column => KafkaTimestamp::Record(column.clone()),
             Some(column) => {

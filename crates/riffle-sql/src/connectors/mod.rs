@@ -8,7 +8,7 @@ mod nexmark;
 mod postgres;
 mod sinks;
 
-use crate::ddl::TableDef;
+use crate::ddl::{TableDef, Watermark};
 use crate::error::{Result, SqlError};
 use riffle_connectors::MalformedRecords;
 use riffle_core::{SinkFactory, SourceFactory};
@@ -212,6 +212,17 @@ pub(crate) fn choice_option(
                 format!("'{key}' = '{value}': use {}", choices.join(" or ")),
             )
         })
+}
+
+/// The `WATERMARK` of a source table that reads event time from its records (`what`
+/// names it in the error: "a file source").
+pub(crate) fn required_watermark(table: &TableDef, what: &str) -> Result<Watermark> {
+    table.watermark.clone().ok_or_else(|| {
+        SqlError::connector(
+            &table.name,
+            format!("{what} needs its event-time column: add WATERMARK FOR ts AS ts - INTERVAL '5' SECOND to the column list"),
+        )
+    })
 }
 
 /// `'on_malformed'` of a source reading external records: `fail` (default) or `skip`.
