@@ -1,0 +1,144 @@
+//! Exactly-once with real systems, as a user runs riffle: a PostgreSQL server and a
+//! Kafka-protocol broker started here on 127.0.0.1, pipelines crashed at every crash
+//! point of the checkpoint protocol and killed at random, and the tables and topics
+//! compared with a crash-free run's; an unbounded job stopped with a savepoint and
+//! resumed at another parallelism. This file holds what the tests share.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+#[path = "../../../riffle-connectors/tests/support/certs.rs"]
+mod certs;
+#[path = "../../../riffle-connectors/tests/support/kafka.rs"]
+mod kafka;
+#[path = "../../../riffle-connectors/tests/support/postgres.rs"]
+mod postgres;
+
+mod errors;
+mod kafka_sink;
+mod kafka_to_postgres;
+mod postgres_sink;
+
+use common::{riffle, stderr};
+use kafka::KafkaBroker;
+use postgres::PgServer;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CRASH_POINTS: [&str; 5] = [
+    "after-snapshot-upload:3",
+    "after-manifest-prepared:3",
+    "after-sink-commit:3",
+    "after-manifest-committed:3",
+    "after-latest-flip:3",
+];
+
+fn example(name: &str) -> String {
+    let path = format!("{}/../../examples/{name}.sql", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Writes `text` as `dir/name.sql`.
+fn pipeline(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let file = dir.join(format!("{name}.sql"));
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// `riffle run file` checkpointed every 50 ms into `state` (all checkpoints kept).
+fn run_restarting(file: &Path, state: &Path, parallelism: usize) -> Command {
+    let mut cmd = riffle();
+    cmd.arg("run")
+        .arg(file)
+        .args(["--parallelism", &parallelism.to_string()])
+        .args(["--checkpoint-interval", "50ms"])
+        .args(["--retain-checkpoints", "100000"])
+        .arg("--state")
+        .arg(state);
+    cmd
+}
+
+/// [`run_restarting`] without in-process restarts: a failure ends the process.
+fn run(file: &Path, state: &Path, parallelism: usize) -> Command {
+    let mut cmd = run_restarting(file, state, parallelism);
+    cmd.args(["--restart", "none"]);
+    cmd
+}
+
+fn succeed(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    stderr(&out)
+}
+
+fn crash(cmd: &mut Command, at: &str) {
+    let out = cmd.env("RIFFLE_CRASH_AT", at).output().unwrap();
+    assert!(
+        !out.status.success() && stderr(&out).contains("RIFFLE_CRASH_AT: crashing"),
+        "did not crash at {at}: {}",
+        stderr(&out)
+    );
+}
+
+/// Committed `riffle.transaction` names of a Kafka sink, from every COMMITTED manifest
+/// under `state` (the test keeps them all).
+fn committed_transactions(state: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut stack = vec![state.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            let Ok(json) =
+                serde_json::from_slice::<serde_json::Value>(&std::fs::read(&path).unwrap())
+            else {
+                continue;
+            };
+            if json["status"] != "COMMITTED" {
+                continue;
+            }
+            for c in json["sink_committables"].as_array().into_iter().flatten() {
+                let payload: serde_json::Value =
+                    serde_json::from_str(c["payload"].as_str().unwrap_or("{}")).unwrap_or_default();
+                if let Some(name) = payload["transaction"].as_str() {
+                    names.push(name.to_string());
+                }
+            }
+        }
+    }
+    names
+}
+
+/// The README's example, with its addresses replaced (at full speed unless a test
+/// sets a rate).
+fn kafka_to_postgres(broker: &KafkaBroker, server: &PgServer, table: &str) -> String {
+    example("kafka_to_postgres")
+        .replace(
+            "'scan.max-records-per-second' = '10K'",
+            "'scan.max-records-per-second' = '1G'",
+        )
+        .replace("127.0.0.1:9092", &broker.bootstrap)
+        .replace("postgres://riffle@127.0.0.1:5432/riffle", &server.url())
+        .replace("bid_stats", table)
+}
+
+/// Bids `range` as JSON over 3 partitions: bid i is auction i % 40, price i, at
+/// second i / 100.
+fn live_bids(range: std::ops::Range<i64>) -> Vec<(i32, Vec<u8>, i64)> {
+    range
+        .map(|i| {
+            let json = format!(
+                "{{\"auction\":{},\"bidder\":{i},\"price\":{i},\"date_time\":{}}}",
+                i % 40,
+                i * 10
+            );
+            ((i % 3) as i32, json.into_bytes(), i * 10)
+        })
+        .collect()
+}

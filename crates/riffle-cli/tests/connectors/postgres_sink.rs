@@ -1,0 +1,130 @@
+//! The PostgreSQL sink: append and upsert tables after a crash at every step of the
+//! commit protocol, and a connection cut mid-run.
+
+use super::common::stderr;
+use super::postgres::PgServer;
+use super::{crash, pipeline, run, run_restarting, succeed, CRASH_POINTS};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Nexmark bids, slow enough for many checkpoints, into an append table and an upsert
+/// table of PostgreSQL.
+fn nexmark_to_postgres(server: &PgServer, suffix: &str) -> String {
+    format!(
+        "CREATE TABLE bid (WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND)
+           WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '60K', 'throttle' = '30K', 'block_events' = '500');
+         CREATE TABLE priced_{suffix} WITH (
+           'connector' = 'postgres', 'url' = '{url}', 'create' = 'true');
+         CREATE TABLE per_auction_{suffix} (auction BIGINT, bids BIGINT, top BIGINT, PRIMARY KEY (auction))
+           WITH ('connector' = 'postgres', 'url' = '{url}', 'create' = 'true');
+         INSERT INTO priced_{suffix}
+           SELECT auction, bidder, price * 0.908 AS euros, date_time FROM bid WHERE price % 3 = 0;
+         INSERT INTO per_auction_{suffix}
+           SELECT auction, count(*) AS bids, max(price) AS top FROM bid GROUP BY auction;",
+        url = server.url()
+    )
+}
+
+fn tables(server: &PgServer, suffix: &str) -> (Vec<String>, Vec<String>) {
+    (
+        server.rows(&format!(
+            "SELECT auction || ',' || bidder || ',' || euros || ',' || date_time FROM priced_{suffix} ORDER BY 1"
+        )),
+        server.rows(&format!(
+            "SELECT auction || ',' || bids || ',' || top FROM per_auction_{suffix} ORDER BY 1"
+        )),
+    )
+}
+
+#[test]
+fn postgres_append_and_upsert_tables_are_exact_after_every_crash_point() {
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(dir.path(), "clean", &nexmark_to_postgres(&server, "clean"));
+    succeed(&mut run(&file, &dir.path().join("state-clean"), 2));
+    let (appended, upserted) = tables(&server, "clean");
+    assert!(appended.len() > 10_000, "{}", appended.len());
+    assert!(upserted.len() > 100, "{}", upserted.len());
+    let duplicates = server.rows(
+        "SELECT count(*) - count(DISTINCT (auction, bidder, euros, date_time)) FROM priced_clean",
+    );
+    for (i, at) in CRASH_POINTS.iter().enumerate() {
+        let suffix = format!("c{i}");
+        let file = pipeline(dir.path(), &suffix, &nexmark_to_postgres(&server, &suffix));
+        let state = dir.path().join(format!("state-{suffix}"));
+        crash(&mut run(&file, &state, 2), at);
+        // Resumed at another parallelism: the sink's transactions are per subtask.
+        let resumed = succeed(&mut run(&file, &state, 3));
+        assert!(resumed.contains("from checkpoint epoch"), "{resumed}");
+        if at.starts_with("after-manifest-prepared") {
+            // Prepared transactions outlive the process: the epoch rolls forward.
+            assert!(
+                resumed.contains("rolled PREPARED epoch forward: re-committed"),
+                "{resumed}"
+            );
+        }
+        assert_eq!(
+            tables(&server, &suffix),
+            (appended.clone(), upserted.clone()),
+            "tables differ after a crash at {at}"
+        );
+        assert!(
+            server.rows("SELECT gid FROM pg_prepared_xacts").is_empty(),
+            "prepared transactions left behind after {at}"
+        );
+    }
+    assert_eq!(
+        server.rows(
+            "SELECT count(*) - count(DISTINCT (auction, bidder, euros, date_time)) FROM priced_c0"
+        ),
+        duplicates
+    );
+}
+
+#[test]
+fn a_postgres_connection_broken_mid_epoch_restarts_the_job_and_loses_nothing() {
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let clean = pipeline(dir.path(), "clean", &nexmark_to_postgres(&server, "clean"));
+    succeed(&mut run(&clean, &dir.path().join("state-clean"), 2));
+    let expected = tables(&server, "clean");
+    let file = pipeline(
+        dir.path(),
+        "broken",
+        &nexmark_to_postgres(&server, "broken"),
+    );
+    let child = run_restarting(&file, &dir.path().join("state-broken"), 2)
+        .args(["--restart", "fixed", "--restart-delay", "100ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Mid-run (the job writes for about 2 s), cut every connection of the sinks.
+    let connected = Instant::now();
+    while server
+        .rows("SELECT pid FROM pg_stat_activity WHERE application_name = 'riffle'")
+        .len()
+        < 3
+    {
+        assert!(
+            connected.elapsed() < Duration::from_secs(30),
+            "the job never connected"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let cut = server.rows(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'riffle'",
+    );
+    assert!(!cut.is_empty(), "no riffle connection to cut");
+    let out = child.wait_with_output().unwrap();
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("PostgreSQL at")
+            && text.contains("riffle: restart 1 from the newest checkpoint"),
+        "the job did not fail and restart: {text}"
+    );
+    assert_eq!(tables(&server, "broken"), expected);
+    assert!(server.rows("SELECT gid FROM pg_prepared_xacts").is_empty());
+}
