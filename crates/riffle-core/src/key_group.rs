@@ -52,13 +52,13 @@ pub struct KeyHasher {
 }
 
 impl KeyHasher {
-    /// Hashes every row of `columns` (all of the same length); the returned slice has one
-    /// hash per row.
+    /// Hashes each of `rows` rows of `columns` (all of that length); the returned slice
+    /// has one hash per row. The empty key (no columns: a global aggregate) hashes every
+    /// row to 0, so all of them go to key group 0.
     ///
     /// # Errors
     /// A key column of a type riffle cannot hash (lists, structs, …).
-    pub fn hash_rows(&mut self, columns: &[ArrayRef]) -> Result<&[u64]> {
-        let rows = columns.first().map_or(0, |c| c.len());
+    pub fn hash_rows(&mut self, columns: &[ArrayRef], rows: usize) -> Result<&[u64]> {
         self.hashes.clear();
         self.hashes.resize(rows, 0);
         for column in columns {
@@ -192,7 +192,7 @@ mod tests {
         // wrong key groups. Never update them without a state-format migration.
         let mut hasher = KeyHasher::default();
         let keys: ArrayRef = Arc::new(Int64Array::from(vec![0, 1, 1000, -7]));
-        let hashes = hasher.hash_rows(&[keys]).unwrap().to_vec();
+        let hashes = hasher.hash_rows(&[keys], 4).unwrap().to_vec();
         let expected: Vec<u64> = [0i64, 1, 1000, -7]
             .iter()
             .map(|v| xxh3_64_with_seed(&v.to_le_bytes(), 0))
@@ -209,9 +209,21 @@ mod tests {
         let mut hasher = KeyHasher::default();
         let a: ArrayRef = Arc::new(Int32Array::from(vec![5, -3]));
         let b: ArrayRef = Arc::new(Int64Array::from(vec![5, -3]));
-        let ha = hasher.hash_rows(&[a]).unwrap().to_vec();
-        let hb = hasher.hash_rows(&[b]).unwrap().to_vec();
+        let ha = hasher.hash_rows(&[a], 2).unwrap().to_vec();
+        let hb = hasher.hash_rows(&[b], 2).unwrap().to_vec();
         assert_eq!(ha, hb);
+    }
+
+    #[test]
+    fn the_empty_key_sends_every_row_to_key_group_zero() {
+        // A global aggregate is keyed by no column: every row has the same key, and
+        // a hash per row (not none at all) must come back.
+        let mut hasher = KeyHasher::default();
+        let hashes = hasher.hash_rows(&[], 3).unwrap().to_vec();
+        assert_eq!(hashes.len(), 3);
+        assert!(hashes
+            .iter()
+            .all(|h| KeyGroup::of_hash(*h, DEFAULT_MAX_PARALLELISM) == KeyGroup(0)));
     }
 
     #[test]
@@ -219,7 +231,7 @@ mod tests {
         let mut hasher = KeyHasher::default();
         let a: ArrayRef = Arc::new(Int64Array::from(vec![1, 1]));
         let s: ArrayRef = Arc::new(StringArray::from(vec!["x", "y"]));
-        let h = hasher.hash_rows(&[a, s]).unwrap().to_vec();
+        let h = hasher.hash_rows(&[a, s], 2).unwrap().to_vec();
         assert_ne!(h[0], h[1]);
     }
 

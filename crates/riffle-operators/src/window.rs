@@ -81,16 +81,12 @@ pub(crate) fn key_group_column(
     rows: usize,
     max_parallelism: u16,
 ) -> Result<(Field, ArrayRef)> {
-    let groups: Vec<u16> = if keys.is_empty() {
-        vec![0; rows]
-    } else {
-        let mut hasher = KeyHasher::default();
-        hasher
-            .hash_rows(keys)?
-            .iter()
-            .map(|h| KeyGroup::of_hash(*h, max_parallelism).0)
-            .collect()
-    };
+    // The empty key hashes to 0: key group 0, where the keyed exchange sends its rows.
+    let groups: Vec<u16> = KeyHasher::default()
+        .hash_rows(keys, rows)?
+        .iter()
+        .map(|h| KeyGroup::of_hash(*h, max_parallelism).0)
+        .collect();
     Ok((
         Field::new(
             KEY_GROUP_FIELD,

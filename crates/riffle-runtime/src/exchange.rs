@@ -93,7 +93,7 @@ impl OutputRouter {
                     .iter()
                     .map(|&i| batch.column(i).clone())
                     .collect();
-                let hashes = self.hasher.hash_rows(&columns)?;
+                let hashes = self.hasher.hash_rows(&columns, batch.num_rows())?;
                 for rows in &mut self.rows_by_target {
                     rows.clear();
                 }

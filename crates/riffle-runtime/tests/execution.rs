@@ -130,7 +130,7 @@ fn failing_operator_fails_the_job_naming_operator_and_subtask() {
         // The tripwire subtask owning id 150123's key group.
         use riffle_core::{KeyGroup, KeyHasher, DEFAULT_MAX_PARALLELISM};
         let key: riffle_core::arrow::array::ArrayRef = Arc::new(Int64Array::from(vec![150_123i64]));
-        let h = KeyHasher::default().hash_rows(&[key]).unwrap()[0];
+        let h = KeyHasher::default().hash_rows(&[key], 1).unwrap()[0];
         KeyGroup::of_hash(h, DEFAULT_MAX_PARALLELISM).subtask(2, DEFAULT_MAX_PARALLELISM)
     };
     match &err {

@@ -6,9 +6,13 @@ use riffle_sql::{plan_pipeline, ConnectorRegistry, PlanOptions};
 use std::path::Path;
 
 fn run(text: &str) -> riffle_runtime::JobSummary {
+    run_at(text, 2)
+}
+
+fn run_at(text: &str, parallelism: usize) -> riffle_runtime::JobSummary {
     let options = PlanOptions {
         name: "files".into(),
-        parallelism: 2,
+        parallelism,
         max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
         settings: Default::default(),
     };
@@ -93,4 +97,51 @@ fn json_and_csv_files_are_windowed_into_files() {
     assert_eq!(views.len(), 5, "{views:?}");
     assert!(views.iter().all(|v| v["ms"].as_i64().unwrap() >= 350
         && v["name"] == v["name"].as_str().unwrap().to_uppercase()));
+}
+
+/// Operators keyed by the empty key (a window aggregate grouped by the window alone, a
+/// global max, DISTINCT of a constant) gave no rows at all at parallelism 2 and more:
+/// the keyed exchange hashed no rows when there were no key columns.
+#[test]
+fn operators_keyed_by_nothing_give_the_same_rows_at_every_parallelism() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut answers = Vec::new();
+    for parallelism in 1..=4 {
+        let (counts, tops, constants) = (
+            dir.path().join(format!("counts-{parallelism}")),
+            dir.path().join(format!("tops-{parallelism}")),
+            dir.path().join(format!("constants-{parallelism}")),
+        );
+        let text = format!(
+            "CREATE TABLE bid (WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND)
+               WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '200K', 'rate' = '10K');
+             CREATE TABLE counts WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+             CREATE TABLE tops WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+             CREATE TABLE constants WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+             INSERT INTO counts SELECT n, w['start'] AS window_start FROM (
+               SELECT count(*) AS n, tumble(INTERVAL '10' SECOND) AS w FROM bid GROUP BY w);
+             INSERT INTO tops SELECT top, w['start'] AS window_start FROM (
+               SELECT max(price) AS top, tumble(INTERVAL '5' SECOND) AS w FROM bid GROUP BY w);
+             INSERT INTO constants SELECT DISTINCT 'bid' AS kind FROM bid;",
+            counts.display(),
+            tops.display(),
+            constants.display()
+        );
+        let summary = run_at(&text, parallelism);
+        let rows = (lines(&counts), lines(&tops), lines(&constants));
+        let bids: i64 = rows.0.iter().map(|r| r["n"].as_i64().unwrap()).sum();
+        assert_eq!(
+            bids as u64, summary.source_rows,
+            "p{parallelism}: every bid is counted in some window"
+        );
+        assert!(
+            rows.0.len() >= 2 && rows.1.len() >= 4,
+            "p{parallelism}: {rows:?}"
+        );
+        assert_eq!(rows.2.len(), 1, "p{parallelism}: one distinct constant");
+        answers.push(rows);
+    }
+    for (p, rows) in answers.iter().enumerate().skip(1) {
+        assert_eq!(rows, &answers[0], "p{} differs from p1", p + 1);
+    }
 }
