@@ -21,6 +21,7 @@ fn config(path: &Path, format: FileFormat, on_malformed: MalformedRecords) -> Fi
         event_time_column: "ts".into(),
         on_malformed,
         batch_rows: 3,
+        max_rows_per_second: None,
     }
 }
 
@@ -207,6 +208,7 @@ fn parquet_written_by_the_file_sink_reads_back() {
             subtask: 0,
             parallelism: 1,
             exactly_once: false,
+            generation: 1,
         },
     )
     .unwrap();

@@ -5,14 +5,16 @@
 //! the user and becomes `_timestamp` (timestamps of any unit, RFC 3339 strings, or
 //! integers as epoch milliseconds). A malformed record fails the job with an error
 //! naming file, line and field, or — with [`MalformedRecords::Skip`] — is skipped and
-//! counted. The position (file, next line or row) is the checkpointed offset.
+//! counted. The checkpointed offsets are, per file a subtask owns, how far it has read
+//! it (by path), so a checkpoint restores at any parallelism: each new subtask takes its
+//! own files' positions from the state of all old subtasks.
 //!
 //! JSONL and CSV are read line by line: a CSV record may not span lines.
 
 mod reader;
 
 use crate::sinks::FileFormat;
-use reader::FileReader;
+use reader::{FilePosition, FileReader, SavedOffsets};
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use riffle_core::arrow::json::reader::infer_json_schema_from_seekable;
 use riffle_core::operator::OperatorCounters;
@@ -50,6 +52,8 @@ pub struct FileSourceConfig {
     pub on_malformed: MalformedRecords,
     /// Rows per output batch.
     pub batch_rows: usize,
+    /// At most this many rows per wall second over all subtasks (each takes its share).
+    pub max_rows_per_second: Option<u64>,
 }
 
 /// Builds file source subtasks.
@@ -211,6 +215,10 @@ impl SourceFactory for FileSourceFactory {
         &self.schema
     }
 
+    fn can_rescale(&self) -> bool {
+        true
+    }
+
     fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Source>> {
         let files: Vec<PathBuf> = self
             .files
@@ -219,11 +227,22 @@ impl SourceFactory for FileSourceFactory {
             .step_by(ctx.parallelism.max(1))
             .cloned()
             .collect();
+        let positions = vec![FilePosition::default(); files.len()];
+        let mut config = self.config.clone();
+        if let Some(rate) = config.max_rows_per_second {
+            // Small batches under a rate, so rows flow evenly (about 20 batches a second).
+            let share = rate / ctx.parallelism.max(1) as u64;
+            config.batch_rows = config.batch_rows.min((share / 20).max(1) as usize);
+        }
         Ok(Box::new(FileSource {
             files,
+            all_files: self.files.iter().map(|p| p.display().to_string()).collect(),
+            positions,
+            parallelism: ctx.parallelism.max(1),
+            throttle: None,
             next_file: 0,
             reader: None,
-            config: self.config.clone(),
+            config,
             file_schema: self.file_schema.clone(),
             event_time_index: self.event_time_index,
             schema: self.schema.clone(),
@@ -234,7 +253,16 @@ impl SourceFactory for FileSourceFactory {
 }
 
 struct FileSource {
+    /// This subtask's files: `i, i + p, …` of the source's.
     files: Vec<PathBuf>,
+    /// Every file of the source (any subtask's), to tell a vanished file from another
+    /// subtask's.
+    all_files: std::collections::HashSet<String>,
+    /// Where reading each of `files` starts (a restore) — or, once read, that it is done.
+    positions: Vec<FilePosition>,
+    parallelism: usize,
+    /// With a rate: when this subtask started and the rows it has produced since.
+    throttle: Option<(std::time::Instant, u64)>,
     next_file: usize,
     reader: Option<FileReader>,
     config: FileSourceConfig,
@@ -259,12 +287,45 @@ impl FileSource {
 
 impl Source for FileSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
+        if let Some(rate) = self.config.max_rows_per_second {
+            // This subtask's share of the rate; the runtime sleeps between Pending polls.
+            let share = (rate as f64 / self.parallelism as f64).max(1.0);
+            let (started, produced) = *self
+                .throttle
+                .get_or_insert_with(|| (std::time::Instant::now(), 0));
+            if produced as f64 >= started.elapsed().as_secs_f64() * share {
+                return Ok(SourcePoll::Pending);
+            }
+        }
+        let polled = self.read_next()?;
+        if let (Some((_, produced)), SourcePoll::Batch(batch)) = (&mut self.throttle, &polled) {
+            *produced += batch.num_rows() as u64;
+        }
+        Ok(polled)
+    }
+
+    fn snapshot(&mut self, _epoch: riffle_core::Epoch) -> Result<OperatorState> {
+        self.offsets()
+    }
+
+    fn restore(&mut self, state: OperatorState) -> Result<()> {
+        self.restore_offsets(state)
+    }
+}
+
+impl FileSource {
+    /// The next batch of the files, without throttling.
+    fn read_next(&mut self) -> Result<SourcePoll> {
         loop {
             if self.reader.is_none() {
+                while self.positions.get(self.next_file).is_some_and(|p| p.done) {
+                    self.next_file += 1;
+                }
                 if self.next_file >= self.files.len() {
                     return Ok(SourcePoll::End);
                 }
-                self.reader = Some(self.open(self.next_file, 0)?);
+                let start = self.positions[self.next_file].position;
+                self.reader = Some(self.open(self.next_file, start)?);
                 self.next_file += 1;
             }
             let Some(reader) = self.reader.as_mut() else {
@@ -274,35 +335,66 @@ impl Source for FileSource {
             match reader.next_batch(skip, self.event_time_index, &self.schema, &self.counters)? {
                 Some(batch) if batch.num_rows() > 0 => return Ok(SourcePoll::Batch(batch)),
                 Some(_) => {}
-                None => self.reader = None,
+                None => {
+                    self.reader = None;
+                    self.positions[self.next_file - 1].done = true;
+                }
             }
         }
     }
 
-    fn snapshot(&mut self, _epoch: riffle_core::Epoch) -> Result<OperatorState> {
-        // The file being read (or the next one) and how far into it.
-        let (file, position) = match &self.reader {
-            Some(r) => (self.next_file - 1, r.position()),
-            None => (self.next_file, 0),
-        };
-        let path = self
-            .files
-            .get(file)
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        reader::offset_state(&path, file as u64, position)
+    fn offsets(&self) -> Result<OperatorState> {
+        let mut files = Vec::with_capacity(self.files.len());
+        for (i, path) in self.files.iter().enumerate() {
+            let mut at = self.positions[i];
+            if let Some(reader) = self.reader.as_ref().filter(|_| i + 1 == self.next_file) {
+                at.position = reader.position();
+            }
+            files.push((path.display().to_string(), at));
+        }
+        reader::file_positions_state(&files)
     }
 
-    fn restore(&mut self, state: OperatorState) -> Result<()> {
-        let (path, file, position) = reader::read_offset_state(&state, &self.operator)?;
-        let file = file as usize;
-        if file < self.files.len() {
-            if self.files[file].display().to_string() != path {
-                return Err(Error::State { operator: self.operator.clone(), message: format!("checkpoint was reading {path}, but file #{file} is now {}; the input directory changed", self.files[file].display()) });
+    fn restore_offsets(&mut self, state: OperatorState) -> Result<()> {
+        match reader::read_saved_offsets(&state, &self.operator)? {
+            SavedOffsets::Files(saved) => {
+                if let Some(gone) = saved.keys().find(|p| !self.all_files.contains(*p)) {
+                    return Err(Error::State { operator: self.operator.clone(), message: format!("the checkpoint was reading {gone}, which is no longer in the input; put it back, or start from empty state") });
+                }
+                // A file no old subtask owned is new since the checkpoint: read whole.
+                for (i, path) in self.files.iter().enumerate() {
+                    if let Some(at) = saved.get(&path.display().to_string()) {
+                        self.positions[i] = *at;
+                    }
+                }
             }
-            self.reader = Some(self.open(file, position)?);
+            // An older version's single offset: exact only at the parallelism it was
+            // taken at, where the subtask's file list is the same; the path check
+            // refuses any other.
+            SavedOffsets::Single {
+                path,
+                file,
+                position,
+            } => {
+                let file = file as usize;
+                if file < self.files.len() && self.files[file].display().to_string() != path {
+                    return Err(Error::State { operator: self.operator.clone(), message: format!("checkpoint was reading {path}, but file #{file} is now {}; the input directory changed", self.files[file].display()) });
+                }
+                for (i, at) in self.positions.iter_mut().enumerate() {
+                    *at = match i.cmp(&file) {
+                        std::cmp::Ordering::Less => FilePosition {
+                            position: 0,
+                            done: true,
+                        },
+                        std::cmp::Ordering::Equal => FilePosition {
+                            position,
+                            done: false,
+                        },
+                        std::cmp::Ordering::Greater => FilePosition::default(),
+                    };
+                }
+            }
         }
-        self.next_file = file + 1;
         Ok(())
     }
 }

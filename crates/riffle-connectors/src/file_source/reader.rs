@@ -3,7 +3,9 @@
 
 use crate::decode::{decode, event_time_nanos, field_of};
 use crate::sinks::FileFormat;
-use riffle_core::arrow::array::{Array, AsArray, StringArray, UInt16Array, UInt64Array};
+use riffle_core::arrow::array::{
+    Array, AsArray, BooleanArray, StringArray, UInt16Array, UInt64Array,
+};
 use riffle_core::arrow::compute::concat_batches;
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use riffle_core::operator::OperatorCounters;
@@ -12,6 +14,7 @@ use riffle_core::parquet::arrow::arrow_reader::{
 };
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{Error, OperatorState, RecordBatch, Result, StreamSchema};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -254,21 +257,38 @@ fn with_event_time(
     Ok(RecordBatch::try_new(out.schema.clone(), columns)?)
 }
 
-/// The offset state: which file and how far into it.
-pub(super) fn offset_state(path: &str, file: u64, position: u64) -> Result<OperatorState> {
+/// Where a subtask stands in one of its files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct FilePosition {
+    /// Lines (JSONL, CSV) or rows (Parquet) already read.
+    pub position: u64,
+    /// Read to its end.
+    pub done: bool,
+}
+
+/// The source's offsets: one row per file the subtask owns, with how far it has read
+/// it. Files are named by path, not by index, so any subtask of any parallelism can
+/// pick out its own files from the state of all old subtasks (a rescale).
+pub(super) fn file_positions_state(files: &[(String, FilePosition)]) -> Result<OperatorState> {
     let schema = Arc::new(Schema::new(vec![
         Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
         Field::new("file", DataType::Utf8, false),
-        Field::new("file_index", DataType::UInt64, false),
         Field::new("position", DataType::UInt64, false),
+        Field::new("done", DataType::Boolean, false),
     ]));
     let batch = RecordBatch::try_new(
         schema,
         vec![
-            Arc::new(UInt16Array::from(vec![0u16])),
-            Arc::new(StringArray::from(vec![path])),
-            Arc::new(UInt64Array::from(vec![file])),
-            Arc::new(UInt64Array::from(vec![position])),
+            Arc::new(UInt16Array::from(vec![0u16; files.len()])),
+            Arc::new(StringArray::from_iter_values(
+                files.iter().map(|(p, _)| p.as_str()),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                files.iter().map(|(_, f)| f.position),
+            )),
+            Arc::new(BooleanArray::from_iter(
+                files.iter().map(|(_, f)| Some(f.done)),
+            )),
         ],
     )?;
     Ok(OperatorState {
@@ -276,28 +296,62 @@ pub(super) fn offset_state(path: &str, file: u64, position: u64) -> Result<Opera
     })
 }
 
-/// Reads what [`offset_state`] wrote.
-pub(super) fn read_offset_state(
-    state: &OperatorState,
-    operator: &str,
-) -> Result<(String, u64, u64)> {
+/// What a checkpoint says about the source's files.
+#[derive(Debug)]
+pub(super) enum SavedOffsets {
+    /// Every file any old subtask owned, by path.
+    Files(HashMap<String, FilePosition>),
+    /// An older version's offset: the one file being read (by index in the subtask's
+    /// list) and the position in it; only restores at the same parallelism.
+    Single {
+        path: String,
+        file: u64,
+        position: u64,
+    },
+}
+
+/// Reads what [`file_positions_state`] (or an older version) wrote, from the state of
+/// every old subtask.
+pub(super) fn read_saved_offsets(state: &OperatorState, operator: &str) -> Result<SavedOffsets> {
     let bad = || Error::State {
         operator: operator.into(),
-        message: "file source offset needs columns file, file_index, position".into(),
+        message: "file source offsets need columns file, position and done".into(),
     };
-    let batch = state.batches.first().ok_or_else(bad)?;
-    let path = batch
-        .column_by_name("file")
-        .and_then(|c| c.as_string_opt::<i32>())
-        .ok_or_else(bad)?
-        .value(0)
-        .to_string();
-    let u = |n: &str| {
-        batch
-            .column_by_name(n)
-            .and_then(|c| c.as_primitive_opt::<riffle_core::arrow::datatypes::UInt64Type>())
-            .map(|a| a.value(0))
-            .ok_or_else(bad)
-    };
-    Ok((path, u("file_index")?, u("position")?))
+    let mut files = HashMap::new();
+    for batch in &state.batches {
+        let path = batch
+            .column_by_name("file")
+            .and_then(|c| c.as_string_opt::<i32>())
+            .ok_or_else(bad)?;
+        let u64s = |n: &str| {
+            batch
+                .column_by_name(n)
+                .and_then(|c| c.as_primitive_opt::<riffle_core::arrow::datatypes::UInt64Type>())
+                .ok_or_else(bad)
+        };
+        let position = u64s("position")?;
+        let Some(done) = batch
+            .column_by_name("done")
+            .and_then(|c| c.as_boolean_opt())
+        else {
+            if state.batches.len() != 1 || batch.num_rows() != 1 {
+                return Err(bad());
+            }
+            return Ok(SavedOffsets::Single {
+                path: path.value(0).to_string(),
+                file: u64s("file_index")?.value(0),
+                position: position.value(0),
+            });
+        };
+        for row in 0..batch.num_rows() {
+            files.insert(
+                path.value(row).to_string(),
+                FilePosition {
+                    position: position.value(row),
+                    done: done.value(row),
+                },
+            );
+        }
+    }
+    Ok(SavedOffsets::Files(files))
 }

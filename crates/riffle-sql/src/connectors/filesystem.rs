@@ -2,8 +2,8 @@
 //! written by the exactly-once file sink.
 
 use super::{
-    malformed_option, required, required_watermark, Connector, OptionSpec, RunSettings, SinkTable,
-    SourceTable,
+    count_option, malformed_option, required, required_watermark, Connector, OptionSpec,
+    RunSettings, SinkTable, SourceTable,
 };
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
@@ -29,6 +29,10 @@ const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "on_malformed",
         help: "source: fail (default) or skip, counting skipped records",
+    },
+    OptionSpec {
+        name: "scan.max-records-per-second",
+        help: "source: at most this many rows per wall second over all subtasks (e.g. 50K); unlimited if absent",
     },
 ];
 
@@ -65,6 +69,7 @@ impl Connector for FilesystemConnector {
             event_time_column: watermark.column.clone(),
             on_malformed,
             batch_rows: 8192,
+            max_rows_per_second: count_option(table, "scan.max-records-per-second")?,
         })
         .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
         Ok(SourceTable {
@@ -80,11 +85,13 @@ impl Connector for FilesystemConnector {
 
     fn sink(&self, table: &TableDef, _: &str) -> Result<SinkTable> {
         let path = required(table, "path", "out/results")?;
-        if table.options.contains_key("on_malformed") {
-            return Err(SqlError::connector(
-                &table.name,
-                "'on_malformed' applies to file sources, not to a sink",
-            ));
+        for source_only in ["on_malformed", "scan.max-records-per-second"] {
+            if table.options.contains_key(source_only) {
+                return Err(SqlError::connector(
+                    &table.name,
+                    format!("'{source_only}' applies to file sources, not to a sink"),
+                ));
+            }
         }
         let dir = PathBuf::from(path.strip_prefix("file://").unwrap_or(path));
         let updates = if table.primary_key.is_empty() {
