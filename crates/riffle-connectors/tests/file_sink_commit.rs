@@ -52,6 +52,7 @@ fn staged_output_is_published_only_by_commit_in_every_format() {
             subtask: 3,
             parallelism: 4,
             exactly_once: true,
+            generation: 1,
         };
         let mut sink = factory.create(&schema, &ctx).unwrap();
         let committable = |epoch: u64, payload: String| Committable {
@@ -90,7 +91,7 @@ fn staged_output_is_published_only_by_commit_in_every_format() {
             ]
         );
         assert_eq!(
-            factory.abort_staged().unwrap(),
+            factory.abort_staged(2).unwrap(),
             1,
             "{format:?}: rows after the last barrier"
         );
@@ -135,6 +136,7 @@ fn without_checkpoints_files_are_published_at_the_end() {
         subtask: 0,
         parallelism: 1,
         exactly_once: false,
+        generation: 1,
     };
     let mut sink = factory.create(&schema, &ctx).unwrap();
     sink.write(&batch(&schema, 0..5)).unwrap();

@@ -19,7 +19,7 @@ use riffle_core::arrow::array::{AsArray, Int64Array, StringArray, TimestampNanos
 use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
 use riffle_core::{
     Committable, Epoch, EventTime, OperatorContext, OperatorState, RecordBatch, SinkContext,
-    SinkFactory, SourceFactory, SourcePoll, StreamSchema,
+    SinkFactory, SourceFactory, SourcePoll, StagedOutput, StreamSchema,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -352,6 +352,7 @@ fn ctx(subtask: usize) -> SinkContext {
         subtask,
         parallelism: 2,
         exactly_once: true,
+        generation: 1,
     }
 }
 
@@ -393,9 +394,10 @@ fn transactions_commit_with_the_checkpoint_and_a_new_process_reads_the_ledger() 
         transaction_of(&pb),
         "one transaction per epoch"
     );
-    assert!(factory
-        .can_roll_forward(&committable(7, pa.clone()))
-        .unwrap());
+    assert_eq!(
+        factory.staged_output(&committable(7, pa.clone())).unwrap(),
+        StagedOutput::Staged
+    );
     factory.commit(&committable(7, pa.clone())).unwrap();
     factory.commit(&committable(7, pb)).unwrap();
     let committed = vec![transaction_of(&pa)];
@@ -415,14 +417,18 @@ fn transactions_commit_with_the_checkpoint_and_a_new_process_reads_the_ledger() 
     drop((a, b, factory));
     let after = KafkaSinkFactory::new(config);
     // The ledger: epoch 7 committed (roll forward is a no-op), epoch 8 did not (replay).
-    assert!(after
-        .can_roll_forward(&committable(7, String::new()))
-        .unwrap());
+    assert_eq!(
+        after.staged_output(&committable(7, String::new())).unwrap(),
+        StagedOutput::Published
+    );
     after.commit(&committable(7, String::new())).unwrap();
-    assert!(!after.can_roll_forward(&committable(8, p8.clone())).unwrap());
+    assert_eq!(
+        after.staged_output(&committable(8, p8.clone())).unwrap(),
+        StagedOutput::Lost
+    );
     let err = after.commit(&committable(8, p8)).unwrap_err().to_string();
     assert!(err.contains("recovery replays the epoch"), "{err}");
-    assert_eq!(after.abort_staged().unwrap(), 0);
+    assert_eq!(after.abort_staged(2).unwrap(), 0);
 }
 
 #[test]

@@ -45,6 +45,7 @@ fn ctx(subtask: usize, parallelism: usize) -> SinkContext {
         subtask,
         parallelism,
         exactly_once: true,
+        generation: 1,
     }
 }
 
@@ -101,7 +102,7 @@ fn append_is_invisible_until_commit_and_commits_are_idempotent() {
     // Rows after the last barrier are never committed.
     a.write(&batch(&schema, &[(6, "f")])).unwrap();
     assert_eq!(a.finish().unwrap().rows, 5);
-    assert_eq!(factory.abort_staged().unwrap(), 1);
+    assert_eq!(factory.abort_staged(2).unwrap(), 1);
     assert_eq!(server.rows(all), ["1:a", "2:b", "3:c", "4:d"]);
     let err = factory
         .commit(&committable(2, 0, p2))
@@ -255,7 +256,7 @@ fn a_connection_killed_mid_epoch_fails_the_epoch_and_loses_nothing_committed() {
         .to_string();
     assert!(err.contains("PostgreSQL at"), "{err}");
     // The restarted job rolls back leftovers and replays epoch 2 from the checkpoint.
-    assert_eq!(factory.abort_staged().unwrap(), 0);
+    assert_eq!(factory.abort_staged(2).unwrap(), 0);
     let mut again = factory.create(&schema, &ctx(0, 1)).unwrap();
     again.write(&batch(&schema, &[(2, "b"), (3, "c")])).unwrap();
     let p2 = again.pre_commit(Epoch(2)).unwrap().unwrap();

@@ -29,7 +29,9 @@ pub use message::{Barrier, BarrierKind, Epoch, Message};
 pub use operator::{CounterValues, Operator, OperatorContext, OperatorFactory, OperatorId};
 pub use parquet;
 pub use schema::{timestamp_type, StreamSchema, TIMESTAMP_FIELD};
-pub use sink::{Committable, Sink, SinkContext, SinkFactory, SinkSummary};
+pub use sink::{
+    Committable, Sink, SinkContext, SinkFactory, SinkSummary, StagedOutput, Unpublished,
+};
 pub use source::{Source, SourceFactory, SourcePoll};
 pub use state::OperatorState;
 pub use time::{EventTime, Watermark};

@@ -27,6 +27,9 @@ pub struct SinkContext {
     /// [`SinkFactory::commit`] commits what [`Sink::pre_commit`] staged. Otherwise the
     /// sink publishes as it goes and at [`Sink::finish`].
     pub exactly_once: bool,
+    /// The run's generation (fencing; 0 without checkpoints): sinks put it into the
+    /// names of what they stage, so that no two runs stage under one name.
+    pub generation: u64,
 }
 
 /// What a sink subtask staged for one epoch; the coordinator commits it once the epoch's
@@ -41,6 +44,27 @@ pub struct Committable {
     pub epoch: Epoch,
     /// Sink-defined description of the staged transaction (JSON text).
     pub payload: String,
+}
+
+/// Where one committable of a PREPARED epoch stands, as its sink sees it at recovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StagedOutput {
+    /// Visible to readers, in whole or in part.
+    Published,
+    /// Staged and invisible: a commit publishes it.
+    Staged,
+    /// Neither published nor staged any more (a Kafka transaction that died with its
+    /// process, staged files someone deleted): a commit cannot publish it.
+    Lost,
+}
+
+/// What [`SinkFactory::unpublish`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unpublished {
+    /// Removed this many published items (files, rows); 0 when the epoch had none.
+    Removed(usize),
+    /// Cannot take the epoch's output back, and why.
+    Cannot(String),
 }
 
 /// One subtask of a sink.
@@ -102,23 +126,44 @@ pub trait SinkFactory: Send + Sync {
         true
     }
 
-    /// Recovery, before rolling a PREPARED epoch forward: whether `committable` is
-    /// published or can still be. `false` makes recovery replay the epoch from the
-    /// checkpoint before it instead (possible because such sinks commit first, so no
-    /// other sink has published the epoch).
+    /// Recovery, before rolling a PREPARED epoch forward: where `committable` stands.
+    /// An epoch with a [`StagedOutput::Lost`] committable cannot be rolled forward;
+    /// recovery replays it from the checkpoint before it when nothing of it is
+    /// published, and refuses to start when some is (docs/engine.md, "Recovery").
     ///
     /// # Errors
     /// The external system cannot tell (unreachable).
-    fn can_roll_forward(&self, _committable: &Committable) -> Result<bool> {
-        Ok(true)
+    fn staged_output(&self, _committable: &Committable) -> Result<StagedOutput> {
+        Ok(StagedOutput::Staged)
     }
 
-    /// Discards everything staged that no commit published (recovery, after rolling
-    /// forward and before the job starts); returns how many transactions or files.
+    /// Recovery fell back past `epoch` (its checkpoint is damaged), so the replay will
+    /// write that epoch's rows again: takes back what the epoch published, if this sink
+    /// can. Returns what it removed, or why it cannot (then recovery refuses to start
+    /// unless the user accepts replayed output).
     ///
     /// # Errors
     /// Storage failures.
-    fn abort_staged(&self) -> Result<usize> {
+    fn unpublish(&self, epoch: Epoch) -> Result<Unpublished> {
+        Ok(if self.is_transactional() {
+            Unpublished::Cannot(format!(
+                "`{}` cannot take back what epoch {epoch} published",
+                self.describe()
+            ))
+        } else {
+            // At-least-once sinks never promised that a replay writes nothing twice.
+            Unpublished::Removed(0)
+        })
+    }
+
+    /// Discards everything staged that no commit published (recovery, after rolling
+    /// forward and before the job starts) by runs of generations before `generation`
+    /// — never what a newer run that started meanwhile has staged; returns how many
+    /// transactions or files.
+    ///
+    /// # Errors
+    /// Storage failures.
+    fn abort_staged(&self, _generation: u64) -> Result<usize> {
         Ok(0)
     }
 }

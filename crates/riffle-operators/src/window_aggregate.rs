@@ -32,6 +32,11 @@ use std::sync::Arc;
 /// The state column holding a row's pane start.
 const PANE_START: &str = "pane_start";
 
+/// The column of the state batch that says which windows had fired at the snapshot:
+/// every window starting at or before it. One row per key group, so that every subtask
+/// of a rescaled restore gets it; a subtask restores the smallest it is given.
+const FIRED_THROUGH: &str = "fired_through";
+
 /// Plans a tumbling or hopping window aggregate.
 pub struct WindowAggregateFactory {
     keys: Vec<usize>,
@@ -176,7 +181,8 @@ struct WindowAggregate {
     panes: BTreeMap<EventTime, PaneState>,
     /// Start of the newest window fired; windows fire in order of start.
     last_fired: Option<EventTime>,
-    /// Restored and not yet told the watermark it resumes at (see `on_watermark`).
+    /// Restored from a snapshot that did not record what had fired (written by an older
+    /// version) and not yet told the watermark it resumes at (see `on_watermark`).
     resuming: bool,
     watermark: EventTime,
     counters: Arc<OperatorCounters>,
@@ -240,6 +246,44 @@ impl WindowAggregate {
         self.emit(start, &merged)
     }
 
+    /// Whether the window starting at `start` fired already (before a restore, perhaps
+    /// at a watermark higher than the one this run resumed at).
+    fn fired(&self, start: EventTime) -> bool {
+        self.last_fired.is_some_and(|last| start <= last)
+    }
+
+    /// The state batch recording which windows have fired (see [`FIRED_THROUGH`]).
+    fn fired_batch(&self) -> Result<Option<RecordBatch>> {
+        let through = match (self.last_fired, self.watermark > EventTime::MIN) {
+            (last, true) => Some(
+                last.unwrap_or(EventTime::MIN)
+                    .max(self.newest_closed(self.watermark)),
+            ),
+            (Some(last), false) => Some(last),
+            (None, false) => None,
+        };
+        let Some(through) = through else {
+            return Ok(None);
+        };
+        let groups: Vec<u16> = (0..self.max_parallelism).collect();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(
+                riffle_core::state::KEY_GROUP_FIELD,
+                riffle_core::arrow::datatypes::DataType::UInt16,
+                false,
+            ),
+            Field::new(FIRED_THROUGH, timestamp_type(), false),
+        ]));
+        let n = groups.len();
+        Ok(Some(RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(riffle_core::arrow::array::UInt16Array::from(groups)),
+                timestamp_array(vec![through; n]),
+            ],
+        )?))
+    }
+
     /// Start of the newest window that `watermark` closes.
     fn newest_closed(&self, watermark: EventTime) -> EventTime {
         window_start(watermark.saturating_sub(self.size - 1), self.slide)
@@ -279,7 +323,7 @@ impl Operator for WindowAggregate {
         for (row, &t) in ts.iter().enumerate() {
             // The row's pane starts where its newest window starts.
             let pane = window_start(t, self.slide);
-            if self.closed(pane) {
+            if self.closed(pane) || self.fired(pane) {
                 late += 1;
                 continue;
             }
@@ -368,6 +412,7 @@ impl Operator for WindowAggregate {
         }
         self.panes = windows;
         result?;
+        batches.extend(self.fired_batch()?);
         Ok(OperatorState { batches })
     }
 
@@ -375,6 +420,19 @@ impl Operator for WindowAggregate {
         self.resuming = true;
         let mut groups = Vec::new();
         for batch in state.batches {
+            if let Some(through) = batch
+                .column_by_name(FIRED_THROUGH)
+                .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())
+            {
+                // What fired comes from the snapshot itself, never from the first
+                // watermark this run sees (which a rescaled restore may set lower).
+                if let Some(min) = through.values().iter().min() {
+                    let min = *min;
+                    self.last_fired = Some(self.last_fired.map_or(min, |l| l.min(min)));
+                }
+                self.resuming = false;
+                continue;
+            }
             let starts = batch
                 .column_by_name(PANE_START)
                 .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())

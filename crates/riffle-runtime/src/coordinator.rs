@@ -13,7 +13,7 @@
 //! the next recovery); more than `tolerable_failures` failed epochs in a row fail the job.
 
 use crate::checkpoint_events::{CheckpointEvent, CheckpointListener};
-use crate::crash::{maybe_crash, CrashPoint};
+use crate::crash::{maybe_crash, maybe_pause, CrashPoint};
 use crate::file_reuse::ReuseCache;
 use crate::job::{BarrierInjector, JobStopper, SnapshotAck};
 use crate::savepoint::{SavepointDone, SavepointRequest, SavepointRequests};
@@ -21,7 +21,7 @@ use riffle_core::{
     Barrier, BarrierKind, Committable, CounterValues, Epoch, OperatorId, SinkFactory,
 };
 use riffle_state::manifest::SubtaskEntry;
-use riffle_state::recovery::{may_commit, plan_gc, referenced_files};
+use riffle_state::recovery::{plan_gc, referenced_files};
 use riffle_state::{CheckpointStore, Manifest};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -139,7 +139,7 @@ enum Outcome {
     /// The decision is logged but sinks did not commit: the job must stop and recover.
     SinkCommit,
     /// A newer generation started on this state: this run must stop for good.
-    Fenced,
+    Fenced { current: u64 },
 }
 
 impl Incomplete {
@@ -147,6 +147,21 @@ impl Incomplete {
         Self {
             reason: e.to_string(),
             outcome: Outcome::Retry,
+        }
+    }
+
+    /// A failed generation check: fenced when a newer run claimed the state, else
+    /// `otherwise` (what a storage failure at this step means for the epoch).
+    fn from_check(e: riffle_state::StateError, otherwise: Outcome) -> Self {
+        match e {
+            riffle_state::StateError::StaleGeneration { current, .. } => Self {
+                reason: e.to_string(),
+                outcome: Outcome::Fenced { current },
+            },
+            e => Self {
+                reason: e.to_string(),
+                outcome: otherwise,
+            },
         }
     }
 }
@@ -346,20 +361,20 @@ impl CheckpointCoordinator {
                                 done.savepoint_failed(&reason, &mut report);
                                 report.abandoned.push(done.epoch);
                                 report.errors.push(format!("epoch {}: {reason}", done.epoch));
-                                let message = match outcome {
+                                let error = match outcome {
                                     // Must not restart: a newer run owns the state.
-                                    Outcome::Fenced => reason,
+                                    Outcome::Fenced { current } => crate::RuntimeError::Fenced { generation: self.config.generation, current },
                                     // Sinks of a logged decision must commit before any
                                     // later epoch; only recovery's roll forward can now.
-                                    Outcome::SinkCommit | Outcome::Retry => format!("epoch {} is PREPARED but its sinks could not commit: {reason}; restart to roll it forward", done.epoch),
+                                    Outcome::SinkCommit | Outcome::Retry => crate::RuntimeError::Checkpoint(format!("epoch {} is PREPARED but its sinks could not commit: {reason}; restart to roll it forward", done.epoch)),
                                 };
                                 // Listeners hear of a fatal failure too, not only of retried ones.
                                 self.emit(CheckpointEvent::Failed {
                                     epoch: done.epoch,
-                                    reason: message.clone(),
+                                    reason: error.to_string(),
                                     consecutive: failures + 1,
                                 });
-                                stopper.fail(message);
+                                stopper.fail_with(error);
                                 stopping = true;
                             }
                         }
@@ -453,27 +468,28 @@ impl CheckpointCoordinator {
     /// PREPARED → sink commit → COMMITTED → `_latest.json` → GC, with crash points.
     /// Returns the committed manifest.
     async fn complete(&self, pending: &Pending) -> Result<Manifest, Incomplete> {
-        let newest = self
-            .store
-            .read_generation()
+        // Fencing (docs/engine.md): the newest claim is read right before each step
+        // that cannot be taken back. Before PREPARED a failed read only fails the epoch.
+        let generation = self.config.generation;
+        self.store
+            .check_generation(generation, pending.epoch)
             .await
-            .map_err(Incomplete::retry)?;
-        if !may_commit(self.config.generation, newest) {
-            return Err(Incomplete {
-                reason: format!(
-                    "fenced: this run is generation {} but generation {} has started on the same state; stop this process",
-                    self.config.generation,
-                    newest.unwrap_or_default()
-                ),
-                outcome: Outcome::Fenced,
-            });
-        }
+            .map_err(|e| Incomplete::from_check(e, Outcome::Retry))?;
+        maybe_pause("after-generation-check", pending.epoch).await;
         let manifest = self.manifest(pending);
         self.store
             .prepare(&manifest)
             .await
             .map_err(Incomplete::retry)?;
         maybe_crash(CrashPoint::AfterManifestPrepared, pending.epoch);
+        // A newer run that claimed the state after this check lists checkpoints after
+        // its claim, so it sees this PREPARED manifest and rolls it forward itself; one
+        // that claimed before it is seen here, and this run publishes nothing.
+        self.store
+            .check_generation(generation, pending.epoch)
+            .await
+            .map_err(|e| Incomplete::from_check(e, Outcome::SinkCommit))?;
+        maybe_pause("after-prepared-check", pending.epoch).await;
         // Sink commits do blocking I/O (renames, fsync): off the worker threads.
         let sinks = self.sinks.clone();
         let committables = manifest.sink_committables.clone();
@@ -496,7 +512,13 @@ impl CheckpointCoordinator {
         })?;
         maybe_crash(CrashPoint::AfterSinkCommit, pending.epoch);
         // From here on the output is published: a storage failure leaves a PREPARED
-        // manifest that the next epoch or recovery supersedes.
+        // manifest that the next epoch or recovery supersedes. A newer run may already
+        // have rolled this epoch forward and collected it: then writing COMMITTED would
+        // bring back a manifest whose files are gone.
+        self.store
+            .check_generation(generation, pending.epoch)
+            .await
+            .map_err(|e| Incomplete::from_check(e, Outcome::SinkCommit))?;
         self.store
             .commit(&manifest)
             .await
@@ -513,6 +535,11 @@ impl CheckpointCoordinator {
                 .completed_epoch
                 .fetch_max(pending.epoch.0, std::sync::atomic::Ordering::Release);
         }
+        // Garbage collection is the newest generation's job only.
+        self.store
+            .check_generation(generation, pending.epoch)
+            .await
+            .map_err(|e| Incomplete::from_check(e, Outcome::Retry))?;
         self.collect_garbage().await.map_err(Incomplete::retry)?;
         Ok(manifest)
     }

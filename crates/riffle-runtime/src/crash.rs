@@ -76,3 +76,39 @@ pub fn maybe_crash(point: CrashPoint, epoch: Epoch) {
         std::process::abort();
     }
 }
+
+/// Reads `RIFFLE_PAUSE_AT=<step>:<epoch>:<millis>` once (tests of fencing).
+fn pause_configured() -> Option<(String, Epoch, std::time::Duration)> {
+    static CONFIGURED: OnceLock<Option<(String, Epoch, std::time::Duration)>> = OnceLock::new();
+    CONFIGURED
+        .get_or_init(|| {
+            let value = std::env::var("RIFFLE_PAUSE_AT").ok()?;
+            let mut parts = value.split(':');
+            let parsed = (|| {
+                let step = parts.next()?.to_string();
+                let epoch = Epoch(parts.next()?.parse().ok()?);
+                let millis = parts.next()?.parse().ok()?;
+                Some((step, epoch, std::time::Duration::from_millis(millis)))
+            })();
+            if parsed.is_none() {
+                eprintln!(
+                    "riffle: ignoring RIFFLE_PAUSE_AT={value}: expected <step>:<epoch>:<millis>"
+                );
+            }
+            parsed
+        })
+        .clone()
+}
+
+/// Pauses the coordinator if `RIFFLE_PAUSE_AT` names this step and epoch: a process
+/// stalled at the worst moment (a GC pause, a frozen VM) for the fencing tests. Steps:
+/// `after-generation-check` (before PREPARED) and `after-prepared-check` (before the
+/// sinks commit).
+pub async fn maybe_pause(step: &str, epoch: Epoch) {
+    if let Some((s, e, pause)) = pause_configured() {
+        if s == step && e == epoch {
+            eprintln!("riffle: RIFFLE_PAUSE_AT: pausing {pause:?} {step} of epoch {epoch}");
+            tokio::time::sleep(pause).await;
+        }
+    }
+}

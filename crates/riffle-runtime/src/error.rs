@@ -25,6 +25,13 @@ pub enum RuntimeError {
     #[error("task `{task}` panicked: {message} (this is a bug in riffle; please report it)")]
     Panic { task: String, message: String },
 
+    /// A newer run (generation `current`) claimed this pipeline's state while this one
+    /// (generation `generation`) ran: this process must stop and never restart, since
+    /// a restart would claim a newer generation still and fence out the rightful run
+    /// (docs/engine.md, "Fencing").
+    #[error("fenced: this run is generation {generation} but generation {current} has started on the same state; this process stops (it does not restart)")]
+    Fenced { generation: u64, current: u64 },
+
     /// Checkpoint storage failed or holds nothing usable.
     #[error("checkpoint error: {0}")]
     Checkpoint(String),

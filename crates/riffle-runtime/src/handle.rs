@@ -31,13 +31,18 @@ impl BarrierInjector {
 /// checkpoints): [`JobHandle::wait`] aborts every task and returns the message.
 #[derive(Clone)]
 pub struct JobStopper {
-    pub(crate) sender: UnboundedSender<String>,
+    pub(crate) sender: UnboundedSender<RuntimeError>,
 }
 
 impl JobStopper {
-    /// Stops the job with `message` as its error.
+    /// Stops the job with `message` as its (checkpoint) error.
     pub fn fail(&self, message: String) {
-        let _ = self.sender.send(message);
+        let _ = self.sender.send(RuntimeError::Checkpoint(message));
+    }
+
+    /// Stops the job with `error`, typed as it is (a fenced run must not restart).
+    pub fn fail_with(&self, error: RuntimeError) {
+        let _ = self.sender.send(error);
     }
 }
 
@@ -52,8 +57,8 @@ pub struct JobHandle {
     /// the end of its input and waits for the end-of-input barrier.
     pub end_of_input: Option<UnboundedReceiver<()>>,
     pub(crate) tasks: JoinSet<(usize, TaskOutcome<TaskExit>)>,
-    pub(crate) stop_tx: UnboundedSender<String>,
-    pub(crate) stop_rx: UnboundedReceiver<String>,
+    pub(crate) stop_tx: UnboundedSender<RuntimeError>,
+    pub(crate) stop_rx: UnboundedReceiver<RuntimeError>,
     pub(crate) task_names: Vec<(OperatorId, usize)>,
     pub(crate) task_ids: HashMap<tokio::task::Id, usize>,
     pub(crate) started: Instant,
@@ -99,9 +104,9 @@ impl JobHandle {
         loop {
             let joined = tokio::select! {
                 joined = self.tasks.join_next_with_id() => joined,
-                Some(message) = self.stop_rx.recv() => {
+                Some(error) = self.stop_rx.recv() => {
                     self.tasks.abort_all();
-                    return Err(RuntimeError::Checkpoint(message));
+                    return Err(error);
                 }
             };
             let Some(joined) = joined else { break };

@@ -7,7 +7,7 @@ use crate::graph::{JobGraph, NodeKind};
 pub use crate::handle::{BarrierInjector, JobHandle, JobStopper};
 use crate::metrics::{JobMetrics, OperatorTotals};
 use crate::plan::PhysicalPlan;
-use crate::restore::{RestoredJob, StateOwner};
+use crate::restore::{RestoredJob, RestoredWatermark, StateOwner};
 use crate::source_task::SourceTask;
 use crate::task::{run_channel_task, ChainOrCancel, InputChannel};
 use riffle_core::{
@@ -31,6 +31,8 @@ pub struct JobConfig {
     /// [`EndOfInput`](riffle_core::BarrierKind::EndOfInput) checkpoint that commits the
     /// rest. Set by [`start_with_checkpoints`].
     pub exactly_once: bool,
+    /// The run's generation, handed to sinks. Set by [`start_with_checkpoints`].
+    pub generation: u64,
     /// Savepoint requests the checkpoint coordinator serves (control endpoint, signals).
     pub savepoints: Option<crate::savepoint::SavepointRequests>,
 }
@@ -41,6 +43,7 @@ impl Default for JobConfig {
             channel_capacity: 16,
             restore: None,
             exactly_once: false,
+            generation: 0,
             savepoints: None,
         }
     }
@@ -136,11 +139,26 @@ fn restored_watermark(
     subtask: usize,
 ) -> Option<EventTime> {
     let restore = config.restore.as_ref()?;
-    chain
-        .nodes
-        .iter()
-        .filter_map(|id| restore.watermark_for(&nodes[id.0].id, subtask, chain.parallelism))
-        .min()
+    lowest_restored(
+        chain
+            .nodes
+            .iter()
+            .map(|id| restore.watermark_for(&nodes[id.0].id, subtask, chain.parallelism)),
+    )
+}
+
+/// The lowest of a chain's restored watermarks: an unknown one is lower than any, and
+/// nodes the checkpoint does not hold do not count.
+fn lowest_restored(watermarks: impl Iterator<Item = RestoredWatermark>) -> Option<EventTime> {
+    let mut lowest = None;
+    for w in watermarks {
+        match w {
+            RestoredWatermark::NotHeld => {}
+            RestoredWatermark::Unknown => return None,
+            RestoredWatermark::At(t) => lowest = Some(lowest.map_or(t, |l: EventTime| l.min(t))),
+        }
+    }
+    lowest
 }
 
 /// Wraps a factory's error with the node and subtask it was building.
@@ -286,6 +304,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                             subtask,
                             parallelism: chain.parallelism,
                             exactly_once: config.exactly_once,
+                            generation: config.generation,
                         };
                         let created = factory
                             .create(&node.schema, &ctx)
@@ -407,6 +426,7 @@ pub fn start_with_checkpoints(
 ) -> RuntimeResult<(JobHandle, tokio::task::JoinHandle<crate::CheckpointReport>)> {
     let config = JobConfig {
         exactly_once: true,
+        generation: checkpoints.generation,
         ..config.clone()
     };
     let mut handle = start(graph, &config, true)?;
@@ -486,4 +506,20 @@ fn spawn_coordinator(
             ..Default::default()
         })
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_resumes_at_its_lowest_restored_watermark_and_unknown_is_lowest() {
+        use RestoredWatermark::{At, NotHeld, Unknown};
+        assert_eq!(
+            lowest_restored([At(7), NotHeld, At(3)].into_iter()),
+            Some(3)
+        );
+        assert_eq!(lowest_restored([At(7), Unknown, At(3)].into_iter()), None);
+        assert_eq!(lowest_restored([NotHeld].into_iter()), None);
+    }
 }

@@ -46,7 +46,7 @@ pub use graph::{JobGraph, NodeId, WatermarkStrategy};
 pub use job::{JobConfig, JobStopper, JobSummary, SnapshotAck};
 pub use metrics::JobMetrics;
 pub use plan::PhysicalPlan;
-pub use restore::RestoredJob;
+pub use restore::{RestoredJob, RestoredWatermark};
 pub use savepoint::{savepoint_channel, SavepointDone, SavepointRequest, SavepointSender};
 pub use supervisor::{
     run_checkpointed, CheckpointedOutcome, CheckpointedRun, RestartStrategy, RunObserver,

@@ -6,8 +6,10 @@ use crate::graph::JobGraph;
 use crate::plan_check::PlanCheck;
 use crate::restore::RestoredJob;
 use riffle_core::Epoch;
+use riffle_core::{StagedOutput, Unpublished};
 use riffle_state::recovery::{
-    kept_in_epoch, plan_recovery, referenced_files, EpochFinding, RecoveryPlan,
+    decide_prepared, kept_in_epoch, plan_recovery, referenced_files, same_listing, EpochFinding,
+    PreparedEpoch, RecoveryPlan,
 };
 use riffle_state::{CheckpointStore, Manifest, ManifestStatus, StateError};
 
@@ -38,6 +40,9 @@ pub struct Recovered {
     /// For a run started from a named savepoint or checkpoint: which, and what happens
     /// to each operator's state.
     pub restored_from: Option<(String, PlanCheck)>,
+    /// Output of skipped damaged epochs taken back before the replay: epoch, sink, how
+    /// many files or rows.
+    pub unpublished: Vec<(Epoch, String, usize)>,
 }
 
 /// State a run starts from because the user named it (`--from-savepoint`,
@@ -95,6 +100,21 @@ fn state_error(e: StateError) -> RuntimeError {
     RuntimeError::Checkpoint(e.to_string())
 }
 
+/// A failed generation check: [`RuntimeError::Fenced`] when a newer run claimed the state.
+pub(crate) fn fenced_or_state(e: StateError) -> RuntimeError {
+    match e {
+        StateError::StaleGeneration {
+            generation,
+            current,
+            ..
+        } => RuntimeError::Fenced {
+            generation,
+            current,
+        },
+        e => state_error(e),
+    }
+}
+
 /// Prepares a run of `graph` on `store`: takes a new generation (fencing out older
 /// processes), finds the newest usable checkpoint (unless `start_empty`), loads it, rolls
 /// a PREPARED checkpoint's sink commits forward, discards sink output staged by
@@ -109,10 +129,70 @@ pub async fn recover(
     store: &CheckpointStore,
     graph: &JobGraph,
     start_empty: bool,
+    accept_replayed_output: bool,
 ) -> RuntimeResult<Recovered> {
-    // Manifests only: state files are verified once, by loading the chosen epoch.
-    let mut findings = store.findings(false).await.map_err(state_error)?;
-    let generation = next_generation(store, &findings).await;
+    // Choose from a listing, claim a generation, list again: a zombie that prepares an
+    // epoch after the claim sees the claim and publishes nothing, and one that prepared
+    // before it is in the second listing. While the two listings differ, choose again.
+    // A start refused while choosing claims nothing, so it fences no running process.
+    let mut listing = store.findings(false).await.map_err(state_error)?;
+    let mut claimed: Option<u64> = None;
+    for _ in 0..8 {
+        let choice = choose(store, graph, start_empty, listing.clone()).await?;
+        let generation = match claimed {
+            Some(g) => g,
+            None => {
+                let g = claim(store, &listing).await?;
+                claimed = Some(g);
+                g
+            }
+        };
+        let relisted = store.findings(false).await.map_err(state_error)?;
+        if !same_listing(&listing, &relisted) {
+            listing = relisted;
+            continue;
+        }
+        let (plan, manifest, restored, findings, replayed) = choice;
+        return finish(
+            store,
+            graph,
+            Chosen {
+                plan,
+                manifest,
+                restored,
+                findings,
+                generation,
+                start_empty,
+                restored_from: None,
+                replayed,
+                accept_replayed_output,
+            },
+        )
+        .await;
+    }
+    Err(RuntimeError::Checkpoint(
+        "the pipeline's checkpoints kept changing while this run recovered: another process is writing them; stop it first".into(),
+    ))
+}
+
+/// What [`choose`] decided: the plan, the chosen manifest and its loaded state, the
+/// findings as amended (damaged and replayed epochs marked), and the replayed epochs.
+type Choice = (
+    RecoveryPlan,
+    Option<Manifest>,
+    Option<Arc<RestoredJob>>,
+    Vec<(Epoch, EpochFinding)>,
+    Vec<(Epoch, String)>,
+);
+
+/// Picks the checkpoint to resume from, reading only: the newest usable one, skipping
+/// damaged ones and PREPARED epochs a sink cannot finish.
+async fn choose(
+    store: &CheckpointStore,
+    graph: &JobGraph,
+    start_empty: bool,
+    mut findings: Vec<(Epoch, EpochFinding)>,
+) -> RuntimeResult<Choice> {
     let mut replayed = Vec::new();
     let (plan, manifest, restored) = loop {
         let mut plan = plan_recovery(&findings);
@@ -174,35 +254,24 @@ pub async fn recover(
             reasons.join("; ")
         )));
     }
-    finish(
-        store,
-        graph,
-        Chosen {
-            plan,
-            manifest,
-            restored,
-            findings,
-            generation,
-            start_empty,
-            restored_from: None,
-            replayed,
-        },
-    )
-    .await
+    Ok((plan, manifest, restored, findings, replayed))
 }
 
-/// One past the newest generation recorded anywhere.
-async fn next_generation(store: &CheckpointStore, findings: &[(Epoch, EpochFinding)]) -> u64 {
-    findings
+/// Claims this run's generation: past every claim and every generation a manifest
+/// records (state roots written before claims existed).
+async fn claim(store: &CheckpointStore, findings: &[(Epoch, EpochFinding)]) -> RuntimeResult<u64> {
+    let recorded = findings
         .iter()
         .filter_map(|(_, f)| match f {
             EpochFinding::Valid(m) => Some(m.generation),
             _ => None,
         })
-        .chain(store.read_generation().await.ok().flatten())
         .max()
-        .unwrap_or(0)
-        + 1
+        .unwrap_or(0);
+    store
+        .claim_generation(recorded + 1)
+        .await
+        .map_err(state_error)
 }
 
 /// What recovery chose, before it changes storage.
@@ -215,32 +284,51 @@ struct Chosen {
     start_empty: bool,
     restored_from: Option<(String, PlanCheck)>,
     replayed: Vec<(Epoch, String)>,
+    /// The user accepts that output of skipped damaged epochs which a sink cannot
+    /// take back is written again by the replay.
+    accept_replayed_output: bool,
 }
 
-/// Why a PREPARED `manifest` cannot be rolled forward, if a sink says so.
+/// Why a PREPARED `manifest` cannot be rolled forward, if a sink says it lost output
+/// (then it is replayed); an error when the epoch is partly published and partly lost.
 fn unfinishable(graph: &JobGraph, manifest: &Manifest) -> RuntimeResult<Option<String>> {
     let sinks = graph.sinks();
+    let mut outputs = Vec::new();
+    let mut lost = Vec::new();
+    let mut published = Vec::new();
     for c in &manifest.sink_committables {
         let Some(sink) = sinks.get(&c.sink) else {
             continue; // reported when rolling forward
         };
-        if sink.commit_outlives_process() {
-            continue;
-        }
-        let finishable = sink.can_roll_forward(c).map_err(|e| {
+        let output = sink.staged_output(c).map_err(|e| {
             RuntimeError::Checkpoint(format!(
-                "epoch {} is PREPARED; asking sink `{}` whether subtask {} committed it: {e}",
+                "epoch {} is PREPARED; asking sink `{}` where subtask {}'s output stands: {e}",
                 manifest.epoch, c.sink, c.subtask
             ))
         })?;
-        if !finishable {
-            return Ok(Some(format!(
-                "sink `{}` had not committed epoch {} when the process stopped, and its transaction cannot be resumed by another process; the epoch is replayed from the checkpoint before it",
-                c.sink, c.epoch
-            )));
+        let place = format!("sink `{}` subtask {}", c.sink, c.subtask);
+        match output {
+            StagedOutput::Lost => lost.push(place),
+            StagedOutput::Published => published.push(place),
+            StagedOutput::Staged => {}
         }
+        outputs.push(output);
     }
-    Ok(None)
+    match decide_prepared(&outputs) {
+        PreparedEpoch::RollForward => Ok(None),
+        PreparedEpoch::Replay => Ok(Some(format!(
+            "the output of {} for epoch {} is gone without having been published (a transaction that died with its process, or staged files that were removed), and nothing of the epoch is visible; the epoch is replayed from the checkpoint before it",
+            lost.join(", "),
+            manifest.epoch
+        ))),
+        PreparedEpoch::Refuse => Err(RuntimeError::Checkpoint(format!(
+            "epoch {} is PREPARED and partly published ({}) but the output of {} is lost: neither rolling it forward nor replaying it would be exact; restore the lost output, or start from an older checkpoint with --from-checkpoint and remove what epoch {} published",
+            manifest.epoch,
+            published.join(", "),
+            lost.join(", "),
+            manifest.epoch
+        ))),
+    }
 }
 
 /// Prepares a run of `graph` from a named savepoint or checkpoint: copies it into this
@@ -271,7 +359,10 @@ pub async fn recover_from(
             message: format!("{} does not fit this pipeline: {refusal}", named.what),
         });
     }
-    // Checked first: a refused restore copies nothing into this state root.
+    // Checked first: a refused restore copies nothing into this state root and claims
+    // no generation. From here on storage changes: fence out older processes first.
+    let before = store.findings(false).await.map_err(state_error)?;
+    let generation = claim(store, &before).await?;
     let (mut manifest, what) = install_named(store, named).await?;
     let dropped: Vec<String> = check.dropped().iter().map(|d| d.to_string()).collect();
     manifest
@@ -281,11 +372,6 @@ pub async fn recover_from(
         .await
         .map_err(|e| RuntimeError::Checkpoint(format!("{what} cannot be restored: {e}")))?;
     let findings = store.findings(false).await.map_err(state_error)?;
-    let generation = next_generation(store, &findings).await;
-    store
-        .write_generation(generation)
-        .await
-        .map_err(state_error)?;
     // Register the named state as this pipeline's newest committed epoch: past every
     // epoch here and past the state's own, so epochs keep rising along the job's life
     // (sinks name committed output by epoch; a lower one would overwrite it).
@@ -328,6 +414,7 @@ pub async fn recover_from(
             start_empty: false,
             restored_from: Some((what, check)),
             replayed: Vec::new(),
+            accept_replayed_output: false,
         },
     )
     .await?;
@@ -445,13 +532,42 @@ async fn finish(
         start_empty,
         restored_from,
         replayed,
+        accept_replayed_output,
     } = chosen;
-    // From here on storage changes: first fence out any older process still running.
+    // The generation was claimed before the listing this plan comes from. Storage
+    // changes from here on: a newer run that claimed meanwhile owns it.
     store
-        .write_generation(generation)
+        .check_generation(generation, Epoch(0))
         .await
-        .map_err(state_error)?;
+        .map_err(fenced_or_state)?;
     let sinks = graph.sinks();
+    // Damaged epochs newer than the one restored published output that the replay
+    // writes again: take it back where the sink can, else refuse (or, when the user
+    // accepts it, say what will appear twice).
+    let mut unpublished = Vec::new();
+    if manifest.is_some() {
+        let mut cannot = Vec::new();
+        for (epoch, _) in &plan.skipped {
+            for (id, sink) in &sinks {
+                match sink.unpublish(*epoch).map_err(|e| {
+                    RuntimeError::Checkpoint(format!(
+                        "taking back what skipped epoch {epoch} published to sink `{id}`: {e}"
+                    ))
+                })? {
+                    Unpublished::Removed(0) => {}
+                    Unpublished::Removed(n) => unpublished.push((*epoch, id.clone(), n)),
+                    Unpublished::Cannot(why) => cannot.push(format!("epoch {epoch}: {why}")),
+                }
+            }
+        }
+        if !cannot.is_empty() && !accept_replayed_output {
+            return Err(RuntimeError::Checkpoint(format!(
+                "the newest checkpoint(s) are damaged, and resuming from epoch {} would write again what they published, which cannot be taken back ({}); repair the damaged checkpoint, or run with --accept-replayed-output to accept those rows twice",
+                plan.restore.map_or(0, |e| e.0),
+                cannot.join("; ")
+            )));
+        }
+    }
     let mut recommitted = 0;
     if let Some(m) = manifest.as_ref().filter(|_| plan.roll_forward) {
         for c in &m.sink_committables {
@@ -473,7 +589,7 @@ async fn finish(
     }
     let mut aborted = 0;
     for (id, sink) in &sinks {
-        aborted += sink.abort_staged().map_err(|e| {
+        aborted += sink.abort_staged(generation).map_err(|e| {
             RuntimeError::Checkpoint(format!("discarding uncommitted output of sink `{id}`: {e}"))
         })?;
     }
@@ -536,5 +652,6 @@ async fn finish(
         aborted,
         replayed,
         restored_from,
+        unpublished,
     })
 }

@@ -22,6 +22,18 @@ pub enum StateOwner {
     },
 }
 
+/// Where a restored subtask's event time resumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoredWatermark {
+    /// The checkpoint holds nothing of the operator.
+    NotHeld,
+    /// Held, but (some of) the old subtasks whose data this one takes over had no
+    /// watermark yet.
+    Unknown,
+    /// Held, at this watermark.
+    At(EventTime),
+}
+
 /// One operator's state as checkpointed.
 #[derive(Debug, Clone)]
 pub struct RestoredOperator {
@@ -87,19 +99,32 @@ impl RestoredJob {
         })
     }
 
-    /// The watermark subtask `subtask` of `parallelism` resumes at: its own at the same
-    /// parallelism, else the smallest of the old subtasks' (a safe lower bound).
+    /// The watermark subtask `subtask` of `parallelism` resumes at, when the checkpoint
+    /// holds `operator`: its own at the same parallelism, else the smallest of the old
+    /// subtasks' (a safe lower bound). `Unknown` — no watermark yet — is the lowest of
+    /// all: an old subtask that had none may have data still to come from the very
+    /// start of event time, and a restored subtask never starts ahead of it.
     pub fn watermark_for(
         &self,
         operator: &OperatorId,
         subtask: usize,
         parallelism: usize,
-    ) -> Option<EventTime> {
-        let restored = self.operators.get(operator)?;
-        if restored.parallelism == parallelism {
-            restored.watermarks.get(&subtask).copied()
+    ) -> RestoredWatermark {
+        let Some(restored) = self.operators.get(operator) else {
+            return RestoredWatermark::NotHeld;
+        };
+        let known = |s: &usize| restored.watermarks.get(s).copied();
+        let lowest = if restored.parallelism == parallelism {
+            known(&subtask)
         } else {
-            restored.watermarks.values().min().copied()
+            (0..restored.parallelism)
+                .map(|s| known(&s))
+                .min_by_key(|w| w.unwrap_or(EventTime::MIN))
+                .flatten()
+        };
+        match lowest {
+            Some(w) => RestoredWatermark::At(w),
+            None => RestoredWatermark::Unknown,
         }
     }
 
@@ -174,5 +199,40 @@ impl RestoredJob {
             }
         }
         Ok(Some(OperatorState { batches }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source checkpointed at parallelism 2 whose subtask 1 had no watermark yet.
+    fn one_subtask_without_watermark() -> RestoredJob {
+        let source = RestoredOperator {
+            parallelism: 2,
+            max_parallelism: 128,
+            subtasks: HashMap::new(),
+            watermarks: HashMap::from([(0, 5_000)]),
+        };
+        RestoredJob {
+            epoch: Epoch(3),
+            operators: HashMap::from([(OperatorId("kafka".into()), source)]),
+            counters: HashMap::new(),
+        }
+    }
+
+    #[test]
+    fn an_unknown_watermark_is_the_lowest_after_a_rescale() {
+        let job = one_subtask_without_watermark();
+        let id = OperatorId("kafka".into());
+        // At parallelism 1 the subtask takes over old subtask 1's partitions, which
+        // had delivered nothing: it must not start at old subtask 0's watermark.
+        assert_eq!(job.watermark_for(&id, 0, 1), RestoredWatermark::Unknown);
+        assert_eq!(job.watermark_for(&id, 2, 3), RestoredWatermark::Unknown);
+        // At the same parallelism each subtask resumes at its own.
+        assert_eq!(job.watermark_for(&id, 0, 2), RestoredWatermark::At(5_000));
+        assert_eq!(job.watermark_for(&id, 1, 2), RestoredWatermark::Unknown);
+        let other = OperatorId("new".into());
+        assert_eq!(job.watermark_for(&other, 0, 1), RestoredWatermark::NotHeld);
     }
 }

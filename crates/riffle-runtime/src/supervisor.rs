@@ -62,8 +62,11 @@ impl RestartStrategy {
 fn restartable(error: &RuntimeError) -> bool {
     match error {
         RuntimeError::Task { .. } | RuntimeError::Panic { .. } => true,
-        RuntimeError::Checkpoint(message) => !message.starts_with("fenced"),
-        RuntimeError::Graph(_) | RuntimeError::Restore { .. } | RuntimeError::Core(_) => false,
+        RuntimeError::Checkpoint(_) => true,
+        RuntimeError::Fenced { .. }
+        | RuntimeError::Graph(_)
+        | RuntimeError::Restore { .. }
+        | RuntimeError::Core(_) => false,
     }
 }
 
@@ -91,6 +94,9 @@ pub struct CheckpointedRun {
     pub restart: RestartStrategy,
     /// Start the first attempt from empty state (existing checkpoints are kept).
     pub start_empty: bool,
+    /// Resume past damaged checkpoints even when a sink cannot take back what they
+    /// published (those rows are then written twice).
+    pub accept_replayed_output: bool,
     /// Checkpoint event listeners.
     pub listeners: Vec<Arc<dyn CheckpointListener>>,
     /// Start the first attempt from a named savepoint or checkpoint (later attempts
@@ -129,12 +135,22 @@ pub async fn run_checkpointed(
     let mut restarts = 0;
     let mut start_empty = run.start_empty;
     let mut restore_from = run.restore_from.clone();
+    let mut generation: Option<u64> = None;
     loop {
+        // A restart claims a newer generation: only a process that still owns the
+        // newest one may, or it would fence out the run that took over from it.
+        if let Some(g) = generation {
+            store
+                .check_generation(g, riffle_core::Epoch(0))
+                .await
+                .map_err(crate::recovery::fenced_or_state)?;
+        }
         let recovered = match restore_from.take() {
             Some(explicit) => recover_from(store, graph, &explicit).await?,
-            None => recover(store, graph, start_empty).await?,
+            None => recover(store, graph, start_empty, run.accept_replayed_output).await?,
         };
         start_empty = false;
+        generation = Some(recovered.generation);
         observer.recovered(&recovered);
         let config = JobConfig {
             restore: recovered.restored.clone(),
@@ -217,6 +233,19 @@ async fn back_off(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fenced_run_is_never_restarted() {
+        let fenced = RuntimeError::Fenced {
+            generation: 1,
+            current: 2,
+        };
+        assert!(!restartable(&fenced));
+        // Whatever a checkpoint error's text says, it is not taken for fencing.
+        assert!(restartable(&RuntimeError::Checkpoint(
+            "fenced by nothing at all".into()
+        )));
+    }
 
     #[test]
     fn fixed_delay_counts_attempts() {

@@ -48,16 +48,19 @@ impl Layout {
         ))
     }
 
-    /// `checkpoints/epoch=000042/{operator}/{subtask:03}-{part}.parquet`.
+    /// `checkpoints/epoch=000042/{operator}/{subtask:03}-g{generation}-{part}.parquet`:
+    /// the generation is in the name so that a late write of an older process can never
+    /// replace a file a newer one wrote for the same epoch.
     pub fn state_file(
         &self,
         epoch: Epoch,
+        generation: u64,
         operator: &str,
         subtask: usize,
         part: usize,
     ) -> ObjectPath {
         ObjectPath::from(format!(
-            "{}/checkpoints/{}/{operator}/{subtask:03}-{part}.parquet",
+            "{}/checkpoints/{}/{operator}/{subtask:03}-g{generation}-{part}.parquet",
             self.base,
             epoch_dir_name(epoch)
         ))
@@ -68,9 +71,24 @@ impl Layout {
         ObjectPath::from(format!("{}/_latest.json", self.base))
     }
 
-    /// `_generation.json`: the newest run's generation (fencing).
-    pub fn generation(&self) -> ObjectPath {
+    /// `_generation.json`: the newest run's generation as older versions recorded it
+    /// (read for fencing, never written).
+    pub fn legacy_generation(&self) -> ObjectPath {
         ObjectPath::from(format!("{}/_generation.json", self.base))
+    }
+
+    /// `_generations/`: one claim per run, created with a conditional create (fencing;
+    /// docs/engine.md, "Fencing").
+    pub fn generation_claims(&self) -> ObjectPath {
+        ObjectPath::from(format!("{}/_generations", self.base))
+    }
+
+    /// `_generations/gen=000007.json`: the claim of generation 7.
+    pub fn generation_claim(&self, generation: u64) -> ObjectPath {
+        ObjectPath::from(format!(
+            "{}/_generations/gen={generation:06}.json",
+            self.base
+        ))
     }
 
     /// `savepoints/`.
@@ -158,6 +176,14 @@ pub fn check_label(label: &str) -> Result<(), String> {
 /// `epoch=000042`.
 pub fn epoch_dir_name(epoch: Epoch) -> String {
     format!("epoch={:06}", epoch.0)
+}
+
+/// The generation of a `gen=000007.json` claim's file name.
+pub fn parse_generation_claim(name: &str) -> Option<u64> {
+    name.strip_prefix("gen=")?
+        .strip_suffix(".json")?
+        .parse()
+        .ok()
 }
 
 /// The epoch of an `epoch=000042` directory name.

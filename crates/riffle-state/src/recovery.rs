@@ -2,7 +2,7 @@
 //! whether a generation may commit. No storage calls here; the store gathers the facts.
 
 use crate::manifest::{Manifest, ManifestStatus};
-use riffle_core::Epoch;
+use riffle_core::{Epoch, StagedOutput};
 use std::collections::BTreeSet;
 
 /// What the store found for one epoch directory.
@@ -108,10 +108,48 @@ pub fn kept_in_epoch(keep: &std::collections::HashSet<String>, epoch: Epoch) -> 
     keep.iter().filter(|k| k.starts_with(&prefix)).count()
 }
 
-/// Whether a process of `generation` may commit, given the newest generation recorded in
-/// any manifest: only the newest generation commits (zombies are fenced out).
-pub fn may_commit(generation: u64, newest_recorded: Option<u64>) -> bool {
-    newest_recorded.is_none_or(|newest| generation >= newest)
+/// What recovery does with the PREPARED epoch it would restore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreparedEpoch {
+    /// Every committable is published or staged: commit the staged ones.
+    RollForward,
+    /// Some output is lost and none is published: nothing of the epoch is visible, so
+    /// it is replayed from the checkpoint before it (its staged rest is discarded).
+    Replay,
+    /// Some output is lost and some is published: neither rolling forward nor replaying
+    /// is exact, so recovery refuses to start.
+    Refuse,
+}
+
+/// Decides [`PreparedEpoch`] from where each of the epoch's committables stands.
+pub fn decide_prepared(outputs: &[StagedOutput]) -> PreparedEpoch {
+    let lost = outputs.contains(&StagedOutput::Lost);
+    let published = outputs.contains(&StagedOutput::Published);
+    match (lost, published) {
+        (false, _) => PreparedEpoch::RollForward,
+        (true, false) => PreparedEpoch::Replay,
+        (true, true) => PreparedEpoch::Refuse,
+    }
+}
+
+/// Whether two listings of a pipeline's epochs show the same checkpoints (epoch, what
+/// the manifest is, its status and generation). Recovery lists once before it claims a
+/// generation and once after: only when both agree does the plan made from the first
+/// stand (docs/engine.md, "Fencing").
+pub fn same_listing(a: &[(Epoch, EpochFinding)], b: &[(Epoch, EpochFinding)]) -> bool {
+    fn key(
+        findings: &[(Epoch, EpochFinding)],
+    ) -> Vec<(Epoch, Option<(ManifestStatus, u64)>, bool)> {
+        findings
+            .iter()
+            .map(|(e, f)| match f {
+                EpochFinding::Valid(m) => (*e, Some((m.status, m.generation)), true),
+                EpochFinding::Damaged(_) => (*e, None, true),
+                EpochFinding::Partial => (*e, None, false),
+            })
+            .collect()
+    }
+    key(a) == key(b)
 }
 
 #[cfg(test)]
@@ -253,10 +291,33 @@ mod tests {
     }
 
     #[test]
-    fn stale_generation_cannot_commit() {
-        assert!(may_commit(3, Some(3)));
-        assert!(may_commit(4, Some(3)));
-        assert!(!may_commit(2, Some(3)));
-        assert!(may_commit(1, None));
+    fn a_prepared_epoch_with_lost_output_is_replayed_only_while_nothing_of_it_is_visible() {
+        use StagedOutput::{Lost, Published, Staged};
+        assert_eq!(decide_prepared(&[]), PreparedEpoch::RollForward);
+        assert_eq!(
+            decide_prepared(&[Staged, Published]),
+            PreparedEpoch::RollForward
+        );
+        // A Kafka transaction that died, or staged files that were deleted.
+        assert_eq!(decide_prepared(&[Lost, Staged]), PreparedEpoch::Replay);
+        // Replaying would publish the visible part again; rolling forward cannot
+        // publish the lost part.
+        assert_eq!(decide_prepared(&[Lost, Published]), PreparedEpoch::Refuse);
+    }
+
+    #[test]
+    fn a_listing_that_changed_after_the_claim_is_planned_again() {
+        let before = vec![(Epoch(1), manifest(1, ManifestStatus::Committed))];
+        assert!(same_listing(&before, &before.clone()));
+        // A zombie prepared epoch 2 between the two listings.
+        let mut after = before.clone();
+        after.push((Epoch(2), manifest(2, ManifestStatus::Prepared)));
+        assert!(!same_listing(&before, &after));
+        // Or committed epoch 1 that was PREPARED at the first listing.
+        let prepared = vec![(Epoch(1), manifest(1, ManifestStatus::Prepared))];
+        assert!(!same_listing(&prepared, &before));
+        // A partial epoch that gained its manifest.
+        let partial = vec![(Epoch(1), EpochFinding::Partial)];
+        assert!(!same_listing(&partial, &before));
     }
 }

@@ -1,7 +1,7 @@
 //! Reading and writing one pipeline's checkpoints on an object store.
 
 use crate::error::{StateError, StateResult};
-use crate::layout::{parse_epoch_dir, Layout};
+use crate::layout::{parse_epoch_dir, parse_generation_claim, Layout};
 use crate::manifest::{FileEntry, Manifest, ManifestStatus};
 use crate::root::StateRoot;
 use crate::state_file;
@@ -180,6 +180,7 @@ impl CheckpointStore {
     pub async fn write_state(
         &self,
         epoch: Epoch,
+        generation: u64,
         operator: &str,
         subtask: usize,
         state: &OperatorState,
@@ -187,7 +188,9 @@ impl CheckpointStore {
         let mut entries = Vec::new();
         let mut paths = Vec::new();
         for (part, file) in state_file::encode(operator, state)?.into_iter().enumerate() {
-            let path = self.layout.state_file(epoch, operator, subtask, part);
+            let path = self
+                .layout
+                .state_file(epoch, generation, operator, subtask, part);
             let bytes = file.bytes.len() as u64;
             self.put_unsynced(&path, file.bytes, PutMode::Overwrite)
                 .await?;
@@ -266,39 +269,91 @@ impl CheckpointStore {
             .await
     }
 
-    /// Records that a run of `generation` started (`_generation.json`): runs of older
-    /// generations may no longer commit.
+    /// Claims a generation for a new run: the lowest one at least `at_least` and past
+    /// every existing claim, created with a conditional create, so that of two processes
+    /// starting at once exactly one wins each number (the other takes the next). Runs of
+    /// older generations may no longer commit (docs/engine.md, "Fencing").
     ///
     /// # Errors
-    /// Storage failures.
-    pub async fn write_generation(&self, generation: u64) -> StateResult<()> {
-        let bytes = Bytes::from(format!("{{\"generation\":{generation}}}"));
-        self.put(&self.layout.generation(), bytes, PutMode::Overwrite)
-            .await
+    /// Storage failures, or a store that keeps refusing (more than 64 lost races).
+    pub async fn claim_generation(&self, at_least: u64) -> StateResult<u64> {
+        let mut generation = self
+            .newest_generation()
+            .await?
+            .map_or(1, |g| g + 1)
+            .max(at_least);
+        for _ in 0..64 {
+            let path = self.layout.generation_claim(generation);
+            let record = Bytes::from(format!(
+                "{{\"generation\":{generation},\"pid\":{},\"claimed_at_ms\":{}}}",
+                std::process::id(),
+                now_ms()
+            ));
+            match self.put(&path, record, PutMode::Create).await {
+                Ok(()) => return Ok(generation),
+                Err(StateError::Storage {
+                    source: object_store::Error::AlreadyExists { .. },
+                    ..
+                }) => generation += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StateError::Storage {
+            path: self.layout.generation_claims().to_string(),
+            source: object_store::Error::Generic {
+                store: "riffle",
+                source: "lost the race for a generation 64 times in a row".into(),
+            },
+        })
     }
 
-    /// The newest generation that started, or `None` before any run recorded one.
+    /// The newest generation claimed (or recorded by an older version's
+    /// `_generation.json`), or `None` before any run claimed one.
     ///
     /// # Errors
-    /// Storage failures; a damaged file, named.
-    pub async fn read_generation(&self) -> StateResult<Option<u64>> {
+    /// Storage failures; a damaged legacy record, named.
+    pub async fn newest_generation(&self) -> StateResult<Option<u64>> {
+        let claims = self.layout.generation_claims();
+        let claimed = self
+            .list_under(&claims)
+            .await?
+            .iter()
+            .filter_map(|p| p.filename().and_then(parse_generation_claim))
+            .max();
+        Ok(claimed.max(self.read_legacy_generation().await?))
+    }
+
+    async fn read_legacy_generation(&self) -> StateResult<Option<u64>> {
         #[derive(Deserialize)]
         struct Generation {
             generation: u64,
         }
-        let path = self.layout.generation();
-        let got = match self.store().get(&path).await {
-            Ok(got) => got,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(storage(&path)(e)),
+        let path = self.layout.legacy_generation();
+        let Some(bytes) = self.get_optional(&path).await? else {
+            return Ok(None);
         };
-        let bytes = got.bytes().await.map_err(storage(&path))?;
         serde_json::from_slice::<Generation>(&bytes)
             .map(|g| Some(g.generation))
             .map_err(|e| StateError::Corrupt {
                 path: path.to_string(),
                 reason: format!("not a generation record: {e}"),
             })
+    }
+
+    /// Fails with [`StateError::StaleGeneration`] when a run newer than `generation`
+    /// has claimed the pipeline; called right before every irreversible step.
+    ///
+    /// # Errors
+    /// Fenced, or storage failures.
+    pub async fn check_generation(&self, generation: u64, epoch: Epoch) -> StateResult<()> {
+        match self.newest_generation().await? {
+            Some(current) if current > generation => Err(StateError::StaleGeneration {
+                generation,
+                current,
+                epoch,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Writes `_control.json` (where a running job serves its control endpoint).
@@ -538,6 +593,12 @@ impl CheckpointStore {
         }
         self.remove_local_dir(&dir)
     }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Fsyncs `files`, then each of their directories once.

@@ -53,7 +53,7 @@ fn state(rows: i64) -> OperatorState {
 async fn write_epoch(store: &CheckpointStore, epoch: u64) -> Manifest {
     let epoch = Epoch(epoch);
     let files = store
-        .write_state(epoch, "window", 0, &state(1000))
+        .write_state(epoch, 1, "window", 0, &state(1000))
         .await
         .unwrap();
     assert_eq!(files.len(), 2, "one file per state schema");
@@ -248,7 +248,7 @@ fn partial_epochs_are_listed_and_deleted_whole() {
             store.commit(&m).await.unwrap();
             // Epoch 4: state written, no manifest (crashed before the commit point).
             store
-                .write_state(Epoch(4), "window", 0, &state(10))
+                .write_state(Epoch(4), 1, "window", 0, &state(10))
                 .await
                 .unwrap();
             assert_eq!(store.list_epochs().await.unwrap(), vec![Epoch(3), Epoch(4)]);
@@ -297,7 +297,7 @@ fn an_unreachable_s3_server_is_a_clear_error() {
     .unwrap();
     let store = CheckpointStore::new(root, "p");
     let err = rt()
-        .block_on(store.write_state(Epoch(1), "window", 0, &state(10)))
+        .block_on(store.write_state(Epoch(1), 1, "window", 0, &state(10)))
         .unwrap_err()
         .to_string();
     assert!(

@@ -36,6 +36,11 @@ pub struct CheckpointArgs {
     /// Start from empty state even if checkpoints exist (they are kept).
     #[arg(long, conflicts_with_all = ["from_savepoint", "from_checkpoint"])]
     pub no_restore: bool,
+    /// When the newest checkpoints are damaged and a sink cannot take back what they
+    /// published (PostgreSQL, Kafka), resume from an older one anyway: those rows are
+    /// then written twice. Without it such a run is refused; files are taken back.
+    #[arg(long)]
+    pub accept_replayed_output: bool,
     /// Start from this savepoint instead of the newest checkpoint: a label in --state,
     /// or the URL of a savepoint directory elsewhere
     /// (`file:///root/{pipeline}/savepoints/{label}`, `s3://bucket/prefix/{pipeline}/savepoints/{label}`),
@@ -255,9 +260,9 @@ impl RunObserver for CliObserver {
         for (epoch, reason) in &recovered.plan.skipped {
             eprintln!("riffle: skipping damaged checkpoint epoch {epoch}: {reason}");
         }
-        if !recovered.plan.skipped.is_empty() && recovered.manifest.is_some() {
+        for (epoch, sink, n) in &recovered.unpublished {
             eprintln!(
-                "riffle: output committed by the skipped epochs may be written again by the replay"
+                "riffle: took back {n} file(s) that skipped epoch {epoch} published to `{sink}`; the replay writes them again"
             );
         }
         for (epoch, reason) in &recovered.replayed {
@@ -405,6 +410,7 @@ pub fn run(
         },
         restart: args.restart_strategy()?,
         start_empty: args.no_restore,
+        accept_replayed_output: args.accept_replayed_output,
         listeners: vec![status.clone(), live.clone()],
     };
     let mut observer = CliObserver {

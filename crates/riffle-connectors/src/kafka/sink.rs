@@ -26,7 +26,7 @@ use rdkafka::producer::Producer;
 use riffle_core::arrow::util::display::array_value_to_string;
 use riffle_core::{
     Committable, Epoch, Error, RecordBatch, Result, Sink, SinkContext, SinkFactory, SinkSummary,
-    StreamSchema,
+    StagedOutput, StreamSchema,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -180,18 +180,24 @@ impl SinkFactory for KafkaSinkFactory {
         }
     }
 
-    fn can_roll_forward(&self, committable: &Committable) -> Result<bool> {
+    fn staged_output(&self, committable: &Committable) -> Result<StagedOutput> {
         let transactions = self.transactions()?;
         if transactions.holds(committable.epoch)? {
-            return Ok(true);
+            return Ok(StagedOutput::Staged);
         }
-        Ok(transactions
+        let committed = transactions
             .ledger
             .committed()?
-            .is_some_and(|done| done >= committable.epoch))
+            .is_some_and(|done| done >= committable.epoch);
+        Ok(if committed {
+            StagedOutput::Published
+        } else {
+            StagedOutput::Lost
+        })
     }
 
-    fn abort_staged(&self) -> Result<usize> {
+    // A newer run's producers fence these ids themselves (`init_transactions`).
+    fn abort_staged(&self, _generation: u64) -> Result<usize> {
         if !self.exactly_once() {
             return Ok(0);
         }

@@ -291,7 +291,9 @@ impl SinkFactory for PostgresSinkFactory {
         })
     }
 
-    fn abort_staged(&self) -> Result<usize> {
+    // Every leftover transaction of this job's prefix: recovery checks right before
+    // this that no newer run has claimed the state (docs/engine.md, "Fencing").
+    fn abort_staged(&self, _generation: u64) -> Result<usize> {
         self.with_admin(|client, config| async move { roll_back_leftovers(client, config).await })
     }
 }

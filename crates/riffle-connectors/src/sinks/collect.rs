@@ -71,7 +71,8 @@ impl SinkFactory for CollectSinkFactory {
         Ok(())
     }
 
-    fn abort_staged(&self) -> Result<usize> {
+    // In memory: one process, one run at a time.
+    fn abort_staged(&self, _generation: u64) -> Result<usize> {
         let mut shared = self.lock();
         let n = shared.staged.len();
         shared.staged.clear();

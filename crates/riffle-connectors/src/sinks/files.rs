@@ -1,7 +1,8 @@
 //! A sink writing rolling JSONL, CSV or Parquet files into a directory.
 //!
-//! Each subtask writes `part-{subtask:03}-{sequence:05}.{ext}.inprogress`, so a reader of
-//! the directory never sees a half-written file under a final name. Without checkpoints
+//! Each subtask writes `part-{subtask:03}-g{generation}-{sequence:05}.{ext}.inprogress`,
+//! so a reader of the directory never sees a half-written file under a final name, and
+//! two runs (a zombie and its successor) never stage under one name. Without checkpoints
 //! a file is renamed to `part-{subtask:03}-{sequence:05}.{ext}` when it rolls or input
 //! ends. With checkpoints (exactly-once) files are only closed and fsynced at a barrier
 //! (pre-commit); the coordinator renames them to `part-{subtask:03}-e{epoch:06}-{k:03}.{ext}`
@@ -14,7 +15,7 @@ use riffle_core::arrow::json::LineDelimitedWriter;
 use riffle_core::parquet::arrow::ArrowWriter;
 use riffle_core::{
     Committable, Epoch, Error, RecordBatch, Result, Sink, SinkContext, SinkFactory, SinkSummary,
-    StreamSchema,
+    StagedOutput, StreamSchema, Unpublished,
 };
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -112,6 +113,7 @@ impl SinkFactory for FileSinkFactory {
             format: self.format,
             rolling: self.rolling,
             subtask: ctx.subtask,
+            generation: ctx.generation,
             exactly_once: ctx.exactly_once,
             sequence: 0,
             current: None,
@@ -156,7 +158,55 @@ impl SinkFactory for FileSinkFactory {
         sync_dir(&self.dir)
     }
 
-    fn abort_staged(&self) -> Result<usize> {
+    fn staged_output(&self, committable: &Committable) -> Result<StagedOutput> {
+        let staged: StagedFiles = serde_json::from_str(&committable.payload).map_err(|e| {
+            Error::config(
+                "sink committable",
+                format!(
+                    "epoch {} of sink `{}`: not a file list: {e}",
+                    committable.epoch, committable.sink
+                ),
+            )
+        })?;
+        let published = staged
+            .files
+            .iter()
+            .any(|f| self.dir.join(&f.target).exists());
+        let all_staged = staged
+            .files
+            .iter()
+            .all(|f| self.dir.join(&f.staged).exists());
+        Ok(match (published, all_staged) {
+            (true, _) => StagedOutput::Published,
+            (false, true) => StagedOutput::Staged,
+            (false, false) => StagedOutput::Lost,
+        })
+    }
+
+    fn unpublish(&self, epoch: Epoch) -> Result<Unpublished> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Unpublished::Removed(0))
+            }
+            Err(e) => return Err(Error::io(&self.dir, e)),
+        };
+        let mut removed = 0;
+        for entry in entries {
+            let path = entry.map_err(|e| Error::io(&self.dir, e))?.path();
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            if name.as_deref().and_then(published_epoch) == Some(epoch) {
+                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            sync_dir(&self.dir)?;
+        }
+        Ok(Unpublished::Removed(removed))
+    }
+
+    fn abort_staged(&self, generation: u64) -> Result<usize> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -165,7 +215,12 @@ impl SinkFactory for FileSinkFactory {
         let mut removed = 0;
         for entry in entries {
             let path = entry.map_err(|e| Error::io(&self.dir, e))?.path();
-            if path.extension().is_some_and(|x| x == STAGED_EXTENSION) {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            let older = name
+                .as_deref()
+                .and_then(staged_generation)
+                .is_none_or(|g| g < generation);
+            if path.extension().is_some_and(|x| x == STAGED_EXTENSION) && older {
                 std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
                 removed += 1;
             }
@@ -179,6 +234,27 @@ impl SinkFactory for FileSinkFactory {
 
 /// Extension of files not yet published.
 const STAGED_EXTENSION: &str = "inprogress";
+
+/// The epoch in a published file's name (`part-003-e000012-000.jsonl` → 12).
+fn published_epoch(name: &str) -> Option<Epoch> {
+    if name.ends_with(STAGED_EXTENSION) {
+        return None;
+    }
+    let mut parts = name.strip_prefix("part-")?.split('-');
+    parts.next()?; // subtask
+    let epoch = parts.next()?.strip_prefix('e')?;
+    let _k = parts.next()?;
+    epoch.parse().ok().map(Epoch)
+}
+
+/// The generation in a staged file's name (`part-000-g7-00001.jsonl.inprogress` → 7);
+/// `None` for names without one (written before generations were in names).
+fn staged_generation(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix("part-")?;
+    let (_, rest) = rest.split_once("-g")?;
+    let (generation, _) = rest.split_once('-')?;
+    generation.parse().ok()
+}
 
 /// The committable of one subtask's epoch: staged files and the names they commit to.
 #[derive(Debug, Serialize, Deserialize)]
@@ -248,6 +324,8 @@ struct FileSink {
     format: FileFormat,
     rolling: RollingPolicy,
     subtask: usize,
+    /// The run's generation, in the names of staged files.
+    generation: u64,
     /// Publish only through commit (checkpoints on).
     exactly_once: bool,
     sequence: u64,
@@ -260,8 +338,9 @@ struct FileSink {
 impl FileSink {
     fn open(&mut self, batch: &RecordBatch) -> Result<OpenFile> {
         let name = format!(
-            "part-{:03}-{:05}.{}",
+            "part-{:03}-g{}-{:05}.{}",
             self.subtask,
+            self.generation,
             self.sequence,
             self.format.extension()
         );
@@ -398,4 +477,36 @@ pub fn read_jsonl_lines(dir: &Path) -> Result<Vec<String>> {
         lines.extend(text.lines().map(str::to_string));
     }
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{published_epoch, staged_generation};
+    use riffle_core::Epoch;
+
+    #[test]
+    fn published_names_carry_their_epoch() {
+        assert_eq!(
+            published_epoch("part-003-e000012-000.jsonl"),
+            Some(Epoch(12))
+        );
+        assert_eq!(published_epoch("part-000-g7-00001.jsonl.inprogress"), None);
+        // Written without checkpoints: no epoch, never taken back.
+        assert_eq!(published_epoch("part-000-00001.jsonl"), None);
+    }
+
+    #[test]
+    fn staged_names_carry_their_generation() {
+        assert_eq!(
+            staged_generation("part-000-g7-00001.jsonl.inprogress"),
+            Some(7)
+        );
+        assert_eq!(
+            staged_generation("part-012-g123-00000.parquet.inprogress"),
+            Some(123)
+        );
+        // Names of older versions have none: any recovery may discard them.
+        assert_eq!(staged_generation("part-000-00001.jsonl.inprogress"), None);
+        assert_eq!(staged_generation("notes.txt"), None);
+    }
 }

@@ -42,7 +42,13 @@ impl CheckpointCoordinator {
             };
             let written = self
                 .store
-                .write_state(pending.epoch, &operator.0, ack.subtask, &fresh)
+                .write_state(
+                    pending.epoch,
+                    self.config.generation,
+                    &operator.0,
+                    ack.subtask,
+                    &fresh,
+                )
                 .await?;
             pending.bytes += written.iter().map(|f| f.bytes).sum::<u64>();
             if stable {
