@@ -10,6 +10,11 @@ pub const KEY_GROUP_FIELD: &str = "_key_group";
 /// snapshots). Readers of state (`riffle state query`) keep the last row per key.
 pub const ROW_KEY_METADATA: &str = "riffle.row_key";
 
+/// Schema metadata key of a state batch that holds an operator's own bookkeeping (the
+/// window aggregate's `fired_through`), not rows a user would query: restored like any
+/// state, left out of `riffle state query`.
+pub const INTERNAL_METADATA: &str = "riffle.internal";
+
 /// An operator subtask's state: typed batches whose first column is
 /// [`KEY_GROUP_FIELD`], so a restore at another parallelism can pick its key groups.
 #[derive(Debug, Default, Clone)]

@@ -266,14 +266,20 @@ impl WindowAggregate {
             return Ok(None);
         };
         let groups: Vec<u16> = (0..self.max_parallelism).collect();
-        let schema = Arc::new(Schema::new(vec![
-            Field::new(
-                riffle_core::state::KEY_GROUP_FIELD,
-                riffle_core::arrow::datatypes::DataType::UInt16,
-                false,
-            ),
-            Field::new(FIRED_THROUGH, timestamp_type(), false),
-        ]));
+        let schema = Arc::new(
+            Schema::new(vec![
+                Field::new(
+                    riffle_core::state::KEY_GROUP_FIELD,
+                    riffle_core::arrow::datatypes::DataType::UInt16,
+                    false,
+                ),
+                Field::new(FIRED_THROUGH, timestamp_type(), false),
+            ])
+            .with_metadata(std::collections::HashMap::from([(
+                riffle_core::state::INTERNAL_METADATA.to_string(),
+                FIRED_THROUGH.to_string(),
+            )])),
+        );
         let n = groups.len();
         Ok(Some(RecordBatch::try_new(
             schema,

@@ -162,10 +162,16 @@ pub fn decode(entry: &FileEntry, bytes: Bytes) -> StateResult<Vec<RecordBatch>> 
         path: entry.path.clone(),
         reason,
     };
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .and_then(|b| b.build())
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| corrupt(format!("not readable as Parquet: {e}")))?;
+    // The reader's batches drop the schema's metadata (`riffle.row_key`,
+    // `riffle.internal`); the file's Arrow schema has it.
+    let schema = builder.schema().clone();
+    let reader = builder
+        .build()
         .map_err(|e| corrupt(format!("not readable as Parquet: {e}")))?;
     let batches = reader
+        .map(|b| b.and_then(|b| b.with_schema(schema.clone())))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| corrupt(format!("not readable as Parquet: {e}")))?;
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
@@ -176,4 +182,39 @@ pub fn decode(entry: &FileEntry, bytes: Bytes) -> StateResult<Vec<RecordBatch>> 
         )));
     }
     Ok(batches)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use riffle_core::arrow::array::UInt16Array;
+    use riffle_core::arrow::datatypes::{DataType, Field};
+    use std::sync::Arc;
+
+    #[test]
+    fn schema_metadata_survives_a_state_file() {
+        let schema = Arc::new(
+            Schema::new(vec![Field::new("_key_group", DataType::UInt16, false)]).with_metadata(
+                std::collections::HashMap::from([("riffle.internal".into(), "x".into())]),
+            ),
+        );
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(UInt16Array::from(vec![1u16]))]).unwrap();
+        let state = OperatorState {
+            batches: vec![batch],
+        };
+        let file = encode("op", &state).unwrap().remove(0);
+        let entry = FileEntry {
+            path: "x".into(),
+            rows: file.rows,
+            bytes: file.bytes.len() as u64,
+            crc32c: file.crc32c,
+        };
+        let back = decode(&entry, file.bytes).unwrap();
+        assert!(
+            back[0].schema().metadata().contains_key("riffle.internal"),
+            "{:?}",
+            back[0].schema()
+        );
+    }
 }

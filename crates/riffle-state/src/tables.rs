@@ -13,6 +13,7 @@ use riffle_core::arrow::array::{ArrayRef, UInt32Array};
 use riffle_core::arrow::compute::{concat_batches, take_record_batch};
 use riffle_core::arrow::datatypes::{Schema, SchemaRef};
 use riffle_core::arrow::row::{RowConverter, SortField};
+use riffle_core::state::INTERNAL_METADATA;
 use riffle_core::RecordBatch;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -48,6 +49,9 @@ pub async fn load_state_tables(
         for sub in &op.subtasks {
             for file in &sub.files {
                 for batch in store.read_state(file).await? {
+                    if batch.schema().metadata().contains_key(INTERNAL_METADATA) {
+                        continue;
+                    }
                     let row_key = batch.schema().metadata().get(ROW_KEY_METADATA).cloned();
                     let plain = Arc::new(Schema::new(batch.schema().fields().clone()));
                     let batch =

@@ -301,7 +301,7 @@ fn an_unreachable_s3_server_is_a_clear_error() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("checkpoints/epoch=000001/window/000-0.parquet"),
+        err.contains("checkpoints/epoch=000001/window/000-g1-0.parquet"),
         "{err}"
     );
 }

@@ -337,13 +337,24 @@ struct FileSink {
 
 impl FileSink {
     fn open(&mut self, batch: &RecordBatch) -> Result<OpenFile> {
-        let name = format!(
-            "part-{:03}-g{}-{:05}.{}",
-            self.subtask,
-            self.generation,
-            self.sequence,
-            self.format.extension()
-        );
+        // Exactly-once staged names carry the run's generation (see the module doc);
+        // without checkpoints a file is published under its staged name.
+        let name = if self.exactly_once {
+            format!(
+                "part-{:03}-g{}-{:05}.{}",
+                self.subtask,
+                self.generation,
+                self.sequence,
+                self.format.extension()
+            )
+        } else {
+            format!(
+                "part-{:03}-{:05}.{}",
+                self.subtask,
+                self.sequence,
+                self.format.extension()
+            )
+        };
         self.sequence += 1;
         let target = self.dir.join(&name);
         let staged = self.dir.join(format!("{name}.{STAGED_EXTENSION}"));
