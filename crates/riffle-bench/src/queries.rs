@@ -99,6 +99,9 @@ pub struct QueryOptions {
     pub parallelism: usize,
     /// Watermark delay behind the largest event time seen (the reference SQL uses 4 s).
     pub watermark_delay: Duration,
+    /// Key groups: the most subtasks an operator can have (set before nodes are added,
+    /// which are checked against it).
+    pub max_parallelism: u16,
 }
 
 impl Default for QueryOptions {
@@ -107,6 +110,7 @@ impl Default for QueryOptions {
             nexmark: NexmarkConfig::default(),
             parallelism: 1,
             watermark_delay: Duration::from_secs(4),
+            max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
         }
     }
 }
@@ -190,8 +194,10 @@ pub fn build(
     opts: &QueryOptions,
     sink: Arc<dyn SinkFactory>,
 ) -> Result<JobGraph, BenchError> {
+    let mut graph = JobGraph::new(format!("nexmark-{query}"));
+    graph.max_parallelism = opts.max_parallelism;
     let mut b = Builder {
-        graph: JobGraph::new(format!("nexmark-{query}")),
+        graph,
         opts,
         generator: Arc::new(EventGenerator::new(opts.nexmark.clone())),
     };

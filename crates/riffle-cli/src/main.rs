@@ -41,6 +41,9 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if prints_reports(&cli.command) {
+        end_quietly_on_closed_pipe();
+    }
     let result = match cli.command {
         Command::Run(args) => commands::run::run(args),
         Command::Explain(args) => commands::run::explain(args),
@@ -61,6 +64,30 @@ fn main() -> std::process::ExitCode {
 
 /// The error and its causes, `outer: inner: …`, leaving out a cause whose text the
 /// message already holds (typed errors often print their source themselves).
+/// Commands that print a report and run no job: `riffle bench … | head` should stop
+/// when `head` does, not panic on the closed pipe.
+fn prints_reports(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Bench(_)
+            | Command::Explain(_)
+            | Command::Checkpoints(_)
+            | Command::Savepoint(_)
+            | Command::State(_)
+    )
+}
+
+/// Lets a write to a closed stdout end the process quietly, as it does `ls` or `cat`
+/// (Rust ignores SIGPIPE, so `println!` would panic instead). Sockets are unaffected:
+/// they are written with `MSG_NOSIGNAL`.
+fn end_quietly_on_closed_pipe() {
+    // SAFETY: called once at start, before any thread is spawned; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn error_chain(error: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in error.chain() {

@@ -102,6 +102,24 @@ fn mistakes_get_clear_errors() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&result.stderr).contains("use jsonl, csv or parquet"));
+    // --max-parallelism applies before the graph is checked against it.
+    let result = riffle()
+        .args(["nexmark", "--query", "q1", "--events", "2K"])
+        .args(["--parallelism", "130", "--max-parallelism", "256"])
+        .output()
+        .unwrap();
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let result = riffle()
+        .args(["nexmark", "--query", "q1", "--events", "2K"])
+        .args(["--parallelism", "300", "--max-parallelism", "256"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&result.stderr)
+        .contains("--parallelism 300 exceeds --max-parallelism 256"));
 }
 
 #[test]
@@ -205,4 +223,29 @@ fn a_killed_checkpointed_run_resumes_from_its_newest_checkpoint() {
         "{first_lines}"
     );
     assert!(history().contains("restored epoch "), "{}", history());
+}
+
+/// `riffle explain … | head -1` and the like: a reader that stops early ends the
+/// report quietly, as it would `ls`, instead of a panic with a backtrace.
+#[test]
+fn a_report_into_a_closed_pipe_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let q5 = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/nexmark/q5.sql");
+    for args in [vec!["explain", q5]] {
+        let mut child = riffle()
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader is gone before the first line
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            output.status.success() || output.status.signal() == Some(libc::SIGPIPE),
+            "{args:?}: {:?} {stderr}",
+            output.status
+        );
+    }
 }

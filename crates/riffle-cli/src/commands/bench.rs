@@ -388,5 +388,6 @@ fn query_options(args: &BenchArgs) -> QueryOptions {
         },
         parallelism: args.parallelism,
         watermark_delay: args.watermark_delay,
+        ..QueryOptions::default()
     }
 }

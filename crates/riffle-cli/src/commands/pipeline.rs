@@ -73,11 +73,9 @@ impl QueryArgs {
             },
             parallelism: self.parallelism,
             watermark_delay: self.watermark_delay,
+            max_parallelism: self.max_parallelism,
         };
-        let mut graph =
-            queries::build(query, &opts, sink).with_context(|| format!("building {query}"))?;
-        graph.max_parallelism = self.max_parallelism;
-        Ok(graph)
+        queries::build(query, &opts, sink).with_context(|| format!("building {query}"))
     }
 }
 
