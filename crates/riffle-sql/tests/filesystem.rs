@@ -120,8 +120,8 @@ fn operators_keyed_by_nothing_give_the_same_rows_at_every_parallelism() {
              CREATE TABLE constants WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
              INSERT INTO counts SELECT n, w['start'] AS window_start FROM (
                SELECT count(*) AS n, tumble(INTERVAL '10' SECOND) AS w FROM bid GROUP BY w);
-             INSERT INTO tops SELECT top, w['start'] AS window_start FROM (
-               SELECT max(price) AS top, tumble(INTERVAL '5' SECOND) AS w FROM bid GROUP BY w);
+             INSERT INTO tops SELECT highest, w['start'] AS window_start FROM (
+               SELECT max(price) AS highest, tumble(INTERVAL '5' SECOND) AS w FROM bid GROUP BY w);
              INSERT INTO constants SELECT DISTINCT 'bid' AS kind FROM bid;",
             counts.display(),
             tops.display(),
