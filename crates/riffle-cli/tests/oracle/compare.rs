@@ -1,0 +1,131 @@
+//! Reading both answers as rows and comparing them as multisets.
+
+use crate::grammar::{OutputKind, Query};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// One row as canonical JSON text (an array of the output columns' values).
+pub type Row = String;
+
+/// The committed output of riffle's file sink: the rows of every published file (staged
+/// `.inprogress` files are not output). An upsert changelog is reduced to the newest
+/// row per key, in commit order (epoch, then file).
+pub fn riffle_rows(out: &Path, query: &Query) -> Vec<Row> {
+    let mut files: Vec<((u64, String), std::path::PathBuf)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(out) {
+        for entry in entries {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".jsonl") {
+                continue;
+            }
+            // part-{subtask}-e{epoch}-{k}.jsonl
+            let epoch = name
+                .split('-')
+                .find_map(|p| p.strip_prefix('e').and_then(|e| e.parse().ok()))
+                .unwrap_or(0);
+            files.push(((epoch, name), path));
+        }
+    }
+    files.sort();
+    let mut rows = Vec::new();
+    let mut newest: BTreeMap<Row, Row> = BTreeMap::new();
+    for (_, path) in files {
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let value: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {line}", path.display()));
+            let row: Vec<serde_json::Value> = query
+                .columns()
+                .iter()
+                .map(|c| value.get(*c).cloned().unwrap_or(serde_json::Value::Null))
+                .collect();
+            match query.output_kind() {
+                OutputKind::Append => rows.push(serde_json::Value::Array(row).to_string()),
+                OutputKind::Upsert => {
+                    newest.insert(
+                        row[0].to_string(),
+                        serde_json::Value::Array(row).to_string(),
+                    );
+                }
+            }
+        }
+    }
+    if query.output_kind() == OutputKind::Upsert {
+        rows = newest.into_values().collect();
+    }
+    rows.sort();
+    rows
+}
+
+/// DuckDB's answer to `query` over the files under `input`.
+pub fn duckdb_rows(input: &Path, query: &Query, scratch: &Path) -> Vec<Row> {
+    let python = std::env::var("RIFFLE_DUCKDB_PYTHON").expect(
+        "RIFFLE_DUCKDB_PYTHON names a Python with the duckdb package; scripts/test installs it",
+    );
+    let query_file = scratch.join("duckdb.sql");
+    std::fs::write(&query_file, query.duckdb_sql()).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/duckdb_answer.py");
+    let output = Command::new(python)
+        .arg(script)
+        .arg(input)
+        .arg(&query_file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "DuckDB failed on\n{}\n{}",
+        query.duckdb_sql(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut rows: Vec<Row> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// What differs between riffle's rows and DuckDB's, or `None` when they are the same
+/// multiset.
+pub fn difference(riffle: &[Row], duckdb: &[Row]) -> Option<String> {
+    if riffle == duckdb {
+        return None;
+    }
+    fn count(rows: &[Row]) -> BTreeMap<&str, i64> {
+        let mut m: BTreeMap<&str, i64> = BTreeMap::new();
+        for r in rows {
+            *m.entry(r.as_str()).or_default() += 1;
+        }
+        m
+    }
+    let (a, b) = (count(riffle), count(duckdb));
+    let mut missing = Vec::new();
+    let mut extra = Vec::new();
+    for (row, n) in &b {
+        let have = a.get(row).copied().unwrap_or(0);
+        if have < *n {
+            missing.push(format!("{row} ×{}", n - have));
+        }
+    }
+    for (row, n) in &a {
+        let want = b.get(row).copied().unwrap_or(0);
+        if *n > want {
+            extra.push(format!("{row} ×{}", n - want));
+        }
+    }
+    let show = |v: &[String]| v.iter().take(5).cloned().collect::<Vec<_>>().join("; ");
+    Some(format!(
+        "riffle {} rows, DuckDB {} rows; {} missing from riffle (e.g. {}), {} extra in riffle (lost or duplicated: e.g. {})",
+        riffle.len(),
+        duckdb.len(),
+        missing.len(),
+        show(&missing),
+        extra.len(),
+        show(&extra)
+    ))
+}

@@ -1,0 +1,230 @@
+//! A small grammar of pipelines, each written twice from one description: as riffle SQL
+//! (streaming: watermarks, `tumble`/`hop`/`session`, a file sink) and as DuckDB SQL
+//! (batch: plain `GROUP BY` over window starts computed by arithmetic, a gaps-and-islands
+//! query for sessions). The two texts share no code path: what riffle's planner and
+//! operators do is checked against what DuckDB computes from the same files.
+
+use crate::input::DELAY_S;
+use rand::rngs::StdRng;
+use rand::Rng;
+
+/// One generated pipeline.
+#[derive(Debug, Clone)]
+pub enum Query {
+    /// Projection and filter.
+    Filter { m: i64, r: i64, a: i64, b: i64 },
+    /// Keyed tumbling window: count, sum, min, max per key.
+    KeyedTumble {
+        size_s: i64,
+        filter_mod: Option<i64>,
+    },
+    /// Tumbling window over the empty key (a global aggregate).
+    GlobalTumble { size_s: i64 },
+    /// Keyed hopping window.
+    Hop { slide_s: i64, panes: i64 },
+    /// Keyed session window.
+    Session { gap_s: i64 },
+    /// `SELECT DISTINCT` over an unbounded stream (append-only).
+    Distinct { m: i64 },
+    /// `GROUP BY` without a window: an updating result into an upsert file sink.
+    Updating { filter_mod: Option<i64> },
+    /// Window join of `ev` and `pay` on the key and a tumbling window.
+    WindowJoin { size_s: i64 },
+    /// Interval join: `pay` rows within `[-lo, +hi]` ms of an `ev` row of the same key.
+    IntervalJoin { lo_ms: i64, hi_ms: i64 },
+}
+
+/// How the output is compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputKind {
+    /// A multiset of rows.
+    Append,
+    /// An upsert changelog keyed by the first column: the newest row per key.
+    Upsert,
+}
+
+impl Query {
+    pub fn random(rng: &mut StdRng) -> Self {
+        match rng.random_range(0..9) {
+            0 => Query::Filter {
+                m: rng.random_range(2..6),
+                r: rng.random_range(0..2),
+                a: rng.random_range(1..4),
+                b: rng.random_range(-5..5),
+            },
+            1 => Query::KeyedTumble {
+                size_s: [1, 2, 5, 10][rng.random_range(0..4)],
+                filter_mod: rng.random_bool(0.5).then(|| rng.random_range(2..5)),
+            },
+            2 => Query::GlobalTumble {
+                size_s: [1, 3, 10][rng.random_range(0..3)],
+            },
+            3 => Query::Hop {
+                slide_s: [1, 2][rng.random_range(0..2)],
+                panes: rng.random_range(2..5),
+            },
+            4 => Query::Session {
+                gap_s: rng.random_range(1..4),
+            },
+            5 => Query::Distinct {
+                m: rng.random_range(2..9),
+            },
+            6 => Query::Updating {
+                filter_mod: rng.random_bool(0.5).then(|| rng.random_range(2..5)),
+            },
+            7 => Query::WindowJoin {
+                size_s: [1, 2][rng.random_range(0..2)],
+            },
+            _ => Query::IntervalJoin {
+                lo_ms: rng.random_range(0..1500),
+                hi_ms: rng.random_range(0..1500),
+            },
+        }
+    }
+
+    /// The output columns, in order (both engines name them alike).
+    pub fn columns(&self) -> &'static [&'static str] {
+        match self {
+            Query::Filter { .. } => &["id", "k", "x", "s"],
+            Query::KeyedTumble { .. } => &["k", "ws", "n", "total", "lo", "hi"],
+            Query::GlobalTumble { .. } => &["ws", "n", "total"],
+            Query::Hop { .. } => &["k", "ws", "n", "total"],
+            Query::Session { .. } => &["k", "ws", "we", "n"],
+            Query::Distinct { .. } => &["k", "r"],
+            Query::Updating { .. } => &["k", "n", "total"],
+            Query::WindowJoin { .. } => &["eid", "pid", "ws"],
+            Query::IntervalJoin { .. } => &["eid", "pid"],
+        }
+    }
+
+    pub fn output_kind(&self) -> OutputKind {
+        match self {
+            Query::Updating { .. } => OutputKind::Upsert,
+            _ => OutputKind::Append,
+        }
+    }
+
+    /// The riffle pipeline: sources over `input`, a JSON file sink into `out`, every
+    /// source throttled to `rate` rows per second so the run spans many checkpoints.
+    pub fn riffle_sql(&self, input: &str, out: &str, rate: u64) -> String {
+        let source = |name: &str, columns: &str| {
+            format!(
+                "CREATE TABLE {name} ({columns}, WATERMARK FOR ts AS ts - INTERVAL '{DELAY_S}' SECOND)\n\
+                 WITH ('connector' = 'filesystem', 'path' = '{input}/{name}', 'format' = 'json', 'scan.max-records-per-second' = '{rate}');\n"
+            )
+        };
+        let mut sql = source("ev", "id BIGINT, k BIGINT, v BIGINT, s VARCHAR, ts BIGINT");
+        if matches!(self, Query::WindowJoin { .. } | Query::IntervalJoin { .. }) {
+            sql += &source("pay", "id BIGINT, k BIGINT, amount BIGINT, ts BIGINT");
+        }
+        let sink_columns = match self {
+            Query::Updating { .. } => "(k BIGINT, n BIGINT, total BIGINT, PRIMARY KEY (k)) ",
+            _ => "",
+        };
+        sql += &format!(
+            "CREATE TABLE out {sink_columns}WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');\n"
+        );
+        let ms = |field: &str| format!("CAST({field} AS BIGINT) / 1000000");
+        let select = match self {
+            Query::Filter { m, r, a, b } => format!(
+                "SELECT id, k, v * {a} + ({b}) AS x, upper(s) AS s FROM ev WHERE v % {m} = {r}"
+            ),
+            Query::KeyedTumble { size_s, filter_mod } => format!(
+                "SELECT k, {ws} AS ws, n, total, lo, hi FROM (\n  SELECT k, count(*) AS n, sum(v) AS total, min(v) AS lo, max(v) AS hi, tumble(INTERVAL '{size_s}' SECOND) AS w\n  FROM ev{filter} GROUP BY k, w)",
+                ws = ms("w['start']"),
+                filter = where_mod(*filter_mod),
+            ),
+            Query::GlobalTumble { size_s } => format!(
+                "SELECT {ws} AS ws, n, total FROM (\n  SELECT count(*) AS n, sum(v) AS total, tumble(INTERVAL '{size_s}' SECOND) AS w FROM ev GROUP BY w)",
+                ws = ms("w['start']"),
+            ),
+            Query::Hop { slide_s, panes } => format!(
+                "SELECT k, {ws} AS ws, n, total FROM (\n  SELECT k, count(*) AS n, sum(v) AS total, hop(INTERVAL '{slide_s}' SECOND, INTERVAL '{size}' SECOND) AS w\n  FROM ev GROUP BY k, w)",
+                ws = ms("w['start']"),
+                size = slide_s * panes,
+            ),
+            Query::Session { gap_s } => format!(
+                "SELECT k, {ws} AS ws, {we} AS we, n FROM (\n  SELECT k, count(*) AS n, session(INTERVAL '{gap_s}' SECOND) AS w FROM ev GROUP BY k, w)",
+                ws = ms("w['start']"),
+                we = ms("w['end']"),
+            ),
+            Query::Distinct { m } => format!("SELECT DISTINCT k, v % {m} AS r FROM ev"),
+            Query::Updating { filter_mod } => format!(
+                "SELECT k, count(*) AS n, sum(v) AS total FROM ev{} GROUP BY k",
+                where_mod(*filter_mod)
+            ),
+            Query::WindowJoin { size_s } => format!(
+                "SELECT e.id AS eid, p.id AS pid, {ws} AS ws\n\
+                 FROM (SELECT id, k, tumble(INTERVAL '{size_s}' SECOND) AS w FROM ev) e\n\
+                 JOIN (SELECT id, k, tumble(INTERVAL '{size_s}' SECOND) AS w FROM pay) p\n  ON e.k = p.k AND e.w = p.w",
+                ws = ms("e.w['start']"),
+            ),
+            Query::IntervalJoin { lo_ms, hi_ms } => format!(
+                "SELECT e.id AS eid, p.id AS pid FROM ev e JOIN pay p ON e.k = p.k\n\
+                 WHERE p.ts BETWEEN e.ts - {lo_ms} AND e.ts + {hi_ms}"
+            ),
+        };
+        sql + "INSERT INTO out\n" + &select + ";\n"
+    }
+
+    /// The same question for DuckDB, over views `ev` and `pay` of the same files.
+    pub fn duckdb_sql(&self) -> String {
+        match self {
+            Query::Filter { m, r, a, b } => format!(
+                "SELECT id, k, v * {a} + ({b}) AS x, upper(s) AS s FROM ev WHERE v % {m} = {r}"
+            ),
+            Query::KeyedTumble { size_s, filter_mod } => {
+                let size = size_s * 1000;
+                format!(
+                    "SELECT k, (ts // {size}) * {size} AS ws, count(*) AS n, sum(v) AS total, min(v) AS lo, max(v) AS hi\n\
+                     FROM ev{} GROUP BY k, ws",
+                    where_mod(*filter_mod)
+                )
+            }
+            Query::GlobalTumble { size_s } => {
+                let size = size_s * 1000;
+                format!("SELECT (ts // {size}) * {size} AS ws, count(*) AS n, sum(v) AS total FROM ev GROUP BY ws")
+            }
+            Query::Hop { slide_s, panes } => {
+                let (slide, size) = (slide_s * 1000, slide_s * panes * 1000);
+                // Every window start s (a multiple of the slide) with s <= ts < s + size.
+                format!(
+                    "SELECT k, ws, count(*) AS n, sum(v) AS total FROM (\n  SELECT k, v, unnest(range((ts // {slide}) * {slide} - {back}, (ts // {slide}) * {slide} + 1, {slide})) AS ws FROM ev)\n\
+                     GROUP BY k, ws",
+                    back = size - slide
+                )
+            }
+            Query::Session { gap_s } => {
+                let gap = gap_s * 1000;
+                // Gaps and islands: a row less than the gap after its key's previous row
+                // continues that row's session.
+                format!(
+                    "WITH marked AS (\n  SELECT k, ts, CASE WHEN ts - lag(ts) OVER (PARTITION BY k ORDER BY ts, id) < {gap} THEN 0 ELSE 1 END AS fresh FROM ev),\n\
+                     numbered AS (\n  SELECT k, ts, sum(fresh) OVER (PARTITION BY k ORDER BY ts ROWS UNBOUNDED PRECEDING) AS session FROM marked)\n\
+                     SELECT k, min(ts) AS ws, max(ts) + {gap} AS we, count(*) AS n FROM numbered GROUP BY k, session"
+                )
+            }
+            Query::Distinct { m } => format!("SELECT DISTINCT k, v % {m} AS r FROM ev"),
+            Query::Updating { filter_mod } => format!(
+                "SELECT k, count(*) AS n, sum(v) AS total FROM ev{} GROUP BY k",
+                where_mod(*filter_mod)
+            ),
+            Query::WindowJoin { size_s } => {
+                let size = size_s * 1000;
+                format!(
+                    "SELECT e.id AS eid, p.id AS pid, (e.ts // {size}) * {size} AS ws FROM ev e JOIN pay p\n  ON e.k = p.k AND e.ts // {size} = p.ts // {size}"
+                )
+            }
+            Query::IntervalJoin { lo_ms, hi_ms } => format!(
+                "SELECT e.id AS eid, p.id AS pid FROM ev e JOIN pay p ON e.k = p.k\n\
+                 WHERE p.ts BETWEEN e.ts - {lo_ms} AND e.ts + {hi_ms}"
+            ),
+        }
+    }
+}
+
+fn where_mod(filter_mod: Option<i64>) -> String {
+    filter_mod
+        .map(|m| format!(" WHERE v % {m} <> 0"))
+        .unwrap_or_default()
+}
