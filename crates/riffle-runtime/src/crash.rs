@@ -77,19 +77,25 @@ pub fn maybe_crash(point: CrashPoint, epoch: Epoch) {
     }
 }
 
+/// A pause: the step, the epoch and how long.
+type Pause = (String, Epoch, std::time::Duration);
+
+/// Parses `<step>:<epoch>:<millis>`.
+fn parse_pause(value: &str) -> Option<Pause> {
+    let mut parts = value.split(':');
+    let step = parts.next()?.to_string();
+    let epoch = Epoch(parts.next()?.parse().ok()?);
+    let millis = parts.next()?.parse().ok()?;
+    Some((step, epoch, std::time::Duration::from_millis(millis)))
+}
+
 /// Reads `RIFFLE_PAUSE_AT=<step>:<epoch>:<millis>` once (tests of fencing).
-fn pause_configured() -> Option<(String, Epoch, std::time::Duration)> {
-    static CONFIGURED: OnceLock<Option<(String, Epoch, std::time::Duration)>> = OnceLock::new();
+fn pause_configured() -> Option<Pause> {
+    static CONFIGURED: OnceLock<Option<Pause>> = OnceLock::new();
     CONFIGURED
         .get_or_init(|| {
             let value = std::env::var("RIFFLE_PAUSE_AT").ok()?;
-            let mut parts = value.split(':');
-            let parsed = (|| {
-                let step = parts.next()?.to_string();
-                let epoch = Epoch(parts.next()?.parse().ok()?);
-                let millis = parts.next()?.parse().ok()?;
-                Some((step, epoch, std::time::Duration::from_millis(millis)))
-            })();
+            let parsed = parse_pause(&value);
             if parsed.is_none() {
                 eprintln!(
                     "riffle: ignoring RIFFLE_PAUSE_AT={value}: expected <step>:<epoch>:<millis>"

@@ -137,19 +137,22 @@ pub fn decide_prepared(outputs: &[StagedOutput]) -> PreparedEpoch {
 /// generation and once after: only when both agree does the plan made from the first
 /// stand (docs/engine.md, "Fencing").
 pub fn same_listing(a: &[(Epoch, EpochFinding)], b: &[(Epoch, EpochFinding)]) -> bool {
-    fn key(
-        findings: &[(Epoch, EpochFinding)],
-    ) -> Vec<(Epoch, Option<(ManifestStatus, u64)>, bool)> {
-        findings
-            .iter()
-            .map(|(e, f)| match f {
-                EpochFinding::Valid(m) => (*e, Some((m.status, m.generation)), true),
-                EpochFinding::Damaged(_) => (*e, None, true),
-                EpochFinding::Partial => (*e, None, false),
-            })
-            .collect()
+    /// What a listing shows of one epoch.
+    #[derive(PartialEq)]
+    enum Seen {
+        Manifest(ManifestStatus, u64),
+        Damaged,
+        Partial,
     }
-    key(a) == key(b)
+    let seen = |(e, f): &(Epoch, EpochFinding)| {
+        let seen = match f {
+            EpochFinding::Valid(m) => Seen::Manifest(m.status, m.generation),
+            EpochFinding::Damaged(_) => Seen::Damaged,
+            EpochFinding::Partial => Seen::Partial,
+        };
+        (*e, seen)
+    };
+    a.len() == b.len() && a.iter().map(seen).eq(b.iter().map(seen))
 }
 
 #[cfg(test)]
