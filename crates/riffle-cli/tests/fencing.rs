@@ -94,8 +94,14 @@ fn two_processes_started_at_once_on_one_state_root_give_exact_output() {
     for attempt in 0..3 {
         let out = dir.path().join(format!("out-{attempt}"));
         let state = dir.path().join(format!("state-{attempt}"));
-        let a = spawn(q5(&out, &state));
-        let b = spawn(q5(&out, &state));
+        // Both read the claims, then wait, then claim: a claim that is not a
+        // conditional create gives both the same generation.
+        let racing = || {
+            let mut cmd = q5(&out, &state);
+            cmd.env("RIFFLE_PAUSE_AT", "before-claim:0:400");
+            spawn(cmd)
+        };
+        let (a, b) = (racing(), racing());
         let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
         let finished = [
             fenced_or_finished(&a, "the first"),

@@ -108,8 +108,8 @@ fn pause_configured() -> Option<Pause> {
 
 /// Pauses the coordinator if `RIFFLE_PAUSE_AT` names this step and epoch: a process
 /// stalled at the worst moment (a GC pause, a frozen VM) for the fencing tests. Steps:
-/// `after-generation-check` (before PREPARED) and `after-prepared-check` (before the
-/// sinks commit).
+/// `before-claim` (recovery has read the claims, epoch 0), `after-generation-check`
+/// (before PREPARED) and `after-prepared-check` (before the sinks commit).
 pub async fn maybe_pause(step: &str, epoch: Epoch) {
     if let Some((s, e, pause)) = pause_configured() {
         if s == step && e == epoch {

@@ -268,8 +268,14 @@ async fn claim(store: &CheckpointStore, findings: &[(Epoch, EpochFinding)]) -> R
         })
         .max()
         .unwrap_or(0);
+    let first = store
+        .next_generation(recorded + 1)
+        .await
+        .map_err(state_error)?;
+    // Between reading the claims and claiming is where two starting processes race.
+    crate::crash::maybe_pause("before-claim", Epoch(0)).await;
     store
-        .claim_generation(recorded + 1)
+        .claim_generation_from(first)
         .await
         .map_err(state_error)
 }

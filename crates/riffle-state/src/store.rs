@@ -277,11 +277,29 @@ impl CheckpointStore {
     /// # Errors
     /// Storage failures, or a store that keeps refusing (more than 64 lost races).
     pub async fn claim_generation(&self, at_least: u64) -> StateResult<u64> {
-        let mut generation = self
+        let first = self.next_generation(at_least).await?;
+        self.claim_generation_from(first).await
+    }
+
+    /// The generation a new run would try first: past every claim, at least `at_least`.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn next_generation(&self, at_least: u64) -> StateResult<u64> {
+        Ok(self
             .newest_generation()
             .await?
             .map_or(1, |g| g + 1)
-            .max(at_least);
+            .max(at_least))
+    }
+
+    /// Claims `first`, or the next number another process has not claimed yet, by
+    /// conditional create (see [`claim_generation`](Self::claim_generation)).
+    ///
+    /// # Errors
+    /// Storage failures, or more than 64 lost races.
+    pub async fn claim_generation_from(&self, first: u64) -> StateResult<u64> {
+        let mut generation = first;
         for _ in 0..64 {
             let path = self.layout.generation_claim(generation);
             let record = Bytes::from(format!(
