@@ -43,9 +43,13 @@ pub enum OutputKind {
     Upsert,
 }
 
+/// How many kinds of query the grammar has.
+pub const KINDS: u64 = 9;
+
 impl Query {
-    pub fn random(rng: &mut StdRng) -> Self {
-        match rng.random_range(0..9) {
+    /// A query of kind `kind % KINDS` with random parameters.
+    pub fn random(kind: u64, rng: &mut StdRng) -> Self {
+        match kind % KINDS {
             0 => Query::Filter {
                 m: rng.random_range(2..6),
                 r: rng.random_range(0..2),
