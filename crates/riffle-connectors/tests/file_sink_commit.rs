@@ -148,3 +148,39 @@ fn without_checkpoints_files_are_published_at_the_end() {
     );
     assert_eq!(summary.rows, 5);
 }
+
+/// Recovery resumes from epoch 4 past damaged epochs 5 and 6: everything published
+/// after epoch 4 is taken back — also `e000005`, staged by a checkpoint that failed and
+/// committed with epoch 6 — and nothing of epoch 4 or before, nor staged files.
+#[test]
+fn unpublish_takes_back_every_file_published_after_the_restored_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = [
+        "part-000-e000003-000.jsonl",
+        "part-001-e000004-000.jsonl",
+        "part-000-e000005-000.jsonl",
+        "part-001-e000006-001.jsonl",
+        "part-000-g2-00004.jsonl.inprogress",
+    ];
+    for name in names {
+        std::fs::write(dir.path().join(name), "{}\n").unwrap();
+    }
+    let factory = FileSinkFactory::new(dir.path(), FileFormat::Jsonl, RollingPolicy::default());
+    assert_eq!(
+        factory.unpublish(Epoch(4)).unwrap(),
+        riffle_core::Unpublished::Removed(2)
+    );
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "part-000-e000003-000.jsonl",
+            "part-000-g2-00004.jsonl.inprogress",
+            "part-001-e000004-000.jsonl"
+        ]
+    );
+}

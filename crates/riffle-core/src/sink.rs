@@ -137,17 +137,19 @@ pub trait SinkFactory: Send + Sync {
         Ok(StagedOutput::Staged)
     }
 
-    /// Recovery fell back past `epoch` (its checkpoint is damaged), so the replay will
-    /// write that epoch's rows again: takes back what the epoch published, if this sink
-    /// can. Returns what it removed, or why it cannot (then recovery refuses to start
-    /// unless the user accepts replayed output).
+    /// Recovery resumes from epoch `after` although newer checkpoints exist (they are
+    /// damaged), so the replay writes again everything epochs after it published: takes
+    /// that back, if this sink can — all of it, including output staged by an earlier
+    /// epoch whose checkpoint failed and committed with a later one. Returns what it
+    /// removed, or why it cannot (then recovery refuses to start unless the user
+    /// accepts replayed output).
     ///
     /// # Errors
     /// Storage failures.
-    fn unpublish(&self, epoch: Epoch) -> Result<Unpublished> {
+    fn unpublish(&self, after: Epoch) -> Result<Unpublished> {
         Ok(if self.is_transactional() {
             Unpublished::Cannot(format!(
-                "`{}` cannot take back what epoch {epoch} published",
+                "`{}` cannot take back what epochs after {after} published",
                 self.describe()
             ))
         } else {

@@ -40,9 +40,9 @@ pub struct Recovered {
     /// For a run started from a named savepoint or checkpoint: which, and what happens
     /// to each operator's state.
     pub restored_from: Option<(String, PlanCheck)>,
-    /// Output of skipped damaged epochs taken back before the replay: epoch, sink, how
-    /// many files or rows.
-    pub unpublished: Vec<(Epoch, String, usize)>,
+    /// Output published after the restored epoch (by damaged, skipped epochs) taken
+    /// back before the replay: sink, how many files or rows.
+    pub unpublished: Vec<(String, usize)>,
 }
 
 /// State a run starts from because the user named it (`--from-savepoint`,
@@ -548,28 +548,27 @@ async fn finish(
         .map_err(fenced_or_state)?;
     let sinks = graph.sinks();
     // Damaged epochs newer than the one restored published output that the replay
-    // writes again: take it back where the sink can, else refuse (or, when the user
-    // accepts it, say what will appear twice).
+    // writes again: take back everything published after it where the sink can, else
+    // refuse (or, when the user accepts it, say what will appear twice).
     let mut unpublished = Vec::new();
-    if manifest.is_some() {
+    if let (Some(restored), false) = (plan.restore, plan.skipped.is_empty()) {
         let mut cannot = Vec::new();
-        for (epoch, _) in &plan.skipped {
-            for (id, sink) in &sinks {
-                match sink.unpublish(*epoch).map_err(|e| {
-                    RuntimeError::Checkpoint(format!(
-                        "taking back what skipped epoch {epoch} published to sink `{id}`: {e}"
-                    ))
-                })? {
-                    Unpublished::Removed(0) => {}
-                    Unpublished::Removed(n) => unpublished.push((*epoch, id.clone(), n)),
-                    Unpublished::Cannot(why) => cannot.push(format!("epoch {epoch}: {why}")),
-                }
+        for (id, sink) in &sinks {
+            match sink.unpublish(restored).map_err(|e| {
+                RuntimeError::Checkpoint(format!(
+                    "taking back what sink `{id}` published after epoch {restored}: {e}"
+                ))
+            })? {
+                Unpublished::Removed(0) => {}
+                Unpublished::Removed(n) => unpublished.push((id.clone(), n)),
+                Unpublished::Cannot(why) => cannot.push(why),
             }
         }
         if !cannot.is_empty() && !accept_replayed_output {
+            let skipped: Vec<String> = plan.skipped.iter().map(|(e, _)| e.to_string()).collect();
             return Err(RuntimeError::Checkpoint(format!(
-                "the newest checkpoint(s) are damaged, and resuming from epoch {} would write again what they published, which cannot be taken back ({}); repair the damaged checkpoint, or run with --accept-replayed-output to accept those rows twice",
-                plan.restore.map_or(0, |e| e.0),
+                "checkpoint epoch(s) {} are damaged, and resuming from epoch {restored} would write again what they published, which cannot be taken back ({}); repair the damaged checkpoint, or run with --accept-replayed-output to accept those rows twice",
+                skipped.join(", "),
                 cannot.join("; ")
             )));
         }

@@ -260,9 +260,9 @@ impl RunObserver for CliObserver {
         for (epoch, reason) in &recovered.plan.skipped {
             eprintln!("riffle: skipping damaged checkpoint epoch {epoch}: {reason}");
         }
-        for (epoch, sink, n) in &recovered.unpublished {
+        for (sink, n) in &recovered.unpublished {
             eprintln!(
-                "riffle: took back {n} file(s) that skipped epoch {epoch} published to `{sink}`; the replay writes them again"
+                "riffle: took back {n} file(s) that the skipped epochs published to `{sink}`; the replay writes them again"
             );
         }
         for (epoch, reason) in &recovered.replayed {

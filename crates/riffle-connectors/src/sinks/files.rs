@@ -183,7 +183,9 @@ impl SinkFactory for FileSinkFactory {
         })
     }
 
-    fn unpublish(&self, epoch: Epoch) -> Result<Unpublished> {
+    // A file is named after the epoch that staged it and published by that epoch or a
+    // later one, so every file named after `after` was published after it.
+    fn unpublish(&self, after: Epoch) -> Result<Unpublished> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -195,7 +197,11 @@ impl SinkFactory for FileSinkFactory {
         for entry in entries {
             let path = entry.map_err(|e| Error::io(&self.dir, e))?.path();
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-            if name.as_deref().and_then(published_epoch) == Some(epoch) {
+            if name
+                .as_deref()
+                .and_then(published_epoch)
+                .is_some_and(|e| e > after)
+            {
                 std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
                 removed += 1;
             }
