@@ -123,15 +123,7 @@ impl SinkFactory for FileSinkFactory {
     }
 
     fn commit(&self, committable: &Committable) -> Result<()> {
-        let staged: StagedFiles = serde_json::from_str(&committable.payload).map_err(|e| {
-            Error::config(
-                "sink committable",
-                format!(
-                    "epoch {} of sink `{}` subtask {}: not a file list: {e}",
-                    committable.epoch, committable.sink, committable.subtask
-                ),
-            )
-        })?;
+        let staged = StagedFiles::of(committable)?;
         for file in &staged.files {
             let from = self.dir.join(&file.staged);
             let to = self.dir.join(&file.target);
@@ -159,15 +151,7 @@ impl SinkFactory for FileSinkFactory {
     }
 
     fn staged_output(&self, committable: &Committable) -> Result<StagedOutput> {
-        let staged: StagedFiles = serde_json::from_str(&committable.payload).map_err(|e| {
-            Error::config(
-                "sink committable",
-                format!(
-                    "epoch {} of sink `{}`: not a file list: {e}",
-                    committable.epoch, committable.sink
-                ),
-            )
-        })?;
+        let staged = StagedFiles::of(committable)?;
         let published = staged
             .files
             .iter()
@@ -186,56 +170,43 @@ impl SinkFactory for FileSinkFactory {
     // A file is named after the epoch that staged it and published by that epoch or a
     // later one, so every file named after `after` was published after it.
     fn unpublish(&self, after: Epoch) -> Result<Unpublished> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(Unpublished::Removed(0))
-            }
-            Err(e) => return Err(Error::io(&self.dir, e)),
-        };
-        let mut removed = 0;
-        for entry in entries {
-            let path = entry.map_err(|e| Error::io(&self.dir, e))?.path();
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-            if name
-                .as_deref()
-                .and_then(published_epoch)
-                .is_some_and(|e| e > after)
-            {
-                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
-                removed += 1;
-            }
-        }
-        if removed > 0 {
-            sync_dir(&self.dir)?;
-        }
-        Ok(Unpublished::Removed(removed))
+        remove_files(&self.dir, |name| {
+            published_epoch(name).is_some_and(|e| e > after)
+        })
+        .map(Unpublished::Removed)
     }
 
     fn abort_staged(&self, generation: u64) -> Result<usize> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(Error::io(&self.dir, e)),
-        };
-        let mut removed = 0;
-        for entry in entries {
-            let path = entry.map_err(|e| Error::io(&self.dir, e))?.path();
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-            let older = name
-                .as_deref()
-                .and_then(staged_generation)
-                .is_none_or(|g| g < generation);
-            if path.extension().is_some_and(|x| x == STAGED_EXTENSION) && older {
-                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
-                removed += 1;
-            }
-        }
-        if removed > 0 {
-            sync_dir(&self.dir)?;
-        }
-        Ok(removed)
+        remove_files(&self.dir, |name| {
+            name.ends_with(STAGED_EXTENSION)
+                && staged_generation(name).is_none_or(|g| g < generation)
+        })
     }
+}
+
+/// Removes the files in `dir` whose names `remove` picks (none when `dir` does not
+/// exist), making the removals durable; returns how many.
+fn remove_files(dir: &Path, remove: impl Fn(&str) -> bool) -> Result<usize> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        let picked = path
+            .file_name()
+            .is_some_and(|n| remove(&n.to_string_lossy()));
+        if picked {
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        sync_dir(dir)?;
+    }
+    Ok(removed)
 }
 
 /// Extension of files not yet published.
@@ -266,6 +237,21 @@ fn staged_generation(name: &str) -> Option<u64> {
 #[derive(Debug, Serialize, Deserialize)]
 struct StagedFiles {
     files: Vec<StagedFile>,
+}
+
+impl StagedFiles {
+    /// The file list a committable of this sink carries.
+    fn of(committable: &Committable) -> Result<Self> {
+        serde_json::from_str(&committable.payload).map_err(|e| {
+            Error::config(
+                "sink committable",
+                format!(
+                    "epoch {} of sink `{}` subtask {}: not a file list: {e}",
+                    committable.epoch, committable.sink, committable.subtask
+                ),
+            )
+        })
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -345,22 +331,17 @@ impl FileSink {
     fn open(&mut self, batch: &RecordBatch) -> Result<OpenFile> {
         // Exactly-once staged names carry the run's generation (see the module doc);
         // without checkpoints a file is published under its staged name.
-        let name = if self.exactly_once {
-            format!(
-                "part-{:03}-g{}-{:05}.{}",
-                self.subtask,
-                self.generation,
-                self.sequence,
-                self.format.extension()
-            )
+        let generation = if self.exactly_once {
+            format!("-g{}", self.generation)
         } else {
-            format!(
-                "part-{:03}-{:05}.{}",
-                self.subtask,
-                self.sequence,
-                self.format.extension()
-            )
+            String::new()
         };
+        let name = format!(
+            "part-{:03}{generation}-{:05}.{}",
+            self.subtask,
+            self.sequence,
+            self.format.extension()
+        );
         self.sequence += 1;
         let target = self.dir.join(&name);
         let staged = self.dir.join(format!("{name}.{STAGED_EXTENSION}"));
