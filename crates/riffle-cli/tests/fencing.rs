@@ -6,7 +6,7 @@
 mod common;
 
 use common::savepoints::{ok, reference};
-use common::{riffle, stderr};
+use common::{published_lines, riffle, stderr};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -29,27 +29,6 @@ fn q5(out: &Path, state: &Path) -> Command {
     ])
     .arg(state);
     cmd
-}
-
-/// Every line of the published files, sorted. A fenced process may leave a staged
-/// `.inprogress` file of its own generation behind (it must not delete it: a newer
-/// run may be rolling its PREPARED epoch forward from it); it is not output, and the
-/// next recovery discards it.
-fn published(dir: &Path) -> Vec<String> {
-    let mut lines = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|x| x == "jsonl") {
-            lines.extend(
-                std::fs::read_to_string(&path)
-                    .unwrap()
-                    .lines()
-                    .map(String::from),
-            );
-        }
-    }
-    lines.sort();
-    lines
 }
 
 fn spawn(mut cmd: Command) -> Child {
@@ -103,6 +82,9 @@ fn two_processes_started_at_once_on_one_state_root_give_exact_output() {
         };
         let (a, b) = (racing(), racing());
         let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        // A fenced process may leave a staged `.inprogress` file of its own generation
+        // behind (it must not delete it: a newer run may be rolling its PREPARED epoch
+        // forward from it); it is not output, and the next recovery discards it.
         let finished = [
             fenced_or_finished(&a, "the first"),
             fenced_or_finished(&b, "the second"),
@@ -115,7 +97,7 @@ fn two_processes_started_at_once_on_one_state_root_give_exact_output() {
             stderr(&b)
         );
         assert_eq!(
-            published(&out),
+            published_lines(&out),
             expected,
             "attempt {attempt}: output differs"
         );
@@ -161,7 +143,7 @@ fn a_stalled_process_that_resumes_after_a_newer_one_took_over_is_fenced() {
             !old.status.success() && text.contains("fenced") && !text.contains("riffle: restart "),
             "{step}: the stalled run must stop fenced:\n{text}"
         );
-        assert_eq!(published(&out), expected, "{step}: output differs");
+        assert_eq!(published_lines(&out), expected, "{step}: output differs");
         // The newer run's checkpoints are intact: a rerun resumes from its end-of-input
         // checkpoint and publishes nothing new.
         let rerun = q5(&out, &state).output().unwrap();
@@ -171,7 +153,7 @@ fn a_stalled_process_that_resumes_after_a_newer_one_took_over_is_fenced() {
             stderr(&rerun)
         );
         assert_eq!(
-            published(&out),
+            published_lines(&out),
             expected,
             "{step}: the rerun published again"
         );

@@ -56,14 +56,25 @@ pub fn stderr(output: &Output) -> String {
 /// Every published line of an output directory, sorted; fails if a staged
 /// (unpublished) file is left over.
 pub fn published(dir: &Path) -> Vec<String> {
-    let mut lines = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
         assert!(
             !name.ends_with(".inprogress"),
             "staged file {name} left in the output after a completed run"
         );
+    }
+    published_lines(dir)
+}
+
+/// Every line of the published files of an output directory, sorted; staged
+/// (`.inprogress`) files are not output and are passed over.
+pub fn published_lines(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "inprogress") {
+            continue;
+        }
         lines.extend(
             std::fs::read_to_string(&path)
                 .unwrap()
