@@ -13,7 +13,7 @@
 //! the next recovery); more than `tolerable_failures` failed epochs in a row fail the job.
 
 use crate::checkpoint_events::{CheckpointEvent, CheckpointListener};
-use crate::crash::{maybe_crash, maybe_pause, CrashPoint};
+use crate::crash::{maybe_crash, CrashPoint};
 use crate::file_reuse::ReuseCache;
 use crate::job::{BarrierInjector, JobStopper, SnapshotAck};
 use crate::savepoint::{SavepointDone, SavepointRequest, SavepointRequests};
@@ -21,16 +21,19 @@ use riffle_core::{
     Barrier, BarrierKind, Committable, CounterValues, Epoch, OperatorId, SinkFactory,
 };
 use riffle_state::manifest::SubtaskEntry;
-use riffle_state::recovery::{plan_gc, referenced_files};
 use riffle_state::{CheckpointStore, Manifest};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+pub mod commit;
 mod epoch_files;
 mod savepoints;
+pub mod schedule;
+use commit::{CommitStep, EpochCommitter, EpochIncomplete, EpochOutcome, SinkCommits};
 use savepoints::PendingSavepoint;
+use schedule::{Acked, Failed, Schedule, ScheduleConfig, Start, WaitingSavepoint};
 
 /// How often and how checkpoints are taken.
 #[derive(Debug, Clone)]
@@ -111,9 +114,7 @@ struct Pending {
     kind: BarrierKind,
     triggered: Instant,
     triggered_at_ms: i64,
-    acks: usize,
     files: BTreeMap<String, Vec<SubtaskEntry>>,
-    committables: Vec<Committable>,
     /// Counters per operator at the barrier, summed over the acks.
     counters: BTreeMap<String, CounterValues>,
     /// Files of stable-state operators written or reused by this epoch, with their
@@ -125,45 +126,6 @@ struct Pending {
     upload: Duration,
     /// The savepoint this epoch was triggered for, if any.
     savepoint: Option<PendingSavepoint>,
-}
-
-/// Why an epoch did not complete, and what that means for the job.
-struct Incomplete {
-    reason: String,
-    outcome: Outcome,
-}
-
-enum Outcome {
-    /// The epoch failed; a later one may succeed.
-    Retry,
-    /// The decision is logged but sinks did not commit: the job must stop and recover.
-    SinkCommit,
-    /// A newer generation started on this state: this run must stop for good.
-    Fenced { current: u64 },
-}
-
-impl Incomplete {
-    fn retry(e: riffle_state::StateError) -> Self {
-        Self {
-            reason: e.to_string(),
-            outcome: Outcome::Retry,
-        }
-    }
-
-    /// A failed generation check: fenced when a newer run claimed the state, else
-    /// `otherwise` (what a storage failure at this step means for the epoch).
-    fn from_check(e: riffle_state::StateError, otherwise: Outcome) -> Self {
-        match e {
-            riffle_state::StateError::StaleGeneration { current, .. } => Self {
-                reason: e.to_string(),
-                outcome: Outcome::Fenced { current },
-            },
-            e => Self {
-                reason: e.to_string(),
-                outcome: otherwise,
-            },
-        }
-    }
 }
 
 fn now_ms() -> i64 {
@@ -217,7 +179,9 @@ impl CheckpointCoordinator {
         }
     }
 
-    /// Triggers epochs and completes them until the ack channel closes (job ended).
+    /// Starts epochs and completes them until the ack channel closes (job ended). The
+    /// decisions are the [`Schedule`]'s; this loop waits for events, does the I/O and
+    /// reports.
     pub async fn run(self, inputs: CoordinatorInputs) -> CheckpointReport {
         let CoordinatorInputs {
             injector,
@@ -230,21 +194,20 @@ impl CheckpointCoordinator {
             Some(r) => Some(r.lock().await),
             None => None,
         };
-        // Savepoints asked for while another epoch is in flight, in order.
-        let mut waiting: VecDeque<(SavepointRequest, Instant)> = VecDeque::new();
-        // A stop-with-savepoint barrier went out: the sources end after it.
-        let mut stopping = false;
         let mut ended_rx = end_of_input;
-        let mut ended_sources = 0;
+        let mut schedule: Schedule<(SavepointRequest, Instant)> = Schedule::new(
+            ScheduleConfig {
+                timeout: self.config.timeout,
+                min_pause: self.config.min_pause,
+                tolerable_failures: self.config.tolerable_failures,
+                task_count: self.task_count,
+                source_subtasks: self.source_subtasks,
+                first_epoch: self.config.first_epoch,
+            },
+            ended_rx.is_some(),
+        );
         let mut report = CheckpointReport::default();
-        let mut next_epoch = self.config.first_epoch;
         let mut pending: Option<Pending> = None;
-        // Sink output staged by epochs that failed: it holds rows the next epoch's state
-        // has moved past, so it commits with the next epoch that completes.
-        let mut carried: Vec<Committable> = Vec::new();
-        let mut failures = 0usize;
-        let mut last_completed: Option<Instant> = None;
-        let mut end_of_input_triggered = false;
         // Files the last committed epoch wrote or reused; only those may be reused
         // (they are referenced by a retained manifest, so GC keeps them).
         let mut reuse = ReuseCache::default();
@@ -252,305 +215,277 @@ impl CheckpointCoordinator {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticker.tick().await;
         loop {
-            let all_ended = ended_rx.is_some() && ended_sources >= self.source_subtasks;
-            // The end-of-input epoch starts as soon as nothing else is in flight.
-            let trigger_now =
-                all_ended && !end_of_input_triggered && pending.is_none() && !stopping;
-            let mut trigger = trigger_now;
-            // A waiting savepoint goes out as soon as nothing else is in flight.
-            let mut savepoint = None;
-            if !trigger_now && pending.is_none() && !stopping && !end_of_input_triggered {
-                savepoint = waiting.pop_front();
-                trigger = savepoint.is_some();
-            }
-            if !trigger {
-                tokio::select! {
-                    _ = ticker.tick(), if !end_of_input_triggered => {
-                        if let Some(p) = &pending {
-                            if p.triggered.elapsed() < self.config.timeout {
-                                continue; // at most one epoch in flight
-                            }
-                            let p = pending.take();
-                            if let Some(mut p) = p {
-                                carried.append(&mut p.committables);
-                                let reason = format!("epoch {} timed out after {:?}", p.epoch, self.config.timeout);
+            let start = match schedule.start_now(Instant::now()) {
+                Some(start) => Some(start),
+                None => tokio::select! {
+                    _ = ticker.tick(), if schedule.ticking() => {
+                        let tick = schedule.tick(Instant::now());
+                        if let Some((epoch, failed)) = tick.timed_out {
+                            let reason = format!("epoch {epoch} timed out after {:?}", self.config.timeout);
+                            if let Some(mut p) = pending.take() {
                                 p.savepoint_failed(&reason, &mut report);
-                                stopping |= self.fail(&mut report, &mut failures, p.epoch, reason, &stopper);
                             }
+                            self.failed(&mut report, epoch, reason, failed, &stopper);
                         }
-                        let paused = last_completed.is_some_and(|t| t.elapsed() < self.config.min_pause);
-                        trigger = !paused && !stopping;
+                        tick.start
                     }
                     request = async { match &mut requests { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
                         match request {
                             Some(request) => {
-                                let finishing = stopping || end_of_input_triggered || (ended_rx.is_some() && ended_sources >= self.source_subtasks);
-                                if let Some(request) = self.accept(request, finishing).await {
-                                    waiting.push_back((request, Instant::now()));
+                                if let Some(request) = self.accept(request, schedule.finishing()).await {
+                                    schedule.savepoint_requested(WaitingSavepoint {
+                                        stop: request.stop,
+                                        drain: request.drain,
+                                        request: (request, Instant::now()),
+                                    });
                                 }
                             }
                             None => requests = None,
                         }
-                        continue;
+                        None
                     }
                     ended = async { match &mut ended_rx { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
                         match ended {
-                            Some(()) => ended_sources += 1,
-                            None => ended_rx = None,
+                            Some(()) => schedule.source_ended(),
+                            None => {
+                                ended_rx = None;
+                                schedule.sources_stopped_reporting();
+                            }
                         }
-                        continue;
+                        None
                     }
                     ack = acks.recv() => {
                         let Some(ack) = ack else { break };
-                        let Some(p) = pending.as_mut().filter(|p| p.epoch == ack.epoch) else {
-                            // A late ack of a failed epoch: its sink output is carried.
-                            carried.extend(ack.committables);
-                            continue;
-                        };
-                        let ack_task = format!("{}[{}]", ack.task, ack.subtask);
-                        if let Err(e) = self.upload(p, ack, &reuse).await {
-                            let epoch = p.epoch;
-                            p.savepoint_failed(&e.to_string(), &mut report);
-                            carried.append(&mut p.committables);
-                            pending = None;
-                            stopping |= self.fail(&mut report, &mut failures, epoch, e.to_string(), &stopper);
-                            continue;
-                        }
-                        tracing::debug!(epoch = %p.epoch, acks = p.acks, task = %ack_task, "checkpoint acked");
-                        self.emit(CheckpointEvent::Acked { epoch: p.epoch, acks: p.acks, tasks: self.task_count });
-                        if p.acks < self.task_count {
-                            continue;
-                        }
-                        let Some(mut done) = pending.take() else { continue };
-                        maybe_crash(CrashPoint::AfterSnapshotUpload, done.epoch);
-                        match self.complete(&done).await {
-                            Ok(manifest) => {
-                                reuse = done.reusable;
-                                failures = 0;
-                                last_completed = Some(Instant::now());
-                                let duration = done.triggered.elapsed();
-                                report.committed.push(done.epoch);
-                                report.durations.push(duration);
-                                report.bytes.push(done.bytes);
-                                report.alignment.push(done.alignment);
-                                report.snapshot.push(done.snapshot);
-                                report.upload.push(done.upload);
-                                if done.kind == BarrierKind::EndOfInput {
-                                    report.end_of_input_committed = true;
-                                }
-                                self.emit(CheckpointEvent::Completed { epoch: done.epoch, duration, bytes: done.bytes, alignment: done.alignment });
-                                // A savepoint's epoch is committed: copy it out.
-                                if let Some(sp) = done.savepoint.take() {
-                                    let stop = sp.request.stop;
-                                    let answer = self.promote(&manifest, &sp.label, sp.requested, stop).await;
-                                    if let Err(e) = &answer {
-                                        report.errors.push(e.clone());
-                                    }
-                                    if stop {
-                                        report.stopped = Some(answer.clone());
-                                    }
-                                    let _ = sp.request.reply.send(answer);
-                                }
-                            }
-                            Err(Incomplete { reason, outcome: Outcome::Retry }) => {
-                                done.savepoint_failed(&reason, &mut report);
-                                carried.append(&mut done.committables);
-                                stopping |= self.fail(&mut report, &mut failures, done.epoch, reason, &stopper);
-                            }
-                            Err(Incomplete { reason, outcome }) => {
-                                done.savepoint_failed(&reason, &mut report);
-                                report.abandoned.push(done.epoch);
-                                report.errors.push(format!("epoch {}: {reason}", done.epoch));
-                                let error = match outcome {
-                                    // Must not restart: a newer run owns the state.
-                                    Outcome::Fenced { current } => crate::RuntimeError::Fenced { generation: self.config.generation, current },
-                                    // Sinks of a logged decision must commit before any
-                                    // later epoch; only recovery's roll forward can now.
-                                    Outcome::SinkCommit | Outcome::Retry => crate::RuntimeError::Checkpoint(format!("epoch {} is PREPARED but its sinks could not commit: {reason}; restart to roll it forward", done.epoch)),
-                                };
-                                // Listeners hear of a fatal failure too, not only of retried ones.
-                                self.emit(CheckpointEvent::Failed {
-                                    epoch: done.epoch,
-                                    reason: error.to_string(),
-                                    consecutive: failures + 1,
-                                });
-                                stopper.fail_with(error);
-                                stopping = true;
-                            }
-                        }
-                        continue;
+                        self.on_ack(ack, &mut schedule, &mut pending, &mut reuse, &mut report, &stopper).await;
+                        None
                     }
-                }
-            }
-            if trigger {
-                let end = all_ended && !end_of_input_triggered && savepoint.is_none();
-                let kind = if end {
-                    end_of_input_triggered = true;
-                    BarrierKind::EndOfInput
-                } else {
-                    match &savepoint {
-                        Some((r, _)) if r.stop => {
-                            stopping = true;
-                            BarrierKind::StopWithSavepoint { drain: r.drain }
-                        }
-                        Some(_) => BarrierKind::Savepoint,
-                        None => BarrierKind::Checkpoint,
-                    }
-                };
-                let epoch = next_epoch;
-                next_epoch = Epoch(epoch.0 + 1);
-                pending = Some(Pending {
-                    epoch,
-                    kind,
-                    triggered: Instant::now(),
-                    triggered_at_ms: now_ms(),
-                    acks: 0,
-                    files: BTreeMap::new(),
-                    committables: std::mem::take(&mut carried),
-                    counters: BTreeMap::new(),
-                    reusable: ReuseCache::default(),
-                    bytes: 0,
-                    alignment: Duration::ZERO,
-                    snapshot: Duration::ZERO,
-                    upload: Duration::ZERO,
-                    savepoint: savepoint.map(|(request, requested)| PendingSavepoint {
-                        label: request
-                            .label
-                            .clone()
-                            .unwrap_or_else(|| format!("sp-{:06}", epoch.0)),
-                        request,
-                        requested,
-                    }),
-                });
-                tracing::debug!(%epoch, ?kind, "checkpoint triggered");
-                self.emit(CheckpointEvent::Started {
-                    epoch,
-                    end_of_input: end,
-                });
-                injector.inject(Barrier { epoch, kind });
+                },
+            };
+            if let Some(start) = start {
+                pending = Some(self.start(start, &injector));
             }
         }
-        if let Some(p) = pending {
-            report.abandoned.push(p.epoch);
+        if let Some(epoch) = schedule.abandon() {
+            report.abandoned.push(epoch);
         }
         report
     }
 
-    /// Records a failed epoch; fails the job (and returns true, so nothing more is
-    /// triggered) once more epochs failed in a row than are tolerable.
-    fn fail(
+    /// Injects the barrier of an epoch the schedule started; returns what the epoch
+    /// gathers while its acks come in.
+    fn start(
+        &self,
+        start: Start<(SavepointRequest, Instant)>,
+        injector: &BarrierInjector,
+    ) -> Pending {
+        let Start {
+            epoch,
+            kind,
+            savepoint,
+        } = start;
+        tracing::debug!(%epoch, ?kind, "checkpoint triggered");
+        self.emit(CheckpointEvent::Started {
+            epoch,
+            end_of_input: kind == BarrierKind::EndOfInput,
+        });
+        injector.inject(Barrier { epoch, kind });
+        Pending {
+            epoch,
+            kind,
+            triggered: Instant::now(),
+            triggered_at_ms: now_ms(),
+            files: BTreeMap::new(),
+            counters: BTreeMap::new(),
+            reusable: ReuseCache::default(),
+            bytes: 0,
+            alignment: Duration::ZERO,
+            snapshot: Duration::ZERO,
+            upload: Duration::ZERO,
+            savepoint: savepoint.map(|(request, requested)| PendingSavepoint {
+                label: request
+                    .label
+                    .clone()
+                    .unwrap_or_else(|| format!("sp-{:06}", epoch.0)),
+                request,
+                requested,
+            }),
+        }
+    }
+
+    /// One task's snapshot of an epoch: its state is written; once every task acked,
+    /// the epoch completes.
+    async fn on_ack(
+        &self,
+        ack: SnapshotAck,
+        schedule: &mut Schedule<(SavepointRequest, Instant)>,
+        pending: &mut Option<Pending>,
+        reuse: &mut ReuseCache,
+        report: &mut CheckpointReport,
+        stopper: &JobStopper,
+    ) {
+        let epoch = ack.epoch;
+        let ack_task = format!("{}[{}]", ack.task, ack.subtask);
+        let mut ack = ack;
+        let committables = std::mem::take(&mut ack.committables);
+        let acked = schedule.ack(epoch, committables);
+        let acks = match acked {
+            Acked::Late => return,
+            Acked::Waiting { acks } | Acked::All { acks } => acks,
+        };
+        let Some(p) = pending.as_mut().filter(|p| p.epoch == epoch) else {
+            return;
+        };
+        if let Err(e) = self.upload(p, ack, reuse).await {
+            if let Some(mut p) = pending.take() {
+                p.savepoint_failed(&e.to_string(), report);
+            }
+            let failed = schedule.epoch_failed();
+            self.failed(report, epoch, e.to_string(), failed, stopper);
+            return;
+        }
+        tracing::debug!(%epoch, acks, task = %ack_task, "checkpoint acked");
+        self.emit(CheckpointEvent::Acked {
+            epoch,
+            acks,
+            tasks: self.task_count,
+        });
+        if !matches!(acked, Acked::All { .. }) {
+            return;
+        }
+        let Some(mut done) = pending.take() else {
+            return;
+        };
+        maybe_crash(CrashPoint::AfterSnapshotUpload, done.epoch);
+        match self.complete(&done, schedule.committables()).await {
+            Ok(manifest) => {
+                schedule.completed(Instant::now());
+                *reuse = std::mem::take(&mut done.reusable);
+                let duration = done.triggered.elapsed();
+                report.committed.push(done.epoch);
+                report.durations.push(duration);
+                report.bytes.push(done.bytes);
+                report.alignment.push(done.alignment);
+                report.snapshot.push(done.snapshot);
+                report.upload.push(done.upload);
+                if done.kind == BarrierKind::EndOfInput {
+                    report.end_of_input_committed = true;
+                }
+                self.emit(CheckpointEvent::Completed {
+                    epoch: done.epoch,
+                    duration,
+                    bytes: done.bytes,
+                    alignment: done.alignment,
+                });
+                // A savepoint's epoch is committed: copy it out.
+                if let Some(sp) = done.savepoint.take() {
+                    let stop = sp.request.stop;
+                    let answer = self.promote(&manifest, &sp.label, sp.requested, stop).await;
+                    if let Err(e) = &answer {
+                        report.errors.push(e.clone());
+                    }
+                    if stop {
+                        report.stopped = Some(answer.clone());
+                    }
+                    let _ = sp.request.reply.send(answer);
+                }
+            }
+            Err(EpochIncomplete {
+                reason, outcome, ..
+            }) => {
+                done.savepoint_failed(&reason, report);
+                let failed = schedule.commit_failed(outcome);
+                let error = match outcome {
+                    EpochOutcome::Retry => {
+                        self.failed(report, done.epoch, reason, failed, stopper);
+                        return;
+                    }
+                    // Must not restart: a newer run owns the state.
+                    EpochOutcome::Fenced { current } => crate::RuntimeError::Fenced {
+                        generation: self.config.generation,
+                        current,
+                    },
+                    // Sinks of a logged decision must commit before any later epoch;
+                    // only recovery's roll forward can now.
+                    EpochOutcome::MustRecover => crate::RuntimeError::Checkpoint(format!(
+                        "epoch {} is PREPARED but its sinks could not commit: {reason}; restart to roll it forward",
+                        done.epoch
+                    )),
+                };
+                report.abandoned.push(done.epoch);
+                report
+                    .errors
+                    .push(format!("epoch {}: {reason}", done.epoch));
+                // Listeners hear of a fatal failure too, not only of retried ones.
+                let consecutive = match failed {
+                    Failed::Tolerated { consecutive } | Failed::FailJob { consecutive } => {
+                        consecutive
+                    }
+                };
+                self.emit(CheckpointEvent::Failed {
+                    epoch: done.epoch,
+                    reason: error.to_string(),
+                    consecutive,
+                });
+                stopper.fail_with(error);
+            }
+        }
+    }
+
+    /// Records a failed epoch; fails the job once the schedule says so.
+    fn failed(
         &self,
         report: &mut CheckpointReport,
-        failures: &mut usize,
         epoch: Epoch,
         reason: String,
+        failed: Failed,
         stopper: &JobStopper,
-    ) -> bool {
-        *failures += 1;
-        tracing::warn!(%epoch, %reason, consecutive = *failures, "checkpoint failed");
+    ) {
+        let (consecutive, fail_job) = match failed {
+            Failed::Tolerated { consecutive } => (consecutive, false),
+            Failed::FailJob { consecutive } => (consecutive, true),
+        };
+        tracing::warn!(%epoch, %reason, consecutive, "checkpoint failed");
         report.abandoned.push(epoch);
         report.errors.push(format!("epoch {epoch}: {reason}"));
         self.emit(CheckpointEvent::Failed {
             epoch,
             reason: reason.clone(),
-            consecutive: *failures,
+            consecutive,
         });
-        if *failures > self.config.tolerable_failures {
+        if fail_job {
             stopper.fail(format!(
-                "{} checkpoints failed in a row (tolerable: {}); the last: epoch {epoch}: {reason}",
-                *failures, self.config.tolerable_failures
+                "{consecutive} checkpoints failed in a row (tolerable: {}); the last: epoch {epoch}: {reason}",
+                self.config.tolerable_failures
             ));
-            return true;
         }
-        false
     }
 
-    /// PREPARED → sink commit → COMMITTED → `_latest.json` → GC, with crash points.
-    /// Returns the committed manifest.
-    async fn complete(&self, pending: &Pending) -> Result<Manifest, Incomplete> {
-        // Fencing (docs/engine.md): the newest claim is read right before each step
-        // that cannot be taken back. Before PREPARED a failed read only fails the epoch.
-        let generation = self.config.generation;
-        self.store
-            .check_generation(generation, pending.epoch)
-            .await
-            .map_err(|e| Incomplete::from_check(e, Outcome::Retry))?;
-        maybe_pause("after-generation-check", pending.epoch).await;
-        let manifest = self.manifest(pending);
-        self.store
-            .prepare(&manifest)
-            .await
-            .map_err(Incomplete::retry)?;
-        maybe_crash(CrashPoint::AfterManifestPrepared, pending.epoch);
-        // A newer run that claimed the state after this check lists checkpoints after
-        // its claim, so it sees this PREPARED manifest and rolls it forward itself; one
-        // that claimed before it is seen here, and this run publishes nothing.
-        self.store
-            .check_generation(generation, pending.epoch)
-            .await
-            .map_err(|e| Incomplete::from_check(e, Outcome::SinkCommit))?;
-        maybe_pause("after-prepared-check", pending.epoch).await;
-        // Sink commits do blocking I/O (renames, fsync): off the worker threads.
-        let sinks = self.sinks.clone();
-        let committables = manifest.sink_committables.clone();
-        let committed = tokio::task::spawn_blocking(move || {
-            for c in &committables {
-                match sinks.get(&c.sink) {
-                    Some(sink) => sink.commit(c).map_err(|e| {
-                        format!("committing sink `{}` subtask {}: {e}", c.sink, c.subtask)
-                    })?,
-                    None => return Err(format!("no sink `{}` to commit", c.sink)),
-                }
-            }
-            Ok(())
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("sink commit stopped: {e}")));
-        committed.map_err(|reason| Incomplete {
-            reason,
-            outcome: Outcome::SinkCommit,
-        })?;
-        maybe_crash(CrashPoint::AfterSinkCommit, pending.epoch);
-        // From here on the output is published: a storage failure leaves a PREPARED
-        // manifest that the next epoch or recovery supersedes. A newer run may already
-        // have rolled this epoch forward and collected it: then writing COMMITTED would
-        // bring back a manifest whose files are gone.
-        self.store
-            .check_generation(generation, pending.epoch)
-            .await
-            .map_err(|e| Incomplete::from_check(e, Outcome::SinkCommit))?;
-        self.store
-            .commit(&manifest)
-            .await
-            .map_err(Incomplete::retry)?;
-        maybe_crash(CrashPoint::AfterManifestCommitted, pending.epoch);
-        self.store
-            .flip_latest(pending.epoch)
-            .await
-            .map_err(Incomplete::retry)?;
-        maybe_crash(CrashPoint::AfterLatestFlip, pending.epoch);
-        // Completion notification: sources may now commit offsets externally.
-        if let Some(metrics) = &self.metrics {
+    /// Takes the commit protocol's steps for `pending` (see [`commit`]); returns the
+    /// committed manifest.
+    async fn complete(
+        &self,
+        pending: &Pending,
+        committables: &[Committable],
+    ) -> Result<Manifest, EpochIncomplete> {
+        let manifest = self.manifest(pending, committables);
+        let committed = EpochCommitter {
+            store: &self.store,
+            sinks: &self.sinks,
+            retain: self.config.retain,
+            sink_commits: SinkCommits::Blocking,
+        }
+        .commit_epoch(&manifest)
+        .await;
+        // Completion notification: sources may now commit offsets externally (also
+        // when only the GC after `_latest.json` failed: the epoch is committed).
+        let done = committed
+            .as_ref()
+            .map_or_else(|e| e.step.follows(CommitStep::FlipLatest), |()| true);
+        if let (true, Some(metrics)) = (done, &self.metrics) {
             metrics
                 .completed_epoch
                 .fetch_max(pending.epoch.0, std::sync::atomic::Ordering::Release);
         }
-        // Garbage collection is the newest generation's job only.
-        self.store
-            .check_generation(generation, pending.epoch)
-            .await
-            .map_err(|e| Incomplete::from_check(e, Outcome::Retry))?;
-        self.collect_garbage().await.map_err(Incomplete::retry)?;
-        Ok(manifest)
-    }
-
-    async fn collect_garbage(&self) -> Result<(), riffle_state::StateError> {
-        let findings = self.store.findings(false).await?;
-        let deleting = plan_gc(&findings, self.config.retain);
-        let keep = referenced_files(&findings, &deleting);
-        for epoch in deleting {
-            self.store.delete_epoch(epoch, &keep).await?;
-        }
-        Ok(())
+        committed.map(|()| manifest)
     }
 }

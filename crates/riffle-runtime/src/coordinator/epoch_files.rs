@@ -5,7 +5,7 @@
 use super::{now_ms, CheckpointCoordinator, OperatorInfo, Pending};
 use crate::file_reuse::{reuse_files, ReuseCache};
 use crate::job::SnapshotAck;
-use riffle_core::{CounterValues, OperatorId};
+use riffle_core::{Committable, CounterValues, OperatorId};
 use riffle_state::manifest::{FileEntry, OperatorEntry, SubtaskEntry};
 use riffle_state::state_file::file_groups;
 use riffle_state::Manifest;
@@ -18,11 +18,9 @@ impl CheckpointCoordinator {
         ack: SnapshotAck,
         reuse: &ReuseCache,
     ) -> Result<(), riffle_state::StateError> {
-        pending.acks += 1;
         pending.alignment = pending.alignment.max(ack.alignment);
         pending.snapshot = pending.snapshot.max(ack.snapshot);
         let started = Instant::now();
-        pending.committables.extend(ack.committables);
         for (operator, values) in ack.counters {
             let total = pending.counters.entry(operator.0).or_default();
             *total = total.plus(values);
@@ -76,7 +74,7 @@ impl CheckpointCoordinator {
         Ok(())
     }
 
-    pub(super) fn manifest(&self, pending: &Pending) -> Manifest {
+    pub(super) fn manifest(&self, pending: &Pending, committables: &[Committable]) -> Manifest {
         let mut manifest = Manifest::prepared(
             &self.pipeline,
             self.config.generation,
@@ -106,7 +104,7 @@ impl CheckpointCoordinator {
                 output_schema: info.output_schema,
             });
         }
-        manifest.sink_committables = pending.committables.clone();
+        manifest.sink_committables = committables.to_vec();
         // Sinks whose staged output dies with the process (Kafka transactions) commit
         // first: until they have, recovery may still replay the epoch instead, which is
         // only exact while no other sink has published it.
