@@ -119,7 +119,7 @@ pub(crate) fn fenced_or_state(e: StateError) -> RuntimeError {
 /// processes), finds the newest usable checkpoint (unless `start_empty`), loads it, rolls
 /// a PREPARED checkpoint's sink commits forward, discards sink output staged by
 /// uncommitted epochs, sweeps partial epochs and writes a recovery record
-/// (`recovery/{ms}.json`). A damaged newer checkpoint is skipped (and named in the
+/// (`recovery/{ms}-g{generation}.json`). A damaged newer checkpoint is skipped (and named in the
 /// plan), never deleted.
 ///
 /// # Errors
@@ -644,7 +644,7 @@ async fn finish(
     };
     let json = serde_json::to_vec_pretty(&record).unwrap_or_default();
     store
-        .write_recovery_record(record.at_ms, json)
+        .write_recovery_record(record.at_ms, generation, json)
         .await
         .map_err(state_error)?;
     Ok(Recovered {

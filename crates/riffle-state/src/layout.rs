@@ -3,6 +3,9 @@
 use object_store::path::Path as ObjectPath;
 use riffle_core::Epoch;
 
+/// The name of an epoch's commit marker, beside its manifest.
+pub const COMMITTED_MARKER: &str = "_committed.json";
+
 /// The paths under one pipeline's state.
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -101,6 +104,16 @@ impl Layout {
         ObjectPath::from(format!("{}/{}", self.base, savepoint_dir_name(label)))
     }
 
+    /// `checkpoints/epoch=000042/_committed.json`: the epoch's sinks committed (see
+    /// [`CheckpointStore::commit`](crate::CheckpointStore::commit)).
+    pub fn committed_marker(&self, epoch: Epoch) -> ObjectPath {
+        ObjectPath::from(format!(
+            "{}/checkpoints/{}/{COMMITTED_MARKER}",
+            self.base,
+            epoch_dir_name(epoch)
+        ))
+    }
+
     /// `savepoints/{label}/_manifest.json`.
     pub fn savepoint_manifest(&self, label: &str) -> ObjectPath {
         ObjectPath::from(format!(
@@ -129,9 +142,13 @@ impl Layout {
         ObjectPath::from(format!("{}/recovery", self.base))
     }
 
-    /// `recovery/{at_ms:013}.json` (zero-padded so names sort by time).
-    pub fn recovery_record(&self, at_ms: i64) -> ObjectPath {
-        ObjectPath::from(format!("{}/recovery/{at_ms:013}.json", self.base))
+    /// `recovery/{at_ms:013}-g{generation}.json` (zero-padded so names sort by time; the
+    /// generation keeps two runs recovering in the same millisecond apart).
+    pub fn recovery_record(&self, at_ms: i64, generation: u64) -> ObjectPath {
+        ObjectPath::from(format!(
+            "{}/recovery/{at_ms:013}-g{generation}.json",
+            self.base
+        ))
     }
 
     /// The path relative to the pipeline's base (what manifests record).

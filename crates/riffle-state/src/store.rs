@@ -150,6 +150,38 @@ impl CheckpointStore {
         }
     }
 
+    /// Copies an object within this store. A savepoint must outlive the checkpoint it
+    /// was taken from, and damage to one must not reach the other: on a local root the
+    /// bytes are copied (object_store's local copy is a hard link), with a copy-on-write
+    /// clone where the file system offers one (`copy_file_range`); elsewhere the store
+    /// copies server-side.
+    ///
+    /// # Errors
+    /// Storage failures, naming the source.
+    pub(crate) async fn copy_object(&self, from: &ObjectPath, to: &ObjectPath) -> StateResult<()> {
+        let Some(dir) = &self.root.local_dir else {
+            return self.store().copy(from, to).await.map_err(storage(from));
+        };
+        let (from, to) = (dir.join(from.as_ref()), dir.join(to.as_ref()));
+        let copied = tokio::task::spawn_blocking(move || {
+            let io = |path: &Path| {
+                let path = path.display().to_string();
+                move |source| StateError::Io { path, source }
+            };
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent).map_err(io(parent))?;
+            }
+            std::fs::copy(&from, &to).map(|_| ()).map_err(io(&from))
+        })
+        .await;
+        copied.unwrap_or_else(|e| {
+            Err(StateError::Io {
+                path: dir.display().to_string(),
+                source: std::io::Error::other(e),
+            })
+        })
+    }
+
     /// Writes one object without syncing (callers sync a batch with [`sync`](Self::sync)).
     pub(crate) async fn put_unsynced(
         &self,
@@ -247,16 +279,32 @@ impl CheckpointStore {
         }
     }
 
-    /// Rewrites the epoch's manifest as COMMITTED. Idempotent.
+    /// Marks the epoch COMMITTED: creates `_committed.json` beside its manifest with a
+    /// conditional create. Idempotent (a marker already there is the same decision).
+    ///
+    /// The manifest itself is never rewritten: a run of an older generation paused
+    /// after its last check would otherwise rewrite it after a newer run had rolled the
+    /// epoch forward and garbage-collected it, bringing back a COMMITTED manifest whose
+    /// files are gone. A marker it creates in a collected epoch stands alone, without a
+    /// manifest, and is swept like any partial epoch (docs/engine.md, "Fencing").
     ///
     /// # Errors
     /// Storage failures.
     pub async fn commit(&self, manifest: &Manifest) -> StateResult<()> {
-        let mut committed = manifest.clone();
-        committed.status = ManifestStatus::Committed;
-        let path = self.layout.manifest(manifest.epoch);
-        self.put(&path, Self::encode_manifest(&committed), PutMode::Overwrite)
-            .await
+        let path = self.layout.committed_marker(manifest.epoch);
+        let marker = format!(
+            "{{\"epoch\":{},\"generation\":{},\"committed_at_ms\":{}}}",
+            manifest.epoch.0,
+            manifest.generation,
+            now_ms()
+        );
+        match self.put(&path, Bytes::from(marker), PutMode::Create).await {
+            Err(StateError::Storage {
+                source: object_store::Error::AlreadyExists { .. },
+                ..
+            }) => Ok(()),
+            other => other,
+        }
     }
 
     /// Points `_latest.json` at `epoch` (a hint; recovery lists epochs itself).
@@ -439,15 +487,28 @@ impl CheckpointStore {
     /// invariant; storage failures.
     pub async fn read_manifest(&self, epoch: Epoch) -> StateResult<Option<Manifest>> {
         let path = self.layout.manifest(epoch);
-        self.read_manifest_at(&path, "manifest", |m| {
-            (m.epoch == epoch).then_some(()).ok_or_else(|| {
-                format!(
-                    "manifest says epoch {}, stored under epoch {epoch}",
-                    m.epoch
-                )
+        let manifest = self
+            .read_manifest_at(&path, "manifest", |m| {
+                (m.epoch == epoch).then_some(()).ok_or_else(|| {
+                    format!(
+                        "manifest says epoch {}, stored under epoch {epoch}",
+                        m.epoch
+                    )
+                })
             })
-        })
-        .await
+            .await?;
+        // COMMITTED is the marker beside the manifest (state roots written before the
+        // marker existed have it in the manifest).
+        match manifest {
+            Some(mut m) if m.status == ManifestStatus::Prepared => {
+                let marker = self.layout.committed_marker(epoch);
+                if self.get_optional(&marker).await?.is_some() {
+                    m.status = ManifestStatus::Committed;
+                }
+                Ok(Some(m))
+            }
+            other => Ok(other),
+        }
     }
 
     /// Reads, parses and validates the manifest at `path` (`kind` names it in errors),
@@ -496,12 +557,17 @@ impl CheckpointStore {
         Ok(())
     }
 
-    /// Writes `recovery/{at_ms}.json`: what a recovery chose and why.
+    /// Writes `recovery/{at_ms}-g{generation}.json`: what a recovery chose and why.
     ///
     /// # Errors
     /// Storage failures.
-    pub async fn write_recovery_record(&self, at_ms: i64, json: Vec<u8>) -> StateResult<()> {
-        let path = self.layout.recovery_record(at_ms);
+    pub async fn write_recovery_record(
+        &self,
+        at_ms: i64,
+        generation: u64,
+        json: Vec<u8>,
+    ) -> StateResult<()> {
+        let path = self.layout.recovery_record(at_ms, generation);
         self.put(&path, Bytes::from(json), PutMode::Overwrite).await
     }
 

@@ -158,7 +158,9 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
                     let manifest_name = "_manifest.json";
                     for (epoch, _) in &findings {
                         for file in store.epoch_files(*epoch).await? {
-                            if !referenced.contains(&file) && !file.ends_with(manifest_name) {
+                            let own = file.ends_with(manifest_name)
+                                || file.ends_with(riffle_state::layout::COMMITTED_MARKER);
+                            if !referenced.contains(&file) && !own {
                                 println!(
                                     "unreachable: {file} (no manifest references it; the next run's start-up sweep deletes it)"
                                 );

@@ -100,7 +100,11 @@ fn committed_transactions(state: &Path) -> Vec<String> {
             else {
                 continue;
             };
-            if json["status"] != "COMMITTED" {
+            // COMMITTED: the commit marker beside an epoch's manifest (a savepoint's
+            // manifest says so itself).
+            let marked = path.with_file_name("_committed.json").exists();
+            if json["status"] != "COMMITTED" && !(marked && json.get("sink_committables").is_some())
+            {
                 continue;
             }
             for c in json["sink_committables"].as_array().into_iter().flatten() {
