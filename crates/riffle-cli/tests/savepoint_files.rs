@@ -91,8 +91,16 @@ fn a_damaged_archive_is_refused_and_leaves_nothing() {
     let not_tar = dir.path().join("notes.tar");
     std::fs::write(&not_tar, b"this is not an archive").unwrap();
 
+    let huge = dir.path().join("huge.tar");
+    std::fs::write(&huge, claim_huge_second_member(&bytes)).unwrap();
+
     let target = dir.path().join("target");
-    for (archive, what) in [(&truncated, "truncated"), (&altered, ""), (&not_tar, "")] {
+    for (archive, what) in [
+        (&truncated, "truncated"),
+        (&altered, ""),
+        (&not_tar, ""),
+        (&huge, "claims 68719476736 bytes"),
+    ] {
         let text = fails(
             riffle()
                 .args(["savepoint", "import", "--pipeline", "nexmark-q5", "--state"])
@@ -106,6 +114,29 @@ fn a_damaged_archive_is_refused_and_leaves_nothing() {
     }
     let list = ok(savepoint(&target, "nexmark-q5").arg("list"));
     assert!(String::from_utf8_lossy(&list.stdout).contains("no savepoints"));
+}
+
+/// The archive with its second member's tar header claiming 64 GiB (base-256 size, as
+/// GNU tar writes sizes past 8 GiB), checksum mended: import used to allocate that much
+/// up front and abort.
+fn claim_huge_second_member(archive: &[u8]) -> Vec<u8> {
+    let octal = |field: &[u8]| {
+        let text = String::from_utf8_lossy(field);
+        u64::from_str_radix(text.trim_matches(|c: char| c == '\0' || c == ' '), 8).unwrap()
+    };
+    let first_size = octal(&archive[124..136]);
+    let second = 512 + first_size.div_ceil(512) as usize * 512;
+    let mut bytes = archive.to_vec();
+    let header = &mut bytes[second..second + 512];
+    let size: u64 = 64 << 30;
+    header[124] = 0x80;
+    let mut field = [0u8; 11];
+    field[3..].copy_from_slice(&size.to_be_bytes());
+    header[125..136].copy_from_slice(&field);
+    header[148..156].fill(b' ');
+    let sum: u32 = header.iter().map(|b| u32::from(*b)).sum();
+    header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    bytes
 }
 
 #[test]

@@ -24,6 +24,9 @@ use std::io::{Read, Write};
 const ROOT: &str = "riffle-savepoint";
 const MANIFEST: &str = "_manifest.json";
 const CHECKSUMS: &str = "_checksums.json";
+/// The most a manifest or the checksums member may hold (a manifest of many thousand
+/// files is a few MiB).
+const METADATA_LIMIT: u64 = 256 << 20;
 
 /// `_checksums.json`: CRC32C of every member, by name inside [`ROOT`].
 #[derive(Debug, Serialize, Deserialize)]
@@ -174,7 +177,9 @@ async fn import_members(
     let mut entries = reader
         .entries()
         .map_err(|e| bad(format!("not a tar archive: {e}")))?;
-    let mut next_member = || -> StateResult<Option<(String, Vec<u8>)>> {
+    // A member's size comes from its tar header, which anyone can write: it is
+    // checked against what the member may hold before anything is allocated.
+    let mut next_member = |limit: &dyn Fn(&str) -> u64| -> StateResult<Option<(String, Vec<u8>)>> {
         let Some(entry) = entries.next() else {
             return Ok(None);
         };
@@ -192,13 +197,20 @@ async fn import_members(
                 ))
             })?
             .to_string();
-        let mut data = Vec::with_capacity(entry.size() as usize);
+        let (size, most) = (entry.size(), limit(&name));
+        if size > most {
+            return Err(bad(format!(
+                "member `{name}` claims {size} bytes, more than the {most} it may hold: damaged or not a riffle savepoint archive"
+            )));
+        }
+        let mut data = Vec::with_capacity(size as usize);
         entry
             .read_to_end(&mut data)
             .map_err(|e| bad(format!("member `{name}` is truncated: {e}")))?;
         Ok(Some((name, data)))
     };
-    let (name, manifest_bytes) = next_member()?.ok_or_else(|| bad("empty archive".into()))?;
+    let (name, manifest_bytes) =
+        next_member(&|_| METADATA_LIMIT)?.ok_or_else(|| bad("empty archive".into()))?;
     if name != MANIFEST {
         return Err(bad(format!(
             "the first member is `{name}`, a riffle savepoint archive starts with `{MANIFEST}`"
@@ -235,7 +247,9 @@ async fn import_members(
         .collect();
     let mut seen = BTreeMap::new();
     let mut checksums = None;
-    while let Some((name, data)) = next_member()? {
+    // A state file holds what the manifest says; other names are refused below.
+    let limit = |name: &str| expected.get(name).map_or(METADATA_LIMIT, |(e, _)| e.bytes);
+    while let Some((name, data)) = next_member(&limit)? {
         if name == CHECKSUMS {
             checksums = Some(data);
             continue;

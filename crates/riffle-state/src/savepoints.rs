@@ -13,7 +13,7 @@ use crate::layout::{check_label, savepoint_dir_name, Layout};
 use crate::manifest::{Manifest, ManifestStatus};
 use crate::store::CheckpointStore;
 use bytes::Bytes;
-use object_store::{ObjectStoreExt, PutMode};
+use object_store::PutMode;
 
 /// What `savepoints/` holds under one label.
 // Findings are few (one per epoch or label) and short-lived: boxing buys nothing.
@@ -92,14 +92,8 @@ impl CheckpointStore {
         for ((from, _), entry) in copies.iter().zip(&entries) {
             let to = self.layout().absolute(&entry.path);
             if same_store {
-                let from = source.layout().absolute(from);
-                self.store()
-                    .copy(&from, &to)
-                    .await
-                    .map_err(|e| StateError::Storage {
-                        path: from.to_string(),
-                        source: e,
-                    })?;
+                self.copy_object(&source.layout().absolute(from), &to)
+                    .await?;
             } else {
                 let bytes = source.read_bytes(from).await?;
                 let mut original = entry.clone();

@@ -305,3 +305,35 @@ fn an_unreachable_s3_server_is_a_clear_error() {
         "{err}"
     );
 }
+
+#[test]
+fn a_savepoint_is_a_copy_that_damage_to_its_checkpoint_does_not_reach() {
+    use std::os::unix::fs::MetadataExt;
+    rt().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let root = StateRoot::parse(dir.path().to_str().unwrap()).unwrap();
+        let store = CheckpointStore::new(root, "p");
+        let epoch = write_epoch(&store, 1).await;
+        store.commit(&epoch).await.unwrap();
+        let savepoint = store.promote(&epoch, "before-upgrade").await.unwrap();
+        for (original, copy) in epoch.files().zip(savepoint.files()) {
+            let original = dir.path().join("p").join(&original.path);
+            let copy = dir.path().join("p").join(&copy.path);
+            assert_eq!(
+                std::fs::metadata(&copy).unwrap().nlink(),
+                1,
+                "{} must not be a hard link of {}",
+                copy.display(),
+                original.display()
+            );
+            // Damage the checkpoint's file in place (as a bad disk or a stray tool
+            // would): the savepoint keeps its own bytes.
+            std::fs::write(&original, b"damaged").unwrap();
+        }
+        assert!(store.verify(&epoch).await.is_err());
+        store
+            .verify(&savepoint)
+            .await
+            .expect("the savepoint is intact after its checkpoint was damaged");
+    });
+}
