@@ -152,6 +152,45 @@ fn malformed_records_can_be_skipped_and_counted() {
 }
 
 #[test]
+fn a_line_that_is_not_utf8_is_a_malformed_record_named_or_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = b"{\"id\": 1, \"ts\": \"2025-01-01T00:00:01Z\"}\n".to_vec();
+    bytes.extend_from_slice(
+        b"{\"id\": 2, \"ts\": \"2025-01-01T00:00:02Z\", \"note\": \"caf\xe9\"}\n",
+    );
+    bytes.extend_from_slice(b"{\"id\": 3, \"ts\": \"2025-01-01T00:00:03Z\"}\n");
+    std::fs::write(dir.path().join("latin1.jsonl"), bytes).unwrap();
+    let mut cfg = config(dir.path(), FileFormat::Jsonl, MalformedRecords::Fail);
+    cfg.schema = Some(Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("ts", DataType::Utf8, true),
+    ])));
+    let err = run(FileSourceFactory::new(cfg.clone()).unwrap(), 1).expect_err("must fail");
+    match &err {
+        RuntimeError::Task {
+            source:
+                Error::MalformedRecord {
+                    file,
+                    line,
+                    message,
+                    ..
+                },
+            ..
+        } => {
+            assert!(file.ends_with("latin1.jsonl"));
+            assert_eq!(*line, 2);
+            assert!(message.contains("not valid UTF-8 (byte 53"), "{message}");
+        }
+        other => panic!("not a malformed record naming the line: {other:?}"),
+    }
+    cfg.on_malformed = MalformedRecords::Skip;
+    let (batches, summary) = run(FileSourceFactory::new(cfg).unwrap(), 1).unwrap();
+    assert_eq!(ids(&batches), vec![1, 3]);
+    let skipped: u64 = summary.operators.iter().map(|o| o.records_skipped).sum();
+    assert_eq!(skipped, 1);
+}
+
+#[test]
 fn csv_with_epoch_millis_and_bad_event_time() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -3,14 +3,100 @@
 //! they name a bad record (file and line, or topic, partition and offset).
 
 use crate::sinks::FileFormat;
-use riffle_core::arrow::array::{ArrayRef, AsArray};
+use riffle_core::arrow::array::{Array, ArrayRef, AsArray};
+use riffle_core::arrow::compute::is_not_null;
 use riffle_core::arrow::compute::kernels::cast::{cast_with_options, CastOptions};
 use riffle_core::arrow::compute::kernels::numeric::mul;
-use riffle_core::arrow::datatypes::{DataType, Int64Type, Schema, SchemaRef, TimeUnit};
+use riffle_core::arrow::compute::kernels::zip::zip;
+use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, TimeUnit};
 use riffle_core::{timestamp_type, Error, RecordBatch, Result};
+use std::sync::Arc;
 
 /// Decodes `rows` records of `format` (JSONL or CSV without header) from `text`.
+///
+/// A TIMESTAMP column takes a number as epoch milliseconds (as Flink reads it) and text
+/// as a date-time (RFC 3339 / ISO 8601, to the nanosecond), value by value: the column
+/// is decoded as text first, so a JSON number keeps its digits. (Arrow's JSON decoder
+/// would take a number as a count of the column's unit, nanoseconds.) Hence JSON
+/// numbers and booleans in VARCHAR columns are read as their text too, as Flink does.
 pub(crate) fn decode(
+    format: FileFormat,
+    schema: &SchemaRef,
+    text: &[u8],
+    rows: usize,
+) -> std::result::Result<Option<RecordBatch>, String> {
+    let timestamps: Vec<usize> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| matches!(f.data_type(), DataType::Timestamp(..)))
+        .map(|(i, _)| i)
+        .collect();
+    if timestamps.is_empty() {
+        return decode_as(format, schema, text, rows);
+    }
+    let as_text: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Timestamp(..) => f.as_ref().clone().with_data_type(DataType::Utf8),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    let as_text = Arc::new(Schema::new_with_metadata(
+        as_text,
+        schema.metadata().clone(),
+    ));
+    let Some(batch) = decode_as(format, &as_text, text, rows)? else {
+        return Ok(None);
+    };
+    let mut columns = batch.columns().to_vec();
+    for i in timestamps {
+        let field = schema.field(i);
+        columns[i] = timestamp_from_text(&columns[i], field)?;
+    }
+    RecordBatch::try_new(schema.clone(), columns)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// A text column as the TIMESTAMP `field`: each value epoch milliseconds when it is an
+/// integer, else a date-time; the error names the field and the value.
+fn timestamp_from_text(column: &ArrayRef, field: &Field) -> std::result::Result<ArrayRef, String> {
+    let safe = CastOptions {
+        safe: true,
+        ..Default::default()
+    };
+    let target = field.data_type();
+    let millis = cast_with_options(column, &DataType::Int64, &safe).map_err(|e| e.to_string())?;
+    // Epoch milliseconds as a millisecond timestamp, then in the column's own unit
+    // (a value past that unit's range becomes NULL, reported below).
+    let zone = match target {
+        DataType::Timestamp(_, zone) => zone.clone(),
+        _ => None,
+    };
+    let as_millis = cast_with_options(
+        &millis,
+        &DataType::Timestamp(TimeUnit::Millisecond, zone),
+        &safe,
+    )
+    .map_err(|e| e.to_string())?;
+    let from_millis = cast_with_options(&as_millis, target, &safe).map_err(|e| e.to_string())?;
+    let from_text = cast_with_options(column, target, &safe).map_err(|e| e.to_string())?;
+    let is_millis = is_not_null(&millis).map_err(|e| e.to_string())?;
+    let values = zip(&is_millis, &from_millis, &from_text).map_err(|e| e.to_string())?;
+    let text = column.as_string::<i32>();
+    if let Some(bad) = (0..column.len()).find(|i| column.is_valid(*i) && values.is_null(*i)) {
+        return Err(format!(
+            "field '{}': `{}` is neither epoch milliseconds (in range) nor a date-time (e.g. 2025-01-31T12:00:00Z)",
+            field.name(),
+            text.value(bad)
+        ));
+    }
+    Ok(values)
+}
+
+fn decode_as(
     format: FileFormat,
     schema: &SchemaRef,
     text: &[u8],
@@ -19,6 +105,7 @@ pub(crate) fn decode(
     match format {
         FileFormat::Jsonl => {
             let mut d = riffle_core::arrow::json::ReaderBuilder::new(schema.clone())
+                .with_coerce_primitive(true)
                 .with_batch_size(rows.max(1))
                 .build_decoder()
                 .map_err(|e| e.to_string())?;

@@ -72,13 +72,14 @@ impl FileReader {
                 let mut reader = BufReader::new(file);
                 let mut next_line = 1;
                 let header = u64::from(format == FileFormat::Csv);
-                let mut line = String::new();
+                let mut line = Vec::new();
                 // Position counts lines after the header; a fresh CSV skips its header.
+                // Bytes, not text: a skipped line may be one that is not UTF-8.
                 let to_skip = if skip == 0 { header } else { skip };
                 while next_line <= to_skip {
                     line.clear();
                     if reader
-                        .read_line(&mut line)
+                        .read_until(b'\n', &mut line)
                         .map_err(|e| Error::io(path, e))?
                         == 0
                     {
@@ -139,19 +140,39 @@ impl FileReader {
                 next_line,
             } => {
                 let mut lines = Vec::new();
-                let mut text = String::new();
+                let mut bytes = Vec::new();
                 while lines.len() < self.batch_rows {
-                    text.clear();
+                    bytes.clear();
                     let n = reader
-                        .read_line(&mut text)
+                        .read_until(b'\n', &mut bytes)
                         .map_err(|e| Error::io(&self.path, e))?;
                     if n == 0 {
                         break;
                     }
                     let number = *next_line;
                     *next_line += 1;
+                    // A line that is not UTF-8 is a malformed record like any other:
+                    // named with its file and line, or skipped and counted.
+                    let text = match std::str::from_utf8(&bytes) {
+                        Ok(text) => text,
+                        Err(_) if skip_malformed => {
+                            counters.add_skipped(1);
+                            continue;
+                        }
+                        Err(e) => {
+                            return Err(Error::MalformedRecord {
+                                file: self.path.clone(),
+                                line: number,
+                                field: None,
+                                message: format!(
+                                    "not valid UTF-8 (byte {} of the line); fix the record, or configure the source to skip malformed records",
+                                    e.valid_up_to() + 1
+                                ),
+                            })
+                        }
+                    };
                     if !text.trim().is_empty() {
-                        lines.push((number, text.clone()));
+                        lines.push((number, text.to_string()));
                     }
                 }
                 if lines.is_empty() {
