@@ -84,6 +84,19 @@ pub fn table_def(create: &CreateTable, watermarks: &[WatermarkClause]) -> Result
         )
         .located(at));
     }
+    // An option riffle would ignore is refused: a partitioned sink written unpartitioned
+    // is not what the user asked for.
+    let partitioning = !matches!(create.hive_distribution, ast::HiveDistributionStyle::NONE)
+        || create.partition_by.is_some()
+        || create.cluster_by.is_some()
+        || create.clustered_by.is_some();
+    if partitioning {
+        return Err(SqlError::unsupported(
+            format!("PARTITIONED BY / CLUSTER BY on `{name}`"),
+            "riffle writes a table unpartitioned; drop the clause (a filesystem sink writes part files per subtask and epoch) or write one table per partition value with a WHERE filter",
+        )
+        .located(at));
+    }
     let mut columns = Vec::new();
     let mut primary_key = Vec::new();
     for c in &create.columns {

@@ -13,6 +13,7 @@
 //! inside them. Windows are Arroyo-style functions in `GROUP BY` (see [`windows`]).
 
 pub mod connectors;
+mod date_format;
 pub mod ddl;
 pub mod error;
 mod pipeline;

@@ -66,6 +66,7 @@ fn session() -> SessionContext {
     for udf in window_udfs() {
         ctx.register_udf(udf);
     }
+    ctx.register_udf(crate::date_format::date_format_udf());
     ctx
 }
 

@@ -279,3 +279,32 @@ fn a_kafka_table_takes_an_updating_result_only_with_its_key() {
         panic!("a keyed topic was refused: {e}");
     }
 }
+
+#[test]
+fn a_partitioned_sink_is_refused_not_written_unpartitioned() {
+    for clause in [
+        "PARTITIONED BY (auction)",
+        "PARTITIONED BY (auction BIGINT)",
+    ] {
+        let e = error(&format!(
+            "{BID}CREATE TABLE out (auction BIGINT, price BIGINT) {clause} WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\nINSERT INTO out SELECT auction, price FROM bid;"
+        ));
+        assert_mentions(&e, &["PARTITIONED BY", "`out`", "unpartitioned"]);
+    }
+}
+
+#[test]
+fn date_format_refuses_pattern_letters_it_does_not_know() {
+    let e = error(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT DATE_FORMAT(date_time, 'yyyy-ww') AS week FROM bid;"
+    ));
+    assert_mentions(&e, &["DATE_FORMAT", "`ww`", "not supported"]);
+}
+
+#[test]
+fn min_and_max_of_strings_are_refused_with_what_to_write() {
+    let e = error(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT auction, min(extra) AS first_extra, tumble(INTERVAL '10' SECOND) AS w FROM bid GROUP BY auction, w;"
+    ));
+    assert_mentions(&e, &["Min", "does not apply to strings", "count"]);
+}

@@ -145,3 +145,90 @@ fn operators_keyed_by_nothing_give_the_same_rows_at_every_parallelism() {
         assert_eq!(rows, &answers[0], "p{} differs from p1", p + 1);
     }
 }
+
+/// Flink's DATE_FORMAT takes Java patterns; DataFusion's echoed such a pattern back as
+/// text on every row.
+#[test]
+fn date_format_understands_flink_patterns() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(
+        input.join("a.jsonl"),
+        "{\"id\": 1, \"ts\": \"2025-03-04T05:06:07.089Z\"}\n{\"id\": 2, \"ts\": \"2025-12-31T23:59:59Z\"}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let text = format!(
+        "CREATE TABLE events (id BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts)
+         WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+         CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+         INSERT INTO out SELECT id, DATE_FORMAT(ts, 'yyyy-MM-dd') AS day,
+           DATE_FORMAT(ts, 'HH:mm:ss.SSS') AS at, DATE_FORMAT(ts, 'yyyy-MM-dd''T''HH') AS hour
+         FROM events;",
+        input.display(),
+        out.display()
+    );
+    run_at(&text, 1);
+    let rows = lines(&out);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0]["day"], "2025-03-04");
+    assert_eq!(rows[0]["at"], "05:06:07.089");
+    assert_eq!(rows[0]["hour"], "2025-03-04T05");
+    assert_eq!(rows[1]["day"], "2025-12-31");
+    assert_eq!(rows[1]["at"], "23:59:59.000");
+}
+
+/// A JSON number in a TIMESTAMP column is epoch milliseconds (it was read as
+/// nanoseconds: 1700000003217 became 1970-01-01T00:28:20); text keeps its sub-millisecond
+/// digits; neither is refused with the field named.
+#[test]
+fn numbers_in_a_timestamp_column_are_epoch_milliseconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(
+        input.join("a.jsonl"),
+        "{\"id\": 1, \"ts\": 1700000003217}\n{\"id\": 2, \"ts\": \"2023-11-14T22:13:23.217456Z\"}\n{\"id\": 3, \"ts\": \"1700000003218\"}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let text = format!(
+        "CREATE TABLE events (id BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts)
+         WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+         CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+         INSERT INTO out SELECT id, DATE_FORMAT(ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS') AS at FROM events;",
+        input.display(),
+        out.display()
+    );
+    run_at(&text, 1);
+    let rows = lines(&out);
+    let at: Vec<&str> = rows.iter().map(|r| r["at"].as_str().unwrap()).collect();
+    assert_eq!(
+        at,
+        [
+            "2023-11-14 22:13:23.217000",
+            "2023-11-14 22:13:23.217456",
+            "2023-11-14 22:13:23.218000"
+        ],
+        "{rows:?}"
+    );
+    // A value that is neither is a malformed record naming the field.
+    std::fs::write(input.join("b.jsonl"), "{\"id\": 4, \"ts\": \"soon\"}\n").unwrap();
+    let options = PlanOptions {
+        name: "files".into(),
+        parallelism: 1,
+        max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
+        settings: Default::default(),
+    };
+    let pipeline = plan_pipeline(&text, &options, &ConnectorRegistry::default()).unwrap();
+    let err = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(job::run(&pipeline.graph, &JobConfig::default()))
+        .expect_err("`soon` is no time")
+        .to_string();
+    assert!(
+        err.contains("b.jsonl") && err.contains("ts") && err.contains("`soon`"),
+        "{err}"
+    );
+}
