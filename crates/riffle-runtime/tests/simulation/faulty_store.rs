@@ -22,6 +22,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+/// How often a run stalls right after reading the generation claims.
+const STALL_RATE: f64 = 0.05;
+
 /// What happens to one operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -229,7 +232,14 @@ impl ObjectStore for FaultyStore {
             }
             let mut items: Vec<Result<ObjectMeta>> =
                 this.inner.list(prefix.as_ref()).collect().await;
-            items.shuffle(&mut this.world.lock().rng);
+            let mut w = this.world.lock();
+            items.shuffle(&mut w.rng);
+            // Right after reading the claims (a fencing check) is where a frozen process
+            // does the most harm when it wakes: stall there now and then.
+            if shown.ends_with("_generations") && w.faults_on && w.rng.random_bool(STALL_RATE) {
+                w.stall = Some(this.actor);
+            }
+            drop(w);
             items
         })
         .flat_map(futures::stream::iter)

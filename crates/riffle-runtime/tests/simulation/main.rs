@@ -17,9 +17,13 @@
 //!   error (a store that is not atomic, crashing mid-write);
 //! - come back **reordered** (a listing, in random order);
 //! - be **delayed** arbitrarily: the scheduler may hold an actor between any two
-//!   operations (a pause, a GC stall, a frozen VM) while the others go on.
+//!   operations (a pause, a GC stall, a frozen VM) while the others go on; in
+//!   particular a run **stalls right after reading the generation claims** now and then
+//!   (a process frozen just after its fencing check, the zombie of defect 4).
 //!
-//! and the scheduler may **crash** an actor (drop it between two operations, like
+//! The disk may **damage** a state file of the newest COMMITTED checkpoint behind every
+//! run's back (the damaged newest checkpoint of defect 5), and the scheduler may
+//! **crash** an actor (drop it between two operations, like
 //! `kill -9`), **start another** while one runs (two copies of a job, or a restarted
 //! pod whose predecessor still runs), and **pause** one for a long stretch. A sink
 //! commit may fail. Then faults stop and runs are started until one reaches the end of

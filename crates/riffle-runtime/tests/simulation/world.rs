@@ -9,7 +9,7 @@ use object_store::path::Path as ObjectPath;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use riffle_state::{CheckpointStore, ManifestStatus, StateRoot};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -50,6 +50,11 @@ pub struct World {
     pub violations: Vec<String>,
     /// Bumped by every write or delete: invariant 2 is checked again only when it moved.
     pub version: u64,
+    /// An actor that just read the generation claims and is to stall there (a process
+    /// frozen right after a fencing check: the zombie of defect 4).
+    pub stall: Option<usize>,
+    /// State files the world damaged (a bad disk): invariant 2 does not blame a run.
+    pub damaged: HashSet<String>,
     trace: VecDeque<String>,
 }
 
@@ -66,6 +71,8 @@ impl World {
             generation_of: HashMap::new(),
             violations: Vec::new(),
             version: 0,
+            stall: None,
+            damaged: HashSet::new(),
             trace: VecDeque::new(),
         }
     }
@@ -115,6 +122,8 @@ pub struct Outcome {
     pub crashes: usize,
     pub concurrent: usize,
     pub pauses: usize,
+    pub stalls: usize,
+    pub damaged: usize,
     pub faults: usize,
     pub fenced: usize,
     pub runs: usize,
@@ -131,6 +140,8 @@ pub struct Totals {
     pub crashes: usize,
     pub concurrent: usize,
     pub pauses: usize,
+    pub stalls: usize,
+    pub damaged: usize,
     pub faults: usize,
     pub zombie_fenced: usize,
     pub runs: usize,
@@ -148,6 +159,8 @@ impl Totals {
         self.crashes += o.crashes;
         self.concurrent += o.concurrent;
         self.pauses += o.pauses;
+        self.stalls += o.stalls;
+        self.damaged += o.damaged;
         self.faults += o.faults;
         self.zombie_fenced += o.fenced;
         self.runs += o.runs;
@@ -159,7 +172,7 @@ impl fmt::Display for Totals {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} seeds: {} finished exactly, {} refused, {} broken; {} runs, {} steps, {} injected faults, {} crashes, {} second copies started, {} pauses, {} runs fenced",
+            "{} seeds: {} finished exactly, {} refused, {} broken; {} runs, {} steps, {} injected faults, {} crashes, {} second copies started, {} pauses, {} stalls right after a fencing check, {} committed state files damaged, {} runs fenced",
             self.seeds,
             self.finished,
             self.refused,
@@ -170,6 +183,8 @@ impl fmt::Display for Totals {
             self.crashes,
             self.concurrent,
             self.pauses,
+            self.stalls,
+            self.damaged,
             self.zombie_fenced
         )
     }
@@ -247,6 +262,8 @@ pub fn simulate(seed: u64) -> Outcome {
         crashes: 0,
         concurrent: 0,
         pauses: 0,
+        stalls: 0,
+        damaged: 0,
         faults: 0,
         fenced: 0,
         runs: 0,
@@ -292,6 +309,15 @@ pub fn simulate(seed: u64) -> Outcome {
                 w.trace(format!("a{} pauses for {pause} steps", actors[i].id));
                 actors[i].paused_until = step + pause;
                 outcome.pauses += 1;
+            } else if roll < 0.0125 {
+                drop(w);
+                if futures::executor::block_on(damage_newest_checkpoint(
+                    &world,
+                    &setup.memory,
+                    &clean,
+                )) {
+                    outcome.damaged += 1;
+                }
             }
         }
         if actors.is_empty() {
@@ -319,7 +345,17 @@ pub fn simulate(seed: u64) -> Outcome {
             continue; // everyone is paused: time passes
         }
         let i = runnable[world.lock().rng.random_range(0..runnable.len())];
-        if let Poll::Ready(end) = actors[i].future.as_mut().poll(&mut cx) {
+        let polled = actors[i].future.as_mut().poll(&mut cx);
+        let stall = world.lock().stall.take();
+        if stall == Some(actors[i].id) {
+            let pause = world.lock().rng.random_range(50..800);
+            world
+                .lock()
+                .trace(format!("a{} stalls for {pause} steps", actors[i].id));
+            actors[i].paused_until = step + pause;
+            outcome.stalls += 1;
+        }
+        if let Poll::Ready(end) = polled {
             let id = actors[i].id;
             world.lock().trace(format!("a{id} ends: {end:?}"));
             if matches!(end, ActorEnd::Fenced) {
@@ -366,11 +402,53 @@ fn check_invariants(
         return Ok(());
     }
     *checked_version = version;
-    futures::executor::block_on(committed_manifests_intact(clean))
+    let damaged = world.lock().damaged.clone();
+    futures::executor::block_on(committed_manifests_intact(clean, &damaged))
+}
+
+/// A bad disk: truncates a state file of the newest COMMITTED checkpoint behind every
+/// run's back (the damaged newest checkpoint of defect 5). Returns whether it did.
+async fn damage_newest_checkpoint(
+    world: &Shared,
+    memory: &InMemory,
+    clean: &CheckpointStore,
+) -> bool {
+    use object_store::ObjectStoreExt;
+    let Ok(epochs) = clean.list_epochs().await else {
+        return false;
+    };
+    for epoch in epochs.into_iter().rev() {
+        let Ok(Some(manifest)) = clean.read_manifest(epoch).await else {
+            continue;
+        };
+        if manifest.status != ManifestStatus::Committed {
+            continue;
+        }
+        let Some(file) = manifest.files().next() else {
+            return false;
+        };
+        let path = clean.layout().absolute(&file.path);
+        let Ok(bytes) = clean.read_bytes(&file.path).await else {
+            return false;
+        };
+        let half = bytes.slice(..bytes.len() / 2);
+        if memory.put(&path, half.into()).await.is_err() {
+            return false;
+        }
+        let mut w = world.lock();
+        w.trace(format!("the disk damages {} (epoch {epoch})", file.path));
+        w.damaged.insert(file.path.clone());
+        w.version += 1;
+        return true;
+    }
+    false
 }
 
 /// Invariant 2: every file of every COMMITTED manifest is there, unchanged.
-async fn committed_manifests_intact(store: &CheckpointStore) -> Result<(), String> {
+async fn committed_manifests_intact(
+    store: &CheckpointStore,
+    damaged: &HashSet<String>,
+) -> Result<(), String> {
     let epochs = store.list_epochs().await.map_err(|e| e.to_string())?;
     for epoch in epochs {
         let Ok(Some(manifest)) = store.read_manifest(epoch).await else {
@@ -378,6 +456,9 @@ async fn committed_manifests_intact(store: &CheckpointStore) -> Result<(), Strin
         };
         if manifest.status != ManifestStatus::Committed {
             continue;
+        }
+        if manifest.files().any(|f| damaged.contains(&f.path)) {
+            continue; // the world's doing, not a run's
         }
         for file in manifest.files() {
             let bytes = store.read_bytes(&file.path).await.map_err(|e| {
