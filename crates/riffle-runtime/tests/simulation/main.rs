@@ -53,7 +53,7 @@ mod world;
 use world::{simulate, Verdict};
 
 /// Seeds checked on every `scripts/test`.
-const CI_SEEDS: std::ops::Range<u64> = 0..400;
+const CI_SEEDS: std::ops::Range<u64> = 0..1000;
 
 fn seeds() -> Vec<u64> {
     let Ok(text) = std::env::var("RIFFLE_SIM_SEEDS") else {
