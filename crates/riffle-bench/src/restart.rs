@@ -119,7 +119,15 @@ pub fn measure_restart(
         };
         let first = graph(keys_per_subtask, parallelism, Some(pause)).map_err(bench_error)?;
         let store = CheckpointStore::new(root.clone(), &first.name);
-        let recovered = recover(&store, &first, true, false).await?;
+        let recovered = recover(
+            &store,
+            &first,
+            riffle_runtime::recovery::RecoveryOptions {
+                start_empty: true,
+                ..Default::default()
+            },
+        )
+        .await?;
         let listener = Arc::new(RecordingListener::default());
         // No periodic checkpoint: the savepoint's epoch is the first, a full snapshot.
         let checkpoints = CheckpointConfig {

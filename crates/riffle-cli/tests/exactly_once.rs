@@ -281,3 +281,42 @@ fn a_checkpoint_taken_at_p2_resumes_exactly_at_p1_and_p4() {
         }
     }
 }
+
+/// A rerun whose state is gone (a deleted state root, `memory://`, `--no-restore`) over
+/// an output directory holding committed files started empty and wrote those rows
+/// again. It is refused, leaving the output as it was; with `--replace-output` the old
+/// output is removed first and the result is exact.
+#[test]
+fn a_rerun_without_its_state_over_committed_output_is_refused_or_replaces_it() {
+    let expected = crash_free("q5", "1M", 2);
+    let dir = tempfile::tempdir().unwrap();
+    let (out, state) = (dir.path().join("out"), dir.path().join("state"));
+    let first = nexmark("q5", "1M", 2, &out, Some(&state)).output().unwrap();
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_eq!(published(&out), expected);
+
+    let no_restore = nexmark("q5", "1M", 2, &out, Some(&state))
+        .arg("--no-restore")
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&state).unwrap();
+    let state_gone = nexmark("q5", "1M", 2, &out, Some(&state)).output().unwrap();
+    for refused in [&no_restore, &state_gone] {
+        let text = stderr(refused);
+        assert!(!refused.status.success(), "{text}");
+        assert!(
+            text.contains("starts from empty state")
+                && text.contains("published file(s)")
+                && text.contains("--replace-output"),
+            "{text}"
+        );
+        assert_eq!(published(&out), expected, "a refused run changes nothing");
+    }
+
+    let replaced = nexmark("q5", "1M", 2, &out, Some(&state))
+        .arg("--replace-output")
+        .output()
+        .unwrap();
+    assert!(replaced.status.success(), "{}", stderr(&replaced));
+    assert_eq!(published(&out), expected, "no row twice");
+}

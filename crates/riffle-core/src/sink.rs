@@ -158,6 +158,18 @@ pub trait SinkFactory: Send + Sync {
         })
     }
 
+    /// How many items of exactly-once output (files, rows) this sink already holds,
+    /// published by some earlier run. Recovery asks before a run starts from empty
+    /// state: writing again over such output would duplicate it, so the run is refused
+    /// unless the user asks to replace it ([`unpublish`](SinkFactory::unpublish) from
+    /// epoch 0). 0 when the sink cannot tell.
+    ///
+    /// # Errors
+    /// Storage failures.
+    fn published(&self) -> Result<usize> {
+        Ok(0)
+    }
+
     /// Discards everything staged that no commit published (recovery, after rolling
     /// forward and before the job starts) by runs of generations before `generation`
     /// — never what a newer run that started meanwhile has staged; returns how many

@@ -16,6 +16,19 @@ use riffle_state::{CheckpointStore, Manifest, ManifestStatus, StateError};
 use serde::Serialize;
 use std::sync::Arc;
 
+/// What the user asked of recovery.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RecoveryOptions {
+    /// Start from empty state even if checkpoints exist (`--no-restore`).
+    pub start_empty: bool,
+    /// Resume past damaged checkpoints even when a sink cannot take back what they
+    /// published (`--accept-replayed-output`).
+    pub accept_replayed_output: bool,
+    /// Starting from empty state, remove the exactly-once output an earlier run
+    /// published instead of refusing to write over it (`--replace-output`).
+    pub replace_output: bool,
+}
+
 /// What recovery decided.
 #[derive(Debug)]
 pub struct Recovered {
@@ -128,9 +141,13 @@ pub(crate) fn fenced_or_state(e: StateError) -> RuntimeError {
 pub async fn recover(
     store: &CheckpointStore,
     graph: &JobGraph,
-    start_empty: bool,
-    accept_replayed_output: bool,
+    options: RecoveryOptions,
 ) -> RuntimeResult<Recovered> {
+    let RecoveryOptions {
+        start_empty,
+        accept_replayed_output,
+        replace_output,
+    } = options;
     // Choose from a listing, claim a generation, list again: a zombie that prepares an
     // epoch after the claim sees the claim and publishes nothing, and one that prepared
     // before it is in the second listing. While the two listings differ, choose again.
@@ -166,6 +183,7 @@ pub async fn recover(
                 restored_from: None,
                 replayed,
                 accept_replayed_output,
+                replace_output,
             },
         )
         .await;
@@ -293,6 +311,8 @@ struct Chosen {
     /// The user accepts that output of skipped damaged epochs which a sink cannot
     /// take back is written again by the replay.
     accept_replayed_output: bool,
+    /// Starting empty, remove output earlier runs published instead of refusing.
+    replace_output: bool,
 }
 
 /// Why a PREPARED `manifest` cannot be rolled forward, if a sink says it lost output
@@ -421,6 +441,7 @@ pub async fn recover_from(
             restored_from: Some((what, check)),
             replayed: Vec::new(),
             accept_replayed_output: false,
+            replace_output: false,
         },
     )
     .await?;
@@ -539,6 +560,7 @@ async fn finish(
         restored_from,
         replayed,
         accept_replayed_output,
+        replace_output,
     } = chosen;
     // The generation was claimed before the listing this plan comes from. Storage
     // changes from here on: a newer run that claimed meanwhile owns it.
@@ -547,10 +569,43 @@ async fn finish(
         .await
         .map_err(fenced_or_state)?;
     let sinks = graph.sinks();
+    // Starting from empty state (the state is gone, or --no-restore) over output an
+    // earlier run published: the run would write those rows again.
+    let mut unpublished = Vec::new();
+    if plan.restore.is_none() {
+        let mut holding = Vec::new();
+        for (id, sink) in &sinks {
+            let published = sink.published().map_err(|e| {
+                RuntimeError::Checkpoint(format!("asking sink `{id}` what it holds: {e}"))
+            })?;
+            if published == 0 {
+                continue;
+            }
+            if !replace_output {
+                holding.push(format!(
+                    "sink `{id}` ({}) holds {published} published file(s)",
+                    sink.describe()
+                ));
+                continue;
+            }
+            match sink.unpublish(Epoch(0)).map_err(|e| {
+                RuntimeError::Checkpoint(format!("removing what sink `{id}` holds: {e}"))
+            })? {
+                Unpublished::Removed(n) => unpublished.push((id.clone(), n)),
+                Unpublished::Cannot(why) => holding.push(why),
+            }
+        }
+        if !holding.is_empty() {
+            holding.sort();
+            return Err(RuntimeError::Checkpoint(format!(
+                "this run starts from empty state, but {} written by an earlier run that no checkpoint accounts for (its state is gone, or --no-restore); writing again would duplicate those rows: remove that output or write elsewhere, or run with --replace-output to remove it first",
+                holding.join("; ")
+            )));
+        }
+    }
     // Damaged epochs newer than the one restored published output that the replay
     // writes again: take back everything published after it where the sink can, else
     // refuse (or, when the user accepts it, say what will appear twice).
-    let mut unpublished = Vec::new();
     if let (Some(restored), false) = (plan.restore, plan.skipped.is_empty()) {
         let mut cannot = Vec::new();
         for (id, sink) in &sinks {

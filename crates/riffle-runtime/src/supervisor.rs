@@ -7,7 +7,7 @@ use crate::error::{RuntimeError, RuntimeResult};
 use crate::graph::JobGraph;
 use crate::job::{self, JobConfig, JobSummary};
 use crate::metrics::JobMetrics;
-use crate::recovery::{recover, recover_from, ExplicitRestore, Recovered};
+use crate::recovery::{recover, recover_from, ExplicitRestore, Recovered, RecoveryOptions};
 use crate::savepoint::SavepointDone;
 use riffle_state::CheckpointStore;
 use std::sync::Arc;
@@ -97,6 +97,9 @@ pub struct CheckpointedRun {
     /// Resume past damaged checkpoints even when a sink cannot take back what they
     /// published (those rows are then written twice).
     pub accept_replayed_output: bool,
+    /// Starting from empty state over exactly-once output an earlier run published:
+    /// remove that output first (without it such a start is refused).
+    pub replace_output: bool,
     /// Checkpoint event listeners.
     pub listeners: Vec<Arc<dyn CheckpointListener>>,
     /// Start the first attempt from a named savepoint or checkpoint (later attempts
@@ -147,7 +150,14 @@ pub async fn run_checkpointed(
         }
         let recovered = match restore_from.take() {
             Some(explicit) => recover_from(store, graph, &explicit).await?,
-            None => recover(store, graph, start_empty, run.accept_replayed_output).await?,
+            None => {
+                let options = RecoveryOptions {
+                    start_empty,
+                    accept_replayed_output: run.accept_replayed_output,
+                    replace_output: run.replace_output,
+                };
+                recover(store, graph, options).await?
+            }
         };
         start_empty = false;
         generation = Some(recovered.generation);

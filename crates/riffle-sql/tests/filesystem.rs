@@ -146,31 +146,49 @@ fn operators_keyed_by_nothing_give_the_same_rows_at_every_parallelism() {
     }
 }
 
+/// A pipeline reading `events (id BIGINT, ts TIMESTAMP)` from JSON lines and writing
+/// `INSERT INTO out {select}` to a JSON file sink; the input directory starts with
+/// `a.jsonl` holding `jsonl`.
+struct EventsPipeline {
+    dir: tempfile::TempDir,
+    text: String,
+}
+
+impl EventsPipeline {
+    fn new(jsonl: &str, select: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("events");
+        std::fs::create_dir_all(&input).unwrap();
+        std::fs::write(input.join("a.jsonl"), jsonl).unwrap();
+        let text = format!(
+            "CREATE TABLE events (id BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts)
+             WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+             CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+             INSERT INTO out {select};",
+            input.display(),
+            dir.path().join("out").display()
+        );
+        Self { dir, text }
+    }
+
+    /// Runs it at parallelism 1; the rows written.
+    fn rows(&self) -> Vec<serde_json::Value> {
+        run_at(&self.text, 1);
+        lines(&self.dir.path().join("out"))
+    }
+}
+
 /// Flink's DATE_FORMAT takes Java patterns; DataFusion's echoed such a pattern back as
 /// text on every row.
 #[test]
 fn date_format_understands_flink_patterns() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("events");
-    std::fs::create_dir_all(&input).unwrap();
-    std::fs::write(
-        input.join("a.jsonl"),
+    let rows = EventsPipeline::new(
         "{\"id\": 1, \"ts\": \"2025-03-04T05:06:07.089Z\"}\n{\"id\": 2, \"ts\": \"2025-12-31T23:59:59Z\"}\n",
-    )
-    .unwrap();
-    let out = dir.path().join("out");
-    let text = format!(
-        "CREATE TABLE events (id BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts)
-         WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
-         CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
-         INSERT INTO out SELECT id, DATE_FORMAT(ts, 'yyyy-MM-dd') AS day,
+        "SELECT id, DATE_FORMAT(ts, 'yyyy-MM-dd') AS day,
            DATE_FORMAT(ts, 'HH:mm:ss.SSS') AS at, DATE_FORMAT(ts, 'yyyy-MM-dd''T''HH') AS hour
-         FROM events;",
-        input.display(),
-        out.display()
-    );
-    run_at(&text, 1);
-    let rows = lines(&out);
+         FROM events",
+    )
+    .rows();
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert_eq!(rows[0]["day"], "2025-03-04");
     assert_eq!(rows[0]["at"], "05:06:07.089");
@@ -184,25 +202,11 @@ fn date_format_understands_flink_patterns() {
 /// digits; neither is refused with the field named.
 #[test]
 fn numbers_in_a_timestamp_column_are_epoch_milliseconds() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("events");
-    std::fs::create_dir_all(&input).unwrap();
-    std::fs::write(
-        input.join("a.jsonl"),
+    let pipeline = EventsPipeline::new(
         "{\"id\": 1, \"ts\": 1700000003217}\n{\"id\": 2, \"ts\": \"2023-11-14T22:13:23.217456Z\"}\n{\"id\": 3, \"ts\": \"1700000003218\"}\n",
-    )
-    .unwrap();
-    let out = dir.path().join("out");
-    let text = format!(
-        "CREATE TABLE events (id BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts)
-         WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
-         CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
-         INSERT INTO out SELECT id, DATE_FORMAT(ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS') AS at FROM events;",
-        input.display(),
-        out.display()
+        "SELECT id, DATE_FORMAT(ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS') AS at FROM events",
     );
-    run_at(&text, 1);
-    let rows = lines(&out);
+    let rows = pipeline.rows();
     let at: Vec<&str> = rows.iter().map(|r| r["at"].as_str().unwrap()).collect();
     assert_eq!(
         at,
@@ -213,18 +217,22 @@ fn numbers_in_a_timestamp_column_are_epoch_milliseconds() {
         ],
         "{rows:?}"
     );
-    // A value that is neither is a malformed record naming the field.
-    std::fs::write(input.join("b.jsonl"), "{\"id\": 4, \"ts\": \"soon\"}\n").unwrap();
+    // A value that is neither is a malformed record naming the file and the field.
+    std::fs::write(
+        pipeline.dir.path().join("events/b.jsonl"),
+        "{\"id\": 4, \"ts\": \"soon\"}\n",
+    )
+    .unwrap();
     let options = PlanOptions {
         name: "files".into(),
         parallelism: 1,
         max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
         settings: Default::default(),
     };
-    let pipeline = plan_pipeline(&text, &options, &ConnectorRegistry::default()).unwrap();
+    let planned = plan_pipeline(&pipeline.text, &options, &ConnectorRegistry::default()).unwrap();
     let err = tokio::runtime::Runtime::new()
         .unwrap()
-        .block_on(job::run(&pipeline.graph, &JobConfig::default()))
+        .block_on(job::run(&planned.graph, &JobConfig::default()))
         .expect_err("`soon` is no time")
         .to_string();
     assert!(

@@ -41,6 +41,12 @@ pub struct CheckpointArgs {
     /// then written twice. Without it such a run is refused; files are taken back.
     #[arg(long)]
     pub accept_replayed_output: bool,
+    /// When this run starts from empty state (no checkpoint in --state, or --no-restore)
+    /// but its file sinks already hold exactly-once output of an earlier run, remove
+    /// that output first. Without it such a run is refused: it would write those rows
+    /// again.
+    #[arg(long)]
+    pub replace_output: bool,
     /// Start from this savepoint instead of the newest checkpoint: a label in --state,
     /// or the URL of a savepoint directory elsewhere
     /// (`file:///root/{pipeline}/savepoints/{label}`, `s3://bucket/prefix/{pipeline}/savepoints/{label}`),
@@ -411,6 +417,7 @@ pub fn run(
         restart: args.restart_strategy()?,
         start_empty: args.no_restore,
         accept_replayed_output: args.accept_replayed_output,
+        replace_output: args.replace_output,
         listeners: vec![status.clone(), live.clone()],
     };
     let mut observer = CliObserver {

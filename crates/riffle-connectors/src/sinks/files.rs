@@ -176,6 +176,22 @@ impl SinkFactory for FileSinkFactory {
         .map(Unpublished::Removed)
     }
 
+    fn published(&self) -> Result<usize> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(Error::io(&self.dir, e)),
+        };
+        Ok(entries
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|name| published_epoch(name).is_some())
+            })
+            .count())
+    }
+
     fn abort_staged(&self, generation: u64) -> Result<usize> {
         remove_files(&self.dir, |name| {
             name.ends_with(STAGED_EXTENSION)

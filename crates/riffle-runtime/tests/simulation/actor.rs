@@ -15,7 +15,7 @@ use riffle_core::{
     StreamSchema,
 };
 use riffle_runtime::coordinator::commit::{EpochCommitter, EpochOutcome, SinkCommits};
-use riffle_runtime::recovery::recover;
+use riffle_runtime::recovery::{recover, RecoveryOptions};
 use riffle_runtime::restore::StateOwner;
 use riffle_runtime::{JobGraph, RuntimeError, WatermarkStrategy};
 use riffle_state::manifest::SubtaskEntry;
@@ -114,7 +114,7 @@ pub async fn run_actor(
     sink: Arc<SimSink>,
     world: Shared,
 ) -> ActorEnd {
-    let recovered = match recover(&store, &graph, false, false).await {
+    let recovered = match recover(&store, &graph, RecoveryOptions::default()).await {
         Ok(r) => r,
         Err(RuntimeError::Fenced { .. }) => return ActorEnd::Fenced,
         Err(e) => return ActorEnd::Failed(e.to_string()),
