@@ -30,7 +30,8 @@ pub use operator::{CounterValues, Operator, OperatorContext, OperatorFactory, Op
 pub use parquet;
 pub use schema::{timestamp_type, StreamSchema, TIMESTAMP_FIELD};
 pub use sink::{
-    Committable, Sink, SinkContext, SinkFactory, SinkSummary, StagedOutput, Unpublished,
+    Committable, OutputOwner, Sink, SinkContext, SinkFactory, SinkSummary, StagedOutput,
+    Unpublished,
 };
 pub use source::{Source, SourceFactory, SourcePoll};
 pub use state::OperatorState;

@@ -67,6 +67,30 @@ pub enum Unpublished {
     Cannot(String),
 }
 
+/// The pipeline that owns a sink's output (a directory, a table): output belongs to
+/// one pipeline, because two writing one place overwrite or mix each other's committed
+/// rows (docs/engine.md, "One owner per output").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputOwner {
+    /// The identity of the owning pipeline's state (random, kept in its state root, and
+    /// the same for every run that resumes from that state).
+    pub id: String,
+    /// The pipeline's name, for messages.
+    pub pipeline: String,
+    /// Its state root, for messages.
+    pub state: String,
+}
+
+impl std::fmt::Display for OutputOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pipeline `{}` with state at {} (state id {})",
+            self.pipeline, self.state, self.id
+        )
+    }
+}
+
 /// One subtask of a sink.
 pub trait Sink: Send {
     /// Writes rows. Rows may be buffered until [`pre_commit`](Sink::pre_commit) or
@@ -168,6 +192,26 @@ pub trait SinkFactory: Send + Sync {
     /// Storage failures.
     fn published(&self) -> Result<usize> {
         Ok(0)
+    }
+
+    /// The owner recorded for this sink's output, or `None` when none is recorded or
+    /// the sink records none. Recovery reads it before it changes anything.
+    ///
+    /// # Errors
+    /// Storage failures; an owner record that cannot be read.
+    fn output_owner(&self) -> Result<Option<OutputOwner>> {
+        Ok(None)
+    }
+
+    /// Records `owner` as the owner of this sink's output when no owner is recorded —
+    /// by a conditional create, so that of two pipelines starting at once exactly one
+    /// wins — or in place of the recorded one with `replace`. Returns the owner
+    /// recorded afterwards (`None`: this sink records no owner).
+    ///
+    /// # Errors
+    /// Storage failures.
+    fn claim_output(&self, _owner: &OutputOwner, _replace: bool) -> Result<Option<OutputOwner>> {
+        Ok(None)
     }
 
     /// Discards everything staged that no commit published (recovery, after rolling

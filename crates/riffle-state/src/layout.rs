@@ -80,6 +80,11 @@ impl Layout {
         ObjectPath::from(format!("{}/_generation.json", self.base))
     }
 
+    /// `_identity.json`: the identity of this pipeline's state.
+    pub fn identity(&self) -> ObjectPath {
+        ObjectPath::from(format!("{}/_identity.json", self.base))
+    }
+
     /// `_generations/`: one claim per run, created with a conditional create (fencing;
     /// docs/engine.md, "Fencing").
     pub fn generation_claims(&self) -> ObjectPath {

@@ -27,4 +27,4 @@ pub mod tables;
 pub use error::{StateError, StateResult};
 pub use manifest::{FileEntry, Manifest, ManifestStatus, OperatorEntry, FORMAT_VERSION};
 pub use root::StateRoot;
-pub use store::CheckpointStore;
+pub use store::{CheckpointStore, StateIdentity};

@@ -102,6 +102,11 @@ pub struct Manifest {
     /// checkpoint (`savepoint sp-000012`, `checkpoint 7`): where its state came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored_from: Option<String>,
+    /// The identity of the pipeline state that took it (`_identity.json`): a run
+    /// started from it elsewhere (a savepoint moved to another state root) continues
+    /// that pipeline and inherits the output it owns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_id: Option<String>,
 }
 
 impl Manifest {
@@ -124,6 +129,7 @@ impl Manifest {
             operator_counters: BTreeMap::new(),
             savepoint: None,
             restored_from: None,
+            state_id: None,
         }
     }
 

@@ -2,7 +2,7 @@
 //! whether a generation may commit. No storage calls here; the store gathers the facts.
 
 use crate::manifest::{Manifest, ManifestStatus};
-use riffle_core::{Epoch, StagedOutput};
+use riffle_core::{Epoch, OutputOwner, StagedOutput};
 use std::collections::BTreeSet;
 
 /// What the store found for one epoch directory.
@@ -153,6 +153,39 @@ pub fn same_listing(a: &[(Epoch, EpochFinding)], b: &[(Epoch, EpochFinding)]) ->
         (*e, seen)
     };
     a.len() == b.len() && a.iter().map(seen).eq(b.iter().map(seen))
+}
+
+/// What recovery does about the owner a sink's output records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OwnerStep {
+    /// The output is this pipeline's (or records no owner yet): record it as ours.
+    Claim,
+    /// The output is its predecessor's (the state this run was started from came from
+    /// there): record this pipeline as the owner instead, keeping the output.
+    Inherit,
+    /// Another pipeline's output that the user asked to replace: remove it, then
+    /// record this pipeline as the owner.
+    Replace,
+    /// Another pipeline's output: refuse to start (the recorded owner).
+    Refuse(OutputOwner),
+}
+
+/// Decides what to do about a sink's recorded owner. `ours` is this pipeline's state
+/// identity (`None`: its state has none yet, a new state root); `predecessor` the identity
+/// of the state a run was explicitly started from; `replace` is `--replace-output`.
+pub fn decide_owner(
+    recorded: Option<&OutputOwner>,
+    ours: Option<&str>,
+    predecessor: Option<&str>,
+    replace: bool,
+) -> OwnerStep {
+    match recorded {
+        None => OwnerStep::Claim,
+        Some(owner) if Some(owner.id.as_str()) == ours => OwnerStep::Claim,
+        Some(owner) if Some(owner.id.as_str()) == predecessor => OwnerStep::Inherit,
+        Some(_) if replace => OwnerStep::Replace,
+        Some(owner) => OwnerStep::Refuse(owner.clone()),
+    }
 }
 
 #[cfg(test)]
@@ -322,5 +355,47 @@ mod tests {
         // A partial epoch that gained its manifest.
         let partial = vec![(Epoch(1), EpochFinding::Partial)];
         assert!(!same_listing(&partial, &before));
+    }
+
+    fn owner(id: &str) -> OutputOwner {
+        OutputOwner {
+            id: id.into(),
+            pipeline: "q5".into(),
+            state: "/s".into(),
+        }
+    }
+
+    #[test]
+    fn unowned_output_and_our_own_are_claimed() {
+        assert_eq!(decide_owner(None, None, None, false), OwnerStep::Claim);
+        assert_eq!(
+            decide_owner(Some(&owner("a")), Some("a"), None, false),
+            OwnerStep::Claim
+        );
+    }
+
+    #[test]
+    fn another_pipelines_output_is_refused_unless_replaced() {
+        assert_eq!(
+            decide_owner(Some(&owner("a")), Some("b"), None, false),
+            OwnerStep::Refuse(owner("a"))
+        );
+        assert_eq!(
+            decide_owner(Some(&owner("a")), None, None, false),
+            OwnerStep::Refuse(owner("a")),
+            "a new state root does not own output another state wrote"
+        );
+        assert_eq!(
+            decide_owner(Some(&owner("a")), Some("b"), None, true),
+            OwnerStep::Replace
+        );
+    }
+
+    #[test]
+    fn a_run_started_from_anothers_savepoint_inherits_its_output() {
+        assert_eq!(
+            decide_owner(Some(&owner("a")), Some("b"), Some("a"), false),
+            OwnerStep::Inherit
+        );
     }
 }

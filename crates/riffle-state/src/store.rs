@@ -1,7 +1,12 @@
 //! Reading and writing one pipeline's checkpoints on an object store.
 
+mod generations;
+mod identity;
+
+pub use identity::StateIdentity;
+
 use crate::error::{StateError, StateResult};
-use crate::layout::{parse_epoch_dir, parse_generation_claim, Layout};
+use crate::layout::{parse_epoch_dir, Layout};
 use crate::manifest::{FileEntry, Manifest, ManifestStatus};
 use crate::root::StateRoot;
 use crate::state_file;
@@ -25,6 +30,10 @@ pub struct LatestHint {
 pub struct CheckpointStore {
     root: StateRoot,
     layout: Layout,
+    /// Epochs whose COMMITTED marker this store has seen or written: a marker stays
+    /// until its epoch is deleted, so reading a manifest of such an epoch needs no
+    /// second request for the marker (GC reads every retained manifest each epoch).
+    committed: Arc<std::sync::Mutex<std::collections::BTreeSet<Epoch>>>,
 }
 
 fn storage(path: &ObjectPath) -> impl FnOnce(object_store::Error) -> StateError + '_ {
@@ -38,7 +47,11 @@ impl CheckpointStore {
     /// The checkpoints of `pipeline` under `root`.
     pub fn new(root: StateRoot, pipeline: &str) -> Self {
         let layout = Layout::new(&root.prefix, pipeline);
-        Self { root, layout }
+        Self {
+            root,
+            layout,
+            committed: Arc::default(),
+        }
     }
 
     /// The paths this store uses.
@@ -64,7 +77,14 @@ impl CheckpointStore {
 
     /// An object's bytes, or `None` when it does not exist.
     pub(crate) async fn get_optional(&self, path: &ObjectPath) -> StateResult<Option<Bytes>> {
-        let got = match self.store().get(path).await {
+        Self::get_from(self.store(), path).await
+    }
+
+    async fn get_from(
+        store: &Arc<dyn ObjectStore>,
+        path: &ObjectPath,
+    ) -> StateResult<Option<Bytes>> {
+        let got = match store.get(path).await {
             Ok(got) => got,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(storage(path)(e)),
@@ -78,7 +98,7 @@ impl CheckpointStore {
     /// # Errors
     /// [`StateError::Corrupt`] when it is missing; storage failures.
     pub async fn read_bytes(&self, relative: &str) -> StateResult<Bytes> {
-        self.get_optional(&self.layout.absolute(relative))
+        Self::get_from(&self.root.bulk, &self.layout.absolute(relative))
             .await?
             .ok_or_else(|| StateError::Corrupt {
                 path: relative.to_string(),
@@ -88,8 +108,8 @@ impl CheckpointStore {
 
     /// Writes a file given relative to the pipeline's base, without syncing.
     pub(crate) async fn write_relative(&self, relative: &str, bytes: Bytes) -> StateResult<()> {
-        self.put_unsynced(&self.layout.absolute(relative), bytes, PutMode::Overwrite)
-            .await
+        let path = self.layout.absolute(relative);
+        Self::put_to(&self.root.bulk, &path, bytes, PutMode::Overwrite).await
     }
 
     /// Every object under `dir`.
@@ -160,7 +180,7 @@ impl CheckpointStore {
     /// Storage failures, naming the source.
     pub(crate) async fn copy_object(&self, from: &ObjectPath, to: &ObjectPath) -> StateResult<()> {
         let Some(dir) = &self.root.local_dir else {
-            return self.store().copy(from, to).await.map_err(storage(from));
+            return self.root.bulk.copy(from, to).await.map_err(storage(from));
         };
         let (from, to) = (dir.join(from.as_ref()), dir.join(to.as_ref()));
         let copied = tokio::task::spawn_blocking(move || {
@@ -189,11 +209,20 @@ impl CheckpointStore {
         bytes: Bytes,
         mode: PutMode,
     ) -> StateResult<()> {
+        Self::put_to(self.store(), path, bytes, mode).await
+    }
+
+    async fn put_to(
+        store: &Arc<dyn ObjectStore>,
+        path: &ObjectPath,
+        bytes: Bytes,
+        mode: PutMode,
+    ) -> StateResult<()> {
         let options = PutOptions {
             mode,
             ..PutOptions::default()
         };
-        self.store()
+        store
             .put_opts(path, PutPayload::from(bytes), options)
             .await
             .map_err(storage(path))?;
@@ -224,8 +253,7 @@ impl CheckpointStore {
                 .layout
                 .state_file(epoch, generation, operator, subtask, part);
             let bytes = file.bytes.len() as u64;
-            self.put_unsynced(&path, file.bytes, PutMode::Overwrite)
-                .await?;
+            Self::put_to(&self.root.bulk, &path, file.bytes, PutMode::Overwrite).await?;
             entries.push(FileEntry {
                 path: self.layout.relative(&path),
                 rows: file.rows,
@@ -299,11 +327,15 @@ impl CheckpointStore {
             now_ms()
         );
         match self.put(&path, Bytes::from(marker), PutMode::Create).await {
-            Err(StateError::Storage {
+            Ok(())
+            | Err(StateError::Storage {
                 source: object_store::Error::AlreadyExists { .. },
                 ..
-            }) => Ok(()),
-            other => other,
+            }) => {
+                self.remember_committed(manifest.epoch, true);
+                Ok(())
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -315,111 +347,6 @@ impl CheckpointStore {
         let bytes = Bytes::from(serde_json::to_vec(&LatestHint { epoch }).unwrap_or_default());
         self.put(&self.layout.latest(), bytes, PutMode::Overwrite)
             .await
-    }
-
-    /// Claims a generation for a new run: the lowest one at least `at_least` and past
-    /// every existing claim, created with a conditional create, so that of two processes
-    /// starting at once exactly one wins each number (the other takes the next). Runs of
-    /// older generations may no longer commit (docs/engine.md, "Fencing").
-    ///
-    /// # Errors
-    /// Storage failures, or a store that keeps refusing (more than 64 lost races).
-    pub async fn claim_generation(&self, at_least: u64) -> StateResult<u64> {
-        let first = self.next_generation(at_least).await?;
-        self.claim_generation_from(first).await
-    }
-
-    /// The generation a new run would try first: past every claim, at least `at_least`.
-    ///
-    /// # Errors
-    /// Storage failures.
-    pub async fn next_generation(&self, at_least: u64) -> StateResult<u64> {
-        Ok(self
-            .newest_generation()
-            .await?
-            .map_or(1, |g| g + 1)
-            .max(at_least))
-    }
-
-    /// Claims `first`, or the next number another process has not claimed yet, by
-    /// conditional create (see [`claim_generation`](Self::claim_generation)).
-    ///
-    /// # Errors
-    /// Storage failures, or more than 64 lost races.
-    pub async fn claim_generation_from(&self, first: u64) -> StateResult<u64> {
-        let mut generation = first;
-        for _ in 0..64 {
-            let path = self.layout.generation_claim(generation);
-            let record = Bytes::from(format!(
-                "{{\"generation\":{generation},\"pid\":{},\"claimed_at_ms\":{}}}",
-                std::process::id(),
-                now_ms()
-            ));
-            match self.put(&path, record, PutMode::Create).await {
-                Ok(()) => return Ok(generation),
-                Err(StateError::Storage {
-                    source: object_store::Error::AlreadyExists { .. },
-                    ..
-                }) => generation += 1,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(StateError::Storage {
-            path: self.layout.generation_claims().to_string(),
-            source: object_store::Error::Generic {
-                store: "riffle",
-                source: "lost the race for a generation 64 times in a row".into(),
-            },
-        })
-    }
-
-    /// The newest generation claimed (or recorded by an older version's
-    /// `_generation.json`), or `None` before any run claimed one.
-    ///
-    /// # Errors
-    /// Storage failures; a damaged legacy record, named.
-    pub async fn newest_generation(&self) -> StateResult<Option<u64>> {
-        let claims = self.layout.generation_claims();
-        let claimed = self
-            .list_under(&claims)
-            .await?
-            .iter()
-            .filter_map(|p| p.filename().and_then(parse_generation_claim))
-            .max();
-        Ok(claimed.max(self.read_legacy_generation().await?))
-    }
-
-    async fn read_legacy_generation(&self) -> StateResult<Option<u64>> {
-        #[derive(Deserialize)]
-        struct Generation {
-            generation: u64,
-        }
-        let path = self.layout.legacy_generation();
-        let Some(bytes) = self.get_optional(&path).await? else {
-            return Ok(None);
-        };
-        serde_json::from_slice::<Generation>(&bytes)
-            .map(|g| Some(g.generation))
-            .map_err(|e| StateError::Corrupt {
-                path: path.to_string(),
-                reason: format!("not a generation record: {e}"),
-            })
-    }
-
-    /// Fails with [`StateError::StaleGeneration`] when a run newer than `generation`
-    /// has claimed the pipeline; called right before every irreversible step.
-    ///
-    /// # Errors
-    /// Fenced, or storage failures.
-    pub async fn check_generation(&self, generation: u64, epoch: Epoch) -> StateResult<()> {
-        match self.newest_generation().await? {
-            Some(current) if current > generation => Err(StateError::StaleGeneration {
-                generation,
-                current,
-                epoch,
-            }),
-            _ => Ok(()),
-        }
     }
 
     /// Writes `_control.json` (where a running job serves its control endpoint).
@@ -502,12 +429,31 @@ impl CheckpointStore {
         match manifest {
             Some(mut m) if m.status == ManifestStatus::Prepared => {
                 let marker = self.layout.committed_marker(epoch);
-                if self.get_optional(&marker).await?.is_some() {
+                if self.knows_committed(epoch) || self.get_optional(&marker).await?.is_some() {
+                    self.remember_committed(epoch, true);
                     m.status = ManifestStatus::Committed;
                 }
                 Ok(Some(m))
             }
             other => Ok(other),
+        }
+    }
+
+    fn knows_committed(&self, epoch: Epoch) -> bool {
+        self.committed
+            .lock()
+            .map(|known| known.contains(&epoch))
+            .unwrap_or(false)
+    }
+
+    /// Records that `epoch`'s marker exists (or, deleting the epoch, no longer does).
+    fn remember_committed(&self, epoch: Epoch, committed: bool) {
+        if let Ok(mut known) = self.committed.lock() {
+            if committed {
+                known.insert(epoch);
+            } else {
+                known.remove(&epoch);
+            }
         }
     }
 
@@ -660,6 +606,7 @@ impl CheckpointStore {
         epoch: Epoch,
         keep: &std::collections::HashSet<String>,
     ) -> StateResult<()> {
+        self.remember_committed(epoch, false);
         let dir = self.layout.epoch_dir(epoch);
         // The manifest goes first, so a crash mid-delete leaves a partial epoch, never a
         // manifest pointing at deleted files.

@@ -275,6 +275,21 @@ fn unsupported_roots_are_refused_clearly() {
     assert!(err.contains("aws_no_such_thing"), "{err}");
 }
 
+/// An S3 root on the server at `endpoint` (plain HTTP, dummy credentials).
+fn s3_root_at(endpoint: &str) -> StateRoot {
+    StateRoot::parse_with_options(
+        "s3://riffle-test/p",
+        &[
+            ("aws_endpoint", endpoint),
+            ("aws_allow_http", "true"),
+            ("aws_access_key_id", "x"),
+            ("aws_secret_access_key", "x"),
+            ("aws_region", "us-east-1"),
+        ],
+    )
+    .unwrap()
+}
+
 #[test]
 fn an_unreachable_s3_server_is_a_clear_error() {
     // Nothing listens on this port: the error names the object, not a panic.
@@ -284,17 +299,7 @@ fn an_unreachable_s3_server_is_a_clear_error() {
         .unwrap()
         .port();
     let endpoint = format!("http://127.0.0.1:{port}");
-    let root = StateRoot::parse_with_options(
-        "s3://riffle-test/p",
-        &[
-            ("aws_endpoint", endpoint.as_str()),
-            ("aws_allow_http", "true"),
-            ("aws_access_key_id", "x"),
-            ("aws_secret_access_key", "x"),
-            ("aws_region", "us-east-1"),
-        ],
-    )
-    .unwrap();
+    let root = s3_root_at(&endpoint);
     let store = CheckpointStore::new(root, "p");
     let err = rt()
         .block_on(store.write_state(Epoch(1), 1, "window", 0, &state(10)))
@@ -303,6 +308,83 @@ fn an_unreachable_s3_server_is_a_clear_error() {
     assert!(
         err.contains("checkpoints/epoch=000001/window/000-g1-0.parquet"),
         "{err}"
+    );
+}
+
+/// Every committed manifest says PREPARED and has a COMMITTED marker beside it, so a
+/// manifest read cost a second request; GC reads every retained manifest each epoch.
+/// A store remembers the markers it wrote or saw, and forgets them with their epoch.
+#[test]
+fn a_store_reads_a_commit_marker_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = StateRoot::parse(dir.path().to_str().unwrap()).unwrap();
+    let store = CheckpointStore::new(root.clone(), "p");
+    let rt = rt();
+    let manifest = rt.block_on(write_epoch(&store, 1));
+    rt.block_on(store.commit(&manifest)).unwrap();
+    let marker = dir
+        .path()
+        .join("p/checkpoints/epoch=000001/_committed.json");
+    std::fs::remove_file(&marker).unwrap();
+    let status = |s: &CheckpointStore| {
+        rt.block_on(s.read_manifest(Epoch(1)))
+            .unwrap()
+            .map(|m| m.status)
+    };
+    assert_eq!(
+        status(&store),
+        Some(ManifestStatus::Committed),
+        "remembered"
+    );
+    let fresh = CheckpointStore::new(root, "p");
+    assert_eq!(
+        status(&fresh),
+        Some(ManifestStatus::Prepared),
+        "another process reads the marker, which is gone"
+    );
+    rt.block_on(store.delete_epoch(Epoch(1), &Default::default()))
+        .unwrap();
+    assert_eq!(status(&store), None);
+    // Written again after the deletion (a zombie's PREPARE): not taken as committed.
+    let again = rt.block_on(write_epoch(&store, 1));
+    assert_eq!(again.epoch, Epoch(1));
+    assert_eq!(status(&store), Some(ManifestStatus::Prepared));
+}
+
+/// A store that accepts connections and never answers (a hung S3 endpoint, a black-holed
+/// proxy) waited object_store's 30 s per request, although docs/operations.md promised
+/// 15 s. A request for a small object is cut after `REQUEST_TIMEOUT` and retried only
+/// within `RETRY_WINDOW`, so it fails within their sum.
+#[test]
+fn a_hung_s3_server_fails_a_request_within_the_documented_time() {
+    use riffle_state::root::{REQUEST_TIMEOUT, RETRY_WINDOW};
+    // Accepts, reads, never writes back; keeps every connection open.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let root = s3_root_at(&endpoint);
+    let store = CheckpointStore::new(root, "p");
+    let bound = REQUEST_TIMEOUT + RETRY_WINDOW + std::time::Duration::from_secs(3);
+    // A listing (idempotent: retried) and a conditional create (not retried).
+    let started = std::time::Instant::now();
+    let listed = rt().block_on(store.newest_generation());
+    let listing_took = started.elapsed();
+    let started = std::time::Instant::now();
+    let claimed = rt().block_on(store.claim_generation(1));
+    let claim_took = started.elapsed();
+    assert!(listed.is_err() && claimed.is_err());
+    assert!(
+        listing_took < bound && claim_took < bound,
+        "a hung request took {listing_took:?} (listing) and {claim_took:?} (claim); the bound is {bound:?}"
+    );
+    assert!(
+        listing_took >= REQUEST_TIMEOUT,
+        "failed before any timeout: {listed:?}"
     );
 }
 

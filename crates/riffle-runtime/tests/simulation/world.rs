@@ -6,6 +6,7 @@ use crate::faulty_store::FaultyStore;
 use crate::sink::SimSink;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
+use object_store::ObjectStore;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use riffle_state::{CheckpointStore, ManifestStatus, StateRoot};
@@ -208,13 +209,15 @@ struct Setup {
 
 impl Setup {
     fn start(&self, id: usize) -> Live {
+        let faulty: Arc<dyn ObjectStore> = Arc::new(FaultyStore::new(
+            self.memory.clone(),
+            id,
+            self.world.clone(),
+        ));
         let store = CheckpointStore::new(
             StateRoot {
-                store: Arc::new(FaultyStore::new(
-                    self.memory.clone(),
-                    id,
-                    self.world.clone(),
-                )),
+                bulk: faulty.clone(),
+                store: faulty,
                 prefix: ObjectPath::from("state"),
                 local_dir: None,
                 url: "sim://".into(),
@@ -249,6 +252,7 @@ pub fn simulate(seed: u64) -> Outcome {
     let clean = CheckpointStore::new(
         StateRoot {
             store: setup.memory.clone(),
+            bulk: setup.memory.clone(),
             prefix: ObjectPath::from("state"),
             local_dir: None,
             url: "memory://".into(),
