@@ -52,6 +52,8 @@ pub struct CheckpointConfig {
     pub generation: u64,
     /// The first epoch this run takes (one past every existing epoch).
     pub first_epoch: Epoch,
+    /// The identity of the pipeline's state, recorded in manifests (`Manifest::state_id`).
+    pub state_id: Option<String>,
 }
 
 impl Default for CheckpointConfig {
@@ -64,6 +66,7 @@ impl Default for CheckpointConfig {
             retain: 3,
             generation: 1,
             first_epoch: Epoch(1),
+            state_id: None,
         }
     }
 }
@@ -473,6 +476,7 @@ impl CheckpointCoordinator {
             sinks: &self.sinks,
             retain: self.config.retain,
             sink_commits: SinkCommits::Blocking,
+            deadline: Some(pending.triggered + self.config.timeout),
         }
         .commit_epoch(&manifest)
         .await;

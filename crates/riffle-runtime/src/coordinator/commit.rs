@@ -126,6 +126,14 @@ impl CommitStep {
         }
     }
 
+    /// Whether the epoch's deadline (`--checkpoint-timeout` after its trigger) cuts this
+    /// step off. Every step but the sink commit: sinks commit on the blocking pool,
+    /// where an abandoned commit would go on and race recovery's roll forward of the
+    /// same epoch; sinks bound their own requests instead.
+    pub fn has_deadline(self) -> bool {
+        self != CommitStep::PublishSinks
+    }
+
     /// The crash point reached when this step has succeeded, if any.
     fn crash_point(self) -> Option<CrashPoint> {
         match self {
@@ -179,6 +187,9 @@ pub struct EpochCommitter<'a> {
     pub retain: usize,
     /// Where sink commits run.
     pub sink_commits: SinkCommits,
+    /// When the epoch times out (its trigger plus `--checkpoint-timeout`): a step
+    /// still running then fails, as far as [`CommitStep::has_deadline`] allows.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl EpochCommitter<'_> {
@@ -190,7 +201,24 @@ impl EpochCommitter<'_> {
     pub async fn commit_epoch(&self, manifest: &Manifest) -> Result<(), EpochIncomplete> {
         let mut step = Some(CommitStep::CheckBeforePrepare);
         while let Some(now) = step {
-            if let Err((failure, reason)) = self.take(now, manifest).await {
+            let taken = match self.deadline.filter(|_| now.has_deadline()) {
+                Some(deadline) => {
+                    let deadline = tokio::time::Instant::from_std(deadline);
+                    tokio::time::timeout_at(deadline, self.take(now, manifest))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err((
+                                StepFailure::Failed,
+                                format!(
+                                    "epoch {}: {now:?} did not finish within the checkpoint timeout",
+                                    manifest.epoch
+                                ),
+                            ))
+                        })
+                }
+                None => self.take(now, manifest).await,
+            };
+            if let Err((failure, reason)) = taken {
                 return Err(EpochIncomplete {
                     step: now,
                     outcome: now.on_failure(failure),
@@ -299,6 +327,7 @@ impl Future for YieldOnce {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     const FENCED: StepFailure = StepFailure::Fenced { current: 7 };
 
@@ -352,6 +381,67 @@ mod tests {
                 "{step:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_checkpoint_timeout_cuts_off_every_step_but_the_sink_commit() {
+        for step in CommitStep::ORDER {
+            assert_eq!(
+                step.has_deadline(),
+                step != CommitStep::PublishSinks,
+                "{step:?}"
+            );
+        }
+    }
+
+    /// A store that answers after 30 s (a hung S3 request): the epoch's deadline ends
+    /// the step, not the store, and the epoch is retried.
+    #[test]
+    fn a_step_on_a_hung_store_fails_at_the_epochs_deadline() {
+        use object_store::throttle::{ThrottleConfig, ThrottledStore};
+        let hung = Duration::from_secs(30);
+        let store: Arc<dyn object_store::ObjectStore> = Arc::new(ThrottledStore::new(
+            object_store::memory::InMemory::new(),
+            ThrottleConfig {
+                wait_list_per_call: hung,
+                wait_get_per_call: hung,
+                wait_put_per_call: hung,
+                ..ThrottleConfig::default()
+            },
+        ));
+        let root = riffle_state::StateRoot {
+            bulk: store.clone(),
+            store,
+            prefix: object_store::path::Path::from("s"),
+            local_dir: None,
+            url: "memory://hung".into(),
+        };
+        let store = CheckpointStore::new(root, "p");
+        let sinks = HashMap::new();
+        let manifest = Manifest::prepared("p", 1, Epoch(1), 0);
+        let started = std::time::Instant::now();
+        let committer = EpochCommitter {
+            store: &store,
+            sinks: &sinks,
+            retain: 2,
+            sink_commits: SinkCommits::Inline,
+            deadline: Some(started + Duration::from_millis(200)),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let incomplete = runtime
+            .block_on(committer.commit_epoch(&manifest))
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(incomplete.step, CommitStep::CheckBeforePrepare);
+        assert_eq!(incomplete.outcome, EpochOutcome::Retry);
+        assert!(
+            incomplete.reason.contains("checkpoint timeout"),
+            "{}",
+            incomplete.reason
+        );
     }
 
     #[test]

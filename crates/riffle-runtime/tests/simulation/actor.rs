@@ -147,6 +147,7 @@ pub async fn run_actor(
         sinks: &sinks,
         retain: RETAIN,
         sink_commits: SinkCommits::Inline,
+        deadline: None,
     };
     let mut epoch = recovered.next_epoch;
     let mut carried = Vec::new();
