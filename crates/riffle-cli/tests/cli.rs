@@ -32,6 +32,13 @@ fn nexmark_writes_files_and_prints_a_summary() {
     );
     let lines: usize = std::fs::read_dir(&out)
         .unwrap()
+        .filter(|e| {
+            !e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with('.')
+        })
         .map(|e| {
             std::fs::read_to_string(e.unwrap().path())
                 .unwrap()

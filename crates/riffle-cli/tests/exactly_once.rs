@@ -301,13 +301,16 @@ fn a_rerun_without_its_state_over_committed_output_is_refused_or_replaces_it() {
         .unwrap();
     std::fs::remove_dir_all(&state).unwrap();
     let state_gone = nexmark("q5", "1M", 2, &out, Some(&state)).output().unwrap();
-    for refused in [&no_restore, &state_gone] {
+    // The same state (--no-restore) is refused for the published output; a new state
+    // root, because the output belongs to the state that is gone.
+    for (refused, says) in [
+        (&no_restore, "starts from empty state"),
+        (&state_gone, "its state is gone"),
+    ] {
         let text = stderr(refused);
         assert!(!refused.status.success(), "{text}");
         assert!(
-            text.contains("starts from empty state")
-                && text.contains("published file(s)")
-                && text.contains("--replace-output"),
+            text.contains(says) && text.contains("--replace-output"),
             "{text}"
         );
         assert_eq!(published(&out), expected, "a refused run changes nothing");
@@ -319,4 +322,156 @@ fn a_rerun_without_its_state_over_committed_output_is_refused_or_replaces_it() {
         .unwrap();
     assert!(replaced.status.success(), "{}", stderr(&replaced));
     assert_eq!(published(&out), expected, "no row twice");
+}
+
+/// Two pipelines writing one output directory overwrote each other's committed files
+/// (q5, then q7 into the same `--output`). An output belongs to the pipeline whose state
+/// first wrote it: another is refused, naming the owner, unless it replaces the output;
+/// the pipeline that lost its output is refused in turn.
+#[test]
+fn two_pipelines_never_share_an_output_directory() {
+    let q7 = crash_free("q7", "1M", 2);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let (q5_state, q7_state) = (dir.path().join("q5-state"), dir.path().join("q7-state"));
+    let first = nexmark("q5", "1M", 2, &out, Some(&q5_state))
+        .output()
+        .unwrap();
+    assert!(first.status.success(), "{}", stderr(&first));
+    let q5_rows = published(&out);
+    assert!(out.join(".riffle-owner.json").exists());
+
+    let refused = nexmark("q7", "1M", 2, &out, Some(&q7_state))
+        .output()
+        .unwrap();
+    let text = stderr(&refused);
+    assert!(!refused.status.success(), "{text}");
+    assert!(
+        text.contains("belongs to pipeline `nexmark-q5`") && text.contains("--replace-output"),
+        "{text}"
+    );
+    assert_eq!(published(&out), q5_rows, "a refused run changes nothing");
+
+    let replaced = nexmark("q7", "1M", 2, &out, Some(&q7_state))
+        .arg("--replace-output")
+        .output()
+        .unwrap();
+    assert!(replaced.status.success(), "{}", stderr(&replaced));
+    assert_eq!(published(&out), q7, "q7's rows exactly, none of q5's");
+    let resumed_q5 = nexmark("q5", "1M", 2, &out, Some(&q5_state))
+        .output()
+        .unwrap();
+    let text = stderr(&resumed_q5);
+    assert!(
+        !resumed_q5.status.success() && text.contains("belongs to pipeline `nexmark-q7`"),
+        "{text}"
+    );
+    assert_eq!(published(&out), q7);
+
+    // Started at the same moment into an empty directory: exactly one writes it.
+    let both = dir.path().join("both");
+    let runs: Vec<_> = [("q5", "a"), ("q7", "b")]
+        .into_iter()
+        .map(|(query, state)| {
+            let state = dir.path().join(format!("both-{state}"));
+            let mut run = nexmark(query, "1M", 2, &both, Some(&state));
+            std::thread::spawn(move || run.output().unwrap())
+        })
+        .collect();
+    let results: Vec<_> = runs.into_iter().map(|r| r.join().unwrap()).collect();
+    let finished: Vec<usize> = (0..2).filter(|i| results[*i].status.success()).collect();
+    assert_eq!(
+        finished.len(),
+        1,
+        "{}\n---\n{}",
+        stderr(&results[0]),
+        stderr(&results[1])
+    );
+    let expected = if finished[0] == 0 { &q5_rows } else { &q7 };
+    assert_eq!(&published(&both), expected, "the winner's rows exactly");
+}
+
+/// A restart whose plan does not fit the checkpoint (here: other key groups) was refused
+/// only after recovery had rolled a PREPARED epoch forward and taken a generation. It is
+/// refused before anything on storage changes; the right restart is then exact.
+#[test]
+fn a_restart_that_does_not_fit_its_checkpoint_is_refused_before_anything_changes() {
+    let expected = crash_free("q5", "1M", 2);
+    let dir = tempfile::tempdir().unwrap();
+    let (out, state) = (dir.path().join("out"), dir.path().join("state"));
+    crash(
+        nexmark("q5", "1M", 2, &out, Some(&state)),
+        "after-manifest-prepared:2",
+    );
+    let pipeline = state.join("nexmark-q5");
+    let names = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let before = (
+        names(&pipeline.join("_generations")),
+        names(&pipeline.join("checkpoints/epoch=000002")),
+        names(&out),
+    );
+    let refused = nexmark("q5", "1M", 2, &out, Some(&state))
+        .args(["--max-parallelism", "256"])
+        .output()
+        .unwrap();
+    let text = stderr(&refused);
+    assert!(
+        !refused.status.success() && text.contains("key groups cannot change"),
+        "{text}"
+    );
+    let after = (
+        names(&pipeline.join("_generations")),
+        names(&pipeline.join("checkpoints/epoch=000002")),
+        names(&out),
+    );
+    assert_eq!(after, before, "no claim, no roll-forward, no output change");
+    assert!(!before.1.contains(&"_committed.json".to_string()));
+
+    let resumed = nexmark("q5", "1M", 2, &out, Some(&state)).output().unwrap();
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert_eq!(published(&out), expected);
+}
+
+/// The newest checkpoint in a state root was taken by a different pipeline (started over
+/// there with --no-restore): it was refused as "a different pipeline" although this
+/// pipeline's own checkpoint was still there. The other's epochs are passed over like
+/// damaged ones — what they published to this pipeline's sinks would be taken back —
+/// and this pipeline resumes from its own newest checkpoint, exactly.
+#[test]
+fn a_pipeline_resumes_from_its_own_checkpoint_past_anothers_newer_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let (a_out, b_out) = (dir.path().join("a"), dir.path().join("b"));
+    let a = || nexmark_run("q5", "1M", "10K", 2, &a_out, Some((&state, "30ms")));
+    let first = a().output().unwrap();
+    assert!(first.status.success(), "{}", stderr(&first));
+    let a_rows = published(&a_out);
+    // Another event count is another pipeline; one final checkpoint, so that its
+    // garbage collection keeps the first pipeline's.
+    let b = nexmark_run("q5", "2M", "10K", 2, &b_out, Some((&state, "1h")))
+        .arg("--no-restore")
+        .output()
+        .unwrap();
+    assert!(b.status.success(), "{}", stderr(&b));
+
+    let resumed = a().output().unwrap();
+    let text = stderr(&resumed);
+    assert!(resumed.status.success(), "{text}");
+    assert!(
+        text.contains("skipping checkpoint epoch")
+            && text.contains("taken by a different pipeline"),
+        "{text}"
+    );
+    assert!(text.contains("resuming"), "{text}");
+    assert_eq!(published(&a_out), a_rows, "nothing lost or written twice");
 }

@@ -260,6 +260,7 @@ fn state_query_returns_the_counts_the_job_emitted() {
     assert!(job.wait_with_output().unwrap().status.success());
     let mut emitted: std::collections::BTreeMap<i64, (u64, f64)> = Default::default();
     let mut files: Vec<PathBuf> = walk(&out);
+    files.retain(|f| f.extension().is_some_and(|x| x == "jsonl"));
     files.sort();
     for file in files {
         for line in std::fs::read_to_string(&file).unwrap().lines() {

@@ -1,17 +1,19 @@
 //! Choosing and loading the checkpoint a job resumes from, finishing or discarding what
 //! sinks staged, and recording why (DESIGN §4, recovery).
 
+mod sinks;
+
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::graph::JobGraph;
 use crate::plan_check::PlanCheck;
 use crate::restore::RestoredJob;
-use riffle_core::Epoch;
-use riffle_core::{StagedOutput, Unpublished};
+use riffle_core::{Epoch, OutputOwner};
+use riffle_state::recovery::OwnerStep;
 use riffle_state::recovery::{
-    decide_prepared, kept_in_epoch, plan_recovery, referenced_files, same_listing, EpochFinding,
-    PreparedEpoch, RecoveryPlan,
+    kept_in_epoch, plan_recovery, referenced_files, same_listing, EpochFinding, RecoveryPlan,
 };
 use riffle_state::{CheckpointStore, Manifest, ManifestStatus, StateError};
+use sinks::{claim_outputs, owner_steps, unfinishable, unpublish_all};
 
 use serde::Serialize;
 use std::sync::Arc;
@@ -56,6 +58,8 @@ pub struct Recovered {
     /// Output published after the restored epoch (by damaged, skipped epochs) taken
     /// back before the replay: sink, how many files or rows.
     pub unpublished: Vec<(String, usize)>,
+    /// The identity of the pipeline's state (`_identity.json`), which owns its output.
+    pub state_id: String,
 }
 
 /// State a run starts from because the user named it (`--from-savepoint`,
@@ -153,6 +157,13 @@ pub async fn recover(
     // before it is in the second listing. While the two listings differ, choose again.
     // A start refused while choosing claims nothing, so it fences no running process.
     let mut listing = store.findings(false).await.map_err(state_error)?;
+    let ours = store.identity().await.map_err(state_error)?;
+    let owners = owner_steps(
+        &graph.sinks(),
+        ours.as_ref().map(|i| i.id.as_str()),
+        None,
+        replace_output,
+    )?;
     let mut claimed: Option<u64> = None;
     for _ in 0..8 {
         let choice = choose(store, graph, start_empty, listing.clone()).await?;
@@ -184,6 +195,7 @@ pub async fn recover(
                 replayed,
                 accept_replayed_output,
                 replace_output,
+                owners,
             },
         )
         .await;
@@ -228,21 +240,44 @@ async fn choose(
         }) else {
             break (plan, None, None);
         };
-        if !manifest.plan_fingerprint.is_empty() && manifest.plan_fingerprint != graph.fingerprint()
-        {
-            return Err(RuntimeError::Checkpoint(format!(
-                "checkpoint epoch {} of `{}` was taken by a different pipeline (other query, event count or options); start from empty state with --no-restore, or use another state root",
-                manifest.epoch, manifest.pipeline
-            )));
+        if !of_this_plan(&manifest, graph) {
+            // Epochs a different pipeline ran here after this one's newest checkpoint
+            // are passed over like damaged ones: what they published to this
+            // pipeline's sinks is taken back before the replay, or the start refused.
+            let own_older = findings.iter().any(|(e, f)| {
+                matches!(f, EpochFinding::Valid(m) if *e < epoch && of_this_plan(m, graph))
+            });
+            if !own_older {
+                return Err(RuntimeError::Checkpoint(format!(
+                    "checkpoint epoch {} in this state root was taken by a different pipeline (another query, event count or options), and none by this one; use another state root, or start this pipeline over here with --no-restore",
+                    manifest.epoch
+                )));
+            }
+            mark(
+                &mut findings,
+                epoch,
+                EpochFinding::Damaged(
+                    "taken by a different pipeline (another query, event count or options) after this one's newest checkpoint".into(),
+                ),
+            );
+            continue;
+        }
+        // Checked before anything on storage changes: a refused start fences no
+        // running process and rolls nothing forward.
+        let check = PlanCheck::new(&manifest, graph);
+        if !check.mismatched().is_empty() {
+            return Err(RuntimeError::Restore {
+                operator: riffle_core::OperatorId(check.mismatched().join(", ")),
+                message: format!(
+                    "checkpoint epoch {epoch} does not fit this run: {}",
+                    check.refusal(true).unwrap_or_default()
+                ),
+            });
         }
         if plan.roll_forward {
             if let Some(reason) = unfinishable(graph, &manifest)? {
                 // Swept like an epoch that never reached its commit point.
-                for (e2, finding) in findings.iter_mut() {
-                    if *e2 == epoch {
-                        *finding = EpochFinding::Partial;
-                    }
-                }
+                mark(&mut findings, epoch, EpochFinding::Partial);
                 replayed.push((epoch, reason));
                 continue;
             }
@@ -252,11 +287,7 @@ async fn choose(
         match RestoredJob::load(store, &manifest).await {
             Ok(restored) => break (plan, Some(manifest), Some(Arc::new(restored))),
             Err(e @ StateError::Corrupt { .. }) => {
-                for (e2, finding) in findings.iter_mut() {
-                    if *e2 == epoch {
-                        *finding = EpochFinding::Damaged(e.to_string());
-                    }
-                }
+                mark(&mut findings, epoch, EpochFinding::Damaged(e.to_string()));
             }
             Err(e) => return Err(state_error(e)),
         }
@@ -273,6 +304,21 @@ async fn choose(
         )));
     }
     Ok((plan, manifest, restored, findings, replayed))
+}
+
+/// Whether `manifest` was taken by this plan (manifests of versions that recorded no
+/// fingerprint are taken to be).
+fn of_this_plan(manifest: &Manifest, graph: &JobGraph) -> bool {
+    manifest.plan_fingerprint.is_empty() || manifest.plan_fingerprint == graph.fingerprint()
+}
+
+/// Replaces what recovery found for `epoch`.
+fn mark(findings: &mut [(Epoch, EpochFinding)], epoch: Epoch, finding: EpochFinding) {
+    for (e, f) in findings.iter_mut() {
+        if *e == epoch {
+            *f = finding.clone();
+        }
+    }
 }
 
 /// Claims this run's generation: past every claim and every generation a manifest
@@ -313,48 +359,8 @@ struct Chosen {
     accept_replayed_output: bool,
     /// Starting empty, remove output earlier runs published instead of refusing.
     replace_output: bool,
-}
-
-/// Why a PREPARED `manifest` cannot be rolled forward, if a sink says it lost output
-/// (then it is replayed); an error when the epoch is partly published and partly lost.
-fn unfinishable(graph: &JobGraph, manifest: &Manifest) -> RuntimeResult<Option<String>> {
-    let sinks = graph.sinks();
-    let mut outputs = Vec::new();
-    let mut lost = Vec::new();
-    let mut published = Vec::new();
-    for c in &manifest.sink_committables {
-        let Some(sink) = sinks.get(&c.sink) else {
-            continue; // reported when rolling forward
-        };
-        let output = sink.staged_output(c).map_err(|e| {
-            RuntimeError::Checkpoint(format!(
-                "epoch {} is PREPARED; asking sink `{}` where subtask {}'s output stands: {e}",
-                manifest.epoch, c.sink, c.subtask
-            ))
-        })?;
-        let place = format!("sink `{}` subtask {}", c.sink, c.subtask);
-        match output {
-            StagedOutput::Lost => lost.push(place),
-            StagedOutput::Published => published.push(place),
-            StagedOutput::Staged => {}
-        }
-        outputs.push(output);
-    }
-    match decide_prepared(&outputs) {
-        PreparedEpoch::RollForward => Ok(None),
-        PreparedEpoch::Replay => Ok(Some(format!(
-            "the output of {} for epoch {} is gone without having been published (a transaction that died with its process, or staged files that were removed), and nothing of the epoch is visible; the epoch is replayed from the checkpoint before it",
-            lost.join(", "),
-            manifest.epoch
-        ))),
-        PreparedEpoch::Refuse => Err(RuntimeError::Checkpoint(format!(
-            "epoch {} is PREPARED and partly published ({}) but the output of {} is lost: neither rolling it forward nor replaying it would be exact; restore the lost output, or start from an older checkpoint with --from-checkpoint and remove what epoch {} published",
-            manifest.epoch,
-            published.join(", "),
-            lost.join(", "),
-            manifest.epoch
-        ))),
-    }
+    /// What to do about each sink's recorded output owner.
+    owners: Vec<(String, OwnerStep)>,
 }
 
 /// Prepares a run of `graph` from a named savepoint or checkpoint: copies it into this
@@ -385,6 +391,26 @@ pub async fn recover_from(
             message: format!("{} does not fit this pipeline: {refusal}", named.what),
         });
     }
+    // A run started from another state root's savepoint or checkpoint continues that
+    // pipeline: it inherits the output the other state owns.
+    // (Its manifest names the state that took it, also after a trip through an
+    // archive; older manifests do not, and the state root it lies in stands in.)
+    let ours = store.identity().await.map_err(state_error)?;
+    let predecessor = match &named.manifest.state_id {
+        Some(id) => Some(id.clone()),
+        None => named
+            .source
+            .identity()
+            .await
+            .map_err(state_error)?
+            .map(|i| i.id),
+    };
+    let owners = owner_steps(
+        &graph.sinks(),
+        ours.as_ref().map(|i| i.id.as_str()),
+        predecessor.as_deref(),
+        false,
+    )?;
     // Checked first: a refused restore copies nothing into this state root and claims
     // no generation. From here on storage changes: fence out older processes first.
     let before = store.findings(false).await.map_err(state_error)?;
@@ -411,6 +437,7 @@ pub async fn recover_from(
     registered.restored_from = Some(what.clone());
     registered.sink_committables.clear();
     registered.plan_fingerprint = graph.fingerprint();
+    registered.state_id = Some(store.claim_identity().await.map_err(state_error)?.id);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
@@ -442,6 +469,7 @@ pub async fn recover_from(
             replayed: Vec::new(),
             accept_replayed_output: false,
             replace_output: false,
+            owners,
         },
     )
     .await?;
@@ -561,6 +589,7 @@ async fn finish(
         replayed,
         accept_replayed_output,
         replace_output,
+        owners,
     } = chosen;
     // The generation was claimed before the listing this plan comes from. Storage
     // changes from here on: a newer run that claimed meanwhile owns it.
@@ -578,53 +607,56 @@ async fn finish(
             let published = sink.published().map_err(|e| {
                 RuntimeError::Checkpoint(format!("asking sink `{id}` what it holds: {e}"))
             })?;
-            if published == 0 {
-                continue;
-            }
-            if !replace_output {
-                holding.push(format!(
-                    "sink `{id}` ({}) holds {published} published file(s)",
-                    sink.describe()
-                ));
-                continue;
-            }
-            match sink.unpublish(Epoch(0)).map_err(|e| {
-                RuntimeError::Checkpoint(format!("removing what sink `{id}` holds: {e}"))
-            })? {
-                Unpublished::Removed(n) => unpublished.push((id.clone(), n)),
-                Unpublished::Cannot(why) => holding.push(why),
+            if published > 0 {
+                holding.push((id, sink, published));
             }
         }
-        if !holding.is_empty() {
-            holding.sort();
+        let mut cannot: Vec<String> = if replace_output {
+            let holding = holding.iter().map(|(id, sink, _)| (*id, *sink));
+            let taken = unpublish_all(holding, Epoch(0), "removing the output")?;
+            unpublished.extend(taken.removed);
+            taken.cannot
+        } else {
+            holding
+                .iter()
+                .map(|(id, sink, n)| {
+                    format!(
+                        "sink `{id}` ({}) holds {n} published item(s)",
+                        sink.describe()
+                    )
+                })
+                .collect()
+        };
+        if !cannot.is_empty() {
+            cannot.sort();
             return Err(RuntimeError::Checkpoint(format!(
                 "this run starts from empty state, but {} written by an earlier run that no checkpoint accounts for (its state is gone, or --no-restore); writing again would duplicate those rows: remove that output or write elsewhere, or run with --replace-output to remove it first",
-                holding.join("; ")
+                cannot.join("; ")
             )));
         }
     }
-    // Damaged epochs newer than the one restored published output that the replay
-    // writes again: take back everything published after it where the sink can, else
-    // refuse (or, when the user accepts it, say what will appear twice).
+    // Every sink's output is this pipeline's from here on.
+    let identity = store.claim_identity().await.map_err(state_error)?;
+    let owner = OutputOwner {
+        id: identity.id.clone(),
+        pipeline: graph.name.clone(),
+        state: store.root_url().to_string(),
+    };
+    unpublished.extend(claim_outputs(&sinks, &owners, &owner)?);
+    // Epochs newer than the one restored (damaged, or a different pipeline's) published
+    // output that the replay writes again: take back everything published after it
+    // where the sink can, else refuse (or, when the user accepts it, say what will
+    // appear twice).
     if let (Some(restored), false) = (plan.restore, plan.skipped.is_empty()) {
-        let mut cannot = Vec::new();
-        for (id, sink) in &sinks {
-            match sink.unpublish(restored).map_err(|e| {
-                RuntimeError::Checkpoint(format!(
-                    "taking back what sink `{id}` published after epoch {restored}: {e}"
-                ))
-            })? {
-                Unpublished::Removed(0) => {}
-                Unpublished::Removed(n) => unpublished.push((id.clone(), n)),
-                Unpublished::Cannot(why) => cannot.push(why),
-            }
-        }
-        if !cannot.is_empty() && !accept_replayed_output {
+        let what = format!("taking back what was published after epoch {restored}");
+        let taken = unpublish_all(&sinks, restored, &what)?;
+        unpublished.extend(taken.removed);
+        if !taken.cannot.is_empty() && !accept_replayed_output {
             let skipped: Vec<String> = plan.skipped.iter().map(|(e, _)| e.to_string()).collect();
             return Err(RuntimeError::Checkpoint(format!(
-                "checkpoint epoch(s) {} are damaged, and resuming from epoch {restored} would write again what they published, which cannot be taken back ({}); repair the damaged checkpoint, or run with --accept-replayed-output to accept those rows twice",
+                "checkpoint epoch(s) {} cannot be restored (damaged, or taken by a different pipeline), and resuming from epoch {restored} would write again what they published, which cannot be taken back ({}); repair the damaged checkpoint, or run with --accept-replayed-output to accept those rows twice",
                 skipped.join(", "),
-                cannot.join("; ")
+                taken.cannot.join("; ")
             )));
         }
     }
@@ -713,5 +745,6 @@ async fn finish(
         replayed,
         restored_from,
         unpublished,
+        state_id: identity.id,
     })
 }

@@ -169,6 +169,7 @@ pub async fn run_checkpointed(
         let checkpoints = CheckpointConfig {
             generation: recovered.generation,
             first_epoch: recovered.next_epoch,
+            state_id: Some(recovered.state_id.clone()),
             ..run.checkpoints.clone()
         };
         let started = job::start_with_checkpoints(

@@ -41,10 +41,11 @@ pub struct CheckpointArgs {
     /// then written twice. Without it such a run is refused; files are taken back.
     #[arg(long)]
     pub accept_replayed_output: bool,
-    /// When this run starts from empty state (no checkpoint in --state, or --no-restore)
-    /// but its file sinks already hold exactly-once output of an earlier run, remove
-    /// that output first. Without it such a run is refused: it would write those rows
-    /// again.
+    /// Remove output this run may not write over, then take it over: exactly-once
+    /// output of an earlier run when starting from empty state (no checkpoint in
+    /// --state, or --no-restore), or an output directory another pipeline owns. Without
+    /// it such a run is refused. Rows in a table or topic cannot be removed: the run is
+    /// refused, saying what to delete.
     #[arg(long)]
     pub replace_output: bool,
     /// Start from this savepoint instead of the newest checkpoint: a label in --state,
@@ -264,7 +265,7 @@ impl RunObserver for CliObserver {
             }
         }
         for (epoch, reason) in &recovered.plan.skipped {
-            eprintln!("riffle: skipping damaged checkpoint epoch {epoch}: {reason}");
+            eprintln!("riffle: skipping checkpoint epoch {epoch}: {reason}");
         }
         for (sink, n) in &recovered.unpublished {
             eprintln!(

@@ -67,12 +67,14 @@ pub fn published(dir: &Path) -> Vec<String> {
 }
 
 /// Every line of the published files of an output directory, sorted; staged
-/// (`.inprogress`) files are not output and are passed over.
+/// (`.inprogress`) files and the owner record (`.riffle-owner.json`) are not output and
+/// are passed over.
 pub fn published_lines(dir: &Path) -> Vec<String> {
     let mut lines = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension().is_some_and(|x| x == "inprogress") {
+        let name = path.file_name().unwrap().to_string_lossy();
+        if path.extension().is_some_and(|x| x == "inprogress") || name.starts_with('.') {
             continue;
         }
         lines.extend(

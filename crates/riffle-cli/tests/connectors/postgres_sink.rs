@@ -128,3 +128,66 @@ fn a_postgres_connection_broken_mid_epoch_restarts_the_job_and_loses_nothing() {
     assert_eq!(tables(&server, "broken"), expected);
     assert!(server.rows("SELECT gid FROM pg_prepared_xacts").is_empty());
 }
+
+/// A PostgreSQL table belongs to the pipeline whose state first wrote it: another
+/// pipeline, or this one after its state was lost, is refused, and so is a start over
+/// (`--no-restore`) while the ledger says an earlier run committed rows. Rows in a table
+/// cannot be taken back, so `--replace-output` is refused too, saying what to delete.
+/// Every refusal leaves the tables as they were.
+#[test]
+fn a_postgres_table_belongs_to_one_pipeline_and_is_never_written_twice() {
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let text = nexmark_to_postgres(&server, "owned");
+    let own = pipeline(dir.path(), "own", &text);
+    let state = dir.path().join("state-own");
+    succeed(&mut run(&own, &state, 2));
+    let written = tables(&server, "owned");
+    assert!(!written.0.is_empty());
+    let owners = server.rows("SELECT target FROM riffle_output_owners ORDER BY 1");
+    assert_eq!(
+        owners,
+        vec!["public.per_auction_owned", "public.priced_owned"]
+    );
+
+    let other = pipeline(dir.path(), "other", &text);
+    let refusals = [
+        (
+            run(&other, &dir.path().join("state-other"), 2),
+            "belongs to pipeline `own`",
+        ),
+        (
+            run(&own, &dir.path().join("state-lost"), 2),
+            "its state is gone",
+        ),
+        (
+            {
+                let mut cmd = run(&own, &state, 2);
+                cmd.arg("--no-restore");
+                cmd
+            },
+            "starts from empty state",
+        ),
+        (
+            {
+                let mut cmd = run(&other, &dir.path().join("state-other"), 2);
+                cmd.arg("--replace-output");
+                cmd
+            },
+            "cannot take back",
+        ),
+    ];
+    for (mut cmd, says) in refusals {
+        let out = cmd.output().unwrap();
+        let text = stderr(&out);
+        assert!(
+            !out.status.success() && text.contains(says),
+            "{says}: {text}"
+        );
+        assert_eq!(
+            tables(&server, "owned"),
+            written,
+            "{says}: the tables changed"
+        );
+    }
+}

@@ -196,6 +196,21 @@ impl SinkFactory for KafkaSinkFactory {
         })
     }
 
+    // The ledger knows whether any epoch committed, not how many records: 1 or 0.
+    // Read with a consumer of its own, since opening the transactions would fence the
+    // producers of a run that may still be going.
+    fn published(&self) -> Result<usize> {
+        if !self.exactly_once() {
+            return Ok(0);
+        }
+        let ledger = super::ledger::Ledger::open(
+            &self.config.client,
+            &self.config.topic,
+            &self.config.label,
+        )?;
+        Ok(usize::from(ledger.committed()?.is_some()))
+    }
+
     // A newer run's producers fence these ids themselves (`init_transactions`).
     fn abort_staged(&self, _generation: u64) -> Result<usize> {
         if !self.exactly_once() {

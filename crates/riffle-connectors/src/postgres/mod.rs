@@ -10,6 +10,7 @@
 //! commits (found in `pg_prepared_xacts` by the name prefix).
 
 mod connection;
+mod ledger;
 mod sink;
 mod tls;
 mod types;
@@ -17,7 +18,10 @@ mod types;
 pub use types::PgType;
 
 use crate::io_runtime::block_on;
-use riffle_core::{Committable, Error, Result, Sink, SinkContext, SinkFactory, StreamSchema};
+use riffle_core::{
+    Committable, Epoch, Error, OutputOwner, Result, Sink, SinkContext, SinkFactory, StreamSchema,
+    Unpublished,
+};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 use tokio_postgres::error::SqlState;
@@ -289,6 +293,27 @@ impl SinkFactory for PostgresSinkFactory {
             let staged = staged.clone();
             async move { commit_prepared(client, config, staged, subtask, epoch).await }
         })
+    }
+
+    // Rows carry no epoch, so what an epoch wrote cannot be told apart from the rest.
+    fn unpublish(&self, after: Epoch) -> Result<Unpublished> {
+        Ok(Unpublished::Cannot(format!(
+            "PostgreSQL table `{}` cannot take back the rows epochs after {after} committed (rows carry no epoch); to start over, empty the table and delete its ledger rows (`DELETE FROM {} WHERE sink = '{}'`)",
+            self.config.table, self.config.ledger_table, self.config.label
+        )))
+    }
+
+    // Every ledger row is an epoch some run of this sink committed.
+    fn published(&self) -> Result<usize> {
+        self.with_admin(ledger::ledger_rows)
+    }
+
+    fn output_owner(&self) -> Result<Option<OutputOwner>> {
+        self.with_admin(ledger::owner)
+    }
+
+    fn claim_output(&self, owner: &OutputOwner, replace: bool) -> Result<Option<OutputOwner>> {
+        self.with_admin(|client, config| ledger::claim(client, config, owner.clone(), replace))
     }
 
     // Every leftover transaction of this job's prefix: recovery checks right before

@@ -9,13 +9,14 @@
 //! once the epoch's manifest is PREPARED, and recovery deletes staged files no epoch
 //! committed.
 
+use super::output_owner;
 use super::without_timestamp;
 use riffle_core::arrow::csv::Writer as CsvWriter;
 use riffle_core::arrow::json::LineDelimitedWriter;
 use riffle_core::parquet::arrow::ArrowWriter;
 use riffle_core::{
-    Committable, Epoch, Error, RecordBatch, Result, Sink, SinkContext, SinkFactory, SinkSummary,
-    StagedOutput, StreamSchema, Unpublished,
+    Committable, Epoch, Error, OutputOwner, RecordBatch, Result, Sink, SinkContext, SinkFactory,
+    SinkSummary, StagedOutput, StreamSchema, Unpublished,
 };
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -192,6 +193,14 @@ impl SinkFactory for FileSinkFactory {
             .count())
     }
 
+    fn output_owner(&self) -> Result<Option<OutputOwner>> {
+        output_owner::read(&self.dir)
+    }
+
+    fn claim_output(&self, owner: &OutputOwner, replace: bool) -> Result<Option<OutputOwner>> {
+        output_owner::claim(&self.dir, owner, replace).map(Some)
+    }
+
     fn abort_staged(&self, generation: u64) -> Result<usize> {
         remove_files(&self.dir, |name| {
             name.ends_with(STAGED_EXTENSION)
@@ -279,7 +288,7 @@ struct StagedFile {
 }
 
 /// Makes renames and deletions in `dir` durable.
-fn sync_dir(dir: &Path) -> Result<()> {
+pub(super) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(dir, e))

@@ -3,6 +3,7 @@
 mod blackhole;
 mod collect;
 mod files;
+mod output_owner;
 mod stdout;
 
 pub use blackhole::BlackholeSinkFactory;

@@ -122,6 +122,7 @@ impl CheckpointCoordinator {
             ))
         });
         manifest.plan_fingerprint = self.plan_fingerprint.clone();
+        manifest.state_id = self.config.state_id.clone();
         if let Some(metrics) = &self.metrics {
             // Read when the last ack arrived: the watermark sinks had reached by then.
             manifest.watermark = metrics.sink_watermark();

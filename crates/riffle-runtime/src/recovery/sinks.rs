@@ -1,0 +1,160 @@
+//! What recovery asks of the job's sinks before a run starts: whether a PREPARED
+//! epoch can be finished, who owns the output, and taking back output a replay would
+//! write again (docs/engine.md, "Recovery" and "One owner per output").
+
+use crate::error::{RuntimeError, RuntimeResult};
+use crate::graph::JobGraph;
+use riffle_core::{Epoch, OutputOwner, SinkFactory, StagedOutput, Unpublished};
+use riffle_state::recovery::{decide_owner, decide_prepared, OwnerStep, PreparedEpoch};
+use riffle_state::Manifest;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The job's sinks by operator id.
+pub(super) type Sinks = HashMap<String, Arc<dyn SinkFactory>>;
+
+/// Why a PREPARED `manifest` cannot be rolled forward, if a sink says it lost output
+/// (then it is replayed); an error when the epoch is partly published and partly lost.
+pub(super) fn unfinishable(graph: &JobGraph, manifest: &Manifest) -> RuntimeResult<Option<String>> {
+    let sinks = graph.sinks();
+    let mut outputs = Vec::new();
+    let mut lost = Vec::new();
+    let mut published = Vec::new();
+    for c in &manifest.sink_committables {
+        let Some(sink) = sinks.get(&c.sink) else {
+            continue; // reported when rolling forward
+        };
+        let output = sink.staged_output(c).map_err(|e| {
+            RuntimeError::Checkpoint(format!(
+                "epoch {} is PREPARED; asking sink `{}` where subtask {}'s output stands: {e}",
+                manifest.epoch, c.sink, c.subtask
+            ))
+        })?;
+        let place = format!("sink `{}` subtask {}", c.sink, c.subtask);
+        match output {
+            StagedOutput::Lost => lost.push(place),
+            StagedOutput::Published => published.push(place),
+            StagedOutput::Staged => {}
+        }
+        outputs.push(output);
+    }
+    match decide_prepared(&outputs) {
+        PreparedEpoch::RollForward => Ok(None),
+        PreparedEpoch::Replay => Ok(Some(format!(
+            "the output of {} for epoch {} is gone without having been published (a transaction that died with its process, or staged files that were removed), and nothing of the epoch is visible; the epoch is replayed from the checkpoint before it",
+            lost.join(", "),
+            manifest.epoch
+        ))),
+        PreparedEpoch::Refuse => Err(RuntimeError::Checkpoint(format!(
+            "epoch {} is PREPARED and partly published ({}) but the output of {} is lost: neither rolling it forward nor replaying it would be exact; restore the lost output, or start from an older checkpoint with --from-checkpoint and remove what epoch {} published",
+            manifest.epoch,
+            published.join(", "),
+            lost.join(", "),
+            manifest.epoch
+        ))),
+    }
+}
+
+/// What was taken back from some sinks, and why the others cannot take theirs back.
+#[derive(Debug, Default)]
+pub(super) struct TakenBack {
+    /// Sink and how many files or rows it removed (sinks that removed none left out).
+    pub removed: Vec<(String, usize)>,
+    /// Why a sink cannot.
+    pub cannot: Vec<String>,
+}
+
+/// Asks each of `sinks` to take back everything it published after `after` (epoch 0:
+/// everything); `what` says why, for errors.
+pub(super) fn unpublish_all<'a>(
+    sinks: impl IntoIterator<Item = (&'a String, &'a Arc<dyn SinkFactory>)>,
+    after: Epoch,
+    what: &str,
+) -> RuntimeResult<TakenBack> {
+    let mut taken = TakenBack::default();
+    for (id, sink) in sinks {
+        match sink
+            .unpublish(after)
+            .map_err(|e| RuntimeError::Checkpoint(format!("{what} of sink `{id}`: {e}")))?
+        {
+            Unpublished::Removed(0) => {}
+            Unpublished::Removed(n) => taken.removed.push((id.clone(), n)),
+            Unpublished::Cannot(why) => taken.cannot.push(why),
+        }
+    }
+    Ok(taken)
+}
+
+/// Each sink's [`OwnerStep`], read without changing anything; an error naming every
+/// sink whose output another pipeline owns.
+pub(super) fn owner_steps(
+    sinks: &Sinks,
+    ours: Option<&str>,
+    predecessor: Option<&str>,
+    replace: bool,
+) -> RuntimeResult<Vec<(String, OwnerStep)>> {
+    let mut steps = Vec::new();
+    let mut refusals = Vec::new();
+    for (id, sink) in sinks {
+        let recorded = sink.output_owner().map_err(|e| {
+            RuntimeError::Checkpoint(format!("reading who owns the output of sink `{id}`: {e}"))
+        })?;
+        match decide_owner(recorded.as_ref(), ours, predecessor, replace) {
+            OwnerStep::Refuse(owner) => refusals.push(format!(
+                "sink `{id}` ({}) belongs to {owner}",
+                sink.describe()
+            )),
+            step => steps.push((id.clone(), step)),
+        }
+    }
+    if !refusals.is_empty() {
+        refusals.sort();
+        let hint = if ours.is_none() {
+            " (if that was this pipeline, its state is gone)"
+        } else {
+            ""
+        };
+        return Err(RuntimeError::Checkpoint(format!(
+            "{}{hint}: an output belongs to one pipeline, and writing into another's would overwrite or duplicate its committed rows; write elsewhere, or run with --replace-output to remove that output and take it over",
+            refusals.join("; ")
+        )));
+    }
+    steps.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(steps)
+}
+
+/// Records `owner` on every sink as `steps` say, removing replaced output first (all of
+/// it before any owner changes, so a refusal changes no owner); returns what was
+/// removed. Fails when another pipeline recorded itself first (two started at once:
+/// the other won).
+pub(super) fn claim_outputs(
+    sinks: &Sinks,
+    steps: &[(String, OwnerStep)],
+    owner: &OutputOwner,
+) -> RuntimeResult<Vec<(String, usize)>> {
+    let replaced = steps
+        .iter()
+        .filter(|(_, step)| *step == OwnerStep::Replace)
+        .filter_map(|(id, _)| sinks.get_key_value(id));
+    let taken = unpublish_all(replaced, Epoch(0), "removing the replaced output")?;
+    if !taken.cannot.is_empty() {
+        return Err(RuntimeError::Checkpoint(format!(
+            "--replace-output: {}",
+            taken.cannot.join("; ")
+        )));
+    }
+    for (id, step) in steps {
+        let Some(sink) = sinks.get(id) else { continue };
+        let take_over = matches!(step, OwnerStep::Inherit | OwnerStep::Replace);
+        let recorded = sink.claim_output(owner, take_over).map_err(|e| {
+            RuntimeError::Checkpoint(format!("recording the owner of sink `{id}`'s output: {e}"))
+        })?;
+        if let Some(other) = recorded.filter(|r| r.id != owner.id) {
+            return Err(RuntimeError::Checkpoint(format!(
+                "sink `{id}` ({}) was just taken by {other}, which started at the same time; write elsewhere",
+                sink.describe()
+            )));
+        }
+    }
+    Ok(taken.removed)
+}
