@@ -15,6 +15,7 @@ mod kafka;
 mod postgres;
 
 mod errors;
+mod kafka_rescale;
 mod kafka_sink;
 mod kafka_to_postgres;
 mod postgres_sink;

@@ -192,6 +192,7 @@ impl SourceFactory for KafkaSourceFactory {
             snapshots: VecDeque::new(),
             throttle: None,
             last_delivery: BTreeMap::new(),
+            caught_up: BTreeMap::new(),
             drained_at: None,
         }))
     }
@@ -217,6 +218,11 @@ struct KafkaSource {
     /// When each partition last delivered a record (or was assigned): partitions
     /// quiet for longer than the idle timeout do not hold the watermark back.
     last_delivery: BTreeMap<i32, Instant>,
+    /// Quiet partitions asked of the broker: when, and whether nothing was left to
+    /// read. Only a partition caught up with the broker is idle: one whose backlog
+    /// merely has not been fetched yet (after a restore, under a rate cap) would
+    /// otherwise stop holding the watermark and have its records dropped as late.
+    caught_up: BTreeMap<i32, (Instant, bool)>,
     /// When a poll last found nothing more fetched: every partition was caught up.
     drained_at: Option<Instant>,
 }
@@ -354,6 +360,30 @@ impl KafkaSource {
             }
         }
         Ok(())
+    }
+
+    /// Asks the broker, at most once a second per partition, whether each partition
+    /// quiet for `timeout` has anything left to read (see `caught_up`). A failed
+    /// question counts as "not caught up": the watermark waits.
+    fn ask_quiet_partitions(&mut self, timeout: Duration, now: Instant) {
+        for (p, position) in &self.partitions {
+            let quiet = self
+                .last_delivery
+                .get(p)
+                .is_some_and(|at| now.duration_since(*at) >= timeout);
+            let asked_lately = self
+                .caught_up
+                .get(p)
+                .is_some_and(|(at, _)| now.duration_since(*at) < Duration::from_secs(1));
+            if !quiet || asked_lately || position.done() {
+                continue;
+            }
+            let caught_up = self
+                .consumer
+                .fetch_watermarks(&self.config.topic, *p, Duration::from_secs(1))
+                .is_ok_and(|(_, high)| position.next >= high);
+            self.caught_up.insert(*p, (now, caught_up));
+        }
     }
 
     /// Decodes polled records into an output batch; malformed ones fail or are skipped.
@@ -510,11 +540,15 @@ impl Source for KafkaSource {
             // Records come in runs per partition: one update per run, not per record.
             for run in records.chunk_by(|a, b| a.partition == b.partition) {
                 self.last_delivery.insert(run[0].partition, now);
+                self.caught_up.remove(&run[0].partition);
             }
         }
         if records.len() < limit {
             self.skip_invisible_offsets()?;
             self.drained_at = Some(now);
+            if let Some(timeout) = self.idle_timeout() {
+                self.ask_quiet_partitions(timeout, now);
+            }
         }
         if records.is_empty() {
             return Ok(SourcePoll::Pending);
@@ -535,7 +569,12 @@ impl Source for KafkaSource {
             self.drained_at,
         ) {
             (Some(timeout), Some(at), Some(drained)) => {
-                drained >= *at && now.duration_since(*at) >= timeout
+                drained >= *at
+                    && now.duration_since(*at) >= timeout
+                    && self
+                        .caught_up
+                        .get(p)
+                        .is_some_and(|(_, caught_up)| *caught_up)
             }
             _ => false,
         };
