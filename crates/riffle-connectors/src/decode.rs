@@ -6,9 +6,8 @@ use crate::sinks::FileFormat;
 use riffle_core::arrow::array::{Array, ArrayRef, AsArray};
 use riffle_core::arrow::compute::is_not_null;
 use riffle_core::arrow::compute::kernels::cast::{cast_with_options, CastOptions};
-use riffle_core::arrow::compute::kernels::numeric::mul;
 use riffle_core::arrow::compute::kernels::zip::zip;
-use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, TimeUnit};
+use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use riffle_core::{timestamp_type, Error, RecordBatch, Result};
 use std::sync::Arc;
 
@@ -60,6 +59,29 @@ pub(crate) fn decode(
         .map_err(|e| e.to_string())
 }
 
+/// Epoch milliseconds (an Int64 column) as timestamps of type `target`, through a
+/// millisecond timestamp so that each unit converts exactly; a value past `target`'s
+/// range becomes NULL.
+fn epoch_millis_as(
+    millis: &ArrayRef,
+    target: &DataType,
+) -> std::result::Result<ArrayRef, riffle_core::arrow::error::ArrowError> {
+    let safe = CastOptions {
+        safe: true,
+        ..Default::default()
+    };
+    let zone = match target {
+        DataType::Timestamp(_, zone) => zone.clone(),
+        _ => None,
+    };
+    let as_millis = cast_with_options(
+        millis,
+        &DataType::Timestamp(TimeUnit::Millisecond, zone),
+        &safe,
+    )?;
+    cast_with_options(&as_millis, target, &safe)
+}
+
 /// A text column as the TIMESTAMP `field`: each value epoch milliseconds when it is an
 /// integer, else a date-time; the error names the field and the value.
 fn timestamp_from_text(column: &ArrayRef, field: &Field) -> std::result::Result<ArrayRef, String> {
@@ -69,19 +91,8 @@ fn timestamp_from_text(column: &ArrayRef, field: &Field) -> std::result::Result<
     };
     let target = field.data_type();
     let millis = cast_with_options(column, &DataType::Int64, &safe).map_err(|e| e.to_string())?;
-    // Epoch milliseconds as a millisecond timestamp, then in the column's own unit
-    // (a value past that unit's range becomes NULL, reported below).
-    let zone = match target {
-        DataType::Timestamp(_, zone) => zone.clone(),
-        _ => None,
-    };
-    let as_millis = cast_with_options(
-        &millis,
-        &DataType::Timestamp(TimeUnit::Millisecond, zone),
-        &safe,
-    )
-    .map_err(|e| e.to_string())?;
-    let from_millis = cast_with_options(&as_millis, target, &safe).map_err(|e| e.to_string())?;
+    // (A value past the column unit's range becomes NULL, reported below.)
+    let from_millis = epoch_millis_as(&millis, target).map_err(|e| e.to_string())?;
     let from_text = cast_with_options(column, target, &safe).map_err(|e| e.to_string())?;
     let is_millis = is_not_null(&millis).map_err(|e| e.to_string())?;
     let values = zip(&is_millis, &from_millis, &from_text).map_err(|e| e.to_string())?;
@@ -157,14 +168,7 @@ pub(crate) fn event_time_nanos(column: &ArrayRef) -> Result<ArrayRef> {
         ..Default::default()
     };
     let nanos: ArrayRef = match column.data_type() {
-        DataType::Int64 => {
-            let ms = column.as_primitive::<Int64Type>();
-            let scaled = mul(
-                ms,
-                &riffle_core::arrow::array::Int64Array::new_scalar(1_000_000),
-            )?;
-            cast_with_options(&scaled, &timestamp_type(), &safe)?
-        }
+        DataType::Int64 => epoch_millis_as(column, &timestamp_type())?,
         DataType::Timestamp(_, _) | DataType::Utf8 | DataType::LargeUtf8 | DataType::Date32 => {
             cast_with_options(
                 column,
