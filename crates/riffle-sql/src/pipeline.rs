@@ -52,7 +52,10 @@ pub struct SqlPipeline {
 const SKIPPED_RULES: [&str; 1] = ["single_distinct_aggregation_to_group_by"];
 
 fn session() -> SessionContext {
-    let state = SessionContext::new().state();
+    // Identifiers keep their case, as in Flink SQL (`script::normalize`).
+    let mut config = datafusion::prelude::SessionConfig::new();
+    config.options_mut().sql_parser.enable_ident_normalization = false;
+    let state = SessionContext::new_with_config(config).state();
     let rules = state
         .optimizers()
         .iter()

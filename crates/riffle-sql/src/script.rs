@@ -57,13 +57,11 @@ pub fn parse(text: &str) -> Result<Script> {
     })
 }
 
-/// Normalizes an identifier as DataFusion does: unquoted names are lower-cased.
-pub fn normalize(word: &str, quoted: bool) -> String {
-    if quoted {
-        word.to_string()
-    } else {
-        word.to_lowercase()
-    }
+/// An identifier as riffle SQL resolves it: as written, quoted or not, as in Flink SQL
+/// (an unquoted `itemName` is the JSON key `itemName`; lower-casing it made every value
+/// NULL). The planner's session is configured the same way.
+pub fn normalize(word: &str, _quoted: bool) -> String {
+    word.to_string()
 }
 
 fn is_word(t: &Token, name: &str) -> bool {

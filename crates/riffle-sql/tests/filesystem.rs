@@ -240,3 +240,51 @@ fn numbers_in_a_timestamp_column_are_epoch_milliseconds() {
         "{err}"
     );
 }
+
+/// Identifiers keep their case, as in Flink SQL: an unquoted `itemName` column was
+/// lower-cased to `itemname`, never matched the JSON key `itemName`, and every value
+/// read as NULL (`count(itemName)` was 0). Keywords and function names stay
+/// case-insensitive.
+#[test]
+fn mixed_case_column_names_read_their_json_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("items");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(
+        input.join("a.jsonl"),
+        "{\"itemName\": \"lamp\", \"reservePrice\": 3, \"dateTime\": \"2025-01-01T00:00:01Z\"}\n\
+         {\"itemName\": \"desk\", \"reservePrice\": 5, \"dateTime\": \"2025-01-01T00:00:02Z\"}\n",
+    )
+    .unwrap();
+    let text = format!(
+        "CREATE TABLE items (itemName VARCHAR, reservePrice BIGINT, dateTime TIMESTAMP,
+           WATERMARK FOR dateTime AS dateTime)
+         WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+         CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+         INSERT INTO out SELECT itemName, reservePrice * 2 AS doubledPrice, UPPER(itemName) AS shout
+           FROM items WHERE reservePrice > 0;",
+        input.display(),
+        dir.path().join("out").display()
+    );
+    run_at(&text, 1);
+    let rows = lines(&dir.path().join("out"));
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let mut got: Vec<(String, i64, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["itemName"].as_str().unwrap_or("NULL").to_string(),
+                r["doubledPrice"].as_i64().unwrap_or(-1),
+                r["shout"].as_str().unwrap_or("NULL").to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("desk".to_string(), 10, "DESK".to_string()),
+            ("lamp".to_string(), 6, "LAMP".to_string())
+        ]
+    );
+}
