@@ -94,12 +94,14 @@ fn an_updating_result_upserts_into_a_keyed_topic_as_into_a_table() {
     );
     let file = pipeline(dir.path(), "upsert", &text);
     let state = dir.path().join("state");
-    // Killed with epoch 3 prepared: Kafka's transaction died with the process, so the
-    // epoch is replayed, and PostgreSQL's prepared part of it is rolled back.
-    crash(&mut run(&file, &state, 2), "after-manifest-prepared:3");
+    // Killed with epoch 2 prepared: Kafka's transaction died with the process, so the
+    // epoch is replayed, and PostgreSQL's prepared part of it is rolled back. (Epoch 2
+    // exists however slow checkpoints are on a loaded machine: if no periodic one comes
+    // first, it is the end-of-input epoch.)
+    crash(&mut run(&file, &state, 2), "after-manifest-prepared:2");
     let resumed = succeed(&mut run(&file, &state, 3));
     assert!(
-        resumed.contains("not rolling PREPARED epoch 3 forward"),
+        resumed.contains("not rolling PREPARED epoch 2 forward"),
         "{resumed}"
     );
     // The topic is an upsert log keyed by auction: each auction's records lie in one
