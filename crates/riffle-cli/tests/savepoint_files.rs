@@ -83,9 +83,10 @@ fn a_damaged_archive_is_refused_and_leaves_nothing() {
 
     let truncated = dir.path().join("truncated.tar");
     std::fs::write(&truncated, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    // A byte inside the first state file's data (a byte in the middle of the archive
+    // sometimes fell into a member's zero padding, which no checksum covers).
     let mut flipped = bytes.clone();
-    let middle = flipped.len() / 2;
-    flipped[middle] ^= 0x5a;
+    flipped[second_member(&bytes) + 512 + 100] ^= 0x5a;
     let altered = dir.path().join("altered.tar");
     std::fs::write(&altered, &flipped).unwrap();
     let not_tar = dir.path().join("notes.tar");
@@ -116,16 +117,19 @@ fn a_damaged_archive_is_refused_and_leaves_nothing() {
     assert!(String::from_utf8_lossy(&list.stdout).contains("no savepoints"));
 }
 
+/// Where the second member's tar header starts (after the manifest, the first member).
+fn second_member(archive: &[u8]) -> usize {
+    let text = String::from_utf8_lossy(&archive[124..136]);
+    let first_size =
+        u64::from_str_radix(text.trim_matches(|c: char| c == '\0' || c == ' '), 8).unwrap();
+    512 + first_size.div_ceil(512) as usize * 512
+}
+
 /// The archive with its second member's tar header claiming 64 GiB (base-256 size, as
 /// GNU tar writes sizes past 8 GiB), checksum mended: import used to allocate that much
 /// up front and abort.
 fn claim_huge_second_member(archive: &[u8]) -> Vec<u8> {
-    let octal = |field: &[u8]| {
-        let text = String::from_utf8_lossy(field);
-        u64::from_str_radix(text.trim_matches(|c: char| c == '\0' || c == ' '), 8).unwrap()
-    };
-    let first_size = octal(&archive[124..136]);
-    let second = 512 + first_size.div_ceil(512) as usize * 512;
+    let second = second_member(archive);
     let mut bytes = archive.to_vec();
     let header = &mut bytes[second..second + 512];
     let size: u64 = 64 << 30;
