@@ -103,7 +103,7 @@ pub fn table_def(create: &CreateTable, watermarks: &[WatermarkClause]) -> Result
         let column = normalize(&c.name.value, c.name.quote_style.is_some());
         let data_type = arrow_type(&c.data_type).ok_or_else(|| {
             SqlError::plan(format!(
-                "column `{column}` of `{name}`: type {} is not supported (use BIGINT, INT, DOUBLE, FLOAT, BOOLEAN, VARCHAR, TIMESTAMP, DATE)",
+                "column `{column}` of `{name}`: type {} is not supported (use BIGINT, INT, DOUBLE, FLOAT, DECIMAL(p, s) with p ≤ 38, BOOLEAN, VARCHAR, TIMESTAMP, DATE)",
                 c.data_type
             ))
             .located(at)
@@ -285,6 +285,19 @@ fn arrow_type(t: &ast::DataType) -> Option<DataType> {
         T::Varchar(_) | T::Text | T::String(_) | T::Char(_) | T::CharVarying(_) => DataType::Utf8,
         T::Timestamp(_, _) => DataType::Timestamp(TimeUnit::Nanosecond, None),
         T::Date => DataType::Date32,
+        // Flink's exact numbers; a precision past Arrow's 38 digits is refused.
+        T::Decimal(info) | T::Numeric(info) | T::Dec(info) => {
+            let (precision, scale) = match info {
+                ast::ExactNumberInfo::None => (10, 0),
+                ast::ExactNumberInfo::Precision(p) => (*p, 0),
+                ast::ExactNumberInfo::PrecisionAndScale(p, s) => (*p, u64::try_from(*s).ok()?),
+            };
+            let precision = u8::try_from(precision)
+                .ok()
+                .filter(|p| (1..=38).contains(p))?;
+            let scale = i8::try_from(scale).ok().filter(|s| *s as u8 <= precision)?;
+            DataType::Decimal128(precision, scale)
+        }
         _ => return None,
     })
 }

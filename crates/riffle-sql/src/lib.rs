@@ -13,9 +13,9 @@
 //! inside them. Windows are Arroyo-style functions in `GROUP BY` (see [`windows`]).
 
 pub mod connectors;
-mod date_format;
 pub mod ddl;
 pub mod error;
+mod functions;
 mod pipeline;
 pub mod script;
 mod translate;

@@ -55,6 +55,8 @@ fn session() -> SessionContext {
     // Identifiers keep their case, as in Flink SQL (`script::normalize`).
     let mut config = datafusion::prelude::SessionConfig::new();
     config.options_mut().sql_parser.enable_ident_normalization = false;
+    // `0.908` is DECIMAL(3, 3) as in Flink, so `0.908 * price` is exact (Nexmark q1).
+    config.options_mut().sql_parser.parse_float_as_decimal = true;
     let state = SessionContext::new_with_config(config).state();
     let rules = state
         .optimizers()
@@ -69,7 +71,9 @@ fn session() -> SessionContext {
     for udf in window_udfs() {
         ctx.register_udf(udf);
     }
-    ctx.register_udf(crate::date_format::date_format_udf());
+    for udf in crate::functions::flink_udfs() {
+        ctx.register_udf(udf);
+    }
     ctx
 }
 
@@ -256,7 +260,9 @@ fn plan_text(
 
 /// The unoptimized DataFusion plan of a query.
 fn logical_plan(ctx: &SessionContext, query: &Query) -> Result<LogicalPlan> {
-    let statement = DfStatement::Statement(Box::new(Statement::Query(Box::new(query.clone()))));
+    let mut query = query.clone();
+    crate::functions::rewrite_flink_calls(&mut query)?;
+    let statement = DfStatement::Statement(Box::new(Statement::Query(Box::new(query))));
     Ok(futures::executor::block_on(
         ctx.state().statement_to_plan(statement),
     )?)

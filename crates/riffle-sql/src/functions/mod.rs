@@ -1,0 +1,220 @@
+//! Flink's built-in functions, with Flink's semantics where they differ from
+//! DataFusion's functions of the same name (docs/from-flink.md lists each).
+//!
+//! Two kinds:
+//! - **Spellings** (`MOD`, `HOUR`, `IF`, `CONCAT`, …) are rewritten on the parsed
+//!   statement into the DataFusion expression that computes the same value, before
+//!   DataFusion plans it ([`rewrite_flink_calls`]). DataFusion then types and runs them.
+//! - **Kernels** (`DATE_FORMAT`, `SPLIT_INDEX`, `REGEXP_EXTRACT`) are scalar UDFs
+//!   registered under Flink's names ([`flink_udfs`]).
+
+mod date_format;
+mod regexp_extract;
+mod split_index;
+
+use crate::error::{Result, SqlError};
+use datafusion::logical_expr::ScalarUDF;
+use datafusion::sql::sqlparser::ast::{
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, VisitMut,
+};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use std::ops::ControlFlow;
+
+/// The kernels, to register with the planner (they replace DataFusion's functions of
+/// the same names, if any).
+pub fn flink_udfs() -> Vec<ScalarUDF> {
+    vec![
+        date_format::date_format_udf(),
+        split_index::split_index_udf(),
+        regexp_extract::regexp_extract_udf(),
+    ]
+}
+
+/// Date-time fields Flink extracts with a function of their name; each returns BIGINT.
+const EXTRACT_FUNCTIONS: [(&str, &str); 8] = [
+    ("year", "YEAR"),
+    ("quarter", "QUARTER"),
+    ("month", "MONTH"),
+    ("week", "WEEK"),
+    ("dayofmonth", "DAY"),
+    ("hour", "HOUR"),
+    ("minute", "MINUTE"),
+    ("second", "SECOND"),
+];
+
+/// Rewrites Flink function spellings in `node` (a query or statement) into DataFusion
+/// expressions with the same value.
+///
+/// # Errors
+/// A Flink function called with the wrong number of arguments, named.
+pub fn rewrite_flink_calls<N: VisitMut>(node: &mut N) -> Result<()> {
+    let mut failure = None;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(node, |expr| {
+        match flink_spelling(expr) {
+            Ok(Some(text)) => match parse_expr(&text) {
+                Ok(e) => *expr = e,
+                Err(e) => {
+                    failure = Some(e);
+                    return ControlFlow::Break(());
+                }
+            },
+            Ok(None) => {}
+            Err(e) => {
+                failure = Some(e);
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The DataFusion text of a Flink call, or `None` when `expr` is not one.
+fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
+    let Expr::Function(f) = expr else {
+        return Ok(None);
+    };
+    if f.over.is_some() || f.name.0.len() != 1 {
+        return Ok(None);
+    }
+    let name = f.name.to_string().to_lowercase();
+    let Some(args) = plain_args(f) else {
+        return Ok(None);
+    };
+    let arity = |n: usize, usage: &str| -> Result<()> {
+        if args.len() == n {
+            Ok(())
+        } else {
+            Err(SqlError::Plan {
+                at: None,
+                message: format!(
+                    "{} takes {n} argument(s), not {}",
+                    name.to_uppercase(),
+                    args.len()
+                ),
+                hint: Some(format!("write {usage}")),
+            })
+        }
+    };
+    let text = match name.as_str() {
+        // Java's `%`: the sign follows the dividend, as DataFusion's.
+        "mod" => {
+            arity(2, "MOD(a, b)")?;
+            format!("(({}) % ({}))", args[0], args[1])
+        }
+        "if" => {
+            arity(3, "IF(condition, then, else)")?;
+            format!(
+                "(CASE WHEN {} THEN {} ELSE {} END)",
+                args[0], args[1], args[2]
+            )
+        }
+        // Flink's CONCAT is NULL when any argument is; DataFusion's skips NULLs.
+        "concat" if !args.is_empty() => {
+            let any_null = args
+                .iter()
+                .map(|a| format!("({a}) IS NULL"))
+                .collect::<Vec<_>>()
+                .join(" OR ");
+            let joined = args
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!("(CASE WHEN {any_null} THEN NULL ELSE concat({joined}) END)")
+        }
+        other => match EXTRACT_FUNCTIONS.iter().find(|(n, _)| *n == other) {
+            Some((_, field)) => {
+                arity(1, &format!("{}(timestamp)", other.to_uppercase()))?;
+                format!("CAST(date_part('{field}', {}) AS BIGINT)", args[0])
+            }
+            None => return Ok(None),
+        },
+    };
+    Ok(Some(text))
+}
+
+/// The positional arguments of a plain call (no DISTINCT, named arguments, FILTER or
+/// ORDER BY), or `None`.
+fn plain_args(f: &Function) -> Option<Vec<&Expr>> {
+    if f.filter.is_some() || !f.within_group.is_empty() {
+        return None;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+        return None;
+    }
+    list.args
+        .iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
+fn parse_expr(text: &str) -> Result<Expr> {
+    Parser::new(&GenericDialect {})
+        .try_with_sql(text)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| SqlError::plan(format!("rewriting `{text}`: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(sql: &str) -> String {
+        let mut e = parse_expr(sql).unwrap();
+        rewrite_flink_calls(&mut e).unwrap();
+        e.to_string()
+    }
+
+    #[test]
+    fn flink_spellings_become_datafusion_expressions() {
+        assert_eq!(
+            rewritten("MOD(auction, 123) = 0"),
+            "((auction) % (123)) = 0"
+        );
+        assert_eq!(
+            rewritten("HOUR(`dateTime`)"),
+            "CAST(date_part('HOUR', `dateTime`) AS BIGINT)"
+        );
+        assert_eq!(
+            rewritten("IF(a > 1, 'x', 'y')"),
+            "(CASE WHEN a > 1 THEN 'x' ELSE 'y' END)"
+        );
+        // Nested calls are rewritten inside out.
+        assert_eq!(
+            rewritten("mod(minute(ts), 2)"),
+            "((CAST(date_part('MINUTE', ts) AS BIGINT)) % (2))"
+        );
+    }
+
+    #[test]
+    fn concat_is_null_when_any_argument_is() {
+        assert_eq!(
+            rewritten("CONCAT(a, 'b')"),
+            "(CASE WHEN (a) IS NULL OR ('b') IS NULL THEN NULL ELSE concat(a, 'b') END)"
+        );
+    }
+
+    #[test]
+    fn wrong_argument_counts_are_named() {
+        let mut e = parse_expr("MOD(a)").unwrap();
+        let err = rewrite_flink_calls(&mut e).unwrap_err().to_string();
+        assert!(err.contains("MOD takes 2 argument(s), not 1"), "{err}");
+    }
+
+    #[test]
+    fn other_calls_are_left_alone() {
+        assert_eq!(rewritten("upper(a)"), "upper(a)");
+        assert_eq!(rewritten("count(DISTINCT a)"), "count(DISTINCT a)");
+    }
+}

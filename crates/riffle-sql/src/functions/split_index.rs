@@ -1,0 +1,125 @@
+//! `SPLIT_INDEX(text, separator, index)`: Flink's zero-based field of `text` split at
+//! every `separator` (empty fields kept). NULL when any argument is NULL, the index is
+//! negative or past the last field — where DataFusion's `split_part` returns `''`.
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::common::{exec_err, plan_err, Result};
+use datafusion::logical_expr::{
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
+};
+use std::sync::Arc;
+
+/// Field `index` of `text` split at `separator`, as Flink returns it.
+pub fn split_index<'t>(text: &'t str, separator: &str, index: i64) -> Option<&'t str> {
+    let index = usize::try_from(index).ok()?;
+    if text.is_empty() {
+        // Flink splits an empty string into no fields at all.
+        return None;
+    }
+    if separator.is_empty() {
+        // Flink (Apache Commons' whole-separator split) splits at whitespace then.
+        return text.split_whitespace().nth(index);
+    }
+    text.split(separator).nth(index)
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SplitIndex {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for SplitIndex {
+    fn name(&self) -> &str {
+        "split_index"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        let types: Vec<&DataType> = args.arg_fields.iter().map(|f| f.data_type()).collect();
+        let text = |t: &DataType| {
+            matches!(
+                t,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
+            )
+        };
+        match types.as_slice() {
+            [a, b, c] if text(a) && text(b) && (c.is_integer() || **c == DataType::Null) => {
+                Ok(Arc::new(Field::new(self.name(), DataType::Utf8, true)))
+            }
+            _ => plan_err!(
+                "SPLIT_INDEX takes (VARCHAR, VARCHAR, INT), not ({})",
+                types
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let [text, separator, index] = args.args.as_slice() else {
+            return exec_err!("SPLIT_INDEX takes text, a separator and an index");
+        };
+        let text = cast(&text.to_array(n)?, &DataType::Utf8)?;
+        let separator = cast(&separator.to_array(n)?, &DataType::Utf8)?;
+        let index = cast(&index.to_array(n)?, &DataType::Int64)?;
+        let (text, separator) = (text.as_string::<i32>(), separator.as_string::<i32>());
+        let index = index.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+        let mut out = StringBuilder::with_capacity(n, n * 8);
+        for i in 0..n {
+            if text.is_null(i) || separator.is_null(i) || index.is_null(i) {
+                out.append_null();
+                continue;
+            }
+            out.append_option(split_index(
+                text.value(i),
+                separator.value(i),
+                index.value(i),
+            ));
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish()) as ArrayRef))
+    }
+}
+
+/// `split_index`, to register with the planner.
+pub fn split_index_udf() -> ScalarUDF {
+    ScalarUDF::from(SplitIndex {
+        signature: Signature::any(3, Volatility::Immutable),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_index;
+
+    #[test]
+    fn fields_count_from_zero_and_past_the_end_is_null() {
+        // Flink's documentation: SPLIT_INDEX('Hello,World', ',', 0) = 'Hello'.
+        let url = "https://www.nexmark.com/abc/def/item.htm?query=1";
+        assert_eq!(split_index(url, "/", 0), Some("https:"));
+        assert_eq!(split_index(url, "/", 1), Some(""));
+        assert_eq!(split_index(url, "/", 3), Some("abc"));
+        assert_eq!(split_index(url, "/", 5), Some("item.htm?query=1"));
+        assert_eq!(split_index(url, "/", 6), None);
+        assert_eq!(split_index("Hello,World", ",", -1), None);
+        assert_eq!(split_index("", ",", 0), None);
+    }
+
+    #[test]
+    fn separators_are_whole_strings() {
+        assert_eq!(split_index("a::b:c", "::", 1), Some("b:c"));
+        assert_eq!(split_index("a b  c", "", 2), Some("c"));
+    }
+}
