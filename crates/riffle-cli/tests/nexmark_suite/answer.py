@@ -1,0 +1,67 @@
+"""Both answers of one suite query as canonical JSON rows.
+
+usage: answer.py INPUT_DIR REFERENCE_SQL RIFFLE_ROWS COLUMNS_JSON
+Prints {"duckdb": [...], "riffle": [...]}: DuckDB's answer to REFERENCE_SQL over the
+suite's input files, and riffle's rows (a JSON-lines file) read with the sink's column
+types. Both go through the same conversion, so only values can differ.
+"""
+import datetime
+import decimal
+import json
+import sys
+
+import duckdb
+
+input_dir, reference, riffle_rows, columns = sys.argv[1:5]
+columns = json.loads(columns)
+con = duckdb.connect()
+con.execute("SET TimeZone = 'UTC'")
+tables = {
+    "person": {"id": "BIGINT", "name": "VARCHAR", "emailAddress": "VARCHAR",
+               "creditCard": "VARCHAR", "city": "VARCHAR", "state": "VARCHAR",
+               "dateTime": "BIGINT", "extra": "VARCHAR"},
+    "auction": {"id": "BIGINT", "itemName": "VARCHAR", "description": "VARCHAR",
+                "initialBid": "BIGINT", "reserve": "BIGINT", "dateTime": "BIGINT",
+                "expires": "BIGINT", "seller": "BIGINT", "category": "BIGINT",
+                "extra": "VARCHAR"},
+    "bid": {"auction": "BIGINT", "bidder": "BIGINT", "price": "BIGINT",
+            "channel": "VARCHAR", "url": "VARCHAR", "dateTime": "BIGINT",
+            "extra": "VARCHAR"},
+}
+for name, cols in tables.items():
+    # Event times are epoch milliseconds in the files, TIMESTAMP(3) in the tables.
+    select = ", ".join(
+        f'epoch_ms("{c}") AS "{c}"' if c in ("dateTime", "expires") else f'"{c}"'
+        for c in cols
+    )
+    con.execute(
+        f"""CREATE VIEW {name} AS SELECT {select} FROM read_json('{input_dir}/{name}/*.jsonl',
+            format = 'newline_delimited', columns = {json.dumps(cols)})"""
+    )
+
+
+def canonical(row):
+    out = []
+    for v in row:
+        if isinstance(v, datetime.datetime):
+            v = v.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        elif isinstance(v, decimal.Decimal):
+            v = str(v)
+        elif isinstance(v, float):
+            v = repr(v)
+        out.append(v)
+    return json.dumps(out)
+
+
+with open(reference) as f:
+    duck = [canonical(r) for r in con.execute(f.read()).fetchall()]
+with open(riffle_rows) as f:
+    empty = not f.read().strip()
+types = {c["name"]: c["duckdb_type"] for c in columns}
+riffle = [] if empty else [
+    canonical(r)
+    for r in con.execute(
+        f"SELECT * FROM read_json('{riffle_rows}', format = 'newline_delimited', columns = {json.dumps(types)})"
+    ).fetchall()
+]
+print(json.dumps({"duckdb": sorted(duck), "riffle": sorted(riffle)}))

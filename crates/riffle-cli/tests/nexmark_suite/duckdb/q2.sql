@@ -1,0 +1,1 @@
+SELECT auction, price FROM bid WHERE auction % 123 = 0

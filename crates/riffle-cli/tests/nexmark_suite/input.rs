@@ -1,0 +1,135 @@
+//! The suite's input: Nexmark-shaped `person`, `auction` and `bid` rows as JSON-lines
+//! files with Flink's column names, drawn from a fixed seed.
+//!
+//! Each file covers its own 10 s of event time, in file-name order, and rows inside a
+//! file are out of order by less than the 4 s watermark delay, so no row is ever late:
+//! every window, session and join holds all its rows at any parallelism, and the
+//! answer is the one a batch engine computes from the same files. The hour crosses
+//! midnight, so per-day groups (q15–q17) see two days.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Event time of the first row: 2023-11-14 23:59:30 UTC, in epoch milliseconds.
+pub const BASE_MS: i64 = 1_700_006_370_000;
+/// Event time each file covers.
+const FILE_SPAN_MS: i64 = 10_000;
+/// Largest disorder inside a file (well under the 4 s delay).
+const JITTER_MS: i64 = 1_500;
+const FILES: i64 = 6;
+const PERSONS_PER_FILE: i64 = 8;
+const AUCTIONS_PER_FILE: i64 = 30;
+const BIDS_PER_FILE: i64 = 250;
+
+const STATES: [&str; 6] = ["OR", "ID", "CA", "WA", "AZ", "NY"];
+const CITIES: [&str; 4] = ["Portland", "Boise", "Kent", "Phoenix"];
+const CHANNELS: [&str; 6] = ["Apple", "Google", "Facebook", "Baidu", "shop", "partner"];
+const WORDS: [&str; 6] = ["cat", "dog", "pace", "accent", "oak", "cocoa"];
+
+/// An id of auction number `n`: every third one is a multiple of 123 (q2's filter).
+fn auction_id(n: i64) -> i64 {
+    984 + 41 * n
+}
+
+/// Writes `person/`, `auction/` and `bid/` under `dir`.
+pub fn write(dir: &Path) {
+    let mut rng = StdRng::seed_from_u64(0x5eed_ce11);
+    let mut text = [String::new(), String::new(), String::new()];
+    let mut persons = 0i64;
+    let mut auctions: Vec<(i64, i64, i64)> = Vec::new(); // (id, dateTime, expires)
+    for f in 0..FILES {
+        let start = BASE_MS + f * FILE_SPAN_MS;
+        for t in &mut text {
+            t.clear();
+        }
+        let at = |i: i64, n: i64, rng: &mut StdRng| {
+            start + JITTER_MS + i * (FILE_SPAN_MS - JITTER_MS) / n - rng.random_range(0..=JITTER_MS)
+        };
+        for i in 0..PERSONS_PER_FILE {
+            let id = 1000 + persons;
+            persons += 1;
+            let ts = at(i, PERSONS_PER_FILE, &mut rng);
+            writeln!(
+                text[0],
+                r#"{{"id": {id}, "name": "person {id}", "emailAddress": "p{id}@example.com", "creditCard": "4000 {id}", "city": "{}", "state": "{}", "dateTime": {ts}, "extra": "{}"}}"#,
+                CITIES[rng.random_range(0..CITIES.len())],
+                STATES[rng.random_range(0..STATES.len())],
+                WORDS[rng.random_range(0..WORDS.len())],
+            )
+            .unwrap();
+        }
+        for i in 0..AUCTIONS_PER_FILE {
+            let id = auction_id(auctions.len() as i64);
+            let ts = at(i, AUCTIONS_PER_FILE, &mut rng);
+            let expires = ts + rng.random_range(2_000..15_000);
+            auctions.push((id, ts, expires));
+            writeln!(
+                text[1],
+                r#"{{"id": {id}, "itemName": "item {id}", "description": "about {id}", "initialBid": {}, "reserve": {}, "dateTime": {ts}, "expires": {expires}, "seller": {}, "category": {}, "extra": "{}"}}"#,
+                rng.random_range(100..10_000),
+                rng.random_range(10_000..100_000),
+                1000 + rng.random_range(0..persons),
+                rng.random_range(10..15),
+                WORDS[rng.random_range(0..WORDS.len())],
+            )
+            .unwrap();
+        }
+        for i in 0..BIDS_PER_FILE {
+            let ts = at(i, BIDS_PER_FILE, &mut rng);
+            // Mostly recent auctions (some bids land after the auction expired).
+            let recent = auctions.len().saturating_sub(40);
+            let auction = auctions[rng.random_range(recent..auctions.len())].0;
+            // Bidders come and go in groups, so sessions (q11) start and end.
+            let bidder = 1000 + (f % 3) + 3 * rng.random_range(0..(persons / 3).max(1));
+            let price = match rng.random_range(0..10) {
+                0..=6 => rng.random_range(100..10_000),
+                7 | 8 => rng.random_range(10_000..1_000_000),
+                _ => rng.random_range(1_000_000..60_000_000),
+            };
+            let channel = CHANNELS[rng.random_range(0..CHANNELS.len())];
+            let (a, b) = (
+                WORDS[rng.random_range(0..WORDS.len())],
+                WORDS[rng.random_range(0..WORDS.len())],
+            );
+            let url = match rng.random_range(0..4) {
+                0 => format!(
+                    "https://www.nexmark.com/{a}/{b}/item.htm?query=1&channel_id={}",
+                    rng.random_range(0..50)
+                ),
+                1 => format!("channel_id={}&query=2", rng.random_range(0..50)),
+                2 => format!("https://www.nexmark.com/{a}"),
+                _ => format!("https://www.nexmark.com/{a}/{b}/item.htm?query=1"),
+            };
+            writeln!(
+                text[2],
+                r#"{{"auction": {auction}, "bidder": {bidder}, "price": {price}, "channel": "{channel}", "url": "{url}", "dateTime": {ts}, "extra": "{}"}}"#,
+                WORDS[rng.random_range(0..WORDS.len())],
+            )
+            .unwrap();
+        }
+        for (table, t) in ["person", "auction", "bid"].iter().zip(&text) {
+            let out = dir.join(table);
+            std::fs::create_dir_all(&out).unwrap();
+            std::fs::write(out.join(format!("part-{f:02}.jsonl")), t).unwrap();
+        }
+    }
+}
+
+/// The source DDL that replaces the suite's `datagen` table and its views: the same
+/// tables and column names, read from the files [`write`] made.
+pub fn source_ddl(dir: &Path) -> String {
+    let table = |name: &str, columns: &str| {
+        format!(
+            "CREATE TABLE {name} (\n  {columns},\n  WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '4' SECOND\n) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n",
+            dir.join(name).display()
+        )
+    };
+    [
+        table("person", "id BIGINT, name VARCHAR, emailAddress VARCHAR, creditCard VARCHAR, city VARCHAR, state VARCHAR, `dateTime` TIMESTAMP(3), extra VARCHAR"),
+        table("auction", "id BIGINT, itemName VARCHAR, description VARCHAR, initialBid BIGINT, reserve BIGINT, `dateTime` TIMESTAMP(3), expires TIMESTAMP(3), seller BIGINT, category BIGINT, extra VARCHAR"),
+        table("bid", "auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR, `dateTime` TIMESTAMP(3), extra VARCHAR"),
+    ]
+    .concat()
+}

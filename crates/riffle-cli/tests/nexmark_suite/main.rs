@@ -1,0 +1,321 @@
+//! The Nexmark suite as Flink users write it (`flink/qN.sql`, verbatim), run by riffle
+//! with only the DDL replaced, each result compared with DuckDB's answer over the same
+//! input (`duckdb/qN.sql`, written from the query's meaning, not from riffle's plan).
+//!
+//! Every query of the suite is listed in [`SUITE`]. A query riffle runs must equal
+//! DuckDB's answer at parallelism 1 and at 2 with checkpoints; a query it cannot run
+//! yet must be refused when planned — never run with a different answer. A query that
+//! starts running fails this test until it is compared, so the table in
+//! docs/from-flink.md stays true.
+
+mod ddl;
+mod input;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// How riffle stands on one suite query.
+enum Status {
+    /// Runs; its result is compared with DuckDB's. `keys`: the PRIMARY KEY the sink is
+    /// given when the result is updating (the newest row per key is the result).
+    Compared { keys: &'static [&'static str] },
+    /// Refused at planning until the named feature exists.
+    Refused { missing: &'static str },
+}
+
+use Status::{Compared, Refused};
+
+const APPEND: Status = Compared { keys: &[] };
+
+/// The 23 queries of the suite.
+const SUITE: [(&str, Status); 23] = [
+    ("q0", APPEND),
+    ("q1", APPEND),
+    ("q2", APPEND),
+    ("q3", APPEND),
+    ("q4", Compared { keys: &["id"] }),
+    (
+        "q5",
+        Refused {
+            missing: "window table-valued functions (HOP) and window joins",
+        },
+    ),
+    (
+        "q6",
+        Refused {
+            missing: "ROW_NUMBER Top-N and OVER aggregations",
+        },
+    ),
+    (
+        "q7",
+        Refused {
+            missing: "window table-valued functions (TUMBLE)",
+        },
+    ),
+    (
+        "q8",
+        Refused {
+            missing: "window table-valued functions (TUMBLE) and window joins",
+        },
+    ),
+    (
+        "q9",
+        Refused {
+            missing: "ROW_NUMBER Top-N",
+        },
+    ),
+    ("q10", APPEND),
+    (
+        "q11",
+        Refused {
+            missing: "the group-window syntax SESSION(…) with SESSION_START/END",
+        },
+    ),
+    (
+        "q12",
+        Refused {
+            missing: "PROCTIME() and processing-time windows",
+        },
+    ),
+    (
+        "q13",
+        Refused {
+            missing: "lookup joins (FOR SYSTEM_TIME AS OF)",
+        },
+    ),
+    (
+        "q14",
+        Refused {
+            missing: "CREATE FUNCTION (a Java class)",
+        },
+    ),
+    (
+        "q15",
+        Refused {
+            missing: "aggregates with FILTER (WHERE …)",
+        },
+    ),
+    (
+        "q16",
+        Refused {
+            missing: "aggregates with FILTER (WHERE …)",
+        },
+    ),
+    (
+        "q17",
+        Refused {
+            missing: "aggregates with FILTER (WHERE …)",
+        },
+    ),
+    (
+        "q18",
+        Refused {
+            missing: "ROW_NUMBER deduplication",
+        },
+    ),
+    (
+        "q19",
+        Refused {
+            missing: "ROW_NUMBER Top-N",
+        },
+    ),
+    ("q20", APPEND),
+    ("q21", APPEND),
+    ("q22", APPEND),
+];
+
+fn suite_dir() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/nexmark_suite"))
+}
+
+/// DuckDB's type for a Flink column type of a sink.
+fn duckdb_type(flink: &str) -> String {
+    let upper = flink.to_uppercase();
+    match upper.split('(').next().unwrap_or_default().trim() {
+        "TIMESTAMP" => "TIMESTAMP".into(),
+        "STRING" => "VARCHAR".into(),
+        _ => upper,
+    }
+}
+
+/// riffle's committed rows: every published part file, an upsert log reduced to the
+/// newest row per key in commit order.
+fn committed_rows(out: &Path, keys: &[&str]) -> String {
+    let mut files: Vec<(u64, String)> = Vec::new();
+    for entry in std::fs::read_dir(out).into_iter().flatten() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".jsonl") {
+            // part-{subtask}-e{epoch}-{k}.jsonl (without checkpoints: no epoch).
+            let epoch = name
+                .split('-')
+                .find_map(|p| p.strip_prefix('e').and_then(|e| e.parse().ok()))
+                .unwrap_or(0);
+            files.push((epoch, name));
+        }
+    }
+    files.sort();
+    let mut rows: Vec<String> = Vec::new();
+    let mut newest: BTreeMap<String, String> = BTreeMap::new();
+    for (_, name) in files {
+        for line in std::fs::read_to_string(out.join(&name)).unwrap().lines() {
+            if keys.is_empty() {
+                rows.push(line.to_string());
+                continue;
+            }
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            let key: Vec<String> = keys.iter().map(|k| value[*k].to_string()).collect();
+            newest.insert(key.join("\u{1}"), line.to_string());
+        }
+    }
+    if !keys.is_empty() {
+        rows = newest.into_values().collect();
+    }
+    rows.join("\n")
+}
+
+/// Runs one compared query at `parallelism`; `Err` says how riffle's rows differ.
+fn compare(
+    name: &str,
+    keys: &[&str],
+    parallelism: usize,
+    inputs: &Path,
+    work: &Path,
+) -> Result<usize, String> {
+    let flink =
+        std::fs::read_to_string(suite_dir().join("flink").join(format!("{name}.sql"))).unwrap();
+    let dir = work.join(format!("{name}-p{parallelism}"));
+    let out = dir.join("out");
+    let replaced = ddl::replace(&flink, &input::source_ddl(inputs), &out, keys);
+    let sql = dir.join(format!("nexmark_{name}.sql"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(&sql, &replaced.text).unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_riffle"))
+        .arg("run")
+        .arg(&sql)
+        .args(["--parallelism", &parallelism.to_string()])
+        .args(["--checkpoint-interval", "100ms", "--state"])
+        .arg(dir.join("state"))
+        .output()
+        .unwrap();
+    if !run.status.success() {
+        return Err(format!(
+            "riffle run failed:\n{}\n{}",
+            String::from_utf8_lossy(&run.stderr),
+            replaced.text
+        ));
+    }
+    let rows = dir.join("riffle.jsonl");
+    std::fs::write(&rows, committed_rows(&out, keys)).unwrap();
+    let columns: Vec<serde_json::Value> = replaced
+        .columns
+        .iter()
+        .map(|c| serde_json::json!({"name": c.name, "duckdb_type": duckdb_type(&c.flink_type)}))
+        .collect();
+    let python = std::env::var("RIFFLE_DUCKDB_PYTHON").expect(
+        "RIFFLE_DUCKDB_PYTHON names a Python with the duckdb package; scripts/test installs it",
+    );
+    let answer = Command::new(python)
+        .arg(suite_dir().join("answer.py"))
+        .arg(inputs)
+        .arg(suite_dir().join("duckdb").join(format!("{name}.sql")))
+        .arg(&rows)
+        .arg(serde_json::Value::Array(columns).to_string())
+        .output()
+        .unwrap();
+    if !answer.status.success() {
+        return Err(format!(
+            "DuckDB failed: {}",
+            String::from_utf8_lossy(&answer.stderr)
+        ));
+    }
+    let answer: serde_json::Value = serde_json::from_slice(&answer.stdout).unwrap();
+    let list = |k: &str| -> Vec<String> {
+        answer[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect()
+    };
+    let (duckdb, riffle) = (list("duckdb"), list("riffle"));
+    if duckdb.is_empty() {
+        return Err("DuckDB's answer is empty: the input checks nothing".into());
+    }
+    if duckdb == riffle {
+        return Ok(riffle.len());
+    }
+    let missing: Vec<&String> = duckdb
+        .iter()
+        .filter(|r| !riffle.contains(r))
+        .take(3)
+        .collect();
+    let extra: Vec<&String> = riffle
+        .iter()
+        .filter(|r| !duckdb.contains(r))
+        .take(3)
+        .collect();
+    Err(format!(
+        "riffle {} rows, DuckDB {}; missing from riffle e.g. {missing:?}; not in DuckDB's answer e.g. {extra:?}",
+        riffle.len(),
+        duckdb.len()
+    ))
+}
+
+/// Plans a query riffle cannot run yet; `Err` when it is not refused.
+fn refused(name: &str, inputs: &Path, work: &Path) -> Result<String, String> {
+    let flink =
+        std::fs::read_to_string(suite_dir().join("flink").join(format!("{name}.sql"))).unwrap();
+    let replaced = ddl::replace(
+        &flink,
+        &input::source_ddl(inputs),
+        &work.join("unused"),
+        &[],
+    );
+    let sql = work.join(format!("nexmark_{name}.sql"));
+    std::fs::write(&sql, &replaced.text).unwrap();
+    let explain = Command::new(env!("CARGO_BIN_EXE_riffle"))
+        .arg("explain")
+        .arg(&sql)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&explain.stderr).into_owned();
+    if explain.status.success() {
+        return Err("it plans now: compare it with DuckDB (add duckdb/{name}.sql) and update docs/from-flink.md".into());
+    }
+    if !stderr.contains("error:") || stderr.contains("panicked") {
+        return Err(format!("not a planning refusal: {stderr}"));
+    }
+    Ok(stderr.lines().next().unwrap_or_default().to_string())
+}
+
+#[test]
+fn the_flink_nexmark_suite_equals_duckdb_or_is_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let inputs = work.path().join("input");
+    input::write(&inputs);
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    for (name, status) in &SUITE {
+        match status {
+            Compared { keys } => {
+                for p in [1, 2] {
+                    match compare(name, keys, p, &inputs, work.path()) {
+                        Ok(rows) => eprintln!("suite: {name} p{p}: {rows} rows, as DuckDB"),
+                        Err(e) => failures.push(format!("{name} at parallelism {p}: {e}")),
+                    }
+                }
+                compared += 1;
+            }
+            Refused { missing } => match refused(name, &inputs, work.path()) {
+                Ok(error) => eprintln!("suite: {name} refused (needs {missing}): {error}"),
+                Err(e) => failures.push(format!("{name}: {e}")),
+            },
+        }
+    }
+    eprintln!(
+        "suite: {compared} of {} queries run and equal DuckDB's answer",
+        SUITE.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
