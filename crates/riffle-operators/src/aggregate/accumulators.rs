@@ -1,5 +1,6 @@
 //! Columnar accumulators: one vector per aggregate, indexed by group id.
 
+use super::text_extremes::TextExtremes;
 use super::{AggregateFunction, BoundAggregate, NumericKind};
 use riffle_core::arrow::array::{
     Array, ArrayRef, AsArray, Float64Array, Int64Array, Int64Builder, ListArray, ListBuilder,
@@ -30,6 +31,8 @@ enum Column {
     DistinctInt(Vec<HashSet<i64>>),
     /// Distinct strings.
     DistinctText(Vec<HashSet<Box<str>>>),
+    /// min/max of strings.
+    Text(TextExtremes),
 }
 
 /// Accumulators of several aggregates for many groups.
@@ -48,6 +51,9 @@ impl AccumulatorSet {
                 (F::CountStar | F::Count, _) => Column::Count(Vec::new()),
                 (F::CountDistinct, NumericKind::Text) => Column::DistinctText(Vec::new()),
                 (F::CountDistinct, _) => Column::DistinctInt(Vec::new()),
+                (F::Min | F::Max, NumericKind::Text) => {
+                    Column::Text(TextExtremes::new(a.function == F::Max))
+                }
                 (F::Avg, _) | (_, NumericKind::Float) => Column::Float {
                     values: Vec::new(),
                     seen: Vec::new(),
@@ -102,6 +108,7 @@ impl AccumulatorSet {
                 }
                 Column::DistinctInt(v) => v.resize_with(groups, HashSet::new),
                 Column::DistinctText(v) => v.resize_with(groups, HashSet::new),
+                Column::Text(t) => t.resize(groups),
             }
         }
         self.groups = groups;
@@ -124,6 +131,7 @@ impl AccumulatorSet {
                 }
                 Column::DistinctInt(v) => v[g].clear(),
                 Column::DistinctText(v) => v[g].clear(),
+                Column::Text(t) => t.reset(g),
             }
         }
     }
@@ -202,6 +210,7 @@ impl AccumulatorSet {
                         }
                     }
                 }
+                (Column::Text(t), Input::Text(a)) => t.update(groups, rows, a),
                 (Column::DistinctText(sets), Input::Text(a)) => {
                     let a = cast(a, &DataType::Utf8).unwrap_or_else(|_| a.clone());
                     let s = a.as_string::<i32>();
@@ -238,6 +247,7 @@ impl AccumulatorSet {
                     let moved = std::mem::take(&mut v[s]);
                     v[d].extend(moved);
                 }
+                Column::Text(t) => t.merge(d, s),
             }
         }
     }
@@ -279,6 +289,7 @@ impl AccumulatorSet {
                 (Column::DistinctText(v), Column::DistinctText(o)) => {
                     pairs().for_each(|(s, d)| v[d].extend(o[s].iter().cloned()))
                 }
+                (Column::Text(t), Column::Text(o)) => t.merge_from(o, pairs()),
                 _ => {}
             }
         }
@@ -318,6 +329,7 @@ impl AccumulatorSet {
                 Column::DistinctText(v) => Arc::new(Int64Array::from_iter_values(
                     groups.iter().map(|&g| v[g as usize].len() as i64),
                 )),
+                Column::Text(t) => t.finish(groups),
             };
             let target = agg.output.data_type();
             out.push(if array.data_type() == target {
@@ -388,6 +400,10 @@ impl AccumulatorSet {
                         Arc::new(list),
                     ));
                 }
+                Column::Text(t) => out.push((
+                    Field::new(format!("{name}__value"), DataType::Utf8, true),
+                    t.finish(groups),
+                )),
                 Column::DistinctText(v) => {
                     let mut b = ListBuilder::new(StringBuilder::new());
                     for &g in groups {
@@ -474,6 +490,10 @@ impl AccumulatorSet {
                         v[g as usize] = values.values().iter().copied().collect();
                     }
                 }
+                Column::Text(t) => batch
+                    .column_by_name(&value_name)
+                    .and_then(|c| t.restore(groups, c))
+                    .ok_or_else(|| missing(&value_name))?,
                 Column::DistinctText(v) => {
                     let list = batch
                         .column_by_name(&value_name)

@@ -3,6 +3,7 @@
 
 mod accumulators;
 mod group_keys;
+mod text_extremes;
 
 pub(crate) use accumulators::normalize_inputs;
 pub use accumulators::AccumulatorSet;
@@ -68,7 +69,7 @@ pub(crate) enum NumericKind {
     Int,
     /// Floats, widened to f64.
     Float,
-    /// Strings (count distinct only).
+    /// Strings (count, count distinct, min and max).
     Text,
 }
 
@@ -94,7 +95,7 @@ impl BoundAggregate {
         });
         let kind = match &input_type {
             DataType::Float16 | DataType::Float32 | DataType::Float64 => NumericKind::Float,
-            DataType::Utf8 | DataType::LargeUtf8 => NumericKind::Text,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => NumericKind::Text,
             t if t.is_integer() || t.is_temporal() || *t == DataType::Null => NumericKind::Int,
             t => return Err(Error::plan(format!("cannot aggregate column of type {t}"))),
         };
@@ -104,9 +105,10 @@ impl BoundAggregate {
             (F::Sum, NumericKind::Int) => DataType::Int64,
             (F::Sum, NumericKind::Float) => DataType::Float64,
             (F::Min | F::Max, NumericKind::Int | NumericKind::Float) => input_type.clone(),
+            (F::Min | F::Max, NumericKind::Text) => DataType::Utf8,
             (f, NumericKind::Text) => {
                 return Err(Error::plan(format!(
-                    "{f:?} does not apply to strings; use count or count distinct"
+                    "{f:?} does not apply to strings; use count, count distinct, min or max"
                 )))
             }
         };

@@ -7,7 +7,7 @@ use super::{
 use crate::error::{Result, SqlError};
 use crate::windows::window_call;
 use datafusion::logical_expr::expr::AggregateFunction as DfAggregate;
-use datafusion::logical_expr::{cast, Aggregate, Expr, ExprSchemable, LogicalPlan};
+use datafusion::logical_expr::{cast, lit, when, Aggregate, Expr, ExprSchemable, LogicalPlan};
 use riffle_operators::{
     AggregateFunction, AggregateSpec, ProjectFactory, SessionAggregateFactory,
     UpdatingAggregateFactory, WindowAggregateFactory, WindowSpec,
@@ -216,10 +216,10 @@ impl Translator<'_> {
             return Err(SqlError::plan(format!("`{e}` is not an aggregate")));
         };
         let name = func.name().to_lowercase();
-        if params.filter.is_some() || !params.order_by.is_empty() {
+        if !params.order_by.is_empty() {
             return Err(SqlError::unsupported(
-                format!("FILTER / ORDER BY inside `{inner}`"),
-                "filter the rows in WHERE before grouping",
+                format!("ORDER BY inside `{inner}`"),
+                "riffle's aggregates do not depend on row order; drop the ORDER BY",
             ));
         }
         let function = match (name.as_str(), params.distinct) {
@@ -238,12 +238,18 @@ impl Translator<'_> {
         };
         // count(*) reaches the plan as count(1).
         let star = matches!(params.args.as_slice(), [] | [Expr::Literal(..)]);
-        if function == AggregateFunction::Count && star {
+        if function == AggregateFunction::Count && star && params.filter.is_none() {
             return Ok(AggregateSpec::count_star(out));
         }
-        let [arg] = params.args.as_slice() else {
-            return Err(SqlError::plan(format!("`{inner}` takes one argument")));
+        let arg = match (params.args.as_slice(), &params.filter) {
+            ([arg], None) => arg.clone(),
+            // `agg(x) FILTER (WHERE p)` is `agg(CASE WHEN p THEN x END)`: every aggregate
+            // riffle runs skips NULLs, and count(*) counts the rows where p holds.
+            ([arg], Some(p)) => when(p.as_ref().clone(), arg.clone()).end()?,
+            ([], Some(p)) => when(p.as_ref().clone(), lit(1i64)).end()?,
+            _ => return Err(SqlError::plan(format!("`{inner}` takes one argument"))),
         };
+        let arg = &arg;
         // avg's input is coerced to DOUBLE; riffle averages integers exactly as they are.
         let arg = match (function, arg) {
             (AggregateFunction::Avg, Expr::Cast(c))
