@@ -19,6 +19,7 @@ mod functions;
 mod pipeline;
 pub mod script;
 mod translate;
+mod tvf;
 pub mod windows;
 
 pub use connectors::{

@@ -71,6 +71,7 @@ fn session() -> SessionContext {
     for udf in window_udfs() {
         ctx.register_udf(udf);
     }
+    ctx.register_udf(crate::windows::window_time_udf());
     for udf in crate::functions::flink_udfs() {
         ctx.register_udf(udf);
     }
@@ -261,6 +262,7 @@ fn plan_text(
 /// The unoptimized DataFusion plan of a query.
 fn logical_plan(ctx: &SessionContext, query: &Query) -> Result<LogicalPlan> {
     let mut query = query.clone();
+    crate::tvf::rewrite_window_tvfs(&mut query)?;
     crate::functions::rewrite_flink_calls(&mut query)?;
     let statement = DfStatement::Statement(Box::new(Statement::Query(Box::new(query))));
     Ok(futures::executor::block_on(
@@ -374,7 +376,7 @@ fn attach_sink(
     let schema = t.graph.schema(stream.node).schema.clone();
     if !sink.nested {
         let nested = (0..names.len()).find(|&i| {
-            stream.windows[i].is_some()
+            stream.windows[i].is_some_and(|w| w.part == crate::translate::WindowPart::Whole)
                 || schema
                     .field_with_name(&stream.columns[i])
                     .is_ok_and(|f| f.data_type().is_nested())
@@ -396,16 +398,19 @@ fn attach_sink(
         let column = &stream.columns[i];
         let physical = if stream.is_virtual(i) {
             identity = false;
-            crate::windows::window_type()
+            match stream.windows[i].map(|w| w.part) {
+                Some(crate::translate::WindowPart::Whole) | None => crate::windows::window_type(),
+                Some(_) => riffle_core::timestamp_type(),
+            }
         } else {
             schema.field_with_name(column)?.data_type().clone()
         };
         let e = match &types[i] {
             Some(t) if *t != physical => {
                 identity = false;
-                cast(field_expr(stream, i), t.clone())
+                cast(field_expr(stream, i)?, t.clone())
             }
-            _ => field_expr(stream, i),
+            _ => field_expr(stream, i)?,
         };
         identity &= schema.field(i).name() == name && column == name;
         exprs.push(e.alias(name));

@@ -169,10 +169,39 @@ fn rewrite(tokens: Vec<TokenWithSpan>) -> Result<(Vec<TokenWithSpan>, Vec<Waterm
                 }
             }
         }
+        // `TABLE(TUMBLE(TABLE t, …))`: the inner `TABLE` goes, so the call parses as a
+        // table function over the relation `t` (`tvf.rs` rewrites it).
+        if is_word(&t.token, "TABLE") && in_window_tvf(&out) {
+            i += 1;
+            continue;
+        }
         out.push(t.clone());
         i += 1;
     }
     Ok((out, watermarks))
+}
+
+/// Whether the tokens so far end with `TABLE ( TUMBLE|HOP|CUMULATE|SESSION (`.
+fn in_window_tvf(out: &[TokenWithSpan]) -> bool {
+    let mut significant = out
+        .iter()
+        .rev()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .map(|t| &t.token);
+    let (Some(open), Some(function), Some(outer_open), Some(table)) = (
+        significant.next(),
+        significant.next(),
+        significant.next(),
+        significant.next(),
+    ) else {
+        return false;
+    };
+    *open == Token::LParen
+        && crate::tvf::WINDOW_TVFS
+            .iter()
+            .any(|name| is_word(function, name))
+        && *outer_open == Token::LParen
+        && is_word(table, "TABLE")
 }
 
 /// Parses `WATERMARK FOR col AS expr` starting at `start`; returns it and the index of

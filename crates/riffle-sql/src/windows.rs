@@ -98,8 +98,11 @@ pub fn window_call(expr: &Expr) -> Result<Option<WindowSpec>> {
         message: format!("{expr}: {why}"),
         hint: Some(format!("write {usage}")),
     };
-    let durations = f
-        .args
+    let sizes = match descriptor_of(&f.args, name) {
+        Some(_) => &f.args[1..],
+        None => &f.args[..],
+    };
+    let durations = sizes
         .iter()
         .map(|a| {
             interval(a).ok_or_else(|| wrong(format!("`{a}` is not a positive interval literal")))
@@ -125,6 +128,90 @@ pub fn window_call(expr: &Expr) -> Result<Option<WindowSpec>> {
         }
     };
     Ok(Some(spec))
+}
+
+/// The DESCRIPTOR column a window TVF passed to its window function, if any.
+pub fn window_descriptor(expr: &Expr) -> Option<&datafusion::common::Column> {
+    match unaliased(expr) {
+        Expr::ScalarFunction(f) if WINDOW_FUNCTIONS.contains(&f.func.name()) => {
+            descriptor_of(&f.args, f.func.name())
+        }
+        _ => None,
+    }
+}
+
+/// A window TVF passes its DESCRIPTOR column before the sizes (`tvf.rs`): a column
+/// first, and one argument more than the function's sizes.
+fn descriptor_of<'e>(args: &'e [Expr], name: &str) -> Option<&'e datafusion::common::Column> {
+    let sizes = if name == "hop" { 2 } else { 1 };
+    match args.first() {
+        Some(Expr::Column(c)) if args.len() == sizes + 1 => Some(c),
+        _ => None,
+    }
+}
+
+/// `window_time(w)`: the time attribute of window `w`, its end less 1 ms (Flink's
+/// `window_time` of a window TVF: the last millisecond inside the window).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct WindowTime {
+    signature: Signature,
+}
+
+/// Name of the window-time function.
+pub const WINDOW_TIME: &str = "window_time";
+
+impl ScalarUDFImpl for WindowTime {
+    fn name(&self) -> &str {
+        WINDOW_TIME
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(timestamp_type())
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        use datafusion::arrow::array::{Array, AsArray, TimestampNanosecondArray};
+        let [window] = args.args.as_slice() else {
+            return datafusion::common::exec_err!("window_time takes one window");
+        };
+        let window = window.to_array(args.number_rows)?;
+        let Some(window) = window.as_struct_opt() else {
+            return datafusion::common::exec_err!("window_time takes a window {{start, end}}");
+        };
+        let Some(end) = window.column_by_name("end").and_then(|e| {
+            e.as_primitive_opt::<datafusion::arrow::datatypes::TimestampNanosecondType>()
+        }) else {
+            return datafusion::common::exec_err!("window_time takes a window {{start, end}}");
+        };
+        let time: TimestampNanosecondArray = end
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                e.filter(|_| window.is_valid(i))
+                    .map(|e| e - WINDOW_TIME_BEFORE_END_NANOS)
+            })
+            .collect();
+        Ok(ColumnarValue::Array(std::sync::Arc::new(
+            time.with_data_type(timestamp_type()),
+        )))
+    }
+}
+
+/// How far before the window's end its `window_time` is: 1 ms, as in Flink.
+pub const WINDOW_TIME_BEFORE_END_NANOS: i64 = 1_000_000;
+
+/// `window_time`, to register with the planner.
+pub fn window_time_udf() -> ScalarUDF {
+    ScalarUDF::from(WindowTime {
+        signature: Signature::any(1, Volatility::Immutable),
+    })
 }
 
 /// A positive interval literal as a duration (months are refused: they have no fixed length).

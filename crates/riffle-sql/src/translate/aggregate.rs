@@ -3,6 +3,7 @@
 
 use super::{
     col_expr, nanos_lit, nanos_of, window_struct, Stream, Translator, WindowColumn, WindowOrigin,
+    WindowPart,
 };
 use crate::error::{Result, SqlError};
 use crate::windows::window_call;
@@ -40,27 +41,38 @@ impl Translator<'_> {
         let input = self.prune(&input)?;
         let in_schema = agg.input.schema();
         let mut grouping = Grouping::None;
-        let mut window_at = None;
+        // The group expressions that are the window, with the part each one is.
+        let mut window_at: Vec<(usize, WindowPart)> = Vec::new();
         let mut keys: Vec<String> = Vec::new();
         // Computed keys and aggregate inputs, evaluated by a projection first.
         let mut pre: Vec<(Expr, String)> = Vec::new();
+        let mut window: Option<WindowColumn> = None;
         for (i, g) in agg.group_expr.iter().enumerate() {
             let found = match window_call(g)? {
-                Some(spec) => Some(Grouping::Call(spec)),
+                Some(spec) => Some(WindowColumn {
+                    spec,
+                    origin: WindowOrigin::PerRow,
+                    part: WindowPart::Whole,
+                }),
                 None => match g {
-                    Expr::Column(c) => {
-                        let k = in_schema.index_of_column(c)?;
-                        input.windows[k].map(Grouping::Column)
-                    }
+                    Expr::Column(c) => input.windows[in_schema.index_of_column(c)?],
                     _ => None,
                 },
             };
             if let Some(found) = found {
-                if window_at.is_some() {
+                // `window_start` and `window_end` of one window name it twice.
+                let same = |w: &WindowColumn| w.spec == found.spec && w.origin == found.origin;
+                if window.as_ref().is_some_and(|w| !same(w)) {
                     return Err(SqlError::plan("GROUP BY names two windows; group by one"));
                 }
-                grouping = found;
-                window_at = Some(i);
+                window = Some(found);
+                window_at.push((i, found.part));
+                // A per-row window is assigned from each row's event time (a hop puts
+                // a row in several); a window of the input is grouped as it is.
+                grouping = match found.origin {
+                    WindowOrigin::PerRow => Grouping::Call(found.spec),
+                    WindowOrigin::Operator(_) => Grouping::Column(found),
+                };
                 continue;
             }
             if let Expr::GroupingSet(_) = g {
@@ -130,16 +142,26 @@ impl Translator<'_> {
         let mut windows = Vec::new();
         let mut k = 0;
         for i in 0..agg.group_expr.len() {
-            if let (true, Some((spec, rebuilt))) = (Some(i) == window_at, window) {
+            let part = window_at.iter().find(|(at, _)| *at == i).map(|(_, p)| *p);
+            if let (Some(part), Some((spec, rebuilt))) = (part, window) {
                 let end = nanos_of("window_end");
                 let start = match rebuilt {
                     Some(size) => end.clone() - nanos_lit(size),
                     None => nanos_of("window_start"),
                 };
-                exprs.push(window_struct(start, end));
+                let ts = riffle_core::timestamp_type();
+                exprs.push(match part {
+                    WindowPart::Whole => window_struct(start, end),
+                    WindowPart::Start => cast(start, ts),
+                    WindowPart::End => cast(end, ts),
+                    WindowPart::Time => {
+                        cast(end - lit(crate::windows::WINDOW_TIME_BEFORE_END_NANOS), ts)
+                    }
+                });
                 windows.push(Some(WindowColumn {
                     spec,
                     origin: WindowOrigin::Operator(node),
+                    part,
                 }));
             } else {
                 exprs.push(col_expr(&keys[k]));

@@ -3,7 +3,7 @@
 //! (Nexmark q5/q7 → `WindowMaxRows`). The interval shapes live in `interval.rs`.
 
 use super::aggregate::peel;
-use super::{col_expr, Stream, Translator, WindowColumn, WindowOrigin};
+use super::{col_expr, Stream, Translator, WindowColumn, WindowOrigin, WindowPart};
 use crate::error::{Result, SqlError};
 use crate::windows::window_call;
 use datafusion::common::{DFSchema, JoinType};
@@ -16,8 +16,15 @@ use std::sync::Arc;
 
 impl Translator<'_> {
     pub(super) fn join(&mut self, j: &Join) -> Result<Stream> {
+        // DataFusion makes an inner join a semi join when the right side is unique on
+        // the join columns and only left columns are read; with a condition on the
+        // right's columns (Nexmark q5: `num >= maxn`) it is run as the inner join it
+        // was, then the left columns kept.
+        let semi_as_inner =
+            j.join_type == JoinType::LeftSemi && j.filter.is_some() && right_unique_on_keys(j);
         let kind = match j.join_type {
             JoinType::Inner => JoinKind::Inner,
+            JoinType::LeftSemi if semi_as_inner => JoinKind::Inner,
             JoinType::LeftSemi => JoinKind::LeftSemi,
             other => {
                 return Err(SqlError::unsupported(
@@ -40,6 +47,11 @@ impl Translator<'_> {
             let (li, ri) = (column_index(l, ls)?, column_index(r, rs)?);
             match (left.windows[li], right.windows[ri]) {
                 (Some(a), Some(b)) => {
+                    if a.part != b.part {
+                        return Err(SqlError::plan(format!(
+                            "`{l} = {r}` compares different parts of two windows (e.g. a start with an end)"
+                        )));
+                    }
                     if a.spec != b.spec {
                         return Err(SqlError::plan(format!(
                             "`{l} = {r}` joins windows of different shapes ({} and {})",
@@ -48,6 +60,12 @@ impl Translator<'_> {
                         )));
                     }
                     window = Some(a);
+                    // `a.window_start = b.window_start` of two window columns: a key too,
+                    // so a join on the window alone (Nexmark q5) has one.
+                    if a.part != WindowPart::Whole && !left.is_virtual(li) && !right.is_virtual(ri)
+                    {
+                        keys.push((li, ri));
+                    }
                 }
                 (None, None) => keys.push((li, ri)),
                 _ => {
@@ -160,8 +178,8 @@ impl Translator<'_> {
             .into_iter()
             .map(|w| match (w, window) {
                 (Some(c), Some(_)) => Some(WindowColumn {
-                    spec: c.spec,
                     origin: WindowOrigin::Operator(node),
+                    ..c
                 }),
                 _ => None,
             })
@@ -169,6 +187,15 @@ impl Translator<'_> {
         let mut stream = Stream::of_node(node, columns);
         stream.windows = windows;
         match &j.filter {
+            Some(f) if semi_as_inner => {
+                let joined = ls.join(rs)?;
+                let mut out = self.filter(&stream, f, &joined)?;
+                let n = ls.fields().len();
+                out.columns.truncate(n);
+                out.windows.truncate(n);
+                out.origin_columns.truncate(n);
+                Ok(out)
+            }
             Some(f) if inner => self.filter(&stream, f, &j.schema),
             Some(f) => Err(SqlError::unsupported(
                 format!("the condition `{f}` of a semi join"),
@@ -257,6 +284,7 @@ impl Translator<'_> {
             Some(spec) => Some(WindowColumn {
                 spec,
                 origin: WindowOrigin::PerRow,
+                part: WindowPart::Whole,
             }),
             None => match &agg.group_expr[0] {
                 Expr::Column(c) => input.windows[in_schema.index_of_column(c)?],
@@ -290,6 +318,21 @@ impl Translator<'_> {
         stream.event_time = left.event_time;
         Ok(Some(stream))
     }
+}
+
+/// Whether every row of `j`'s right side is unique on the columns it is joined on: it
+/// is an aggregate whose group columns are all join columns.
+fn right_unique_on_keys(j: &Join) -> bool {
+    let Some((agg, map)) = aggregate_below(&j.right) else {
+        return false;
+    };
+    let rs = j.right.schema();
+    let on: Vec<usize> =
+        j.on.iter()
+            .filter_map(|(_, r)| column_index(r, rs).ok())
+            .filter_map(|i| map.get(i).copied())
+            .collect();
+    (0..agg.group_expr.len()).all(|g| on.contains(&g))
 }
 
 pub(super) fn refuse_updating(s: &Stream) -> Result<()> {

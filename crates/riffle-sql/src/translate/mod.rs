@@ -10,6 +10,7 @@ mod aggregate;
 mod interval;
 mod join;
 mod stream;
+mod window_parts;
 
 use crate::connectors::SourceTable;
 use crate::error::{Result, SqlError};
@@ -26,7 +27,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use stream::{Stream, WindowColumn, WindowOrigin, VIRTUAL_PREFIX};
+pub use stream::{Stream, WindowColumn, WindowOrigin, WindowPart, VIRTUAL_PREFIX};
+use window_parts::PartField;
 
 /// Builds the dataflow of one pipeline, statement by statement.
 pub struct Translator<'a> {
@@ -220,6 +222,16 @@ impl<'a> Translator<'a> {
                 if input.event_time == Some(k) {
                     out.event_time = Some(i);
                 }
+            } else if let Some(part) = self.window_part_field(inner, &input, in_schema)? {
+                match part {
+                    PartField::Virtual(w) => {
+                        computed.push((col_expr(&format!("{VIRTUAL_PREFIX}{i}")), Some(w), None))
+                    }
+                    PartField::Computed(e, w) => {
+                        computed.push((e, Some(w), None));
+                        physical = true;
+                    }
+                }
             } else if let Some(spec) = window_call(inner)? {
                 let WindowSpec::Tumbling { .. } = spec else {
                     return Err(SqlError::unsupported(
@@ -233,6 +245,7 @@ impl<'a> Translator<'a> {
                     Some(WindowColumn {
                         spec,
                         origin: WindowOrigin::PerRow,
+                        part: WindowPart::Whole,
                     }),
                     None,
                 ));
@@ -296,7 +309,7 @@ impl<'a> Translator<'a> {
         for i in 0..stream.columns.len() {
             if needed(i) {
                 let name = fresh_name("w", &taken);
-                exprs.push(field_expr(stream, i).alias(&name));
+                exprs.push(field_expr(stream, i)?.alias(&name));
                 taken.push(name.clone());
                 out.columns[i] = name;
             }
@@ -350,7 +363,13 @@ impl<'a> Translator<'a> {
                 }
                 Ok(match e {
                     Expr::Column(c) => match schema.index_of_column(&c) {
-                        Ok(i) => Transformed::yes(field_expr(input, i)),
+                        Ok(i) => match field_expr(input, i) {
+                            Ok(e) => Transformed::yes(e),
+                            Err(e) => {
+                                failure = Some(e);
+                                Transformed::no(Expr::Column(c))
+                            }
+                        },
                         Err(e) => {
                             failure = Some(e.into());
                             Transformed::no(Expr::Column(c))
@@ -377,15 +396,27 @@ impl<'a> Translator<'a> {
     }
 }
 
-/// The value of field `i` of `stream`: its column, or a virtual window computed from the
-/// event time.
-pub(crate) fn field_expr(stream: &Stream, i: usize) -> Expr {
+/// The value of field `i` of `stream`: its column, or a virtual window (part) computed
+/// from the event time.
+///
+/// # Errors
+/// A virtual field of a window that is not one per row (hop), read outside GROUP BY.
+pub(crate) fn field_expr(stream: &Stream, i: usize) -> Result<Expr> {
     match stream.windows[i] {
-        Some(WindowColumn {
-            spec: WindowSpec::Tumbling { size },
-            ..
-        }) if stream.is_virtual(i) => row_window(size),
-        _ => col_expr(&stream.columns[i]),
+        Some(w) if stream.is_virtual(i) => window_parts::virtual_value(w, &stream.columns[i]),
+        _ => Ok(col_expr(&stream.columns[i])),
+    }
+}
+
+/// Part `part` of the tumbling window of `size` holding each row's event time.
+pub(crate) fn field_expr_bounds(size: Duration, part: WindowPart) -> Expr {
+    let (start, end) = row_window_bounds(size);
+    let ts = riffle_core::timestamp_type();
+    match part {
+        WindowPart::Whole => window_struct(start, end),
+        WindowPart::Start => cast(start, ts),
+        WindowPart::End => cast(end, ts),
+        WindowPart::Time => cast(end - lit(crate::windows::WINDOW_TIME_BEFORE_END_NANOS), ts),
     }
 }
 
@@ -396,10 +427,17 @@ pub(crate) fn col_expr(name: &str) -> Expr {
 
 /// `{start, end}` of the tumbling window of `size` holding each row's event time.
 fn row_window(size: Duration) -> Expr {
+    let (start, end) = row_window_bounds(size);
+    window_struct(start, end)
+}
+
+/// Start and end nanoseconds (Int64) of the tumbling window of `size` holding each
+/// row's event time.
+fn row_window_bounds(size: Duration) -> (Expr, Expr) {
     let nanos = i64::try_from(size.as_nanos()).unwrap_or(i64::MAX);
     let ts = cast(col_expr(TIMESTAMP_FIELD), DataType::Int64);
     let start = ts.clone() - ((ts % lit(nanos)) + lit(nanos)) % lit(nanos);
-    window_struct(start.clone(), start + lit(nanos))
+    (start.clone(), start + lit(nanos))
 }
 
 /// The window struct from start and end nanoseconds (Int64 expressions).

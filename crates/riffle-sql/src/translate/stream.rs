@@ -13,13 +13,28 @@ pub enum WindowOrigin {
     Operator(NodeId),
 }
 
-/// A column holding a window `{start, end}`.
+/// Which part of its window a field holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowPart {
+    /// The struct `{start, end}` (`tumble(…) AS w`).
+    Whole,
+    /// `window_start` (`w['start']`).
+    Start,
+    /// `window_end` (`w['end']`).
+    End,
+    /// `window_time`: the end less 1 ms.
+    Time,
+}
+
+/// A field holding a window `{start, end}` or a part of one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowColumn {
     /// The window's shape.
     pub spec: WindowSpec,
     /// Where it was assigned.
     pub origin: WindowOrigin,
+    /// Which part of the window the field holds.
+    pub part: WindowPart,
 }
 
 impl WindowColumn {
