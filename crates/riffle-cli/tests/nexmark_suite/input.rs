@@ -118,11 +118,15 @@ pub fn write(dir: &Path) {
 }
 
 /// The source DDL that replaces the suite's `datagen` table and its views: the same
-/// tables and column names, read from the files [`write`] made.
-pub fn source_ddl(dir: &Path) -> String {
+/// tables and column names, read from the files [`write`] made; with `rate`, each
+/// table reads at most that many rows per second (so a run spans many checkpoints).
+pub fn source_ddl(dir: &Path, rate: Option<u64>) -> String {
+    let throttle = rate
+        .map(|r| format!(", 'scan.max-records-per-second' = '{r}'"))
+        .unwrap_or_default();
     let table = |name: &str, columns: &str| {
         format!(
-            "CREATE TABLE {name} (\n  {columns},\n  WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '4' SECOND\n) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n",
+            "CREATE TABLE {name} (\n  {columns},\n  WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '4' SECOND\n) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json'{throttle});\n",
             dir.join(name).display()
         )
     };

@@ -3,14 +3,21 @@
 //! input (`duckdb/qN.sql`, written from the query's meaning, not from riffle's plan).
 //!
 //! Every query of the suite is listed in [`SUITE`]. A query riffle runs must equal
-//! DuckDB's answer at parallelism 1 and at 2 with checkpoints; a query it cannot run
+//! DuckDB's answer at parallelism 1 and at 2 with checkpoints, and, when it keeps
+//! state, through a crash in the checkpoint commit, a `kill -9` and restores at other
+//! parallelisms; a query it cannot run
 //! yet must be refused when planned — never run with a different answer. A query that
 //! starts running fails this test until it is compared, so the table in
 //! docs/from-flink.md stays true.
 
 mod ddl;
 mod input;
+#[allow(dead_code)] // the oracle's random schedules and damage are not used here
+#[path = "../oracle/schedule.rs"]
+mod schedule;
 
+use riffle_runtime::CrashPoint;
+use schedule::{Disruption, Schedule};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -58,6 +65,10 @@ const SUITE: [(&str, Status); 23] = [
     ("q21", APPEND),
     ("q22", APPEND),
 ];
+
+/// The compared queries that keep state: also run through crashes and restores at
+/// other parallelisms.
+const STATEFUL: [&str; 9] = ["q3", "q4", "q5", "q7", "q8", "q15", "q16", "q17", "q20"];
 
 fn suite_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/nexmark_suite"))
@@ -111,37 +122,64 @@ fn committed_rows(out: &Path, keys: &[&str]) -> String {
     rows.join("\n")
 }
 
-/// Runs one compared query at `parallelism`; `Err` says how riffle's rows differ.
+/// How one compared query is run.
+struct Run<'a> {
+    /// Names its working directory.
+    label: &'a str,
+    /// The `riffle run` processes, each with how it ends.
+    schedule: Schedule,
+    /// Rows per second each source reads, if throttled.
+    throttle: Option<u64>,
+}
+
+impl Run<'_> {
+    /// One clean run at `parallelism`, with 100 ms checkpoints.
+    fn clean(label: &str, parallelism: usize) -> Run<'_> {
+        Run {
+            label,
+            schedule: Schedule::clean(parallelism),
+            throttle: None,
+        }
+    }
+
+    /// A crash at a step of the checkpoint commit at p2, `kill -9` at p3, then the
+    /// rest at p1: every restore is at another parallelism. `seed` picks the step.
+    fn through_crashes(label: &str, seed: usize) -> Run<'_> {
+        let point = CrashPoint::ALL[seed % CrashPoint::ALL.len()].name();
+        Run {
+            label,
+            schedule: Schedule {
+                attempts: vec![
+                    (2, Some(Disruption::CrashAt { point, epochs: 3 })),
+                    (3, Some(Disruption::Kill { after_ms: 700 })),
+                    (1, None),
+                ],
+            },
+            // About 1.5 s of bids per full run: a dozen checkpoints or more.
+            throttle: Some(1000),
+        }
+    }
+}
+
+/// Runs one compared query as `run` says; `Err` says how riffle's rows differ.
 fn compare(
     name: &str,
     keys: &[&str],
-    parallelism: usize,
+    run: &Run<'_>,
     inputs: &Path,
     work: &Path,
 ) -> Result<usize, String> {
     let flink =
         std::fs::read_to_string(suite_dir().join("flink").join(format!("{name}.sql"))).unwrap();
-    let dir = work.join(format!("{name}-p{parallelism}"));
+    let dir = work.join(format!("{name}-{}", run.label));
     let out = dir.join("out");
-    let replaced = ddl::replace(&flink, &input::source_ddl(inputs), &out, keys);
+    let sources = input::source_ddl(inputs, run.throttle);
+    let replaced = ddl::replace(&flink, &sources, &out, keys);
     let sql = dir.join(format!("nexmark_{name}.sql"));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(&sql, &replaced.text).unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_riffle"))
-        .arg("run")
-        .arg(&sql)
-        .args(["--parallelism", &parallelism.to_string()])
-        .args(["--checkpoint-interval", "100ms", "--state"])
-        .arg(dir.join("state"))
-        .output()
-        .unwrap();
-    if !run.status.success() {
-        return Err(format!(
-            "riffle run failed:\n{}\n{}",
-            String::from_utf8_lossy(&run.stderr),
-            replaced.text
-        ));
-    }
+    schedule::run(&sql, &dir.join("state"), &run.schedule)
+        .map_err(|e| format!("{e}\n{}", replaced.text))?;
     let rows = dir.join("riffle.jsonl");
     std::fs::write(&rows, committed_rows(&out, keys)).unwrap();
     let columns: Vec<serde_json::Value> = replaced
@@ -205,7 +243,7 @@ fn refused(name: &str, inputs: &Path, work: &Path) -> Result<String, String> {
         std::fs::read_to_string(suite_dir().join("flink").join(format!("{name}.sql"))).unwrap();
     let replaced = ddl::replace(
         &flink,
-        &input::source_ddl(inputs),
+        &input::source_ddl(inputs, None),
         &work.join("unused"),
         &[],
     );
@@ -236,10 +274,19 @@ fn the_flink_nexmark_suite_equals_duckdb_or_is_refused() {
     for (name, status) in &SUITE {
         match status {
             Compared(keys) => {
-                for p in [1, 2] {
-                    match compare(name, keys, p, &inputs, work.path()) {
-                        Ok(rows) => eprintln!("suite: {name} p{p}: {rows} rows, as DuckDB"),
-                        Err(e) => failures.push(format!("{name} at parallelism {p}: {e}")),
+                let mut runs = vec![Run::clean("p1", 1), Run::clean("p2", 2)];
+                if STATEFUL.contains(name) {
+                    runs.push(Run::through_crashes("crashes", compared));
+                }
+                for run in &runs {
+                    match compare(name, keys, run, &inputs, work.path()) {
+                        Ok(rows) => eprintln!(
+                            "suite: {name} {}: {rows} rows, as DuckDB",
+                            run.schedule.describe()
+                        ),
+                        Err(e) => {
+                            failures.push(format!("{name} ({}): {e}", run.schedule.describe()))
+                        }
                     }
                 }
                 compared += 1;
