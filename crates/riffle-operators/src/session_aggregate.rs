@@ -1,4 +1,4 @@
-//! Keyed aggregates over session windows: rows of one key closer than `gap` form one
+//! Keyed aggregates over session windows: rows of one key at most `gap` apart form one
 //! session `[first, last + gap)`; a session fires when the watermark reaches its end − 1.
 //!
 //! Output: key columns, `window_start`, `window_end`, aggregates, `_timestamp =
@@ -153,7 +153,8 @@ impl SessionAggregate {
         }
     }
 
-    /// Puts `[start, end)` for `key` into the session table, merging overlaps; returns
+    /// Puts `[start, end)` for `key` into the session table, merging sessions that
+    /// overlap or touch (rows exactly one gap apart are one session, as in Flink); returns
     /// the slot holding the merged session's accumulators.
     fn place(&mut self, key: u32, start: EventTime, end: EventTime, slot: Option<u32>) -> u32 {
         if self.sessions.len() <= key as usize {
@@ -164,7 +165,7 @@ impl SessionAggregate {
         let mut i = 0;
         while i < self.sessions[key as usize].len() {
             let s = self.sessions[key as usize][i];
-            if s.start < end && start < s.end {
+            if s.start <= end && start <= s.end {
                 self.sessions[key as usize].swap_remove(i);
                 self.by_end.remove(&(s.end, key, s.start));
                 start = start.min(s.start);

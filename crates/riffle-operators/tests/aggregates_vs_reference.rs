@@ -136,7 +136,8 @@ fn reference_sessions(input: &[Row], gap: i64) -> Results {
         let mut session: Vec<&Row> = Vec::new();
         for r in rows {
             if let Some(last) = session.last() {
-                if r.ts >= last.ts + gap {
+                // At most one gap after the previous row continues the session (Flink).
+                if r.ts > last.ts + gap {
                     out.insert(
                         (k, session[0].ts, session.last().unwrap().ts + gap),
                         summarize(&session),
@@ -175,6 +176,29 @@ fn tumbling_and_hopping_windows_match_the_reference() {
             }
         }
     }
+}
+
+#[test]
+fn rows_exactly_one_gap_apart_are_one_session() {
+    let gap = 90_000_000;
+    let row = |ts: i64| Row {
+        k: 1,
+        v: Some(1),
+        s: "a".into(),
+        ts,
+    };
+    // 0 and 90 ms touch: one session; 181 ms is more than a gap after 90 ms.
+    let input = vec![row(0), row(gap), row(2 * gap + 1_000_000)];
+    let factory =
+        SessionAggregateFactory::new(&schema(), &["k"], Duration::from_nanos(gap as u64), specs())
+            .unwrap();
+    let got = results(&drive(&factory, &batches_of(&input, 1), DELAY_NS, None));
+    let windows: Vec<(i64, i64)> = got.keys().map(|(_, s, e)| (*s, *e)).collect();
+    assert_eq!(
+        windows,
+        vec![(0, 2 * gap), (2 * gap + 1_000_000, 3 * gap + 1_000_000)]
+    );
+    assert_eq!(got.values().next().unwrap().split(' ').next(), Some("2"));
 }
 
 #[test]

@@ -109,6 +109,22 @@ pub fn write(dir: &Path) {
             )
             .unwrap();
         }
+        // Bidder 999's bids are exactly 10 s apart in files 0 and 1 (one session of
+        // q11's 10 s gap, as in Flink) and 10.001 s apart in files 4 and 5 (two).
+        let touching = match f {
+            0 | 1 => Some(start + 5_000),
+            4 => Some(start),
+            5 => Some(start + 1),
+            _ => None,
+        };
+        if let Some(ts) = touching {
+            writeln!(
+                text[2],
+                r#"{{"auction": {}, "bidder": 999, "price": 777, "channel": "Google", "url": "https://www.nexmark.com/a/b/c", "dateTime": {ts}, "extra": ""}}"#,
+                auctions[auctions.len() - 1].0,
+            )
+            .unwrap();
+        }
         for (table, t) in ["person", "auction", "bid"].iter().zip(&text) {
             let out = dir.join(table);
             std::fs::create_dir_all(&out).unwrap();

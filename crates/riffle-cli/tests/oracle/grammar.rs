@@ -200,10 +200,10 @@ impl Query {
             }
             Query::Session { gap_s } => {
                 let gap = gap_s * 1000;
-                // Gaps and islands: a row less than the gap after its key's previous row
-                // continues that row's session.
+                // Gaps and islands: a row at most the gap after its key's previous row
+                // continues that row's session (touching sessions are one, as in Flink).
                 format!(
-                    "WITH marked AS (\n  SELECT k, ts, CASE WHEN ts - lag(ts) OVER (PARTITION BY k ORDER BY ts, id) < {gap} THEN 0 ELSE 1 END AS fresh FROM ev),\n\
+                    "WITH marked AS (\n  SELECT k, ts, CASE WHEN ts - lag(ts) OVER (PARTITION BY k ORDER BY ts, id) <= {gap} THEN 0 ELSE 1 END AS fresh FROM ev),\n\
                      numbered AS (\n  SELECT k, ts, sum(fresh) OVER (PARTITION BY k ORDER BY ts ROWS UNBOUNDED PRECEDING) AS session FROM marked)\n\
                      SELECT k, min(ts) AS ws, max(ts) + {gap} AS we, count(*) AS n FROM numbered GROUP BY k, session"
                 )

@@ -127,6 +127,26 @@ fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
                 .join(", ");
             format!("(CASE WHEN {any_null} THEN NULL ELSE concat({joined}) END)")
         }
+        // Flink's group-window auxiliaries: `SESSION_START(ts, gap)` is the start of the
+        // window `SESSION(ts, gap)` in GROUP BY (riffle's `session(ts, gap)`).
+        other if group_window_auxiliary(other).is_some() => {
+            let (window, part) = group_window_auxiliary(other).unwrap_or_default();
+            let call = format!(
+                "{window}({})",
+                args.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            match part {
+                "start" | "end" => format!("{call}['{part}']"),
+                "rowtime" => format!("window_time({call})"),
+                _ => return Err(SqlError::unsupported(
+                    format!("{}", other.to_uppercase()),
+                    "riffle windows run on event time; use the _START, _END or _ROWTIME function",
+                )),
+            }
+        }
         other => match EXTRACT_FUNCTIONS.iter().find(|(n, _)| *n == other) {
             Some((_, field)) => {
                 arity(1, &format!("{}(timestamp)", other.to_uppercase()))?;
@@ -136,6 +156,17 @@ fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
         },
     };
     Ok(Some(text))
+}
+
+/// The window function and part of a group-window auxiliary such as `tumble_start`.
+fn group_window_auxiliary(name: &str) -> Option<(&'static str, &str)> {
+    let (window, part) = name.split_once('_')?;
+    let window = ["tumble", "hop", "session"]
+        .into_iter()
+        .find(|w| *w == window)?;
+    ["start", "end", "rowtime", "proctime"]
+        .contains(&part)
+        .then_some((window, part))
 }
 
 /// The positional arguments of a plain call (no DISTINCT, named arguments, FILTER or
@@ -195,6 +226,25 @@ mod tests {
             rewritten("mod(minute(ts), 2)"),
             "((CAST(date_part('MINUTE', ts) AS BIGINT)) % (2))"
         );
+    }
+
+    #[test]
+    fn group_window_auxiliaries_read_their_window() {
+        assert_eq!(
+            rewritten("SESSION_START(B.`dateTime`, INTERVAL '10' SECOND)"),
+            "session(B.`dateTime`, INTERVAL '10' SECOND)['start']"
+        );
+        assert_eq!(
+            rewritten("hop_end(ts, INTERVAL '2' SECOND, INTERVAL '10' SECOND)"),
+            "hop(ts, INTERVAL '2' SECOND, INTERVAL '10' SECOND)['end']"
+        );
+        assert_eq!(
+            rewritten("TUMBLE_ROWTIME(ts, INTERVAL '1' MINUTE)"),
+            "window_time(tumble(ts, INTERVAL '1' MINUTE))"
+        );
+        let mut e = parse_expr("TUMBLE_PROCTIME(ts, INTERVAL '1' MINUTE)").unwrap();
+        let err = rewrite_flink_calls(&mut e).unwrap_err().to_string();
+        assert!(err.contains("TUMBLE_PROCTIME is not supported"), "{err}");
     }
 
     #[test]

@@ -49,11 +49,14 @@ impl Translator<'_> {
         let mut window: Option<WindowColumn> = None;
         for (i, g) in agg.group_expr.iter().enumerate() {
             let found = match window_call(g)? {
-                Some(spec) => Some(WindowColumn {
-                    spec,
-                    origin: WindowOrigin::PerRow,
-                    part: WindowPart::Whole,
-                }),
+                Some(spec) => {
+                    super::window_parts::check_time_column(g, &input, in_schema)?;
+                    Some(WindowColumn {
+                        spec,
+                        origin: WindowOrigin::PerRow,
+                        part: WindowPart::Whole,
+                    })
+                }
                 None => match g {
                     Expr::Column(c) => input.windows[in_schema.index_of_column(c)?],
                     _ => None,

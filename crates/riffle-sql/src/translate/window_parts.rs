@@ -47,22 +47,7 @@ impl Translator<'_> {
         };
         let window = unaliased(window);
         if let Some(spec) = window_call(window)? {
-            if let Some(descriptor) = window_descriptor(window) {
-                let k = schema.index_of_column(descriptor)?;
-                if input.event_time != Some(k) {
-                    return Err(SqlError::Plan {
-                        at: None,
-                        message: format!(
-                            "DESCRIPTOR({}) is not the event time of the windowed table",
-                            descriptor.name
-                        ),
-                        hint: Some(
-                            "riffle windows run on event time: name the column of the table's WATERMARK FOR (processing-time windows are not supported)"
-                                .into(),
-                        ),
-                    });
-                }
-            }
+            check_time_column(window, input, schema)?;
             if let WindowSpec::Session { .. } = spec {
                 return Err(SqlError::unsupported(
                     format!("`{expr}` outside GROUP BY"),
@@ -91,6 +76,32 @@ impl Translator<'_> {
             _ => Ok(None),
         }
     }
+}
+
+/// Checks that the time column a window call names (a TVF's DESCRIPTOR, or the first
+/// argument of a group window such as `SESSION(ts, gap)`) is the event time.
+///
+/// # Errors
+/// Another column, e.g. a processing-time one.
+pub(super) fn check_time_column(window: &Expr, input: &Stream, schema: &DFSchema) -> Result<()> {
+    let Some(column) = window_descriptor(window) else {
+        return Ok(());
+    };
+    let k = schema.index_of_column(column)?;
+    if input.event_time == Some(k) {
+        return Ok(());
+    }
+    Err(SqlError::Plan {
+        at: None,
+        message: format!(
+            "the window's time column `{}` is not the event time of its table",
+            column.name
+        ),
+        hint: Some(
+            "riffle windows run on event time: name the column of the table's WATERMARK FOR (processing-time windows are not supported)"
+                .into(),
+        ),
+    })
 }
 
 /// The value of a per-row window field: only a tumbling window is one per row.
