@@ -209,3 +209,41 @@ fn a_sql_pipeline_stops_with_a_savepoint_and_resumes_rescaled() {
     );
     assert_eq!(published(&dir.path().join("out/q5")), expected);
 }
+
+/// A nexmark table declared with Flink's column names (`dateTime`, as the Flink suite's
+/// views name them) reads the same rows as one with riffle's (`date_time`).
+#[test]
+fn a_nexmark_table_reads_by_flinks_column_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |columns: &str, time: &str, out: &str| {
+        let text = format!(
+            "CREATE TABLE bid ({columns}, WATERMARK FOR {time} AS {time} - INTERVAL '4' SECOND)\n\
+             WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '20K');\n\
+             CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');\n\
+             INSERT INTO out SELECT auction, price, {time} AS t FROM bid WHERE MOD(auction, 7) = 0;"
+        );
+        let file = dir.path().join(format!("{out}.sql"));
+        std::fs::write(&file, text).unwrap();
+        let output = riffle()
+            .current_dir(dir.path())
+            .arg("run")
+            .arg(&file)
+            .output()
+            .unwrap();
+        (output.status.success(), stderr(&output))
+    };
+    let flink = "auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR, `dateTime` TIMESTAMP(3), extra VARCHAR";
+    let ours = flink.replace("`dateTime`", "date_time");
+    let (ok_flink, e) = run(flink, "`dateTime`", "flink");
+    assert!(ok_flink, "{e}");
+    let (ok_ours, e) = run(&ours, "date_time", "ours");
+    assert!(ok_ours, "{e}");
+    let rows = published(&dir.path().join("flink"));
+    assert!(rows.len() > 100, "{} rows", rows.len());
+    assert_eq!(rows, published(&dir.path().join("ours")));
+    // A mix of the two spellings is refused, listing both.
+    let mixed = flink.replace("price", "Price");
+    let (ok, e) = run(&mixed, "`dateTime`", "mixed");
+    assert!(!ok);
+    assert!(e.contains("date_time") && e.contains("dateTime"), "{e}");
+}

@@ -174,15 +174,22 @@ fn plan_text(
             continue;
         }
         let source = connector.source(&def, &options.settings)?;
-        let fields: Vec<_> = source
+        let mut fields: Vec<_> = source
             .factory
             .output_schema()
             .schema
             .fields()
             .iter()
             .filter(|f| f.name() != TIMESTAMP_FIELD)
-            .cloned()
+            .map(|f| f.as_ref().clone())
             .collect();
+        // SQL may read the columns by other names; the translator maps fields to the
+        // source's columns by position.
+        if let Some(names) = &source.sql_names {
+            for (f, n) in fields.iter_mut().zip(names) {
+                *f = f.clone().with_name(n);
+            }
+        }
         let schema: SchemaRef = Arc::new(Schema::new(fields));
         ctx.register_table(
             TableReference::bare(def.name.clone()),

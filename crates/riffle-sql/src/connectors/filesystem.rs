@@ -80,6 +80,7 @@ impl Connector for FilesystemConnector {
                 idle_timeout: None,
             },
             expected_rows: None,
+            sql_names: None,
         })
     }
 

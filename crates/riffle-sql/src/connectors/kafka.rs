@@ -212,6 +212,7 @@ impl Connector for KafkaConnector {
                 idle_timeout,
             },
             expected_rows: None,
+            sql_names: None,
         })
     }
 

@@ -42,6 +42,9 @@ pub struct SourceTable {
     pub watermarks: WatermarkStrategy,
     /// Rows the source will produce, when known (for progress).
     pub expected_rows: Option<u64>,
+    /// The names SQL reads the columns by, in order, when they are not the source's
+    /// own (a nexmark table declared with Flink's `dateTime`, `itemName`, …).
+    pub sql_names: Option<Vec<String>>,
 }
 
 /// A table written by `INSERT INTO`.

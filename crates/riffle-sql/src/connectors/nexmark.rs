@@ -91,25 +91,28 @@ impl Connector for NexmarkConnector {
             .map(|f| f.name().as_str())
             .filter(|n| *n != riffle_core::TIMESTAMP_FIELD)
             .collect();
-        if !table.columns.is_empty() {
-            let declared: Vec<&str> = table.columns.iter().map(|f| f.name().as_str()).collect();
-            if declared != columns {
-                return Err(SqlError::connector(
-                    &table.name,
-                    format!(
-                        "a nexmark {} table has the columns ({}); declare exactly those or none",
-                        kind.name(),
-                        columns.join(", ")
-                    ),
-                ));
-            }
+        // Flink's Nexmark tables name the same columns in camelCase (`dateTime`).
+        let flink: Vec<String> = columns.iter().map(|c| camel_case(c)).collect();
+        let declared: Vec<&str> = table.columns.iter().map(|f| f.name().as_str()).collect();
+        let flink_names = !declared.is_empty() && declared == flink;
+        if !declared.is_empty() && !flink_names && declared != columns {
+            return Err(SqlError::connector(
+                &table.name,
+                format!(
+                    "a nexmark {} table has the columns ({}), or with Flink's names ({}); declare exactly those or none",
+                    kind.name(),
+                    columns.join(", "),
+                    flink.join(", ")
+                ),
+            ));
         }
+        let event_time = if flink_names { "dateTime" } else { "date_time" };
         let delay = match &table.watermark {
-            Some(w) if w.column != "date_time" => {
+            Some(w) if w.column != event_time => {
                 return Err(SqlError::connector(
                     &table.name,
                     format!(
-                        "nexmark event time is `date_time`; write WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND (not `{}`)",
+                        "nexmark event time is `{event_time}`; write WATERMARK FOR {event_time} AS {event_time} - INTERVAL '4' SECOND (not `{}`)",
                         w.column
                     ),
                 ))
@@ -125,6 +128,37 @@ impl Connector for NexmarkConnector {
                 idle_timeout: None,
             },
             expected_rows: config.events,
+            sql_names: flink_names.then_some(flink),
         })
+    }
+}
+
+/// `date_time` → `dateTime`: the name Flink's Nexmark tables give a column.
+fn camel_case(snake: &str) -> String {
+    let mut out = String::with_capacity(snake.len());
+    let mut upper = false;
+    for c in snake.chars() {
+        match c {
+            '_' => upper = true,
+            c if upper => {
+                out.extend(c.to_uppercase());
+                upper = false;
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::camel_case;
+
+    #[test]
+    fn flink_names_are_the_columns_in_camel_case() {
+        assert_eq!(camel_case("date_time"), "dateTime");
+        assert_eq!(camel_case("email_address"), "emailAddress");
+        assert_eq!(camel_case("initial_bid"), "initialBid");
+        assert_eq!(camel_case("price"), "price");
     }
 }
