@@ -308,3 +308,26 @@ fn sums_of_strings_are_refused_with_what_to_write() {
     ));
     assert_mentions(&e, &["line 3", "sum(Utf8)"]);
 }
+
+#[test]
+fn row_numbers_run_only_as_a_bounded_top_n() {
+    let sink = "CREATE TABLE out WITH ('connector' = 'stdout');\n";
+    // Unbounded: every row's number changes as rows arrive.
+    let e = error(&format!(
+        "{BID}{sink}INSERT INTO out SELECT auction, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid;"
+    ));
+    assert_mentions(&e, &["OVER (…) window function", "WHERE rn <= 10"]);
+    // The top 3 without its rank has no key to update rows by.
+    let e = error(&format!(
+        "{BID}{sink}INSERT INTO out SELECT auction, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE rn <= 3;"
+    ));
+    assert_mentions(
+        &e,
+        &["updated per `row_number()", "the row number of a Top-N"],
+    );
+    // Top-1 keyed by the partition alone plans.
+    plan(&format!(
+        "{BID}{sink}INSERT INTO out SELECT auction, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE rn = 1;"
+    ))
+    .unwrap();
+}

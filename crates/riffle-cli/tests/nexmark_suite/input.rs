@@ -88,6 +88,9 @@ pub fn write(dir: &Path) {
                 7 | 8 => rng.random_range(10_000..1_000_000),
                 _ => rng.random_range(1_000_000..60_000_000),
             };
+            // No two bids of an auction share a price, so every Top-N (q9, q19) has one
+            // answer whatever order tied rows would arrive in.
+            let price = price / 1000 * 1000 + (f * BIDS_PER_FILE + i) % 1000;
             let channel = CHANNELS[rng.random_range(0..CHANNELS.len())];
             let (a, b) = (
                 WORDS[rng.random_range(0..WORDS.len())],
@@ -120,8 +123,9 @@ pub fn write(dir: &Path) {
         if let Some(ts) = touching {
             writeln!(
                 text[2],
-                r#"{{"auction": {}, "bidder": 999, "price": 777, "channel": "Google", "url": "https://www.nexmark.com/a/b/c", "dateTime": {ts}, "extra": ""}}"#,
+                r#"{{"auction": {}, "bidder": 999, "price": {}, "channel": "Google", "url": "https://www.nexmark.com/a/b/c", "dateTime": {ts}, "extra": ""}}"#,
                 auctions[auctions.len() - 1].0,
+                777_000 + f,
             )
             .unwrap();
         }

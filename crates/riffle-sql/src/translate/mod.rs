@@ -10,6 +10,7 @@ mod aggregate;
 mod interval;
 mod join;
 mod stream;
+mod top_n;
 mod window_parts;
 
 use crate::connectors::SourceTable;
@@ -70,10 +71,13 @@ impl<'a> Translator<'a> {
             LogicalPlan::TableScan(scan) => self.scan(scan)?,
             LogicalPlan::SubqueryAlias(a) => self.translate(&a.input)?,
             LogicalPlan::Projection(p) => self.projection(p)?,
-            LogicalPlan::Filter(f) => {
-                let input = self.translate(&f.input)?;
-                self.filter(&input, &f.predicate, f.input.schema())?
-            }
+            LogicalPlan::Filter(f) => match self.top_n(f)? {
+                Some(top) => top,
+                None => {
+                    let input = self.translate(&f.input)?;
+                    self.filter(&input, &f.predicate, f.input.schema())?
+                }
+            },
             LogicalPlan::Aggregate(a) => self.aggregate(a)?,
             LogicalPlan::Join(j) => self.join(j)?,
             LogicalPlan::Sort(_) => {
@@ -91,7 +95,7 @@ impl<'a> Translator<'a> {
             LogicalPlan::Window(_) => {
                 return Err(SqlError::unsupported(
                     "an OVER (…) window function",
-                    "aggregate over tumble/hop/session windows in GROUP BY instead",
+                    "riffle runs ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) bounded in the WHERE of the query around it (… WHERE rn <= 10): Top-N and deduplication; for other aggregates group by tumble/hop/session windows",
                 ))
             }
             LogicalPlan::Union(_) => {
@@ -500,7 +504,7 @@ fn remap_keys(input: &Stream, exprs: &[Expr], schema: &DFSchema) -> Result<Optio
             Some(i) => out.push(i),
             None => {
                 return Err(SqlError::plan(format!(
-                    "the result is updated per `{}`, but the query drops that column; keep the GROUP BY columns in the SELECT list",
+                    "the result is updated per `{}`, but the query drops that column; keep it in the SELECT list (the GROUP BY columns, or the row number of a Top-N of more than one row)",
                     schema.field(k).name()
                 )))
             }

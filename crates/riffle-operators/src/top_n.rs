@@ -1,0 +1,323 @@
+//! Top-N per partition (`ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) <= N`): the
+//! first `N` rows of each partition in the order, as an updating result keyed by the
+//! partition and the rank. After each batch it emits the rows at every rank the batch
+//! changed; the input only grows, so ranks are only ever filled or replaced, never
+//! emptied, and an upsert per (partition, rank) is the whole result (no retractions).
+//! With `N = 1` this is deduplication: the first row of each partition in the order.
+//!
+//! Rows that tie in the order keep their arrival order: a new row goes after the rows
+//! it ties with (so with `ORDER BY time DESC`, of two rows at the same time the first
+//! to arrive stays first).
+
+use crate::aggregate::GroupKeys;
+use crate::window::key_group_column;
+use riffle_core::arrow::array::{ArrayRef, Int64Array};
+use riffle_core::arrow::compute::SortOptions;
+use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use riffle_core::arrow::row::{OwnedRow, RowConverter, SortField};
+use riffle_core::{
+    Epoch, Error, Operator, OperatorContext, OperatorFactory, OperatorState, RecordBatch, Result,
+    StreamSchema,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One `ORDER BY` item: a column and its direction.
+#[derive(Debug, Clone)]
+pub struct OrderColumn {
+    /// Input column.
+    pub column: String,
+    /// Descending when true.
+    pub descending: bool,
+    /// NULLs first when true.
+    pub nulls_first: bool,
+}
+
+/// Plans a Top-N.
+pub struct TopNFactory {
+    partition: Vec<usize>,
+    partition_schema: SchemaRef,
+    order: Vec<(usize, SortOptions)>,
+    limit: usize,
+    input: StreamSchema,
+    schema: StreamSchema,
+    rank: String,
+}
+
+impl TopNFactory {
+    /// The first `limit` rows per `partition` in `order`, with their rank (from 1) in a
+    /// column named `rank`.
+    ///
+    /// # Errors
+    /// Unknown columns, no order, a zero limit, or `rank` already an input column.
+    pub fn new(
+        input: &StreamSchema,
+        partition: &[&str],
+        order: &[OrderColumn],
+        limit: usize,
+        rank: &str,
+    ) -> Result<Self> {
+        if order.is_empty() {
+            return Err(Error::plan("a Top-N needs an ORDER BY"));
+        }
+        if limit == 0 {
+            return Err(Error::plan("a Top-N keeps at least one row"));
+        }
+        if input.index_of(rank).is_ok() {
+            return Err(Error::plan(format!("`{rank}` is already an input column")));
+        }
+        let partition = partition
+            .iter()
+            .map(|c| input.index_of(c))
+            .collect::<Result<Vec<_>>>()?;
+        let order = order
+            .iter()
+            .map(|o| {
+                Ok((
+                    input.index_of(&o.column)?,
+                    SortOptions {
+                        descending: o.descending,
+                        nulls_first: o.nulls_first,
+                    },
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let partition_schema = Arc::new(Schema::new(
+            partition
+                .iter()
+                .map(|&i| input.schema.field(i).clone())
+                .collect::<Vec<_>>(),
+        ));
+        let mut fields: Vec<Field> = input
+            .schema
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != input.timestamp_index)
+            .map(|(_, f)| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(rank, DataType::Int64, false));
+        Ok(Self {
+            partition,
+            partition_schema,
+            order,
+            limit,
+            input: input.clone(),
+            schema: StreamSchema::with_timestamp(fields),
+            rank: rank.into(),
+        })
+    }
+}
+
+impl OperatorFactory for TopNFactory {
+    fn describe(&self) -> String {
+        let name = |i: usize| self.input.schema.field(i).name().clone();
+        let partition: Vec<String> = self.partition.iter().map(|&i| name(i)).collect();
+        let order: Vec<String> = self
+            .order
+            .iter()
+            .map(|(i, o)| format!("{}{}", name(*i), if o.descending { " DESC" } else { "" }))
+            .collect();
+        format!(
+            "top {} by ({}) order by {} as {}",
+            self.limit,
+            partition.join(", "),
+            order.join(", "),
+            self.rank
+        )
+    }
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+    fn is_stateful(&self) -> bool {
+        true
+    }
+    fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
+        Some(self.partition.clone())
+    }
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
+        let order_fields = self
+            .order
+            .iter()
+            .map(|(i, o)| {
+                SortField::new_with_options(self.input.schema.field(*i).data_type().clone(), *o)
+            })
+            .collect();
+        let row_fields = self
+            .input
+            .schema
+            .fields()
+            .iter()
+            .map(|f| SortField::new(f.data_type().clone()))
+            .collect();
+        Ok(Box::new(TopN {
+            partition: self.partition.clone(),
+            order: self.order.iter().map(|(i, _)| *i).collect(),
+            limit: self.limit,
+            partitions: GroupKeys::new(self.partition_schema.clone())?,
+            order_rows: RowConverter::new(order_fields)?,
+            rows: RowConverter::new(row_fields)?,
+            tops: Vec::new(),
+            input: self.input.clone(),
+            schema: self.schema.clone(),
+            rank: self.rank.clone(),
+            max_parallelism: ctx.max_parallelism,
+            operator: ctx.operator_id.0.clone(),
+        }))
+    }
+}
+
+/// A row kept in a partition's top: its order key and the whole input row.
+struct Entry {
+    order: OwnedRow,
+    row: OwnedRow,
+}
+
+struct TopN {
+    partition: Vec<usize>,
+    order: Vec<usize>,
+    limit: usize,
+    partitions: GroupKeys,
+    order_rows: RowConverter,
+    rows: RowConverter,
+    /// Per partition id: its top rows, best first.
+    tops: Vec<Vec<Entry>>,
+    input: StreamSchema,
+    schema: StreamSchema,
+    rank: String,
+    max_parallelism: u16,
+    operator: String,
+}
+
+impl TopN {
+    /// Offers every row of `batch` to its partition's top; returns, per partition that
+    /// changed (first-changed order), the first rank that changed (from 0).
+    fn offer(&mut self, batch: &RecordBatch) -> Result<Vec<(u32, usize)>> {
+        let n = batch.num_rows();
+        let keys: Vec<ArrayRef> = self
+            .partition
+            .iter()
+            .map(|&i| batch.column(i).clone())
+            .collect();
+        let all: Vec<u32> = (0..n as u32).collect();
+        let mut ids = Vec::with_capacity(n);
+        self.partitions.intern(&keys, &all, &mut ids)?;
+        let order: Vec<ArrayRef> = self
+            .order
+            .iter()
+            .map(|&i| batch.column(i).clone())
+            .collect();
+        let order = self.order_rows.convert_columns(&order)?;
+        let rows = self.rows.convert_columns(batch.columns())?;
+        if self.tops.len() < self.partitions.len() {
+            self.tops.resize_with(self.partitions.len(), Vec::new);
+        }
+        let mut changed: Vec<(u32, usize)> = Vec::new();
+        let mut at: HashMap<u32, usize> = HashMap::new();
+        for (r, &id) in ids.iter().enumerate() {
+            let top = &mut self.tops[id as usize];
+            let key = order.row(r);
+            // After every row it ties with: the earlier arrival keeps its rank.
+            let position = top.partition_point(|e| e.order.row() <= key);
+            if position >= self.limit {
+                continue;
+            }
+            top.insert(
+                position,
+                Entry {
+                    order: key.owned(),
+                    row: rows.row(r).owned(),
+                },
+            );
+            top.truncate(self.limit);
+            match at.get(&id) {
+                Some(&k) => changed[k].1 = changed[k].1.min(position),
+                None => {
+                    at.insert(id, changed.len());
+                    changed.push((id, position));
+                }
+            }
+        }
+        Ok(changed)
+    }
+
+    /// The rows at ranks `from..` of each listed partition, with their rank (from 1).
+    fn rows_from(&self, ranks: &[(u32, usize)]) -> Result<(Vec<ArrayRef>, Vec<i64>)> {
+        let mut picked = Vec::new();
+        let mut rank = Vec::new();
+        for &(id, from) in ranks {
+            for (k, e) in self.tops[id as usize].iter().enumerate().skip(from) {
+                picked.push(e.row.row());
+                rank.push(k as i64 + 1);
+            }
+        }
+        Ok((self.rows.convert_rows(picked)?, rank))
+    }
+
+    /// Input columns and rank as the output batch (the timestamp last).
+    fn output(&self, mut columns: Vec<ArrayRef>, rank: Vec<i64>) -> Result<RecordBatch> {
+        let ts = columns.remove(self.input.timestamp_index);
+        columns.push(Arc::new(Int64Array::from(rank)));
+        columns.push(ts);
+        Ok(RecordBatch::try_new(self.schema.schema.clone(), columns)?)
+    }
+}
+
+impl Operator for TopN {
+    fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
+        let changed = self.offer(&batch)?;
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let (columns, rank) = self.rows_from(&changed)?;
+        out.push(self.output(columns, rank)?);
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+        // Every kept row with its rank, keyed by its partition's key group.
+        let all: Vec<(u32, usize)> = (0..self.tops.len() as u32).map(|id| (id, 0)).collect();
+        let (columns, rank) = self.rows_from(&all)?;
+        let keys: Vec<ArrayRef> = self.partition.iter().map(|&i| columns[i].clone()).collect();
+        let (kg_field, kg) = key_group_column(&keys, rank.len(), self.max_parallelism)?;
+        let mut fields = vec![kg_field];
+        fields.extend(
+            self.input
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone()),
+        );
+        fields.push(Field::new(&self.rank, DataType::Int64, false));
+        let mut state = vec![kg];
+        state.extend(columns);
+        state.push(Arc::new(Int64Array::from(rank)));
+        Ok(OperatorState {
+            batches: vec![RecordBatch::try_new(Arc::new(Schema::new(fields)), state)?],
+        })
+    }
+
+    fn restore(&mut self, state: OperatorState) -> Result<()> {
+        for batch in state.batches {
+            let columns = self
+                .input
+                .schema
+                .fields()
+                .iter()
+                .map(|f| {
+                    batch
+                        .column_by_name(f.name())
+                        .cloned()
+                        .ok_or_else(|| Error::State {
+                            operator: self.operator.clone(),
+                            message: format!("missing column `{}`", f.name()),
+                        })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let rows = RecordBatch::try_new(self.input.schema.clone(), columns)?;
+            // Rows come back best first per partition, so ties keep their order.
+            self.offer(&rows)?;
+        }
+        Ok(())
+    }
+}
