@@ -202,6 +202,15 @@ fn plan_text(
         };
         sources.insert(def.name.clone(), source);
     }
+    // Functions declared as SQL expressions, in file order (a body may call an earlier one).
+    let mut macros: Vec<crate::functions::SqlMacro> = Vec::new();
+    for statement in &script.statements {
+        if let Statement::CreateFunction(create) = statement {
+            let m = crate::functions::define(create, &macros)
+                .map_err(|e| e.located(start_of(statement)))?;
+            macros.push(m);
+        }
+    }
     let mut graph = JobGraph::new(options.name.clone());
     graph.max_parallelism = options.max_parallelism;
     let mut translator = Translator::new(graph, options.parallelism, &sources);
@@ -209,9 +218,9 @@ fn plan_text(
     for statement in &script.statements {
         let at = start_of(statement);
         match statement {
-            Statement::CreateTable(_) => {}
+            Statement::CreateTable(_) | Statement::CreateFunction(_) => {}
             Statement::CreateView(view) => {
-                let plan = logical_plan(&ctx, &view.query).map_err(|e| e.located(at))?;
+                let plan = logical_plan(&ctx, &view.query, &macros).map_err(|e| e.located(at))?;
                 let name = object_name(&view.name);
                 ctx.register_table(
                     TableReference::bare(name),
@@ -220,7 +229,7 @@ fn plan_text(
                 .map_err(|e| SqlError::from(e).located(at))?;
             }
             Statement::Insert(insert) => {
-                let sink = insert_into(&ctx, &mut translator, &sinks, insert, at)
+                let sink = insert_into(&ctx, &mut translator, &sinks, insert, &macros, at)
                     .map_err(|e| e.located(at))?;
                 if written.contains(&sink) {
                     return Err(SqlError::plan(format!(
@@ -246,7 +255,7 @@ fn plan_text(
                 return Err(SqlError::Plan {
                     at,
                     message: format!("`{first} …` is not a pipeline statement"),
-                    hint: Some("a pipeline file holds CREATE TABLE, CREATE VIEW and INSERT INTO statements".into()),
+                    hint: Some("a pipeline file holds CREATE TABLE, CREATE VIEW, CREATE FUNCTION and INSERT INTO statements".into()),
                 });
             }
         }
@@ -267,8 +276,13 @@ fn plan_text(
 }
 
 /// The unoptimized DataFusion plan of a query.
-fn logical_plan(ctx: &SessionContext, query: &Query) -> Result<LogicalPlan> {
+fn logical_plan(
+    ctx: &SessionContext,
+    query: &Query,
+    macros: &[crate::functions::SqlMacro],
+) -> Result<LogicalPlan> {
     let mut query = query.clone();
+    crate::functions::expand_macros(&mut query, macros)?;
     crate::tvf::rewrite_window_tvfs(&mut query)?;
     crate::functions::rewrite_flink_calls(&mut query)?;
     let statement = DfStatement::Statement(Box::new(Statement::Query(Box::new(query))));
@@ -283,6 +297,7 @@ fn insert_into(
     translator: &mut Translator<'_>,
     sinks: &HashMap<String, (TableDef, SinkTable)>,
     insert: &Insert,
+    macros: &[crate::functions::SqlMacro],
     at: Option<Location>,
 ) -> Result<String> {
     let TableObject::TableName(name) = &insert.table else {
@@ -305,7 +320,7 @@ fn insert_into(
     let Some(query) = &insert.source else {
         return Err(SqlError::plan("INSERT INTO needs a SELECT"));
     };
-    let plan = logical_plan(ctx, query)?;
+    let plan = logical_plan(ctx, query, macros)?;
     let plan = ctx.state().optimize(&plan)?;
     tracing::debug!("optimized plan:\n{}", plan.display_indent());
     let stream = translator.translate(&plan).map_err(|e| e.located(at))?;

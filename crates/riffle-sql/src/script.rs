@@ -109,6 +109,7 @@ fn rewrite(tokens: Vec<TokenWithSpan>) -> Result<(Vec<TokenWithSpan>, Vec<Waterm
                 }
             }
             Token::Word(w) if depth == 0 && leading.len() < 8 => {
+                java_function(&leading, w, &tokens, i)?;
                 let creating = leading.first().is_some_and(|l| l == "CREATE")
                     && leading.iter().any(|l| l == "TABLE");
                 if creating
@@ -179,6 +180,40 @@ fn rewrite(tokens: Vec<TokenWithSpan>) -> Result<(Vec<TokenWithSpan>, Vec<Waterm
         i += 1;
     }
     Ok((out, watermarks))
+}
+
+/// Refuses Flink's `CREATE [TEMPORARY] [SYSTEM] FUNCTION name AS 'java.Class'` at the
+/// name `word` (token `at`), whose statement began with the words `leading`.
+fn java_function(
+    leading: &[String],
+    word: &Word,
+    tokens: &[TokenWithSpan],
+    at: usize,
+) -> Result<()> {
+    let creating = leading.first().is_some_and(|l| l == "CREATE")
+        && leading
+            .last()
+            .is_some_and(|l| l == "FUNCTION" || l == "EXISTS");
+    if !creating || ["IF", "NOT", "EXISTS"].contains(&word.value.to_uppercase().as_str()) {
+        return Ok(());
+    }
+    let next = tokens[at + 1..]
+        .iter()
+        .find(|t| !matches!(t.token, Token::Whitespace(_)));
+    if !next.is_some_and(|t| is_word(&t.token, "AS")) {
+        return Ok(());
+    }
+    Err(SqlError::Plan {
+        at: Some(location(&tokens[at])),
+        message: format!(
+            "CREATE FUNCTION {} AS '…' names a Java (or Scala, Python) class, and riffle runs no JVM",
+            word.value
+        ),
+        hint: Some(
+            "declare it as a SQL expression: CREATE FUNCTION name(a VARCHAR, …) RETURNS BIGINT AS '<expression of a, …>', or write it in Rust (docs/rust-api.md)"
+                .into(),
+        ),
+    })
 }
 
 /// Whether the tokens so far end with `TABLE ( TUMBLE|HOP|CUMULATE|SESSION (`.

@@ -331,3 +331,18 @@ fn row_numbers_run_only_as_a_bounded_top_n() {
     ))
     .unwrap();
 }
+
+#[test]
+fn java_functions_are_refused_with_the_sql_form() {
+    let e = error(&format!(
+        "{BID}CREATE FUNCTION count_char AS 'com.github.nexmark.flink.udf.CountChar';\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT count_char(extra, 'c') AS n FROM bid;"
+    ));
+    assert_mentions(
+        &e,
+        &[
+            "line 2",
+            "riffle runs no JVM",
+            "CREATE FUNCTION name(a VARCHAR",
+        ],
+    );
+}

@@ -18,6 +18,13 @@ pub struct Replaced {
     pub columns: Vec<Column>,
 }
 
+/// Functions the suite declares as Java classes, declared as SQL expressions: the
+/// suite's `CountChar` counts the occurrences of a character in a string (0 for NULL).
+const FUNCTIONS: [(&str, &str); 1] = [(
+    "count_char",
+    "CREATE FUNCTION count_char(s VARCHAR, c VARCHAR) RETURNS BIGINT AS 'CASE WHEN s IS NULL THEN 0 ELSE char_length(s) - char_length(replace(s, substr(c, 1, 1), '''')) END';\n",
+)];
+
 /// Drops `-- …` comments (the suite's texts have none inside strings).
 fn strip_comments(text: &str) -> String {
     text.lines()
@@ -121,6 +128,16 @@ pub fn replace(flink_text: &str, source_ddl: &str, out: &Path, keys: &[&str]) ->
                 list.trim_end(),
                 out.display()
             ));
+        } else if upper.starts_with("CREATE FUNCTION ") {
+            let name = trimmed["CREATE FUNCTION ".len()..]
+                .split_whitespace()
+                .next()
+                .unwrap_or_default();
+            let (_, sql) = FUNCTIONS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .unwrap_or_else(|| panic!("no SQL declaration of the suite's function {name}"));
+            text.push_str(sql);
         } else {
             text.push_str(trimmed);
             text.push_str(";\n");

@@ -9,6 +9,7 @@
 //!   registered under Flink's names ([`flink_udfs`]).
 
 mod date_format;
+mod macros;
 mod regexp_extract;
 mod split_index;
 
@@ -20,6 +21,8 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use std::ops::ControlFlow;
+
+pub use macros::{define, expand_macros, SqlMacro};
 
 /// The kernels, to register with the planner (they replace DataFusion's functions of
 /// the same names, if any).
