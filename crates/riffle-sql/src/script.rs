@@ -170,6 +170,19 @@ fn rewrite(tokens: Vec<TokenWithSpan>) -> Result<(Vec<TokenWithSpan>, Vec<Waterm
                 }
             }
         }
+        // `… JOIN dim FOR SYSTEM_TIME AS OF t.proc_time`: a lookup join.
+        if is_word(&t.token, "FOR")
+            && significant(i + 1).is_some_and(|n| is_word(&tokens[n].token, "SYSTEM_TIME"))
+        {
+            return Err(SqlError::Plan {
+                at: Some(location(t)),
+                message: "FOR SYSTEM_TIME AS OF (a lookup join) is not supported on a stream".into(),
+                hint: Some(
+                    "join the dimension table as a stream (an interval or regular join), or enrich the rows before riffle reads them"
+                        .into(),
+                ),
+            });
+        }
         // `TABLE(TUMBLE(TABLE t, …))`: the inner `TABLE` goes, so the call parses as a
         // table function over the relation `t` (`tvf.rs` rewrites it).
         if is_word(&t.token, "TABLE") && in_window_tvf(&out) {

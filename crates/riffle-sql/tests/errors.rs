@@ -346,3 +346,28 @@ fn java_functions_are_refused_with_the_sql_form() {
         ],
     );
 }
+
+#[test]
+fn processing_time_and_lookup_joins_are_refused_by_name() {
+    let sink = "CREATE TABLE out WITH ('connector' = 'stdout');\n";
+    let e = error(&format!(
+        "{BID}{sink}INSERT INTO out SELECT auction, PROCTIME() AS p FROM bid;"
+    ));
+    assert_mentions(
+        &e,
+        &[
+            "PROCTIME() (processing time) is not supported",
+            "WATERMARK FOR",
+        ],
+    );
+    let e = error(&format!(
+        "{BID}CREATE TABLE side WITH ('connector' = 'nexmark', 'event_type' = 'person', 'events' = '10');\n{sink}INSERT INTO out SELECT b.auction FROM bid b JOIN side FOR SYSTEM_TIME AS OF b.date_time AS s ON b.bidder = s.id;"
+    ));
+    assert_mentions(
+        &e,
+        &[
+            "line 4, column 55",
+            "FOR SYSTEM_TIME AS OF (a lookup join) is not supported",
+        ],
+    );
+}

@@ -104,6 +104,12 @@ fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
         }
     };
     let text = match name.as_str() {
+        "proctime" | "now" | "current_timestamp" | "localtimestamp" if args.is_empty() => {
+            return Err(SqlError::unsupported(
+                format!("{}() (processing time)", name.to_uppercase()),
+                "riffle computes on event time, so a restore replays to the same result: use the table's WATERMARK FOR column (its event time) instead",
+            ))
+        }
         // Java's `%`: the sign follows the dividend, as DataFusion's.
         "mod" => {
             arity(2, "MOD(a, b)")?;
