@@ -43,8 +43,13 @@ impl Translator<'_> {
         let (ls, rs) = (j.left.schema(), j.right.schema());
         let mut window: Option<WindowColumn> = None;
         let mut keys: Vec<(usize, usize)> = Vec::new();
+        // Keys that are expressions (`b.auction % 10000 = s.key`), computed before the join.
+        let mut computed: Vec<(&Expr, &Expr)> = Vec::new();
         for (l, r) in &j.on {
-            let (li, ri) = (column_index(l, ls)?, column_index(r, rs)?);
+            let (Ok(li), Ok(ri)) = (column_index(l, ls), column_index(r, rs)) else {
+                computed.push((l, r));
+                continue;
+            };
             match (left.windows[li], right.windows[ri]) {
                 (Some(a), Some(b)) => {
                     if a.part != b.part {
@@ -75,7 +80,7 @@ impl Translator<'_> {
                 }
             }
         }
-        if keys.is_empty() {
+        if keys.is_empty() && computed.is_empty() {
             return Err(SqlError::unsupported(
                 "a join without an equality between columns of the two sides",
                 "join ON a.key = b.key (and a.w = b.w for a window join); riffle has no cross or theta joins on streams",
@@ -109,14 +114,19 @@ impl Translator<'_> {
         } else {
             Vec::new()
         };
-        let lk: Vec<&str> = keys
+        let mut lk: Vec<String> = keys.iter().map(|(l, _)| left.columns[*l].clone()).collect();
+        let mut rk: Vec<String> = keys
             .iter()
-            .map(|(l, _)| left.columns[*l].as_str())
+            .map(|(_, r)| right.columns[*r].clone())
             .collect();
-        let rk: Vec<&str> = keys
-            .iter()
-            .map(|(_, r)| right.columns[*r].as_str())
-            .collect();
+        let (left, extra) = self.key_columns(&left, ls, computed.iter().map(|(l, _)| *l))?;
+        lk.extend(extra);
+        let (right, extra) = self.key_columns(&right, rs, computed.iter().map(|(_, r)| *r))?;
+        rk.extend(extra);
+        let (lk, rk): (Vec<&str>, Vec<&str>) = (
+            lk.iter().map(String::as_str).collect(),
+            rk.iter().map(String::as_str).collect(),
+        );
         fn refs(v: &[String]) -> Vec<&str> {
             v.iter().map(String::as_str).collect()
         }
@@ -203,6 +213,33 @@ impl Translator<'_> {
             )),
             None => Ok(stream),
         }
+    }
+
+    /// `stream` with `keys` (expressions over `schema`) added as columns the join keys
+    /// on, and their names. The fields stay as they were: the join emits only the
+    /// fields' columns.
+    fn key_columns<'e>(
+        &mut self,
+        stream: &Stream,
+        schema: &DFSchema,
+        keys: impl Iterator<Item = &'e Expr>,
+    ) -> Result<(Stream, Vec<String>)> {
+        let mut taken = stream.physical_columns();
+        let mut exprs: Vec<Expr> = taken.iter().map(|c| col_expr(c)).collect();
+        let mut names = Vec::new();
+        for key in keys {
+            let name = super::fresh_name("join_key", &taken);
+            exprs.push(self.rewrite(key, stream, schema)?.alias(&name));
+            taken.push(name.clone());
+            names.push(name);
+        }
+        if names.is_empty() {
+            return Ok((stream.clone(), names));
+        }
+        let f = ProjectFactory::new(self.graph.schema(stream.node), exprs)?;
+        let mut out = stream.clone();
+        out.node = self.add("project", Arc::new(f), None, &[stream.node])?;
+        Ok((out, names))
     }
 
     /// Renames `stream`'s columns that are in `taken` with a projection.
