@@ -151,7 +151,7 @@ fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
                 "start" | "end" => format!("{call}['{part}']"),
                 "rowtime" => format!("window_time({call})"),
                 _ => return Err(SqlError::unsupported(
-                    format!("{}", other.to_uppercase()),
+                    other.to_uppercase(),
                     "riffle windows run on event time; use the _START, _END or _ROWTIME function",
                 )),
             }
