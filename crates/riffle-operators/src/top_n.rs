@@ -10,7 +10,7 @@
 //! to arrive stays first).
 
 use crate::aggregate::GroupKeys;
-use crate::window::key_group_column;
+use crate::window::{key_group_column, state_columns};
 use riffle_core::arrow::array::{ArrayRef, Int64Array};
 use riffle_core::arrow::compute::SortOptions;
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -299,21 +299,7 @@ impl Operator for TopN {
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {
         for batch in state.batches {
-            let columns = self
-                .input
-                .schema
-                .fields()
-                .iter()
-                .map(|f| {
-                    batch
-                        .column_by_name(f.name())
-                        .cloned()
-                        .ok_or_else(|| Error::State {
-                            operator: self.operator.clone(),
-                            message: format!("missing column `{}`", f.name()),
-                        })
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let columns = state_columns(&batch, self.input.schema.fields(), &self.operator)?;
             let rows = RecordBatch::try_new(self.input.schema.clone(), columns)?;
             // Rows come back best first per partition, so ties keep their order.
             self.offer(&rows)?;

@@ -5,11 +5,11 @@
 use crate::aggregate::{
     bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
 };
-use crate::window::{key_group_column, timestamp_array, timestamps};
+use crate::window::{key_group_column, state_columns, timestamp_array, timestamps};
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::datatypes::{Schema, SchemaRef};
 use riffle_core::{
-    Epoch, Error, Operator, OperatorContext, OperatorFactory, OperatorState, RecordBatch, Result,
+    Epoch, Operator, OperatorContext, OperatorFactory, OperatorState, RecordBatch, Result,
     StreamSchema,
 };
 use std::sync::Arc;
@@ -172,20 +172,7 @@ impl Operator for UpdatingAggregate {
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {
         for batch in state.batches {
-            let keys: Vec<ArrayRef> = self
-                .key_schema
-                .fields()
-                .iter()
-                .map(|f| {
-                    batch
-                        .column_by_name(f.name())
-                        .cloned()
-                        .ok_or_else(|| Error::State {
-                            operator: self.operator.clone(),
-                            message: format!("missing key `{}`", f.name()),
-                        })
-                })
-                .collect::<Result<_>>()?;
+            let keys = state_columns(&batch, self.key_schema.fields(), &self.operator)?;
             let rows: Vec<u32> = (0..batch.num_rows() as u32).collect();
             let mut groups = Vec::new();
             self.table.intern(&keys, &rows, &mut groups)?;

@@ -124,3 +124,26 @@ pub(crate) fn window_state_schema(
     }
     Arc::new(Schema::new_with_metadata(fields, metadata))
 }
+
+/// The columns `fields` names, found by name in a state batch of `operator`.
+///
+/// # Errors
+/// A column is missing: the state was written by a different plan.
+pub(crate) fn state_columns(
+    batch: &RecordBatch,
+    fields: &riffle_core::arrow::datatypes::Fields,
+    operator: &str,
+) -> Result<Vec<ArrayRef>> {
+    fields
+        .iter()
+        .map(|f| {
+            batch
+                .column_by_name(f.name())
+                .cloned()
+                .ok_or_else(|| riffle_core::Error::State {
+                    operator: operator.into(),
+                    message: format!("missing column `{}`", f.name()),
+                })
+        })
+        .collect()
+}

@@ -447,20 +447,8 @@ impl Operator for WindowAggregate {
                     message: format!("missing `{PANE_START}`"),
                 })?
                 .clone();
-            let keys: Vec<ArrayRef> = self
-                .key_schema
-                .fields()
-                .iter()
-                .map(|f| {
-                    batch
-                        .column_by_name(f.name())
-                        .cloned()
-                        .ok_or_else(|| Error::State {
-                            operator: self.operator.clone(),
-                            message: format!("missing key column `{}`", f.name()),
-                        })
-                })
-                .collect::<Result<_>>()?;
+            let keys =
+                crate::window::state_columns(&batch, self.key_schema.fields(), &self.operator)?;
             // Rows of one pane are restored together: one key lookup pass and one
             // accumulator pass per pane, not per row.
             let mut by_window: BTreeMap<i64, Vec<u32>> = BTreeMap::new();

@@ -110,12 +110,7 @@ struct DateFormat {
 
 impl DateFormat {
     fn pattern(value: Option<&ScalarValue>) -> datafusion::common::Result<String> {
-        let Some(
-            ScalarValue::Utf8(Some(p))
-            | ScalarValue::LargeUtf8(Some(p))
-            | ScalarValue::Utf8View(Some(p)),
-        ) = value
-        else {
+        let Some(p) = super::string_literal(value) else {
             return plan_err!(
                 "DATE_FORMAT takes its pattern as a string literal, e.g. DATE_FORMAT(ts, 'yyyy-MM-dd HH:mm')"
             );

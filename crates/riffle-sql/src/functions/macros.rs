@@ -95,22 +95,7 @@ pub fn expand_macros<N: VisitMut>(node: &mut N, macros: &[SqlMacro]) -> Result<(
     if macros.is_empty() {
         return Ok(());
     }
-    let mut failure = None;
-    let _ = visit_expressions_mut(node, |expr| {
-        match expansion(expr, macros) {
-            Ok(Some(e)) => *expr = e,
-            Ok(None) => {}
-            Err(e) => {
-                failure = Some(e);
-                return ControlFlow::Break(());
-            }
-        }
-        ControlFlow::Continue(())
-    });
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    super::replace_expressions(node, |expr| expansion(expr, macros))
 }
 
 fn expansion(expr: &Expr, macros: &[SqlMacro]) -> Result<Option<Expr>> {

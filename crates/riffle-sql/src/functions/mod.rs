@@ -52,16 +52,22 @@ const EXTRACT_FUNCTIONS: [(&str, &str); 8] = [
 /// # Errors
 /// A Flink function called with the wrong number of arguments, named.
 pub fn rewrite_flink_calls<N: VisitMut>(node: &mut N) -> Result<()> {
+    replace_expressions(node, |expr| match flink_spelling(expr)? {
+        Some(text) => parse_expr(&text).map(Some),
+        None => Ok(None),
+    })
+}
+
+/// Replaces, inside out, every expression of `node` that `replacement` gives a new one
+/// for; stops at its first error.
+fn replace_expressions<N: VisitMut>(
+    node: &mut N,
+    mut replacement: impl FnMut(&Expr) -> Result<Option<Expr>>,
+) -> Result<()> {
     let mut failure = None;
     let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(node, |expr| {
-        match flink_spelling(expr) {
-            Ok(Some(text)) => match parse_expr(&text) {
-                Ok(e) => *expr = e,
-                Err(e) => {
-                    failure = Some(e);
-                    return ControlFlow::Break(());
-                }
-            },
+        match replacement(expr) {
+            Ok(Some(e)) => *expr = e,
             Ok(None) => {}
             Err(e) => {
                 failure = Some(e);
@@ -73,6 +79,17 @@ pub fn rewrite_flink_calls<N: VisitMut>(node: &mut N) -> Result<()> {
     match failure {
         Some(e) => Err(e),
         None => Ok(()),
+    }
+}
+
+/// The text of a string literal argument (a pattern), if it is one.
+fn string_literal(value: Option<&datafusion::common::ScalarValue>) -> Option<&str> {
+    use datafusion::common::ScalarValue;
+    match value? {
+        ScalarValue::Utf8(Some(p))
+        | ScalarValue::LargeUtf8(Some(p))
+        | ScalarValue::Utf8View(Some(p)) => Some(p),
+        _ => None,
     }
 }
 

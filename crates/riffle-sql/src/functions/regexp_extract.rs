@@ -24,12 +24,7 @@ pub fn regexp_extract<'t>(regex: &Regex, text: &'t str, group: i64) -> Option<&'
 }
 
 fn pattern(value: Option<&ScalarValue>) -> Result<Regex> {
-    let Some(
-        ScalarValue::Utf8(Some(p))
-        | ScalarValue::LargeUtf8(Some(p))
-        | ScalarValue::Utf8View(Some(p)),
-    ) = value
-    else {
+    let Some(p) = super::string_literal(value) else {
         return plan_err!(
             "REGEXP_EXTRACT takes its pattern as a string literal, e.g. REGEXP_EXTRACT(url, 'id=([0-9]+)', 1)"
         );
