@@ -222,10 +222,11 @@ pub fn build(
             )
         }
         // SELECT auction, bidder, 0.908 * price AS price, date_time, extra FROM bid
-        // (price as DOUBLE: riffle has no DECIMAL yet).
+        // (exact, as in Flink: DECIMAL(3, 3) times the price as DECIMAL(20, 0)).
         Query::Q1 => {
             let bids = b.source(NexmarkTable::Bid)?;
-            let euros = (lit(0.908) * cast(col("price"), DataType::Float64)).alias("price");
+            let rate = lit(datafusion_common::ScalarValue::Decimal128(Some(908), 3, 3));
+            let euros = (rate * cast(col("price"), DataType::Decimal128(20, 0))).alias("price");
             (
                 b.project(
                     "q1",

@@ -59,6 +59,10 @@ fn value(c: &dyn Array, r: usize) -> V {
             c.as_primitive::<riffle_core::arrow::datatypes::TimestampNanosecondType>()
                 .value(r),
         ),
+        DataType::Decimal128(_, _) => V::S(
+            c.as_primitive::<riffle_core::arrow::datatypes::Decimal128Type>()
+                .value_as_string(r),
+        ),
         other => panic!("unexpected type {other}"),
     }
 }

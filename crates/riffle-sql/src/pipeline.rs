@@ -72,6 +72,7 @@ fn session() -> SessionContext {
         ctx.register_udf(udf);
     }
     ctx.register_udf(crate::windows::window_time_udf());
+    ctx.register_udaf(crate::functions::avg_udaf());
     for udf in crate::functions::flink_udfs() {
         ctx.register_udf(udf);
     }

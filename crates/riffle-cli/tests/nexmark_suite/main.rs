@@ -64,7 +64,10 @@ const SUITE: [(&str, Status); 23] = [
 
 /// Queries in the suite's style for what its 23 do not cover (`more/`), compared the
 /// same way.
-const MORE: [(&str, Status); 1] = [("join_on_expressions", APPEND)];
+const MORE: [(&str, Status); 2] = [
+    ("join_on_expressions", APPEND),
+    ("avg_of_integers", Compared(&["auction"])),
+];
 
 /// The compared queries that keep state: also run through crashes and restores at
 /// other parallelisms.

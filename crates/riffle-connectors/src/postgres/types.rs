@@ -13,6 +13,7 @@
 //! | Utf8, LargeUtf8, Utf8View | TEXT |
 //! | Binary, LargeBinary, BinaryView | BYTEA |
 //! | Timestamp (any unit, any zone), Date32, Date64 | TIMESTAMPTZ (UTC) |
+//! | Decimal128 (at most 28 digits: `rust_decimal`'s range) | NUMERIC |
 
 use riffle_core::arrow::array::{ArrayRef, AsArray};
 use riffle_core::arrow::compute::kernels::cast::{cast_with_options, CastOptions};
@@ -45,6 +46,8 @@ pub enum PgType {
     Bytea,
     /// `TIMESTAMPTZ`
     TimestampTz,
+    /// `NUMERIC`
+    Numeric,
 }
 
 impl PgType {
@@ -60,6 +63,7 @@ impl PgType {
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => PgType::Text,
             DataType::Binary | DataType::LargeBinary | DataType::BinaryView => PgType::Bytea,
             DataType::Timestamp(_, _) | DataType::Date32 | DataType::Date64 => PgType::TimestampTz,
+            DataType::Decimal128(_, _) => PgType::Numeric,
             other => {
                 return Err(Error::config(
                     field.name(),
@@ -84,6 +88,7 @@ impl PgType {
             PgType::Text => "TEXT",
             PgType::Bytea => "BYTEA",
             PgType::TimestampTz => "TIMESTAMPTZ",
+            PgType::Numeric => "NUMERIC",
         }
     }
 
@@ -99,6 +104,7 @@ impl PgType {
             PgType::Text => Type::TEXT,
             PgType::Bytea => Type::BYTEA,
             PgType::TimestampTz => Type::TIMESTAMPTZ,
+            PgType::Numeric => Type::NUMERIC,
         }
     }
 
@@ -122,6 +128,7 @@ impl PgType {
             PgType::Text => &["text", "character varying", "character"],
             PgType::Bytea => &["bytea"],
             PgType::TimestampTz => &["timestamp with time zone", "timestamp without time zone"],
+            PgType::Numeric => &["numeric"],
         };
         accepted.contains(&data_type)
     }
@@ -138,11 +145,15 @@ pub(crate) enum PgColumn {
     Text(Vec<Option<String>>),
     Bytes(Vec<Option<Vec<u8>>>),
     Time(Vec<Option<SystemTime>>),
+    Decimal(Vec<Option<rust_decimal::Decimal>>),
 }
 
 impl PgColumn {
     /// Converts `array` (of the Arrow type `ty` was chosen for) into `ty`'s values.
     pub(crate) fn convert(array: &ArrayRef, ty: PgType, name: &str) -> Result<Self> {
+        if ty == PgType::Numeric {
+            return decimals(array, name).map(PgColumn::Decimal);
+        }
         let canonical = match ty {
             PgType::SmallInt => DataType::Int16,
             PgType::Integer => DataType::Int32,
@@ -153,6 +164,7 @@ impl PgColumn {
             PgType::Text => DataType::Utf8,
             PgType::Bytea => DataType::Binary,
             PgType::TimestampTz => DataType::Timestamp(TimeUnit::Nanosecond, None),
+            PgType::Numeric => array.data_type().clone(),
         };
         // A strict cast: a UInt64 above i64::MAX fails instead of becoming NULL.
         let strict = CastOptions {
@@ -187,6 +199,7 @@ impl PgColumn {
                     .map(|v| v.map(system_time))
                     .collect(),
             ),
+            PgType::Numeric => PgColumn::Decimal(decimals(array, name)?),
         })
     }
 
@@ -202,6 +215,7 @@ impl PgColumn {
             PgColumn::Text(v) => &v[row],
             PgColumn::Bytes(v) => &v[row],
             PgColumn::Time(v) => &v[row],
+            PgColumn::Decimal(v) => &v[row],
         }
     }
 
@@ -217,8 +231,33 @@ impl PgColumn {
             PgColumn::Text(v) => v,
             PgColumn::Bytes(v) => v,
             PgColumn::Time(v) => v,
+            PgColumn::Decimal(v) => v,
         }
     }
+}
+
+/// A Decimal128 column as exact decimals; a value of more than 28 digits is refused.
+fn decimals(array: &ArrayRef, name: &str) -> Result<Vec<Option<rust_decimal::Decimal>>> {
+    let DataType::Decimal128(_, scale) = array.data_type() else {
+        return Err(Error::config(name, "expected a DECIMAL column"));
+    };
+    let scale = u32::try_from(*scale)
+        .map_err(|_| Error::config(name, "a DECIMAL with a negative scale cannot be written"))?;
+    array
+        .as_primitive::<riffle_core::arrow::datatypes::Decimal128Type>()
+        .iter()
+        .map(|v| {
+            v.map(|v| {
+                rust_decimal::Decimal::try_from_i128_with_scale(v, scale).map_err(|e| {
+                    Error::config(
+                        name,
+                        format!("{v}e-{scale} cannot be written as NUMERIC: {e}"),
+                    )
+                })
+            })
+            .transpose()
+        })
+        .collect()
 }
 
 fn system_time(nanos: i64) -> SystemTime {

@@ -8,6 +8,7 @@
 //! - **Kernels** (`DATE_FORMAT`, `SPLIT_INDEX`, `REGEXP_EXTRACT`) are scalar UDFs
 //!   registered under Flink's names ([`flink_udfs`]).
 
+mod avg;
 mod date_format;
 mod macros;
 mod regexp_extract;
@@ -22,6 +23,7 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use std::ops::ControlFlow;
 
+pub use avg::avg_udaf;
 pub use macros::{define, expand_macros, SqlMacro};
 
 /// The kernels, to register with the planner (they replace DataFusion's functions of
