@@ -98,7 +98,11 @@ fn q1_converts_prices() {
             vec![
                 V::I(b.auction),
                 V::I(b.bidder),
-                f(0.908 * b.price as f64),
+                // Exact, as DECIMAL: 0.908 × price with three decimals.
+                {
+                    let milli = i128::from(b.price) * 908;
+                    V::S(format!("{}.{:03}", milli / 1000, milli % 1000))
+                },
                 V::I(b.date_time_ms),
             ]
         })
