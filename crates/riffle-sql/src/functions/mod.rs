@@ -122,6 +122,25 @@ fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
             })
         }
     };
+    // Flink's group-window auxiliaries: `SESSION_START(ts, gap)` is the start of the
+    // window `SESSION(ts, gap)` in GROUP BY (riffle's `session(ts, gap)`).
+    if let Some((window, part)) = group_window_auxiliary(&name) {
+        let call = format!(
+            "{window}({})",
+            args.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return match part {
+            "start" | "end" => Ok(Some(format!("{call}['{part}']"))),
+            "rowtime" => Ok(Some(format!("window_time({call})"))),
+            _ => Err(SqlError::unsupported(
+                name.to_uppercase(),
+                "riffle windows run on event time; use the _START, _END or _ROWTIME function",
+            )),
+        };
+    }
     let text = match name.as_str() {
         "proctime" | "now" | "current_timestamp" | "localtimestamp" if args.is_empty() => {
             return Err(SqlError::unsupported(
@@ -154,26 +173,6 @@ fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
                 .collect::<Vec<_>>()
                 .join(", ");
             format!("(CASE WHEN {any_null} THEN NULL ELSE concat({joined}) END)")
-        }
-        // Flink's group-window auxiliaries: `SESSION_START(ts, gap)` is the start of the
-        // window `SESSION(ts, gap)` in GROUP BY (riffle's `session(ts, gap)`).
-        other if group_window_auxiliary(other).is_some() => {
-            let (window, part) = group_window_auxiliary(other).unwrap_or_default();
-            let call = format!(
-                "{window}({})",
-                args.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            match part {
-                "start" | "end" => format!("{call}['{part}']"),
-                "rowtime" => format!("window_time({call})"),
-                _ => return Err(SqlError::unsupported(
-                    other.to_uppercase(),
-                    "riffle windows run on event time; use the _START, _END or _ROWTIME function",
-                )),
-            }
         }
         other => match EXTRACT_FUNCTIONS.iter().find(|(n, _)| *n == other) {
             Some((_, field)) => {

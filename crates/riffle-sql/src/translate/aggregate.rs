@@ -2,8 +2,7 @@
 //! unbounded updating aggregates, and the interval-max join of Nexmark q4.
 
 use super::{
-    col_expr, nanos_lit, nanos_of, window_struct, Stream, Translator, WindowColumn, WindowOrigin,
-    WindowPart,
+    col_expr, nanos_lit, nanos_of, Stream, Translator, WindowColumn, WindowOrigin, WindowPart,
 };
 use crate::error::{Result, SqlError};
 use crate::windows::window_call;
@@ -152,15 +151,7 @@ impl Translator<'_> {
                     Some(size) => end.clone() - nanos_lit(size),
                     None => nanos_of("window_start"),
                 };
-                let ts = riffle_core::timestamp_type();
-                exprs.push(match part {
-                    WindowPart::Whole => window_struct(start, end),
-                    WindowPart::Start => cast(start, ts),
-                    WindowPart::End => cast(end, ts),
-                    WindowPart::Time => {
-                        cast(end - lit(crate::windows::WINDOW_TIME_BEFORE_END_NANOS), ts)
-                    }
-                });
+                exprs.push(super::window_part(start, end, part));
                 windows.push(Some(WindowColumn {
                     spec,
                     origin: WindowOrigin::Operator(node),

@@ -415,6 +415,11 @@ pub(crate) fn field_expr(stream: &Stream, i: usize) -> Result<Expr> {
 /// Part `part` of the tumbling window of `size` holding each row's event time.
 pub(crate) fn field_expr_bounds(size: Duration, part: WindowPart) -> Expr {
     let (start, end) = row_window_bounds(size);
+    window_part(start, end, part)
+}
+
+/// Part `part` of the window from `start` to `end` (nanoseconds, Int64 expressions).
+pub(crate) fn window_part(start: Expr, end: Expr, part: WindowPart) -> Expr {
     let ts = riffle_core::timestamp_type();
     match part {
         WindowPart::Whole => window_struct(start, end),
