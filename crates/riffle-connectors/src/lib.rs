@@ -13,12 +13,17 @@ mod decode;
 pub mod file_source;
 mod io_runtime;
 pub mod kafka;
+pub mod lookup;
 pub mod nexmark;
 pub mod peer;
 pub mod postgres;
 pub mod sinks;
 
 pub use file_source::{FileSourceConfig, FileSourceFactory, MalformedRecords};
+pub use lookup::{FileLookupFactory, LookupCache};
 pub use nexmark::{NexmarkConfig, NexmarkSourceFactory, NexmarkTable};
 pub use peer::PeerSourceFactory;
-pub use postgres::{PostgresSinkConfig, PostgresSinkFactory, Secret, WriteMode};
+pub use postgres::{
+    PostgresLookupConfig, PostgresLookupFactory, PostgresSinkConfig, PostgresSinkFactory, Secret,
+    WriteMode,
+};

@@ -13,6 +13,7 @@
 
 pub mod error;
 pub mod key_group;
+pub mod lookup;
 pub mod message;
 pub mod operator;
 pub mod schema;
@@ -25,6 +26,7 @@ pub use datafusion_common::arrow;
 pub use datafusion_common::arrow::record_batch::RecordBatch;
 pub use error::{Error, Result};
 pub use key_group::{KeyGroup, KeyHasher, DEFAULT_MAX_PARALLELISM, KEY_HASH_ALGORITHM};
+pub use lookup::{LookupMatches, LookupTable, LookupTableFactory};
 pub use message::{Barrier, BarrierKind, Epoch, Message};
 pub use operator::{CounterValues, Operator, OperatorContext, OperatorFactory, OperatorId};
 pub use parquet;

@@ -15,7 +15,7 @@ use datafusion::logical_expr::{cast, Expr, LogicalPlan};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{Insert, Query, Statement, TableObject};
-use riffle_core::TIMESTAMP_FIELD;
+use riffle_core::{LookupTableFactory, TIMESTAMP_FIELD};
 use riffle_operators::ProjectFactory;
 use riffle_runtime::JobGraph;
 use std::collections::{HashMap, HashSet};
@@ -159,6 +159,7 @@ fn plan_text(
         .collect();
     let ctx = session();
     let mut sources: HashMap<String, SourceTable> = HashMap::new();
+    let mut lookups: HashMap<String, Arc<dyn LookupTableFactory>> = HashMap::new();
     let mut sinks: HashMap<String, (TableDef, SinkTable)> = HashMap::new();
     let mut expected_rows: Option<u64> = None;
     // Tables first, so views and queries may name a table declared further down.
@@ -172,6 +173,18 @@ fn plan_text(
         if targets.contains(&def.name) {
             let sink = connector.sink(&def, &options.name)?;
             sinks.insert(def.name.clone(), (def, sink));
+            continue;
+        }
+        if let Some(clause) = script.lookups.iter().find(|l| l.table == def.name) {
+            let lookup = connector
+                .lookup(&def)
+                .map_err(|e| e.located(Some(clause.at)))?;
+            ctx.register_table(
+                TableReference::bare(def.name.clone()),
+                Arc::new(EmptyTable::new(lookup.schema())),
+            )
+            .map_err(|e| SqlError::from(e).located(at))?;
+            lookups.insert(def.name.clone(), lookup);
             continue;
         }
         let source = connector.source(&def, &options.settings)?;
@@ -214,7 +227,18 @@ fn plan_text(
     }
     let mut graph = JobGraph::new(options.name.clone());
     graph.max_parallelism = options.max_parallelism;
-    let mut translator = Translator::new(graph, options.parallelism, &sources);
+    if let Some(clause) = script
+        .lookups
+        .iter()
+        .find(|l| !lookups.contains_key(&l.table))
+    {
+        return Err(SqlError::Plan {
+            at: Some(clause.at),
+            message: format!("`{}` is joined FOR SYSTEM_TIME AS OF but not declared", clause.table),
+            hint: Some(format!("declare it: CREATE TABLE {} (…) WITH ('connector' = 'postgres' or 'filesystem', …)", clause.table)),
+        });
+    }
+    let mut translator = Translator::new(graph, options.parallelism, &sources, &lookups);
     let mut written = Vec::new();
     for statement in &script.statements {
         let at = start_of(statement);

@@ -28,13 +28,27 @@ pub struct WatermarkClause {
     pub at: Location,
 }
 
-/// The statements of a file, and the watermark clauses lifted out of them.
+/// A `JOIN table FOR SYSTEM_TIME AS OF column` clause: `table` is read as a lookup
+/// table (the clause itself is dropped; the join is planned as a lookup join).
+#[derive(Debug, Clone)]
+pub struct LookupClause {
+    /// The table joined.
+    pub table: String,
+    /// The processing-time column the table is read as of.
+    pub as_of: String,
+    /// Where the clause starts.
+    pub at: Location,
+}
+
+/// The statements of a file, and the clauses lifted out of them.
 #[derive(Debug)]
 pub struct Script {
     /// Statements in file order.
     pub statements: Vec<Statement>,
     /// Watermark clauses by table.
     pub watermarks: Vec<WatermarkClause>,
+    /// Lookup joins' tables.
+    pub lookups: Vec<LookupClause>,
 }
 
 /// Parses a pipeline file.
@@ -46,7 +60,7 @@ pub fn parse(text: &str) -> Result<Script> {
     let tokens = Tokenizer::new(&dialect, text)
         .tokenize_with_location()
         .map_err(tokenizer_error)?;
-    let (tokens, watermarks) = rewrite(tokens)?;
+    let (tokens, watermarks, lookups) = rewrite(tokens)?;
     let statements = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
         .parse_statements()
@@ -54,6 +68,7 @@ pub fn parse(text: &str) -> Result<Script> {
     Ok(Script {
         statements,
         watermarks,
+        lookups,
     })
 }
 
@@ -76,9 +91,14 @@ fn location(t: &TokenWithSpan) -> Location {
 }
 
 /// Lifts out watermark clauses and unquotes option keys.
-fn rewrite(tokens: Vec<TokenWithSpan>) -> Result<(Vec<TokenWithSpan>, Vec<WatermarkClause>)> {
+#[allow(clippy::type_complexity)]
+fn rewrite(
+    tokens: Vec<TokenWithSpan>,
+) -> Result<(Vec<TokenWithSpan>, Vec<WatermarkClause>, Vec<LookupClause>)> {
+    let proctime = proctime_columns(&tokens);
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
     let mut watermarks = Vec::new();
+    let mut lookups = Vec::new();
     // Per statement: its leading words, the table name of a CREATE TABLE, paren depth,
     // and whether we are inside its WITH (…) list.
     let mut leading: Vec<String> = Vec::new();
@@ -170,18 +190,37 @@ fn rewrite(tokens: Vec<TokenWithSpan>) -> Result<(Vec<TokenWithSpan>, Vec<Waterm
                 }
             }
         }
-        // `… JOIN dim FOR SYSTEM_TIME AS OF t.proc_time`: a lookup join.
+        // A column named `key` (Nexmark q13's `side_input`): the parser would take the
+        // word for the start of a `KEY (…)` constraint, so it becomes an identifier.
+        if in_table && depth == 1 && !in_options && is_word(&t.token, "KEY") {
+            let after_list_start = out
+                .iter()
+                .rev()
+                .find(|t| !matches!(t.token, Token::Whitespace(_)))
+                .is_some_and(|t| matches!(t.token, Token::LParen | Token::Comma));
+            let typed =
+                significant(i + 1).is_some_and(|n| matches!(tokens[n].token, Token::Word(_)));
+            if after_list_start && typed {
+                out.push(TokenWithSpan {
+                    token: Token::Word(Word {
+                        value: "key".into(),
+                        quote_style: Some('"'),
+                        keyword: Keyword::NoKeyword,
+                    }),
+                    span: t.span,
+                });
+                i += 1;
+                continue;
+            }
+        }
+        // `… JOIN dim FOR SYSTEM_TIME AS OF t.proc_time`: a lookup join of `dim`.
         if is_word(&t.token, "FOR")
             && significant(i + 1).is_some_and(|n| is_word(&tokens[n].token, "SYSTEM_TIME"))
         {
-            return Err(SqlError::Plan {
-                at: Some(location(t)),
-                message: "FOR SYSTEM_TIME AS OF (a lookup join) is not supported on a stream".into(),
-                hint: Some(
-                    "join the dimension table as a stream (an interval or regular join), or enrich the rows before riffle reads them"
-                        .into(),
-                ),
-            });
+            let (clause, end) = lookup_clause(&tokens, &out, i, &proctime)?;
+            lookups.push(clause);
+            i = end;
+            continue;
         }
         // `TABLE(TUMBLE(TABLE t, …))`: the inner `TABLE` goes, so the call parses as a
         // table function over the relation `t` (`tvf.rs` rewrites it).
@@ -192,7 +231,115 @@ fn rewrite(tokens: Vec<TokenWithSpan>) -> Result<(Vec<TokenWithSpan>, Vec<Waterm
         out.push(t.clone());
         i += 1;
     }
-    Ok((out, watermarks))
+    Ok((out, watermarks, lookups))
+}
+
+/// Names given to `PROCTIME()` in a select list (`PROCTIME() AS p_time`).
+fn proctime_columns(tokens: &[TokenWithSpan]) -> Vec<String> {
+    let words: Vec<&Token> = tokens
+        .iter()
+        .map(|t| &t.token)
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    let mut names = Vec::new();
+    for (i, t) in words.iter().enumerate() {
+        if !is_word(t, "PROCTIME") || words.get(i + 1) != Some(&&Token::LParen) {
+            continue;
+        }
+        if words.get(i + 2) != Some(&&Token::RParen) {
+            continue;
+        }
+        let mut next = i + 3;
+        if words.get(next).is_some_and(|w| is_word(w, "AS")) {
+            next += 1;
+        }
+        if let Some(Token::Word(w)) = words.get(next) {
+            names.push(normalize(&w.value, w.quote_style.is_some()));
+        }
+    }
+    names
+}
+
+/// The lookup clause starting at `FOR` (token `at`) after the table name that ends
+/// `out`, and the index of the first token after it.
+fn lookup_clause(
+    tokens: &[TokenWithSpan],
+    out: &[TokenWithSpan],
+    at: usize,
+    proctime: &[String],
+) -> Result<(LookupClause, usize)> {
+    let here = location(&tokens[at]);
+    let refuse = |message: String, hint: &str| SqlError::Plan {
+        at: Some(here),
+        message,
+        hint: Some(hint.into()),
+    };
+    let table = match out
+        .iter()
+        .rev()
+        .find(|t| !matches!(t.token, Token::Whitespace(_)))
+        .map(|t| &t.token)
+    {
+        Some(Token::Word(w)) => normalize(&w.value, w.quote_style.is_some()),
+        _ => {
+            return Err(refuse(
+                "FOR SYSTEM_TIME AS OF must follow a table name".into(),
+                "write JOIN dim FOR SYSTEM_TIME AS OF s.proc_time AS d ON …",
+            ))
+        }
+    };
+    // FOR SYSTEM_TIME AS OF, then a column, possibly qualified.
+    let mut i = at;
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        if !matches!(tokens[i].token, Token::Whitespace(_)) {
+            seen.push(tokens[i].token.to_string().to_uppercase());
+        }
+        i += 1;
+        if i == tokens.len() {
+            break;
+        }
+    }
+    if seen != ["FOR", "SYSTEM_TIME", "AS", "OF"] {
+        return Err(refuse(
+            format!("`{}` is not FOR SYSTEM_TIME AS OF", seen.join(" ")),
+            "write JOIN dim FOR SYSTEM_TIME AS OF s.proc_time AS d ON …",
+        ));
+    }
+    let mut as_of = None;
+    let mut expect_name = true;
+    while i < tokens.len() {
+        match &tokens[i].token {
+            Token::Whitespace(_) => {}
+            Token::Word(w) if expect_name => {
+                as_of = Some(normalize(&w.value, w.quote_style.is_some()));
+                expect_name = false;
+            }
+            Token::Period if !expect_name => expect_name = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    let Some(as_of) = as_of.filter(|_| !expect_name) else {
+        return Err(refuse(
+            "FOR SYSTEM_TIME AS OF takes a column".into(),
+            "write JOIN dim FOR SYSTEM_TIME AS OF s.proc_time AS d ON …, with PROCTIME() AS proc_time in the stream's select list",
+        ));
+    };
+    if !proctime.contains(&as_of) {
+        return Err(refuse(
+            format!("FOR SYSTEM_TIME AS OF `{as_of}`: riffle reads a table as of processing time only, and `{as_of}` is not a PROCTIME() column (a temporal join against a versioned table, as of event time, is not supported)"),
+            "add PROCTIME() AS proc_time to the stream's select list and write FOR SYSTEM_TIME AS OF s.proc_time",
+        ));
+    }
+    Ok((
+        LookupClause {
+            table,
+            as_of,
+            at: here,
+        },
+        i,
+    ))
 }
 
 /// Refuses Flink's `CREATE [TEMPORARY] [SYSTEM] FUNCTION name AS 'java.Class'` at the
@@ -360,6 +507,40 @@ mod tests {
         let text = script.statements[0].to_string();
         assert!(text.contains("\"connector\" = 'nexmark'"), "{text}");
         assert!(!text.contains("WATERMARK"), "{text}");
+    }
+
+    #[test]
+    fn a_lookup_clause_names_its_table_and_is_dropped_from_the_query() {
+        let script = parse(
+            "INSERT INTO out SELECT b.auction, s.v FROM (SELECT *, PROCTIME() AS p_time FROM bid) b\nJOIN side FOR SYSTEM_TIME AS OF b.p_time AS s ON b.auction = s.k;",
+        )
+        .unwrap();
+        assert_eq!(script.lookups.len(), 1);
+        let l = &script.lookups[0];
+        assert_eq!((l.table.as_str(), l.as_of.as_str()), ("side", "p_time"));
+        assert_eq!(
+            l.at,
+            Location {
+                line: 2,
+                column: 11
+            }
+        );
+        let text = script.statements[0].to_string();
+        assert!(text.contains("JOIN side AS s ON"), "{text}");
+    }
+
+    #[test]
+    fn a_lookup_as_of_event_time_is_refused_as_a_temporal_join() {
+        let err = parse(
+            "INSERT INTO out SELECT b.auction FROM bid b JOIN side FOR SYSTEM_TIME AS OF b.date_time AS s ON b.auction = s.k;",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("`date_time` is not a PROCTIME() column"),
+            "{err}"
+        );
+        assert!(err.contains("versioned table"), "{err}");
     }
 
     #[test]

@@ -40,6 +40,12 @@ for name, cols in tables.items():
     )
 
 
+con.execute(
+    f"""CREATE VIEW side_input AS SELECT * FROM read_csv('{input_dir}/side_input/*.csv',
+        header = true, columns = {{'key': 'BIGINT', 'value': 'VARCHAR'}})"""
+)
+
+
 def canonical(row):
     out = []
     for v in row:

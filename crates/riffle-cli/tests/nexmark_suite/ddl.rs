@@ -104,8 +104,15 @@ fn column_list(list: &str) -> Vec<Column> {
 }
 
 /// `flink_text` with its sink (`CREATE TABLE nexmark_…`) writing JSON lines to `out`,
-/// with `PRIMARY KEY (keys)` when the result is updating, and `source_ddl` in front.
-pub fn replace(flink_text: &str, source_ddl: &str, out: &Path, keys: &[&str]) -> Replaced {
+/// with `PRIMARY KEY (keys)` when the result is updating, q13's `side_input` table
+/// read with the options `side_input`, and `source_ddl` in front.
+pub fn replace(
+    flink_text: &str,
+    source_ddl: &str,
+    out: &Path,
+    keys: &[&str],
+    side_input: &str,
+) -> Replaced {
     let mut text = source_ddl.to_string();
     let mut columns = Vec::new();
     for statement in statements(&strip_comments(flink_text)) {
@@ -127,6 +134,12 @@ pub fn replace(flink_text: &str, source_ddl: &str, out: &Path, keys: &[&str]) ->
                 "CREATE TABLE {name} ({}{key}\n) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n",
                 list.trim_end(),
                 out.display()
+            ));
+        } else if upper.starts_with("CREATE TABLE SIDE_INPUT") {
+            let (list, _) = parenthesized(trimmed, 0);
+            text.push_str(&format!(
+                "CREATE TABLE side_input ({}\n) WITH ({side_input});\n",
+                list.trim_end()
             ));
         } else if upper.starts_with("CREATE FUNCTION ") {
             let name = trimmed["CREATE FUNCTION ".len()..]
@@ -153,7 +166,7 @@ mod tests {
     #[test]
     fn only_the_sink_ddl_changes() {
         let q = "-- a comment; with a semicolon\nCREATE TABLE nexmark_q9 (\n  a BIGINT,\n  `d` DECIMAL(23, 3)\n) PARTITIONED BY (a) WITH (\n  'connector' = 'blackhole'\n);\n\nINSERT INTO nexmark_q9 SELECT a, 0.5 * a FROM bid WHERE x = ';';";
-        let r = replace(q, "SRC;\n", Path::new("/o"), &["a"]);
+        let r = replace(q, "SRC;\n", Path::new("/o"), &["a"], "");
         assert_eq!(r.columns.len(), 2);
         assert_eq!(r.columns[1].name, "d");
         assert_eq!(r.columns[1].flink_type, "DECIMAL(23, 3)");

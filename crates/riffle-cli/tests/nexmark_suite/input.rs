@@ -35,6 +35,7 @@ fn auction_id(n: i64) -> i64 {
 
 /// Writes `person/`, `auction/` and `bid/` under `dir`.
 pub fn write(dir: &Path) {
+    write_side_input(dir);
     let mut rng = StdRng::seed_from_u64(0x5eed_ce11);
     let mut text = [String::new(), String::new(), String::new()];
     let mut persons = 0i64;
@@ -135,6 +136,41 @@ pub fn write(dir: &Path) {
             std::fs::write(out.join(format!("part-{f:02}.jsonl")), t).unwrap();
         }
     }
+}
+
+/// The rows of q13's `side_input` (`key`, `value`): keys 0 to 9999 but those that are
+/// 3 modulo 7 (bids of those auctions find no row), and two rows for multiples of 500.
+fn side_input_rows() -> Vec<(i64, String)> {
+    let mut rows = Vec::new();
+    for key in 0..10_000i64 {
+        if key % 7 == 3 {
+            continue;
+        }
+        rows.push((key, format!("side {key}")));
+        if key % 500 == 0 {
+            rows.push((key, format!("more {key}")));
+        }
+    }
+    rows
+}
+
+/// `side_input/side_input.csv`, with a header.
+fn write_side_input(dir: &Path) {
+    let mut csv = String::from("key,value\n");
+    for (key, value) in side_input_rows() {
+        writeln!(csv, "{key},{value}").unwrap();
+    }
+    let out = dir.join("side_input");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("side_input.csv"), csv).unwrap();
+}
+
+/// The options that replace q13's `side_input` table's: the CSV file [`write`] made.
+pub fn side_input_files(dir: &Path) -> String {
+    format!(
+        "'connector' = 'filesystem', 'path' = '{}', 'format' = 'csv'",
+        dir.join("side_input").display()
+    )
 }
 
 /// The source DDL that replaces the suite's `datagen` table and its views: the same

@@ -10,8 +10,12 @@
 //! starts running fails this test until it is compared, so the table in
 //! docs/from-flink.md stays true.
 
+#[path = "../../../riffle-connectors/tests/support/certs.rs"]
+mod certs;
 mod ddl;
 mod input;
+#[path = "../../../riffle-connectors/tests/support/postgres.rs"]
+mod postgres;
 #[allow(dead_code)] // the oracle's random schedules and damage are not used here
 #[path = "../oracle/schedule.rs"]
 mod schedule;
@@ -50,7 +54,7 @@ const SUITE: [(&str, Status); 23] = [
     ("q10", APPEND),
     ("q11", APPEND),
     ("q12", Refused("PROCTIME() and processing-time windows")),
-    ("q13", Refused("lookup joins (FOR SYSTEM_TIME AS OF)")),
+    ("q13", APPEND),
     ("q14", APPEND),
     ("q15", Compared(&["`day`"])),
     ("q16", Compared(&["channel", "`day`"])),
@@ -156,6 +160,8 @@ fn committed_rows(out: &Path, keys: &[&str]) -> String {
 struct Run<'a> {
     /// Names its working directory.
     label: &'a str,
+    /// The options of q13's lookup table `side_input` (by default its CSV file).
+    side_input: Option<String>,
     /// The `riffle run` processes, each with how it ends.
     schedule: Schedule,
     /// Rows per second each source reads, if throttled.
@@ -167,6 +173,7 @@ impl Run<'_> {
     fn clean(label: &str, parallelism: usize) -> Run<'_> {
         Run {
             label,
+            side_input: None,
             schedule: Schedule::clean(parallelism),
             throttle: None,
         }
@@ -178,6 +185,7 @@ impl Run<'_> {
         let point = CrashPoint::ALL[seed % CrashPoint::ALL.len()].name();
         Run {
             label,
+            side_input: None,
             schedule: Schedule {
                 attempts: vec![
                     (2, Some(Disruption::CrashAt { point, epochs: 3 })),
@@ -203,7 +211,11 @@ fn compare(
     let dir = work.join(format!("{name}-{}", run.label));
     let out = dir.join("out");
     let sources = input::source_ddl(inputs, run.throttle);
-    let replaced = ddl::replace(&flink, &sources, &out, keys);
+    let side_input = run
+        .side_input
+        .clone()
+        .unwrap_or_else(|| input::side_input_files(inputs));
+    let replaced = ddl::replace(&flink, &sources, &out, keys, &side_input);
     let sql = dir.join(format!("nexmark_{name}.sql"));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(&sql, &replaced.text).unwrap();
@@ -274,6 +286,7 @@ fn refused(name: &str, inputs: &Path, work: &Path) -> Result<String, String> {
         &input::source_ddl(inputs, None),
         &work.join("unused"),
         &[],
+        &input::side_input_files(inputs),
     );
     let sql = work.join(format!("nexmark_{name}.sql"));
     std::fs::write(&sql, &replaced.text).unwrap();
@@ -290,6 +303,48 @@ fn refused(name: &str, inputs: &Path, work: &Path) -> Result<String, String> {
         return Err(format!("not a planning refusal: {stderr}"));
     }
     Ok(stderr.lines().next().unwrap_or_default().to_string())
+}
+
+/// q13 with its lookup table `side_input` in a real PostgreSQL server instead of a
+/// file: asked per batch without a cache at p2, and with Flink's JDBC cache options
+/// through crashes and restores at other parallelisms. Each equals DuckDB's answer
+/// over the CSV rows the table was loaded from.
+fn q13_with_postgres(inputs: &Path, work: &Path) -> Vec<String> {
+    let server = postgres::PgServer::start();
+    // The rows of `input::side_input_rows`, made by the server (DuckDB reads the CSV,
+    // so a difference between the two would fail the comparison).
+    server.psql(
+        "riffle",
+        "CREATE TABLE dim_side (key BIGINT, value TEXT);
+         INSERT INTO dim_side SELECT k, 'side ' || k FROM generate_series(0, 9999) k WHERE k % 7 <> 3;
+         INSERT INTO dim_side SELECT k, 'more ' || k FROM generate_series(0, 9999, 500) k WHERE k % 7 <> 3;",
+    );
+    let table = format!(
+        "'connector' = 'postgres', 'url' = '{}', 'table' = 'dim_side'",
+        server.url()
+    );
+    let mut uncached = Run::clean("postgres", 2);
+    uncached.side_input = Some(table.clone());
+    let mut cached = Run::through_crashes("postgres-cached", 1);
+    cached.side_input = Some(format!(
+        "{table}, 'lookup.cache.max-rows' = '5000', 'lookup.cache.ttl' = '1 minute'"
+    ));
+    let mut failures = Vec::new();
+    for run in [uncached, cached] {
+        match compare("q13", &[], &run, inputs, work) {
+            Ok(rows) => eprintln!(
+                "suite: q13 with side_input in PostgreSQL ({}) {}: {rows} rows, as DuckDB",
+                run.label,
+                run.schedule.describe()
+            ),
+            Err(e) => failures.push(format!(
+                "q13 with PostgreSQL ({}) {}: {e}",
+                run.label,
+                run.schedule.describe()
+            )),
+        }
+    }
+    failures
 }
 
 #[test]
@@ -325,6 +380,7 @@ fn the_flink_nexmark_suite_equals_duckdb_or_is_refused() {
             },
         }
     }
+    failures.extend(q13_with_postgres(&inputs, work.path()));
     eprintln!(
         "suite: {compared} of {} queries run and equal DuckDB's answer",
         SUITE.len()

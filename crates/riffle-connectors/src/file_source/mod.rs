@@ -11,7 +11,7 @@
 //!
 //! JSONL and CSV are read line by line: a CSV record may not span lines.
 
-mod reader;
+pub(crate) mod reader;
 
 use crate::sinks::FileFormat;
 use reader::{FilePosition, FileReader, SavedOffsets};
@@ -67,7 +67,7 @@ pub struct FileSourceFactory {
 }
 
 /// Lists the files a path names, in order.
-fn list_files(path: &str, format: FileFormat) -> Result<Vec<PathBuf>> {
+pub(crate) fn list_files(path: &str, format: FileFormat) -> Result<Vec<PathBuf>> {
     let p = Path::new(path);
     let mut files: Vec<PathBuf> = if p.is_dir() {
         std::fs::read_dir(p)

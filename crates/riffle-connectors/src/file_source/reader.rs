@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// An open file and the position in it.
-pub(super) struct FileReader {
+pub(crate) struct FileReader {
     path: PathBuf,
     kind: Kind,
     schema: SchemaRef,
@@ -44,7 +44,7 @@ enum Kind {
 
 impl FileReader {
     /// Opens `path`, skipping `skip` lines (JSONL/CSV, after the header) or rows (Parquet).
-    pub(super) fn open(
+    pub(crate) fn open(
         path: &Path,
         format: FileFormat,
         schema: SchemaRef,
@@ -118,7 +118,29 @@ impl FileReader {
         out_schema: &StreamSchema,
         counters: &OperatorCounters,
     ) -> Result<Option<RecordBatch>> {
-        let (batch, lines) = match &mut self.kind {
+        let Some((batch, lines)) = self.next_records(skip_malformed, counters)? else {
+            return Ok(None);
+        };
+        with_event_time(
+            &self.path,
+            batch,
+            &lines,
+            event_time,
+            out_schema,
+            skip_malformed,
+            counters,
+        )
+        .map(Some)
+    }
+
+    /// The next batch of records as the file holds them, with each row's line number
+    /// (row number for Parquet), or `None` at end of file.
+    pub(crate) fn next_records(
+        &mut self,
+        skip_malformed: bool,
+        counters: &OperatorCounters,
+    ) -> Result<Option<(RecordBatch, Vec<u64>)>> {
+        Ok(Some(match &mut self.kind {
             Kind::Parquet { reader, rows } => match reader.next() {
                 None => return Ok(None),
                 Some(batch) => {
@@ -187,17 +209,7 @@ impl FileReader {
                     counters,
                 )?
             }
-        };
-        with_event_time(
-            &self.path,
-            batch,
-            &lines,
-            event_time,
-            out_schema,
-            skip_malformed,
-            counters,
-        )
-        .map(Some)
+        }))
     }
 }
 

@@ -11,10 +11,13 @@
 
 mod connection;
 mod ledger;
+mod lookup;
+mod read;
 mod sink;
 mod tls;
 mod types;
 
+pub use lookup::{PostgresLookupConfig, PostgresLookupFactory};
 pub use types::PgType;
 
 use crate::io_runtime::block_on;
@@ -94,7 +97,7 @@ impl PostgresSinkConfig {
     }
 
     /// The server as the user wrote it, without credentials, for messages.
-    fn server(&self) -> String {
+    pub(crate) fn server(&self) -> String {
         let rest = self
             .url
             .split_once("://")
@@ -113,7 +116,7 @@ impl PostgresSinkConfig {
 
     /// An error of the server, with PostgreSQL's own message and SQLSTATE when it sent
     /// one (the client's display of such errors is only "db error").
-    fn db_error(&self, e: tokio_postgres::Error) -> Error {
+    pub(crate) fn db_error(&self, e: tokio_postgres::Error) -> Error {
         match e.as_db_error() {
             Some(db) => self.error(format!(
                 "{}: {} (SQLSTATE {})",

@@ -1,15 +1,17 @@
-//! `filesystem`: JSON lines, CSV or Parquet files, read as a replayable source or
-//! written by the exactly-once file sink.
+//! `filesystem`: JSON lines, CSV or Parquet files, read as a replayable source or as a
+//! lookup table (read whole when the job starts), or written by the exactly-once file
+//! sink.
 
 use super::{
-    count_option, malformed_option, required, required_watermark, Connector, OptionSpec,
-    RunSettings, SinkTable, SourceTable,
+    count_option, malformed_option, refuse_options, required, required_watermark, Connector,
+    OptionSpec, RunSettings, SinkTable, SourceTable,
 };
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
 use riffle_connectors::sinks::{FileFormat, FileSinkFactory, RollingPolicy};
-use riffle_connectors::{FileSourceConfig, FileSourceFactory};
+use riffle_connectors::{FileLookupFactory, FileSourceConfig, FileSourceFactory};
 use riffle_core::arrow::datatypes::Schema;
+use riffle_core::LookupTableFactory;
 use riffle_runtime::WatermarkStrategy;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -82,6 +84,26 @@ impl Connector for FilesystemConnector {
             expected_rows: None,
             sql_names: None,
         })
+    }
+
+    fn lookup(&self, table: &TableDef) -> Result<Arc<dyn LookupTableFactory>> {
+        let path = required(table, "path", "data/side_input")?;
+        let format = format(table)?;
+        refuse_options(
+            table,
+            &["on_malformed", "scan.max-records-per-second"],
+            "applies to a file source; a lookup table's files are read whole and must be well formed",
+        )?;
+        if table.columns.is_empty() {
+            return Err(SqlError::connector(
+                &table.name,
+                "a lookup table needs its columns declared: CREATE TABLE name (key BIGINT, `value` VARCHAR) WITH (…)",
+            ));
+        }
+        let schema = Arc::new(Schema::new(table.columns.clone()));
+        let factory = FileLookupFactory::new(path, format, schema)
+            .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
+        Ok(Arc::new(factory))
     }
 
     fn sink(&self, table: &TableDef, _: &str) -> Result<SinkTable> {

@@ -11,7 +11,7 @@ mod sinks;
 use crate::ddl::{TableDef, Watermark};
 use crate::error::{Result, SqlError};
 use riffle_connectors::MalformedRecords;
-use riffle_core::{SinkFactory, SourceFactory};
+use riffle_core::{LookupTableFactory, SinkFactory, SourceFactory};
 use riffle_runtime::WatermarkStrategy;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -94,6 +94,20 @@ pub trait Connector: Send + Sync {
     ///
     /// # Errors
     /// Missing or invalid options; a connector that only reads.
+    /// The table as a lookup table (`JOIN table FOR SYSTEM_TIME AS OF …`).
+    ///
+    /// # Errors
+    /// The connector cannot be read by key, or an option is wrong.
+    fn lookup(&self, table: &TableDef) -> Result<Arc<dyn LookupTableFactory>> {
+        Err(SqlError::connector(
+            &table.name,
+            format!(
+                "the {} connector cannot be read by key; a lookup join (FOR SYSTEM_TIME AS OF) reads a 'filesystem' or 'postgres' table",
+                self.name()
+            ),
+        ))
+    }
+
     fn sink(&self, table: &TableDef, _pipeline: &str) -> Result<SinkTable> {
         Err(SqlError::connector(
             &table.name,
@@ -279,6 +293,15 @@ pub(crate) fn duration_option(
                 format!("option '{key}' = '{text}' is not a duration such as 5s, 500ms or 1 minute (or none)"),
             )
         })
+}
+
+/// Refuses the options of `keys` that `table` sets: they belong to another use of the
+/// connector (`what` says which).
+pub(crate) fn refuse_options(table: &TableDef, keys: &[&str], what: &str) -> Result<()> {
+    match keys.iter().find(|k| table.options.contains_key(**k)) {
+        Some(key) => Err(SqlError::connector(&table.name, format!("'{key}' {what}"))),
+        None => Ok(()),
+    }
 }
 
 /// An optional count option: `1000`, `10K`, `2.5M`, `1G`.

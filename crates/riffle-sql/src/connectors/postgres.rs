@@ -1,10 +1,18 @@
 //! `postgres`: a PostgreSQL table written exactly-once (append, or upsert by the
-//! declared PRIMARY KEY).
+//! declared PRIMARY KEY), or read by key as a lookup table, with Flink's JDBC cache
+//! options.
 
-use super::{choice_option, required, secret_from_env, Connector, OptionSpec, SinkTable};
+use super::{
+    choice_option, count_option, duration_option, refuse_options, required, secret_from_env,
+    Connector, OptionSpec, SinkTable,
+};
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
-use riffle_connectors::{PostgresSinkConfig, PostgresSinkFactory, WriteMode};
+use riffle_connectors::{
+    PostgresLookupConfig, PostgresLookupFactory, PostgresSinkConfig, PostgresSinkFactory, WriteMode,
+};
+use riffle_core::arrow::datatypes::Schema;
+use riffle_core::LookupTableFactory;
 use std::sync::Arc;
 
 /// A PostgreSQL table.
@@ -36,7 +44,20 @@ const OPTIONS: &[OptionSpec] = &[
         name: "ledger_table",
         help: "table recording committed epochs (default riffle_sink_ledger)",
     },
+    OptionSpec {
+        name: "lookup.cache.max-rows",
+        help: "lookup table: cache the answers of at most this many keys (with lookup.cache.ttl; default no cache)",
+    },
+    OptionSpec {
+        name: "lookup.cache.ttl",
+        help: "lookup table: how long a cached answer is reused, e.g. 10s (with lookup.cache.max-rows)",
+    },
 ];
+
+/// Options of a table written to, not read by key.
+const SINK_ONLY: &[&str] = &["mode", "create", "ledger_table"];
+/// Options of a lookup table.
+const LOOKUP_ONLY: &[&str] = &["lookup.cache.max-rows", "lookup.cache.ttl"];
 
 impl Connector for PostgresConnector {
     fn name(&self) -> &'static str {
@@ -47,8 +68,50 @@ impl Connector for PostgresConnector {
         OPTIONS
     }
 
+    fn lookup(&self, table: &TableDef) -> Result<Arc<dyn LookupTableFactory>> {
+        let url = required(table, "url", "postgres://riffle@127.0.0.1:5432/riffle")?;
+        refuse_options(
+            table,
+            SINK_ONLY,
+            "applies to a table riffle writes; this one is read by key (a lookup join)",
+        )?;
+        if table.columns.is_empty() {
+            return Err(SqlError::connector(
+                &table.name,
+                "a lookup table needs its columns declared: CREATE TABLE name (key BIGINT, `value` VARCHAR) WITH (…)",
+            ));
+        }
+        let rows = count_option(table, "lookup.cache.max-rows")?;
+        let ttl = duration_option(table, "lookup.cache.ttl", None)?;
+        let cache = match (rows, ttl) {
+            (Some(rows), Some(ttl)) => Some((usize::try_from(rows).unwrap_or(usize::MAX), ttl)),
+            (None, None) => None,
+            _ => {
+                return Err(SqlError::connector(
+                    &table.name,
+                    "set both 'lookup.cache.max-rows' and 'lookup.cache.ttl' to cache answers, or neither to ask PostgreSQL for every batch",
+                ))
+            }
+        };
+        let config = PostgresLookupConfig {
+            url: url.to_string(),
+            password: secret_from_env(table, "password.env")?.map(riffle_connectors::Secret::new),
+            table: table.options.get("table").unwrap_or(&table.name).clone(),
+            cache,
+        };
+        let schema = Arc::new(Schema::new(table.columns.clone()));
+        let factory = PostgresLookupFactory::new(config, schema)
+            .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
+        Ok(Arc::new(factory))
+    }
+
     fn sink(&self, table: &TableDef, pipeline: &str) -> Result<SinkTable> {
         let url = required(table, "url", "postgres://riffle@127.0.0.1:5432/riffle")?;
+        refuse_options(
+            table,
+            LOOKUP_ONLY,
+            "applies to a lookup table; this one is written by INSERT INTO",
+        )?;
         let target = table.options.get("table").unwrap_or(&table.name);
         let default_mode = if table.primary_key.is_empty() {
             "append"

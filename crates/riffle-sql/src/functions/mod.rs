@@ -5,12 +5,13 @@
 //! - **Spellings** (`MOD`, `HOUR`, `IF`, `CONCAT`, …) are rewritten on the parsed
 //!   statement into the DataFusion expression that computes the same value, before
 //!   DataFusion plans it ([`rewrite_flink_calls`]). DataFusion then types and runs them.
-//! - **Kernels** (`DATE_FORMAT`, `SPLIT_INDEX`, `REGEXP_EXTRACT`) are scalar UDFs
+//! - **Kernels** (`DATE_FORMAT`, `SPLIT_INDEX`, `REGEXP_EXTRACT`, `PROCTIME`) are scalar UDFs
 //!   registered under Flink's names ([`flink_udfs`]).
 
 mod avg;
 mod date_format;
 mod macros;
+mod proctime;
 mod regexp_extract;
 mod split_index;
 
@@ -33,6 +34,7 @@ pub fn flink_udfs() -> Vec<ScalarUDF> {
         date_format::date_format_udf(),
         split_index::split_index_udf(),
         regexp_extract::regexp_extract_udf(),
+        proctime::proctime_udf(),
     ]
 }
 
@@ -142,7 +144,7 @@ fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
         };
     }
     let text = match name.as_str() {
-        "proctime" | "now" | "current_timestamp" | "localtimestamp" if args.is_empty() => {
+        "now" | "current_timestamp" | "localtimestamp" if args.is_empty() => {
             return Err(SqlError::unsupported(
                 format!("{}() (processing time)", name.to_uppercase()),
                 "riffle computes on event time, so a restore replays to the same result: use the table's WATERMARK FOR column (its event time) instead",

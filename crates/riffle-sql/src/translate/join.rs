@@ -218,7 +218,7 @@ impl Translator<'_> {
     /// `stream` with `keys` (expressions over `schema`) added as columns the join keys
     /// on, and their names. The fields stay as they were: the join emits only the
     /// fields' columns.
-    fn key_columns<'e>(
+    pub(super) fn key_columns<'e>(
         &mut self,
         stream: &Stream,
         schema: &DFSchema,

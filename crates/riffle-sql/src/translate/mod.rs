@@ -9,6 +9,7 @@
 mod aggregate;
 mod interval;
 mod join;
+mod lookup;
 mod stream;
 mod top_n;
 mod window_parts;
@@ -21,7 +22,7 @@ use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::functions::core::expr_fn::named_struct;
 use datafusion::logical_expr::{cast, lit, Expr, LogicalPlan, Projection};
 use riffle_core::arrow::datatypes::DataType;
-use riffle_core::{OperatorFactory, TIMESTAMP_FIELD};
+use riffle_core::{LookupTableFactory, OperatorFactory, TIMESTAMP_FIELD};
 use riffle_operators::{FilterFactory, ProjectFactory, WindowSpec};
 use riffle_runtime::{JobGraph, NodeId};
 use std::collections::HashMap;
@@ -37,6 +38,7 @@ pub struct Translator<'a> {
     pub graph: JobGraph,
     parallelism: usize,
     sources: &'a HashMap<String, SourceTable>,
+    lookups: &'a HashMap<String, Arc<dyn LookupTableFactory>>,
     source_nodes: HashMap<String, NodeId>,
     memo: HashMap<LogicalPlan, Stream>,
     names: HashMap<&'static str, usize>,
@@ -48,11 +50,13 @@ impl<'a> Translator<'a> {
         graph: JobGraph,
         parallelism: usize,
         sources: &'a HashMap<String, SourceTable>,
+        lookups: &'a HashMap<String, Arc<dyn LookupTableFactory>>,
     ) -> Self {
         Self {
             graph,
             parallelism,
             sources,
+            lookups,
             source_nodes: HashMap::new(),
             memo: HashMap::new(),
             names: HashMap::new(),
@@ -79,7 +83,10 @@ impl<'a> Translator<'a> {
                 }
             },
             LogicalPlan::Aggregate(a) => self.aggregate(a)?,
-            LogicalPlan::Join(j) => self.join(j)?,
+            LogicalPlan::Join(j) => match self.lookup_join(j)? {
+                Some(joined) => joined,
+                None => self.join(j)?,
+            },
             LogicalPlan::Sort(_) => {
                 return Err(SqlError::unsupported(
                     "ORDER BY",
@@ -154,6 +161,12 @@ impl<'a> Translator<'a> {
 
     fn scan(&mut self, scan: &datafusion::logical_expr::TableScan) -> Result<Stream> {
         let table = scan.table_name.table().to_string();
+        if self.lookups.contains_key(&table) {
+            return Err(SqlError::unsupported(
+                format!("reading the lookup table `{table}` other than by key"),
+                format!("a table joined FOR SYSTEM_TIME AS OF is read only by that join: JOIN {table} FOR SYSTEM_TIME AS OF s.proc_time AS d ON s.k = d.k, with {table} on the right"),
+            ));
+        }
         let source = self.sources.get(&table).ok_or_else(|| {
             SqlError::plan(format!("`{table}` is not a source table of this pipeline"))
         })?;
