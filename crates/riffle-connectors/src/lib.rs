@@ -17,6 +17,7 @@ pub mod lookup;
 pub mod nexmark;
 pub mod peer;
 pub mod postgres;
+pub mod processing_time;
 pub mod sinks;
 
 pub use file_source::{FileSourceConfig, FileSourceFactory, MalformedRecords};
@@ -27,3 +28,4 @@ pub use postgres::{
     PostgresLookupConfig, PostgresLookupFactory, PostgresSinkConfig, PostgresSinkFactory, Secret,
     WriteMode,
 };
+pub use processing_time::ProcessingTimeSourceFactory;

@@ -44,6 +44,13 @@ pub trait Source: Send {
         None
     }
 
+    /// The event time this source vouches for while it has nothing to read: a source
+    /// whose time is the clock (processing time) says `now`, so windows close on time
+    /// without new rows. Most sources say nothing.
+    fn idle_frontier(&self) -> Option<EventTime> {
+        None
+    }
+
     /// Seeks to a position produced by [`snapshot`](Source::snapshot).
     fn restore(&mut self, _state: OperatorState) -> Result<()> {
         Ok(())

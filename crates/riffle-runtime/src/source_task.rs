@@ -38,6 +38,9 @@ pub(crate) struct SourceTask {
     pub(crate) end_of_input: Option<UnboundedSender<()>>,
 }
 
+/// How far a source's idle frontier moves before the watermark follows it (100 ms).
+const IDLE_FRONTIER_STEP: EventTime = 100_000_000;
+
 fn max_event_time(batch: &riffle_core::RecordBatch, index: usize) -> Option<EventTime> {
     let column = batch
         .column(index)
@@ -147,6 +150,13 @@ impl SourceTask {
                     }
                 }
                 SourcePoll::Pending => {
+                    if let Some(frontier) = self.source.idle_frontier() {
+                        // Not every millisecond: a tenth of a second is fine for windows.
+                        if frontier.saturating_sub(IDLE_FRONTIER_STEP) > emitted_watermark {
+                            emitted_watermark = frontier;
+                            advance_watermark(&mut self.chain, &mut self.routers, frontier).await?;
+                        }
+                    }
                     let since = *idle_since.get_or_insert_with(Instant::now);
                     if let Some(timeout) = self.watermarks.idle_timeout {
                         if !idle_announced && since.elapsed() >= timeout {

@@ -15,6 +15,7 @@ use datafusion::logical_expr::{cast, Expr, LogicalPlan};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{Insert, Query, Statement, TableObject};
+use riffle_connectors::ProcessingTimeSourceFactory;
 use riffle_core::{LookupTableFactory, TIMESTAMP_FIELD};
 use riffle_operators::ProjectFactory;
 use riffle_runtime::JobGraph;
@@ -187,7 +188,11 @@ fn plan_text(
             lookups.insert(def.name.clone(), lookup);
             continue;
         }
-        let source = connector.source(&def, &options.settings)?;
+        let mut source = connector.source(&def, &options.settings)?;
+        if script.processing_time {
+            source.factory = Arc::new(ProcessingTimeSourceFactory::new(source.factory));
+            source.watermarks.max_out_of_orderness = Duration::ZERO;
+        }
         let mut fields: Vec<_> = source
             .factory
             .output_schema()
@@ -239,6 +244,7 @@ fn plan_text(
         });
     }
     let mut translator = Translator::new(graph, options.parallelism, &sources, &lookups);
+    translator.processing_time = script.processing_time;
     let mut written = Vec::new();
     for statement in &script.statements {
         let at = start_of(statement);

@@ -49,6 +49,9 @@ pub struct Script {
     pub watermarks: Vec<WatermarkClause>,
     /// Lookup joins' tables.
     pub lookups: Vec<LookupClause>,
+    /// Whether a window runs on a `PROCTIME()` column: then every source is read in
+    /// processing time.
+    pub processing_time: bool,
 }
 
 /// Parses a pipeline file.
@@ -60,6 +63,7 @@ pub fn parse(text: &str) -> Result<Script> {
     let tokens = Tokenizer::new(&dialect, text)
         .tokenize_with_location()
         .map_err(tokenizer_error)?;
+    let processing_time = windows_on(&tokens, &proctime_columns(&tokens));
     let (tokens, watermarks, lookups) = rewrite(tokens)?;
     let statements = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
@@ -69,6 +73,7 @@ pub fn parse(text: &str) -> Result<Script> {
         statements,
         watermarks,
         lookups,
+        processing_time,
     })
 }
 
@@ -232,6 +237,24 @@ fn rewrite(
         i += 1;
     }
     Ok((out, watermarks, lookups))
+}
+
+/// Whether a window is laid over one of `columns`: `DESCRIPTOR(c)` of a window TVF, or
+/// `TUMBLE(c, …)`, `HOP(c, …)`, `SESSION(c, …)` of a group window.
+fn windows_on(tokens: &[TokenWithSpan], columns: &[String]) -> bool {
+    let words: Vec<&Token> = tokens
+        .iter()
+        .map(|t| &t.token)
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    words.windows(4).any(|w| {
+        ["DESCRIPTOR", "TUMBLE", "HOP", "SESSION", "CUMULATE"]
+            .iter()
+            .any(|f| is_word(w[0], f))
+            && *w[1] == Token::LParen
+            && matches!(w[2], Token::Word(c) if columns.contains(&normalize(&c.value, c.quote_style.is_some())))
+            && matches!(w[3], Token::RParen | Token::Comma)
+    })
 }
 
 /// Names given to `PROCTIME()` in a select list (`PROCTIME() AS p_time`).
@@ -527,6 +550,23 @@ mod tests {
         );
         let text = script.statements[0].to_string();
         assert!(text.contains("JOIN side AS s ON"), "{text}");
+    }
+
+    #[test]
+    fn a_window_on_a_proctime_column_puts_the_script_in_processing_time() {
+        let view = "CREATE VIEW b AS SELECT *, PROCTIME() AS p_time FROM bid;\n";
+        let on = |window: &str| {
+            parse(&format!(
+                "{view}INSERT INTO out SELECT count(*) FROM {window};"
+            ))
+            .unwrap()
+            .processing_time
+        };
+        assert!(on("TABLE(TUMBLE(TABLE b, DESCRIPTOR(p_time), INTERVAL '10' SECOND)) GROUP BY window_start"));
+        assert!(on("b GROUP BY TUMBLE(p_time, INTERVAL '10' SECOND)"));
+        assert!(!on("TABLE(TUMBLE(TABLE b, DESCRIPTOR(date_time), INTERVAL '10' SECOND)) GROUP BY window_start"));
+        // PROCTIME() only as a lookup's AS OF column: event time stays.
+        assert!(!on("b"));
     }
 
     #[test]

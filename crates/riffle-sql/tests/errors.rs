@@ -348,14 +348,17 @@ fn java_functions_are_refused_with_the_sql_form() {
 }
 
 #[test]
-fn processing_time_windows_and_event_time_lookups_are_refused_by_name() {
+fn event_time_beside_processing_time_and_event_time_lookups_are_refused_by_name() {
     let sink = "CREATE TABLE out WITH ('connector' = 'stdout');\n";
     let e = error(&format!(
-        "{BID}CREATE VIEW b AS SELECT *, PROCTIME() AS p FROM bid;\n{sink}INSERT INTO out SELECT window_start, count(*) FROM TABLE(TUMBLE(TABLE b, DESCRIPTOR(p), INTERVAL '10' SECOND)) GROUP BY window_start, window_end;"
+        "{BID}CREATE VIEW b AS SELECT *, PROCTIME() AS p FROM bid;\n{sink}INSERT INTO out SELECT window_start, count(*) FROM TABLE(TUMBLE(TABLE b, DESCRIPTOR(date_time), INTERVAL '10' SECOND)) GROUP BY window_start, window_end;\nCREATE TABLE out2 WITH ('connector' = 'stdout');\nINSERT INTO out2 SELECT window_start, count(*) FROM TABLE(TUMBLE(TABLE b, DESCRIPTOR(p), INTERVAL '10' SECOND)) GROUP BY window_start, window_end;"
     ));
     assert_mentions(
         &e,
-        &["`p` is not the event time", "processing-time windows"],
+        &[
+            "`date_time` is not the time of its rows",
+            "sources are read in processing time",
+        ],
     );
     let e = error(&format!(
         "{BID}CREATE TABLE side WITH ('connector' = 'nexmark', 'event_type' = 'person', 'events' = '10');\n{sink}INSERT INTO out SELECT b.auction FROM bid b JOIN side FOR SYSTEM_TIME AS OF b.date_time AS s ON b.bidder = s.id;"

@@ -1,9 +1,13 @@
 """Both answers of one suite query as canonical JSON rows.
 
-usage: answer.py INPUT_DIR REFERENCE_SQL RIFFLE_ROWS COLUMNS_JSON
+usage: answer.py INPUT_DIR REFERENCE_SQL RIFFLE_ROWS COLUMNS_JSON [RIFFLE_REDUCE_SQL]
 Prints {"duckdb": [...], "riffle": [...]}: DuckDB's answer to REFERENCE_SQL over the
 suite's input files, and riffle's rows (a JSON-lines file) read with the sink's column
 types. Both go through the same conversion, so only values can differ.
+
+A result that depends on when it was computed (processing time, q12) cannot equal a
+batch answer row for row; RIFFLE_REDUCE_SQL then turns riffle's rows (the view
+`riffle`) into what does not depend on it, e.g. per-key totals of aligned windows.
 """
 import datetime
 import decimal
@@ -13,6 +17,7 @@ import sys
 import duckdb
 
 input_dir, reference, riffle_rows, columns = sys.argv[1:5]
+reduce = sys.argv[5] if len(sys.argv) > 5 else None
 columns = json.loads(columns)
 con = duckdb.connect()
 con.execute("SET TimeZone = 'UTC'")
@@ -64,10 +69,14 @@ with open(reference) as f:
 with open(riffle_rows) as f:
     empty = not f.read().strip()
 types = {c["name"]: c["duckdb_type"] for c in columns}
-riffle = [] if empty else [
-    canonical(r)
-    for r in con.execute(
-        f"SELECT * FROM read_json('{riffle_rows}', format = 'newline_delimited', columns = {json.dumps(types)})"
-    ).fetchall()
-]
+riffle = []
+if not empty:
+    con.execute(
+        f"CREATE VIEW riffle AS SELECT * FROM read_json('{riffle_rows}', format = 'newline_delimited', columns = {json.dumps(types)})"
+    )
+    query = "SELECT * FROM riffle"
+    if reduce:
+        with open(reduce) as f:
+            query = f.read()
+    riffle = [canonical(r) for r in con.execute(query).fetchall()]
 print(json.dumps({"duckdb": sorted(duck), "riffle": sorted(riffle)}))

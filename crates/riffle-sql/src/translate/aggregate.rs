@@ -49,7 +49,12 @@ impl Translator<'_> {
         for (i, g) in agg.group_expr.iter().enumerate() {
             let found = match window_call(g)? {
                 Some(spec) => {
-                    super::window_parts::check_time_column(g, &input, in_schema)?;
+                    super::window_parts::check_time_column(
+                        g,
+                        &input,
+                        in_schema,
+                        self.processing_time,
+                    )?;
                     Some(WindowColumn {
                         spec,
                         origin: WindowOrigin::PerRow,

@@ -41,6 +41,9 @@ pub struct Translator<'a> {
     lookups: &'a HashMap<String, Arc<dyn LookupTableFactory>>,
     source_nodes: HashMap<String, NodeId>,
     memo: HashMap<LogicalPlan, Stream>,
+    /// Every source is read in processing time: rows carry the time they were read, the
+    /// tables' event-time columns are plain columns, and `PROCTIME()` is the row's time.
+    pub processing_time: bool,
     names: HashMap<&'static str, usize>,
 }
 
@@ -59,6 +62,7 @@ impl<'a> Translator<'a> {
             lookups,
             source_nodes: HashMap::new(),
             memo: HashMap::new(),
+            processing_time: false,
             names: HashMap::new(),
         }
     }
@@ -196,7 +200,9 @@ impl<'a> Translator<'a> {
             None => all,
         };
         let mut stream = Stream::of_node(node, columns);
-        stream.event_time = stream.columns.iter().position(|c| *c == source.event_time);
+        if !self.processing_time {
+            stream.event_time = stream.columns.iter().position(|c| *c == source.event_time);
+        }
         if let Some(predicate) = scan.filters.iter().cloned().reduce(|a, b| a.and(b)) {
             stream = self.filter(&stream, &predicate, &scan.projected_schema)?;
         }
@@ -266,6 +272,16 @@ impl<'a> Translator<'a> {
                     }),
                     None,
                 ));
+            } else if self.processing_time && is_proctime(inner) {
+                // The time the source stamped the row with, so that a window on this
+                // column and the column's value agree.
+                let stamp = cast(
+                    col_expr(TIMESTAMP_FIELD),
+                    DataType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Millisecond, None),
+                );
+                computed.push((stamp, None, None));
+                out.event_time = Some(i);
+                physical = true;
             } else {
                 computed.push((self.rewrite(inner, &input, in_schema)?, None, None));
                 physical = true;
@@ -494,6 +510,11 @@ pub(crate) fn unique_names<'n>(names: impl Iterator<Item = &'n str>) -> Vec<Stri
         out.push(fresh_name(base, &out));
     }
     out
+}
+
+/// Whether `e` is a call of `PROCTIME()`.
+fn is_proctime(e: &Expr) -> bool {
+    matches!(e, Expr::ScalarFunction(f) if f.func.name() == "proctime")
 }
 
 /// `base`, or `base_2`, `base_3`, … : the first not in `taken`.

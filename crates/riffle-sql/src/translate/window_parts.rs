@@ -47,7 +47,7 @@ impl Translator<'_> {
         };
         let window = unaliased(window);
         if let Some(spec) = window_call(window)? {
-            check_time_column(window, input, schema)?;
+            check_time_column(window, input, schema, self.processing_time)?;
             if let WindowSpec::Session { .. } = spec {
                 return Err(SqlError::unsupported(
                     format!("`{expr}` outside GROUP BY"),
@@ -83,7 +83,12 @@ impl Translator<'_> {
 ///
 /// # Errors
 /// Another column, e.g. a processing-time one.
-pub(super) fn check_time_column(window: &Expr, input: &Stream, schema: &DFSchema) -> Result<()> {
+pub(super) fn check_time_column(
+    window: &Expr,
+    input: &Stream,
+    schema: &DFSchema,
+    processing_time: bool,
+) -> Result<()> {
     let Some(column) = window_descriptor(window) else {
         return Ok(());
     };
@@ -91,16 +96,18 @@ pub(super) fn check_time_column(window: &Expr, input: &Stream, schema: &DFSchema
     if input.event_time == Some(k) {
         return Ok(());
     }
+    let hint = if processing_time {
+        "this pipeline has a window on a PROCTIME() column, so its sources are read in processing time and their event-time columns are plain values: run event-time and processing-time windows in separate pipelines"
+    } else {
+        "name the column of the table's WATERMARK FOR (event time), or a column defined as PROCTIME() (processing time)"
+    };
     Err(SqlError::Plan {
         at: None,
         message: format!(
-            "the window's time column `{}` is not the event time of its table",
+            "the window's time column `{}` is not the time of its rows",
             column.name
         ),
-        hint: Some(
-            "riffle windows run on event time: name the column of the table's WATERMARK FOR (processing-time windows are not supported)"
-                .into(),
-        ),
+        hint: Some(hint.into()),
     })
 }
 
