@@ -77,7 +77,34 @@ pub fn write(dir: &Path) {
             )
             .unwrap();
         }
+        // Bidder 999's bids are exactly 10 s apart in files 0 and 1 (one session of
+        // q11's 10 s gap, as in Flink) and 10.001 s apart in files 4 and 5 (two). Each
+        // goes where its time falls among the file's bids, so it is no later than the
+        // file's disorder (a per-row OVER window would drop it otherwise).
+        let mut touching = match f {
+            0 | 1 => Some(start + 5_000),
+            4 => Some(start),
+            5 => Some(start + 1),
+            _ => None,
+        }
+        .map(|ts| {
+            (
+                ts,
+                format!(
+                    "{{\"auction\": {}, \"bidder\": 999, \"price\": {}, \"channel\": \"Google\", \"url\": \"https://www.nexmark.com/a/b/c\", \"dateTime\": {ts}, \"extra\": \"\"}}\n",
+                    auctions[auctions.len() - 1].0,
+                    777_000 + f,
+                ),
+            )
+        });
         for i in 0..BIDS_PER_FILE {
+            // Bid i's time is at most its nominal time, and at most JITTER_MS before it.
+            let nominal = start + JITTER_MS + i * (FILE_SPAN_MS - JITTER_MS) / BIDS_PER_FILE;
+            if touching.as_ref().is_some_and(|(ts, _)| nominal >= *ts) {
+                if let Some((_, line)) = touching.take() {
+                    text[2].push_str(&line);
+                }
+            }
             let ts = at(i, BIDS_PER_FILE, &mut rng);
             // Mostly recent auctions (some bids land after the auction expired).
             let recent = auctions.len().saturating_sub(40);
@@ -113,22 +140,8 @@ pub fn write(dir: &Path) {
             )
             .unwrap();
         }
-        // Bidder 999's bids are exactly 10 s apart in files 0 and 1 (one session of
-        // q11's 10 s gap, as in Flink) and 10.001 s apart in files 4 and 5 (two).
-        let touching = match f {
-            0 | 1 => Some(start + 5_000),
-            4 => Some(start),
-            5 => Some(start + 1),
-            _ => None,
-        };
-        if let Some(ts) = touching {
-            writeln!(
-                text[2],
-                r#"{{"auction": {}, "bidder": 999, "price": {}, "channel": "Google", "url": "https://www.nexmark.com/a/b/c", "dateTime": {ts}, "extra": ""}}"#,
-                auctions[auctions.len() - 1].0,
-                777_000 + f,
-            )
-            .unwrap();
+        if let Some((_, line)) = touching.take() {
+            text[2].push_str(&line);
         }
         for (table, t) in ["person", "auction", "bid"].iter().zip(&text) {
             let out = dir.join(table);

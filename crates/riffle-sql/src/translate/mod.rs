@@ -10,6 +10,7 @@ mod aggregate;
 mod interval;
 mod join;
 mod lookup;
+mod over;
 mod stream;
 mod top_n;
 mod window_parts;
@@ -103,12 +104,7 @@ impl<'a> Translator<'a> {
                     "remove it; bound the input instead (e.g. the nexmark 'events' option)",
                 ))
             }
-            LogicalPlan::Window(_) => {
-                return Err(SqlError::unsupported(
-                    "an OVER (…) window function",
-                    "riffle runs ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) bounded in the WHERE of the query around it (… WHERE rn <= 10): Top-N and deduplication; for other aggregates group by tumble/hop/session windows",
-                ))
-            }
+            LogicalPlan::Window(w) => self.over(w)?,
             LogicalPlan::Union(_) => {
                 return Err(SqlError::unsupported(
                     "UNION",
