@@ -136,6 +136,9 @@ pub struct BenchRow {
     /// Median time encoding and writing one checkpoint's state files, ms.
     #[serde(default)]
     pub upload_p50_ms: f64,
+    /// Time to plan the SQL text, ms (SQL runs only).
+    #[serde(default)]
+    pub planning_ms: f64,
 }
 
 impl BenchRow {
@@ -169,6 +172,7 @@ impl BenchRow {
             alignment_max_ms: 0.0,
             snapshot_p50_ms: 0.0,
             upload_p50_ms: 0.0,
+            planning_ms: 0.0,
         }
         .with_checkpoints(median.checkpoints.as_ref())
     }
@@ -230,6 +234,28 @@ pub fn human(n: f64) -> String {
     } else {
         format!("{n:.0}")
     }
+}
+
+/// The Flink suite's rows as a Markdown table: throughput, memory, checkpoints and the
+/// time to plan each text.
+pub fn flink_suite_table(rows: &[BenchRow]) -> String {
+    let mut out = String::from("| query | p | events | events/s | events/CPU-s | peak RSS MiB | checkpoints | checkpoint p50 ms | planning ms |\n|---|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {:.0} | {} | {:.0} | {:.1} |",
+            r.query,
+            r.parallelism,
+            human(r.events as f64),
+            human(r.events_per_second),
+            human(r.events_per_cpu_second),
+            r.peak_rss_mib,
+            r.checkpoints,
+            r.checkpoint_p50_ms,
+            r.planning_ms
+        );
+    }
+    out
 }
 
 /// Checkpointed rows as a Markdown table: throughput next to checkpoint costs.

@@ -8,6 +8,7 @@
 //! ```
 
 pub mod error;
+pub mod flink_suite;
 pub mod harness;
 pub mod kafka_baseline;
 pub mod peer;

@@ -247,3 +247,48 @@ fn a_nexmark_table_reads_by_flinks_column_names() {
     assert!(!ok);
     assert!(e.contains("date_time") && e.contains("dateTime"), "{e}");
 }
+
+#[test]
+fn a_declared_json_column_that_no_record_carries_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let bids = dir.path().join("bids");
+    std::fs::create_dir_all(&bids).unwrap();
+    for part in 0..2 {
+        std::fs::write(
+            bids.join(format!("part-{part}.jsonl")),
+            format!("{{\"auction\": {part}, \"itemName\": \"x\", \"price\": null, \"ts\": 1700000000000}}\n"),
+        )
+        .unwrap();
+    }
+    let file = dir.path().join("p.sql");
+    // `itemname` is not the key `itemName`; `price` is present but NULL.
+    std::fs::write(
+        &file,
+        format!(
+            "CREATE TABLE bid (auction BIGINT, itemname VARCHAR, itemName VARCHAR, price BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\nCREATE TABLE out WITH ('connector' = 'blackhole');\nINSERT INTO out SELECT auction, itemname, itemName, price FROM bid;\n",
+            bids.display()
+        ),
+    )
+    .unwrap();
+    let out = riffle()
+        .arg("run")
+        .arg(&file)
+        .args(["-p", "2"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("the declared column `itemname` is NULL in all 2 rows read"),
+        "{err}"
+    );
+    // Reported once, by the last subtask to finish; a column with values is not, and
+    // one NULL in every row is (the reader cannot tell a missing key from a null).
+    assert_eq!(
+        err.matches("declared column `itemname`").count(),
+        1,
+        "{err}"
+    );
+    assert!(!err.contains("declared column `itemName`"), "{err}");
+    assert!(err.contains("declared column `price`"), "{err}");
+}

@@ -50,7 +50,12 @@ fn every_example_in_the_sql_guide_and_readme_plans_and_runs() {
                 "'path' = 'out/",
                 &format!("'path' = '{}/", dir.path().display()),
             )
-            .replace("'events' = '5M'", "'events' = '100K'");
+            .replace("'events' = '5M'", "'events' = '100K'")
+            // Example inputs are in the repository's examples/ directory.
+            .replace(
+                "'path' = 'examples/",
+                &format!("'path' = '{}/../../examples/", env!("CARGO_MANIFEST_DIR")),
+            );
         let options = PlanOptions {
             name: format!("example{i}"),
             parallelism: 2,

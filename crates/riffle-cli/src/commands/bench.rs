@@ -2,8 +2,10 @@
 
 use crate::units::{parse_count, parse_duration};
 use anyhow::{Context, Result};
+use riffle_bench::flink_suite;
 use riffle_bench::harness::{
-    checkpoint_table, human, run_measured, run_measured_with_checkpoints, table, BenchRow, Measured,
+    checkpoint_table, flink_suite_table, human, run_measured, run_measured_with_checkpoints, table,
+    BenchRow, Measured,
 };
 use riffle_bench::queries::{self, Query, QueryOptions};
 use riffle_bench::restart::{measure_restart, RestartMeasured};
@@ -18,6 +20,7 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Examples:\n  riffle bench                                  # every query and both peer jobs\n  riffle bench --queries q0,q5 --events 1M --runs 1\n  riffle bench --job peer-window --events 25M --parallelism 1\n  riffle bench --queries q5,q8 --job peer-window --checkpoint-interval 0,10s,1s\n  riffle bench --queries none --job none --restart-keys 27M   # restart with ~1 GiB of state\n  riffle bench --job none --sql --runs 5   # each SQL example against its Rust twin
+  riffle bench --flink-suite --job none --checkpoint-interval 1s --runs 1   # the Flink suite's texts
   riffle bench --json > bench.jsonl"
 )]
 pub struct BenchArgs {
@@ -73,6 +76,11 @@ pub struct BenchArgs {
     /// RSS then covers all runs so far).
     #[arg(long)]
     pub in_process: bool,
+    /// Run the Flink Nexmark suite's queries as Flink users write them (DDL replaced:
+    /// `nexmark` tables with the suite's column names, blackhole sinks; q6 in its
+    /// corrected form) instead of riffle's own; --queries names which (e.g. q0,q12,q13).
+    #[arg(long)]
+    pub flink_suite: bool,
 }
 
 /// Runs `riffle bench --in-process --json …` as a child process (so its peak RSS and
@@ -173,6 +181,9 @@ fn run_child(
     if sql {
         child_args.push("--sql".into());
     }
+    if args.flink_suite {
+        child_args.push("--flink-suite".into());
+    }
     child_json(&child_args, &format!("{queries}{job}"))
 }
 
@@ -189,6 +200,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         let rate = riffle_bench::kafka_baseline::consume_rate(bootstrap, topic, records)?;
         println!("{rate:.0}");
         return Ok(());
+    }
+    if args.flink_suite {
+        return run_flink_suite(&args);
     }
     let queries: Vec<Query> = match args.queries.as_str() {
         "all" => Query::ALL.to_vec(),
@@ -341,6 +355,76 @@ pub fn run(args: BenchArgs) -> Result<()> {
         emit(row)?;
     }
     print_table(&rows);
+    Ok(())
+}
+
+/// `--flink-suite`: each suite query in child processes (medians of `--runs`), or, in
+/// process, the one query named.
+fn run_flink_suite(args: &BenchArgs) -> Result<()> {
+    let names: Vec<String> = match args.queries.as_str() {
+        "all" => flink_suite::runnable()
+            .map(|(n, _)| n.to_string())
+            .collect(),
+        "none" | "" => Vec::new(),
+        list => list.split(',').map(str::to_string).collect(),
+    };
+    let interval = args
+        .checkpoint_interval
+        .split(',')
+        .next()
+        .map(|d| parse_duration(d).map_err(anyhow::Error::msg))
+        .transpose()?
+        .unwrap_or_default();
+    if args.in_process {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the runtime")?;
+        let dir = args
+            .state
+            .join(format!("flink-suite-{}", std::process::id()));
+        for name in names {
+            let run = flink_suite::SuiteRun {
+                events: args.events,
+                rate: args.rate,
+                watermark_delay: args.watermark_delay,
+                parallelism: args.parallelism,
+                side_input_dir: &dir,
+            };
+            let (graph, planning) = flink_suite::plan(&name, &run)?;
+            let measured = if interval.is_zero() {
+                run_measured(&runtime, &graph)
+            } else {
+                run_measured_with_checkpoints(&runtime, &graph, interval, &dir.join("state"))
+            }
+            .with_context(|| format!("{name} failed"))?;
+            let mut row = BenchRow::from_runs(&name, args.parallelism, args.events, &[measured]);
+            row.checkpoint_interval_ms = interval.as_millis() as u64;
+            row.planning_ms = planning.as_secs_f64() * 1e3;
+            println!("{}", serde_json::to_string(&row)?);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        return Ok(());
+    }
+    let mut rows = Vec::new();
+    for name in &names {
+        let runs = (0..args.runs)
+            .map(|_| run_child(args, name, "none", interval, false))
+            .collect::<Result<Vec<_>>>()?;
+        let row = BenchRow::median(&runs);
+        if args.json {
+            println!("{}", serde_json::to_string(&row)?);
+        } else {
+            eprintln!(
+                "  {:<14} {:>8.2}s  {:>10.0} events/s",
+                row.query, row.seconds, row.events_per_second
+            );
+        }
+        rows.push(row);
+    }
+    if !args.json && !rows.is_empty() {
+        print!("{}", flink_suite_table(&rows));
+    }
     Ok(())
 }
 

@@ -1,14 +1,14 @@
-//! The Nexmark suite as Flink users write it (`flink/qN.sql`, verbatim), run by riffle
-//! with only the DDL replaced, each result compared with DuckDB's answer over the same
-//! input (`duckdb/qN.sql`, written from the query's meaning, not from riffle's plan).
+//! The Nexmark suite as Flink users write it (`crates/riffle-bench/flink-suite/qN.sql`,
+//! verbatim), run by riffle with only the DDL replaced, each result compared with
+//! DuckDB's answer over the same input (`duckdb/qN.sql`, written from the query's
+//! meaning, not from riffle's plan).
 //!
 //! Every query of the suite is listed in [`SUITE`]. A query riffle runs must equal
 //! DuckDB's answer at parallelism 1 and at 2 with checkpoints, and, when it keeps
 //! state, through a crash in the checkpoint commit, a `kill -9` and restores at other
-//! parallelisms; a query it cannot run
-//! yet must be refused when planned — never run with a different answer. A query that
-//! starts running fails this test until it is compared, so the table in
-//! docs/from-flink.md stays true.
+//! parallelisms; a query it cannot run yet must be refused when planned — never run
+//! with a different answer. A query that starts running fails this test until it is
+//! compared, so the table in docs/from-flink.md stays true.
 
 #[path = "../../../riffle-connectors/tests/support/certs.rs"]
 mod certs;
@@ -48,8 +48,8 @@ const SUITE: [(&str, Status); 23] = [
     ("q4", Compared(&["id"])),
     ("q5", APPEND),
     // Invalid in Flink too (`rownum` read in the WHERE of the SELECT that defines it);
-    // its corrected form runs below (`more/q6_corrected.sql`).
-    ("q6", Refused("a valid text; see more/q6_corrected.sql")),
+    // its corrected form runs below (`q6_corrected` in `riffle_bench::flink_suite`).
+    ("q6", Refused("a valid text; see q6_corrected")),
     ("q7", APPEND),
     ("q8", APPEND),
     ("q9", Compared(&["id"])),
@@ -103,15 +103,12 @@ const STATEFUL: [&str; 19] = [
     "join_on_expressions",
 ];
 
-/// The text of a suite query (`flink/`) or of one of ours (`more/`).
+/// The text of a suite query (`riffle_bench::flink_suite`) or of one of ours (`more/`).
 fn query_text(name: &str) -> String {
-    let file = format!("{name}.sql");
-    let suite = suite_dir().join("flink").join(&file);
-    let path = if suite.exists() {
-        suite
-    } else {
-        suite_dir().join("more").join(&file)
-    };
+    if let Some(text) = riffle_bench::flink_suite::text(name) {
+        return text.to_string();
+    }
+    let path = suite_dir().join("more").join(format!("{name}.sql"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -405,7 +402,7 @@ fn the_flink_nexmark_suite_equals_duckdb_or_is_refused() {
     }
     failures.extend(q13_with_postgres(&inputs, work.path()));
     eprintln!(
-        "suite: {compared} of {} queries run unchanged and equal DuckDB's answer; q6, invalid in Flink too, runs corrected (more/q6_corrected.sql)",
+        "suite: {compared} of {} queries run unchanged and equal DuckDB's answer; q6, invalid in Flink too, runs corrected (q6_corrected)",
         SUITE.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));

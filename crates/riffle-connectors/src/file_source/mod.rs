@@ -11,9 +11,11 @@
 //!
 //! JSONL and CSV are read line by line: a CSV record may not span lines.
 
+mod presence;
 pub(crate) mod reader;
 
 use crate::sinks::FileFormat;
+use presence::ColumnPresence;
 use reader::{FilePosition, FileReader, SavedOffsets};
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use riffle_core::arrow::json::reader::infer_json_schema_from_seekable;
@@ -64,6 +66,8 @@ pub struct FileSourceFactory {
     file_schema: SchemaRef,
     event_time_index: usize,
     schema: StreamSchema,
+    /// JSON with declared columns: which of them any row had a value for.
+    presence: Option<Arc<ColumnPresence>>,
 }
 
 /// Lists the files a path names, in order.
@@ -186,12 +190,25 @@ impl FileSourceFactory {
             .map(|f| f.as_ref().clone())
             .collect();
         let schema = StreamSchema::with_timestamp(fields);
+        // Declared JSON columns (not inferred ones, not event time, which must be set).
+        let presence = (config.format == FileFormat::Jsonl && config.schema.is_some()).then(|| {
+            Arc::new(ColumnPresence::new(
+                file_schema
+                    .fields()
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != event_time_index)
+                    .map(|(i, f)| (f.name().clone(), i))
+                    .collect(),
+            ))
+        });
         Ok(Self {
             config,
             files,
             file_schema,
             event_time_index,
             schema,
+            presence,
         })
     }
 
@@ -248,6 +265,8 @@ impl SourceFactory for FileSourceFactory {
             schema: self.schema.clone(),
             counters: ctx.counters.clone(),
             operator: ctx.operator_id.0.clone(),
+            presence: self.presence.clone(),
+            reported: false,
         }))
     }
 }
@@ -271,6 +290,10 @@ struct FileSource {
     schema: StreamSchema,
     counters: Arc<OperatorCounters>,
     operator: String,
+    /// JSON: which declared columns had a value (shared by the subtasks).
+    presence: Option<Arc<ColumnPresence>>,
+    /// Whether this subtask told `presence` it has read its last file.
+    reported: bool,
 }
 
 impl FileSource {
@@ -322,6 +345,7 @@ impl FileSource {
                     self.next_file += 1;
                 }
                 if self.next_file >= self.files.len() {
+                    self.report_absent_columns();
                     return Ok(SourcePoll::End);
                 }
                 let start = self.positions[self.next_file].position;
@@ -333,12 +357,36 @@ impl FileSource {
             };
             let skip = self.config.on_malformed == MalformedRecords::Skip;
             match reader.next_batch(skip, self.event_time_index, &self.schema, &self.counters)? {
-                Some(batch) if batch.num_rows() > 0 => return Ok(SourcePoll::Batch(batch)),
+                Some(batch) if batch.num_rows() > 0 => {
+                    if let Some(presence) = &self.presence {
+                        presence.count(&batch);
+                    }
+                    return Ok(SourcePoll::Batch(batch));
+                }
                 Some(_) => {}
                 None => {
                     self.reader = None;
                     self.positions[self.next_file - 1].done = true;
                 }
+            }
+        }
+    }
+
+    /// Once, at the end of this subtask's files: the last subtask to get there warns of
+    /// each declared JSON column that no row read had a value for.
+    fn report_absent_columns(&mut self) {
+        if std::mem::replace(&mut self.reported, true) {
+            return;
+        }
+        let Some(presence) = &self.presence else {
+            return;
+        };
+        if let Some((absent, rows)) = presence.finish(self.parallelism) {
+            for column in absent {
+                tracing::warn!(
+                    "{}: the declared column `{column}` is NULL in all {rows} rows read; does any record carry the key `{column}`? (JSON keys match exactly, case included)",
+                    self.config.path
+                );
             }
         }
     }
