@@ -195,3 +195,18 @@ fn a_partition_outside_the_key_of_updating_rows_is_refused() {
         .unwrap();
     assert!(err.to_string().contains("partition column `v`"), "{err}");
 }
+
+#[test]
+fn rows_of_one_time_are_taken_in_the_order_of_their_values_not_of_arrival() {
+    for arrival in [[("a", 5, 7), ("a", 1, 7)], [("a", 1, 7), ("a", 5, 7)]] {
+        let mut op = sum(OverFrame::Rows(Some(1)), OverInput::EventTime);
+        let mut out = Vec::new();
+        op.on_batch(0, rows(&[("a", 100, 6)]), &mut out).unwrap();
+        op.on_batch(0, rows(&arrival), &mut out).unwrap();
+        op.on_watermark(7, &mut out).unwrap();
+        // 1 before 5 either way: 1's frame is (100, 1), 5's is (1, 5).
+        let mut got = totals(&out);
+        got.sort();
+        assert_eq!(got, [(1, 101), (5, 6), (100, 100)], "{arrival:?}");
+    }
+}
