@@ -10,10 +10,10 @@
 //! to arrive stays first).
 
 use crate::aggregate::GroupKeys;
-use crate::window::{key_group_column, state_columns};
+use crate::window::{fields_but_timestamp, key_schema, keyed_rows_state, state_columns};
 use riffle_core::arrow::array::{ArrayRef, Int64Array};
 use riffle_core::arrow::compute::SortOptions;
-use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use riffle_core::arrow::datatypes::{DataType, Field, SchemaRef};
 use riffle_core::arrow::row::{OwnedRow, RowConverter, SortField};
 use riffle_core::{
     Epoch, Error, Operator, OperatorContext, OperatorFactory, OperatorState, RecordBatch, Result,
@@ -82,20 +82,8 @@ impl TopNFactory {
                 ))
             })
             .collect::<Result<Vec<_>>>()?;
-        let partition_schema = Arc::new(Schema::new(
-            partition
-                .iter()
-                .map(|&i| input.schema.field(i).clone())
-                .collect::<Vec<_>>(),
-        ));
-        let mut fields: Vec<Field> = input
-            .schema
-            .fields()
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != input.timestamp_index)
-            .map(|(_, f)| f.as_ref().clone())
-            .collect();
+        let partition_schema = key_schema(input, &partition);
+        let mut fields = fields_but_timestamp(input);
         fields.push(Field::new(rank, DataType::Int64, false));
         Ok(Self {
             partition,
@@ -278,22 +266,16 @@ impl Operator for TopN {
         // Every kept row with its rank, keyed by its partition's key group.
         let all: Vec<(u32, usize)> = (0..self.tops.len() as u32).map(|id| (id, 0)).collect();
         let (columns, rank) = self.rows_from(&all)?;
-        let keys: Vec<ArrayRef> = self.partition.iter().map(|&i| columns[i].clone()).collect();
-        let (kg_field, kg) = key_group_column(&keys, rank.len(), self.max_parallelism)?;
-        let mut fields = vec![kg_field];
-        fields.extend(
-            self.input
-                .schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone()),
-        );
-        fields.push(Field::new(&self.rank, DataType::Int64, false));
-        let mut state = vec![kg];
-        state.extend(columns);
-        state.push(Arc::new(Int64Array::from(rank)));
+        let rank: ArrayRef = Arc::new(Int64Array::from(rank));
+        let batch = keyed_rows_state(
+            &self.input,
+            columns,
+            &self.partition,
+            vec![(Field::new(&self.rank, DataType::Int64, false), rank)],
+            self.max_parallelism,
+        )?;
         Ok(OperatorState {
-            batches: vec![RecordBatch::try_new(Arc::new(Schema::new(fields)), state)?],
+            batches: vec![batch],
         })
     }
 

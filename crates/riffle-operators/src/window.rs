@@ -3,7 +3,9 @@
 use riffle_core::arrow::array::{ArrayRef, AsArray, TimestampNanosecondArray, UInt16Array};
 use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef, TimestampNanosecondType};
 use riffle_core::state::KEY_GROUP_FIELD;
-use riffle_core::{timestamp_type, EventTime, KeyGroup, KeyHasher, RecordBatch, Result};
+use riffle_core::{
+    timestamp_type, EventTime, KeyGroup, KeyHasher, RecordBatch, Result, StreamSchema,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,6 +75,52 @@ pub(crate) fn window_fields() -> [Field; 2] {
         Field::new("window_start", timestamp_type(), false),
         Field::new("window_end", timestamp_type(), false),
     ]
+}
+
+/// The schema of the columns at `indices` of `input` (a partition's or group's key).
+pub(crate) fn key_schema(input: &StreamSchema, indices: &[usize]) -> SchemaRef {
+    Arc::new(Schema::new(
+        indices
+            .iter()
+            .map(|&i| input.schema.field(i).clone())
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// The fields of `input` but `_timestamp`: the start of an output that passes input
+/// rows through (the timestamp goes last again).
+pub(crate) fn fields_but_timestamp(input: &StreamSchema) -> Vec<Field> {
+    input
+        .schema
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != input.timestamp_index)
+        .map(|(_, f)| f.as_ref().clone())
+        .collect()
+}
+
+/// Whole input rows (`columns`, with `_timestamp`) as a state batch: keyed by the key
+/// group of their `key` columns, then `extra` columns after them.
+pub(crate) fn keyed_rows_state(
+    input: &StreamSchema,
+    columns: Vec<ArrayRef>,
+    key: &[usize],
+    extra: Vec<(Field, ArrayRef)>,
+    max_parallelism: u16,
+) -> Result<RecordBatch> {
+    let rows = columns.first().map_or(0, |c| c.len());
+    let keys: Vec<ArrayRef> = key.iter().map(|&i| columns[i].clone()).collect();
+    let (kg_field, kg) = key_group_column(&keys, rows, max_parallelism)?;
+    let mut fields = vec![kg_field];
+    fields.extend(input.schema.fields().iter().map(|f| f.as_ref().clone()));
+    let mut state = vec![kg];
+    state.extend(columns);
+    for (field, column) in extra {
+        fields.push(field);
+        state.push(column);
+    }
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), state)?)
 }
 
 /// The `_key_group` column of state rows with these key columns.

@@ -8,7 +8,7 @@
 
 use super::{Acc, OverConfig, OverFrame};
 use crate::aggregate::GroupKeys;
-use crate::window::{key_group_column, state_columns};
+use crate::window::{key_group_column, keyed_rows_state, state_columns};
 use datafusion_common::ScalarValue;
 use riffle_core::arrow::array::{
     ArrayRef, AsArray, BooleanArray, Int64Array, TimestampNanosecondArray, UInt32Array,
@@ -332,29 +332,13 @@ impl Operator for AppendOver {
         // Rows still waiting, keyed by their partition's key group.
         if !self.pending.is_empty() {
             let pending = concat_batches(&self.config.input.schema, &self.pending)?;
-            let keys: Vec<ArrayRef> = self
-                .config
-                .partition
-                .iter()
-                .map(|&i| pending.column(i).clone())
-                .collect();
-            let (kg_field, kg) = key_group_column(&keys, pending.num_rows(), self.max_parallelism)?;
-            let mut fields = vec![kg_field];
-            fields.extend(
-                self.config
-                    .input
-                    .schema
-                    .fields()
-                    .iter()
-                    .map(|f| f.as_ref().clone()),
-            );
-            let mut columns = vec![kg];
-            columns.extend(pending.columns().iter().cloned());
-            fields.push(Field::new(WAITING, DataType::Boolean, false));
-            columns.push(Arc::new(BooleanArray::from(vec![true; pending.num_rows()])));
-            batches.push(RecordBatch::try_new(
-                Arc::new(Schema::new(fields)),
-                columns,
+            let waiting: ArrayRef = Arc::new(BooleanArray::from(vec![true; pending.num_rows()]));
+            batches.push(keyed_rows_state(
+                &self.config.input,
+                pending.columns().to_vec(),
+                &self.config.partition,
+                vec![(Field::new(WAITING, DataType::Boolean, false), waiting)],
+                self.max_parallelism,
             )?);
         }
         let aggregates = self.config.aggregates.len();

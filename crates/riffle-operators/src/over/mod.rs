@@ -22,8 +22,9 @@ pub use accumulate::{Acc, OverFunction};
 
 use crate::aggregate::GroupKeys;
 use crate::top_n::OrderColumn;
+use crate::window::{fields_but_timestamp, key_schema};
 use riffle_core::arrow::compute::SortOptions;
-use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use riffle_core::arrow::datatypes::{DataType, Field, SchemaRef};
 use riffle_core::{Error, Operator, OperatorContext, OperatorFactory, Result, StreamSchema};
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,20 +123,8 @@ impl OverAggregateFactory {
             .iter()
             .map(|c| input.index_of(c))
             .collect::<Result<Vec<_>>>()?;
-        let partition_schema = Arc::new(Schema::new(
-            partition
-                .iter()
-                .map(|&i| input.schema.field(i).clone())
-                .collect::<Vec<_>>(),
-        ));
-        let mut fields: Vec<Field> = input
-            .schema
-            .fields()
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != input.timestamp_index)
-            .map(|(_, f)| f.as_ref().clone())
-            .collect();
+        let partition_schema = key_schema(input, &partition);
+        let mut fields = fields_but_timestamp(input);
         let mut specs = Vec::new();
         for a in aggregates {
             if fields.iter().any(|f| f.name() == &a.output) {

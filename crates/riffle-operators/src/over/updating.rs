@@ -7,11 +7,10 @@
 
 use super::{Acc, OverConfig, OverFrame};
 use crate::aggregate::GroupKeys;
-use crate::window::{key_group_column, state_columns};
+use crate::window::{keyed_rows_state, state_columns};
 use datafusion_common::ScalarValue;
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::compute::SortOptions;
-use riffle_core::arrow::datatypes::Schema;
 use riffle_core::arrow::row::{OwnedRow, RowConverter, SortField};
 use riffle_core::{Epoch, Operator, OperatorContext, OperatorState, RecordBatch, Result};
 use std::collections::{BTreeMap, HashMap};
@@ -226,28 +225,16 @@ impl Operator for UpdatingOver {
         if rows.is_empty() {
             return Ok(OperatorState::default());
         }
-        let n = rows.len();
         let columns = self.rows.convert_rows(rows)?;
-        let keys: Vec<ArrayRef> = self
-            .config
-            .partition
-            .iter()
-            .map(|&i| columns[i].clone())
-            .collect();
-        let (kg_field, kg) = key_group_column(&keys, n, self.max_parallelism)?;
-        let mut fields = vec![kg_field];
-        fields.extend(
-            self.config
-                .input
-                .schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone()),
-        );
-        let mut state = vec![kg];
-        state.extend(columns);
+        let batch = keyed_rows_state(
+            &self.config.input,
+            columns,
+            &self.config.partition,
+            Vec::new(),
+            self.max_parallelism,
+        )?;
         Ok(OperatorState {
-            batches: vec![RecordBatch::try_new(Arc::new(Schema::new(fields)), state)?],
+            batches: vec![batch],
         })
     }
 
