@@ -5,7 +5,8 @@
 //! - **Spellings** (`MOD`, `HOUR`, `IF`, `CONCAT`, …) are rewritten on the parsed
 //!   statement into the DataFusion expression that computes the same value, before
 //!   DataFusion plans it ([`rewrite_flink_calls`]). DataFusion then types and runs them.
-//! - **Kernels** (`DATE_FORMAT`, `SPLIT_INDEX`, `REGEXP_EXTRACT`, `PROCTIME`) are scalar UDFs
+//! - **Kernels** (`DATE_FORMAT`, `TO_TIMESTAMP`, `SPLIT_INDEX`, `REGEXP_EXTRACT`, `PROCTIME`)
+//!   are scalar UDFs
 //!   registered under Flink's names ([`flink_udfs`]).
 
 mod avg;
@@ -14,6 +15,7 @@ mod macros;
 mod proctime;
 mod regexp_extract;
 mod split_index;
+mod to_timestamp;
 
 use crate::error::{Result, SqlError};
 use datafusion::logical_expr::ScalarUDF;
@@ -35,6 +37,7 @@ pub fn flink_udfs() -> Vec<ScalarUDF> {
         split_index::split_index_udf(),
         regexp_extract::regexp_extract_udf(),
         proctime::proctime_udf(),
+        to_timestamp::to_timestamp_udf(),
     ]
 }
 
@@ -234,6 +237,41 @@ mod tests {
         let mut e = parse_expr(sql).unwrap();
         rewrite_flink_calls(&mut e).unwrap();
         e.to_string()
+    }
+
+    #[test]
+    fn concat_ws_is_datafusions_and_gives_flinks_documented_value() {
+        use datafusion::arrow::datatypes::{DataType, Field};
+        use datafusion::common::ScalarValue;
+        use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs};
+        use std::sync::Arc;
+        // Flink's documentation: CONCAT_WS('~', 'AA', NULL, 'BB', '', 'CC') = 'AA~BB~~CC'.
+        let text =
+            |s: Option<&str>| ColumnarValue::Scalar(ScalarValue::Utf8(s.map(str::to_string)));
+        let args = vec![
+            text(Some("~")),
+            text(Some("AA")),
+            text(None),
+            text(Some("BB")),
+            text(Some("")),
+            text(Some("CC")),
+        ];
+        let arg_fields = (0..args.len())
+            .map(|i| Arc::new(Field::new(format!("a{i}"), DataType::Utf8, true)))
+            .collect();
+        let out = datafusion::functions::string::concat_ws()
+            .invoke_with_args(ScalarFunctionArgs {
+                args,
+                arg_fields,
+                number_rows: 1,
+                return_field: Arc::new(Field::new("r", DataType::Utf8, true)),
+                config_options: Arc::new(datafusion::config::ConfigOptions::default()),
+            })
+            .unwrap();
+        let ColumnarValue::Scalar(ScalarValue::Utf8(Some(v))) = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(v, "AA~BB~~CC");
     }
 
     #[test]
