@@ -29,6 +29,7 @@ pub mod window;
 pub mod window_aggregate;
 pub mod window_join;
 pub mod window_max_rows;
+mod window_top_n;
 
 pub use aggregate::{AggregateFunction, AggregateSpec};
 pub use filter::FilterFactory;

@@ -34,6 +34,7 @@ pub struct OrderColumn {
 }
 
 /// Plans a Top-N.
+#[derive(Clone)]
 pub struct TopNFactory {
     partition: Vec<usize>,
     partition_schema: SchemaRef,
@@ -42,6 +43,8 @@ pub struct TopNFactory {
     input: StreamSchema,
     schema: StreamSchema,
     rank: String,
+    /// A Window Top-N: the input column holding each row's window end.
+    window_end: Option<usize>,
 }
 
 impl TopNFactory {
@@ -93,6 +96,61 @@ impl TopNFactory {
             input: input.clone(),
             schema: StreamSchema::with_timestamp(fields),
             rank: rank.into(),
+            window_end: None,
+        })
+    }
+
+    /// A Window Top-N: the partition holds a window (`window_end` names its end
+    /// column), and each window's top rows leave once, when the watermark closes it:
+    /// an append-only result (`crate::window_top_n`).
+    ///
+    /// # Errors
+    /// `window_end` is not an input column, or not one of the partition's.
+    pub fn closing_windows(mut self, window_end: &str) -> Result<Self> {
+        let end = self.input.index_of(window_end)?;
+        if !self.partition.contains(&end) {
+            return Err(Error::plan(format!(
+                "a Window Top-N partitions by its window; `{window_end}` is not in the PARTITION BY"
+            )));
+        }
+        self.window_end = Some(end);
+        Ok(self)
+    }
+
+    /// The input's schema.
+    pub(crate) fn input_schema(&self) -> &StreamSchema {
+        &self.input
+    }
+
+    /// One partition set's Top-N (a whole operator's, or one window's).
+    pub(crate) fn top_n(&self, ctx: &OperatorContext) -> Result<TopN> {
+        let order_fields = self
+            .order
+            .iter()
+            .map(|(i, o)| {
+                SortField::new_with_options(self.input.schema.field(*i).data_type().clone(), *o)
+            })
+            .collect();
+        let row_fields = self
+            .input
+            .schema
+            .fields()
+            .iter()
+            .map(|f| SortField::new(f.data_type().clone()))
+            .collect();
+        Ok(TopN {
+            partition: self.partition.clone(),
+            order: self.order.iter().map(|(i, _)| *i).collect(),
+            limit: self.limit,
+            partitions: GroupKeys::new(self.partition_schema.clone())?,
+            order_rows: RowConverter::new(order_fields)?,
+            rows: RowConverter::new(row_fields)?,
+            tops: Vec::new(),
+            input: self.input.clone(),
+            schema: self.schema.clone(),
+            rank: self.rank.clone(),
+            max_parallelism: ctx.max_parallelism,
+            operator: ctx.operator_id.0.clone(),
         })
     }
 }
@@ -106,8 +164,13 @@ impl OperatorFactory for TopNFactory {
             .iter()
             .map(|(i, o)| format!("{}{}", name(*i), if o.descending { " DESC" } else { "" }))
             .collect();
+        let closing = if self.window_end.is_some() {
+            ", each window once it closes"
+        } else {
+            ""
+        };
         format!(
-            "top {} by ({}) order by {} as {}",
+            "top {} by ({}) order by {} as {}{closing}",
             self.limit,
             partition.join(", "),
             order.join(", "),
@@ -124,34 +187,10 @@ impl OperatorFactory for TopNFactory {
         Some(self.partition.clone())
     }
     fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
-        let order_fields = self
-            .order
-            .iter()
-            .map(|(i, o)| {
-                SortField::new_with_options(self.input.schema.field(*i).data_type().clone(), *o)
-            })
-            .collect();
-        let row_fields = self
-            .input
-            .schema
-            .fields()
-            .iter()
-            .map(|f| SortField::new(f.data_type().clone()))
-            .collect();
-        Ok(Box::new(TopN {
-            partition: self.partition.clone(),
-            order: self.order.iter().map(|(i, _)| *i).collect(),
-            limit: self.limit,
-            partitions: GroupKeys::new(self.partition_schema.clone())?,
-            order_rows: RowConverter::new(order_fields)?,
-            rows: RowConverter::new(row_fields)?,
-            tops: Vec::new(),
-            input: self.input.clone(),
-            schema: self.schema.clone(),
-            rank: self.rank.clone(),
-            max_parallelism: ctx.max_parallelism,
-            operator: ctx.operator_id.0.clone(),
-        }))
+        Ok(match self.window_end {
+            Some(end) => Box::new(crate::window_top_n::WindowTopN::new(self, end, ctx)?),
+            None => Box::new(self.top_n(ctx)?),
+        })
     }
 }
 
@@ -161,7 +200,7 @@ struct Entry {
     row: OwnedRow,
 }
 
-struct TopN {
+pub(crate) struct TopN {
     partition: Vec<usize>,
     order: Vec<usize>,
     limit: usize,
@@ -180,7 +219,7 @@ struct TopN {
 impl TopN {
     /// Offers every row of `batch` to its partition's top; returns, per partition that
     /// changed (first-changed order), the first rank that changed (from 0).
-    fn offer(&mut self, batch: &RecordBatch) -> Result<Vec<(u32, usize)>> {
+    pub(crate) fn offer(&mut self, batch: &RecordBatch) -> Result<Vec<(u32, usize)>> {
         let n = batch.num_rows();
         let keys: Vec<ArrayRef> = self
             .partition
@@ -229,8 +268,13 @@ impl TopN {
         Ok(changed)
     }
 
+    /// How many partitions it has seen.
+    pub(crate) fn partitions(&self) -> usize {
+        self.tops.len()
+    }
+
     /// The rows at ranks `from..` of each listed partition, with their rank (from 1).
-    fn rows_from(&self, ranks: &[(u32, usize)]) -> Result<(Vec<ArrayRef>, Vec<i64>)> {
+    pub(crate) fn rows_from(&self, ranks: &[(u32, usize)]) -> Result<(Vec<ArrayRef>, Vec<i64>)> {
         let mut picked = Vec::new();
         let mut rank = Vec::new();
         for &(id, from) in ranks {
@@ -243,7 +287,7 @@ impl TopN {
     }
 
     /// Input columns and rank as the output batch (the timestamp last).
-    fn output(&self, mut columns: Vec<ArrayRef>, rank: Vec<i64>) -> Result<RecordBatch> {
+    pub(crate) fn output(&self, mut columns: Vec<ArrayRef>, rank: Vec<i64>) -> Result<RecordBatch> {
         let ts = columns.remove(self.input.timestamp_index);
         columns.push(Arc::new(Int64Array::from(rank)));
         columns.push(ts);

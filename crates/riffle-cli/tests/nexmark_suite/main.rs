@@ -70,7 +70,9 @@ const SUITE: [(&str, Status); 23] = [
 
 /// Queries in the suite's style for what its 23 do not cover (`more/`), compared the
 /// same way.
-const MORE: [(&str, Status); 6] = [
+const MORE: [(&str, Status); 8] = [
+    ("window_top_n", APPEND),
+    ("window_top_n_rows", APPEND),
     ("join_on_expressions", APPEND),
     ("avg_of_integers", Compared(&["auction"])),
     ("q6_corrected", Compared(&["id", "seller"])),
@@ -81,7 +83,9 @@ const MORE: [(&str, Status); 6] = [
 
 /// The compared queries that keep state: also run through crashes and restores at
 /// other parallelisms.
-const STATEFUL: [&str; 19] = [
+const STATEFUL: [&str; 21] = [
+    "window_top_n",
+    "window_top_n_rows",
     "q6_corrected",
     "over_rows",
     "over_range",

@@ -1,9 +1,10 @@
 //! `ROW_NUMBER() OVER (PARTITION BY … ORDER BY …)` bounded by a filter on the row
 //! number (`WHERE rn <= N`, `rn < N`, `rn = 1`): Flink's Top-N and deduplication, run by
 //! riffle's `TopNFactory` as an updating result keyed by the partition and the rank
-//! (the partition alone when `N = 1`).
+//! (the partition alone when `N = 1`). Partitioned by a window's end (Flink's Window
+//! Top-N), each window's top rows leave once, when the window closes: append-only.
 
-use super::{fresh_name, Stream, Translator};
+use super::{fresh_name, Stream, Translator, WindowPart};
 use crate::error::{Result, SqlError};
 use crate::windows::unaliased;
 use datafusion::arrow::datatypes::DataType;
@@ -142,12 +143,32 @@ impl Translator<'_> {
         let rank = fresh_name("rank", &taken);
         let refs: Vec<&str> = partition.iter().map(String::as_str).collect();
         let schema = self.graph.schema(input.node).clone();
-        let factory = TopNFactory::new(&schema, &refs, &order, limit, &rank)?;
+        let mut factory = TopNFactory::new(&schema, &refs, &order, limit, &rank)?;
+        // Partitioned by a window's end (Flink's Window Top-N): each window's rows leave
+        // once, when it closes — an append-only result.
+        let window_end = params.partition_by.iter().find_map(|e| match e {
+            Expr::Column(c) => {
+                let k = in_schema.index_of_column(c).ok()?;
+                let w = input.windows.get(k).copied().flatten()?;
+                (w.part == WindowPart::End && !input.is_virtual(k))
+                    .then(|| input.columns[k].clone())
+            }
+            _ => None,
+        });
+        if let Some(end) = &window_end {
+            factory = factory.closing_windows(end)?;
+        }
         let p = Some(self.parallelism());
         let node = self.add("top_n", Arc::new(factory), p, &[input.node])?;
         let mut columns = input.columns.clone();
         columns.push(rank);
         let mut stream = Stream::of_node(node, columns);
+        if window_end.is_some() {
+            stream.event_time = input.event_time;
+            self.memo
+                .insert(LogicalPlan::Window(window.clone()), stream);
+            return Ok(Some(self.translate(&f.input)?));
+        }
         // Keyed by the partition, and by the rank when more than one row is kept.
         let mut keys: Vec<usize> = params
             .partition_by
