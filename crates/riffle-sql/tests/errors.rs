@@ -316,7 +316,10 @@ fn row_numbers_run_only_as_a_bounded_top_n() {
     let e = error(&format!(
         "{BID}{sink}INSERT INTO out SELECT auction, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid;"
     ));
-    assert_mentions(&e, &["OVER (…) window function", "WHERE rn <= 10"]);
+    assert_mentions(
+        &e,
+        &["ROW_NUMBER() OVER (…) outside a Top-N", "WHERE rn <= 10"],
+    );
     // The top 3 without its rank has no key to update rows by.
     let e = error(&format!(
         "{BID}{sink}INSERT INTO out SELECT auction, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE rn <= 3;"

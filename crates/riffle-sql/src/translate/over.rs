@@ -18,7 +18,7 @@ use riffle_operators::{
 use std::sync::Arc;
 use std::time::Duration;
 
-const HINT: &str = "riffle runs count, sum, min, max and avg OVER (PARTITION BY … ORDER BY <event time> ROWS|RANGE BETWEEN … PRECEDING AND CURRENT ROW), and ROW_NUMBER() bounded in the WHERE around it (Top-N)";
+const HINT: &str = "riffle runs count, sum, min, max and avg OVER (PARTITION BY … ORDER BY <event time> ROWS|RANGE BETWEEN … PRECEDING AND CURRENT ROW), and ROW_NUMBER() bounded in the WHERE of the query around it (… WHERE rn <= 10: Top-N)";
 
 impl Translator<'_> {
     /// An OVER aggregation (every window expression of `w` shares one OVER clause).
