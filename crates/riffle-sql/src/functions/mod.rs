@@ -5,7 +5,8 @@
 //! - **Spellings** (`MOD`, `HOUR`, `IF`, `CONCAT`, …) are rewritten on the parsed
 //!   statement into the DataFusion expression that computes the same value, before
 //!   DataFusion plans it ([`rewrite_flink_calls`]). DataFusion then types and runs them.
-//! - **Kernels** (`DATE_FORMAT`, `TO_TIMESTAMP`, `SPLIT_INDEX`, `REGEXP_EXTRACT`, `PROCTIME`)
+//! - **Kernels** (`DATE_FORMAT`, `TO_TIMESTAMP`, `SPLIT_INDEX`, `REGEXP_EXTRACT`,
+//!   `REGEXP_REPLACE`, `PROCTIME`)
 //!   are scalar UDFs
 //!   registered under Flink's names ([`flink_udfs`]).
 
@@ -14,6 +15,7 @@ mod date_format;
 mod macros;
 mod proctime;
 mod regexp_extract;
+mod regexp_replace;
 mod split_index;
 mod to_timestamp;
 
@@ -36,6 +38,7 @@ pub fn flink_udfs() -> Vec<ScalarUDF> {
         date_format::date_format_udf(),
         split_index::split_index_udf(),
         regexp_extract::regexp_extract_udf(),
+        regexp_replace::regexp_replace_udf(),
         proctime::proctime_udf(),
         to_timestamp::to_timestamp_udf(),
     ]
