@@ -374,3 +374,22 @@ fn event_time_beside_processing_time_and_event_time_lookups_are_refused_by_name(
         ],
     );
 }
+
+#[test]
+fn a_timestamp_as_text_is_refused_because_its_text_would_differ_from_flinks() {
+    let sink = "CREATE TABLE out WITH ('connector' = 'stdout');\n";
+    for select in ["CAST(date_time AS VARCHAR)", "CONCAT('at ', date_time)"] {
+        let e = error(&format!(
+            "{BID}{sink}INSERT INTO out SELECT {select} AS t FROM bid;"
+        ));
+        assert_mentions(
+            &e,
+            &["as text", "DATE_FORMAT(", "'yyyy-MM-dd HH:mm:ss.SSS'"],
+        );
+    }
+    // Flink's text, spelled out, plans.
+    plan(&format!(
+        "{BID}{sink}INSERT INTO out SELECT DATE_FORMAT(date_time, 'yyyy-MM-dd HH:mm:ss.SSS') AS t FROM bid;"
+    ))
+    .unwrap();
+}

@@ -367,6 +367,7 @@ impl<'a> Translator<'a> {
     /// `expr` over `schema` (the DataFusion input of the node) with columns renamed to
     /// the riffle columns of `input`.
     pub(crate) fn rewrite(&self, expr: &Expr, input: &Stream, schema: &DFSchema) -> Result<Expr> {
+        refuse_timestamp_text(expr, schema)?;
         let mut failure: Option<SqlError> = None;
         let rewritten = expr
             .clone()
@@ -422,6 +423,39 @@ impl<'a> Translator<'a> {
             Some(f) => Err(f),
             None => Ok(rewritten),
         }
+    }
+}
+
+/// Refuses a timestamp turned into text (`CAST(ts AS VARCHAR)`, or implicitly, as
+/// DataFusion does for `CONCAT(ts, …)`): DataFusion writes ISO 8601
+/// (`2023-11-14T23:59:30.250`) where Flink writes `2023-11-14 23:59:30.250`, and a
+/// different text is a silently different value.
+fn refuse_timestamp_text(expr: &Expr, schema: &DFSchema) -> Result<()> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    use datafusion::logical_expr::{Cast, ExprSchemable, TryCast};
+    let mut found: Option<Expr> = None;
+    let _ = expr.apply(|e| {
+        let (Expr::Cast(Cast { expr: inner, field })
+        | Expr::TryCast(TryCast { expr: inner, field })) = e
+        else {
+            return Ok(TreeNodeRecursion::Continue);
+        };
+        let text = matches!(
+            field.data_type(),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        );
+        if text && matches!(inner.get_type(schema), Ok(DataType::Timestamp(..))) {
+            found = Some(inner.as_ref().clone());
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    match found {
+        Some(ts) => Err(SqlError::unsupported(
+            format!("the timestamp `{ts}` as text (a CAST to VARCHAR, or a string function given a timestamp)"),
+            format!("riffle would write it as 2023-11-14T23:59:30.250, Flink as 2023-11-14 23:59:30.250: write DATE_FORMAT({ts}, 'yyyy-MM-dd HH:mm:ss.SSS') for Flink's text"),
+        )),
+        None => Ok(()),
     }
 }
 
