@@ -10,7 +10,9 @@
 //! to arrive stays first).
 
 use crate::aggregate::GroupKeys;
-use crate::window::{fields_but_timestamp, key_schema, keyed_rows_state, state_columns};
+use crate::window::{
+    fields_but_timestamp, key_schema, keyed_rows_state, state_columns, whole_rows,
+};
 use riffle_core::arrow::array::{ArrayRef, Int64Array};
 use riffle_core::arrow::compute::SortOptions;
 use riffle_core::arrow::datatypes::{DataType, Field, SchemaRef};
@@ -31,6 +33,30 @@ pub struct OrderColumn {
     pub descending: bool,
     /// NULLs first when true.
     pub nulls_first: bool,
+}
+
+impl OrderColumn {
+    /// Each item's input column and sort options.
+    ///
+    /// # Errors
+    /// A column `input` does not have.
+    pub(crate) fn resolve(
+        order: &[OrderColumn],
+        input: &StreamSchema,
+    ) -> Result<Vec<(usize, SortOptions)>> {
+        order
+            .iter()
+            .map(|o| {
+                Ok((
+                    input.index_of(&o.column)?,
+                    SortOptions {
+                        descending: o.descending,
+                        nulls_first: o.nulls_first,
+                    },
+                ))
+            })
+            .collect()
+    }
 }
 
 /// Plans a Top-N.
@@ -73,18 +99,7 @@ impl TopNFactory {
             .iter()
             .map(|c| input.index_of(c))
             .collect::<Result<Vec<_>>>()?;
-        let order = order
-            .iter()
-            .map(|o| {
-                Ok((
-                    input.index_of(&o.column)?,
-                    SortOptions {
-                        descending: o.descending,
-                        nulls_first: o.nulls_first,
-                    },
-                ))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let order = OrderColumn::resolve(order, input)?;
         let partition_schema = key_schema(input, &partition);
         let mut fields = fields_but_timestamp(input);
         fields.push(Field::new(rank, DataType::Int64, false));
@@ -131,20 +146,14 @@ impl TopNFactory {
                 SortField::new_with_options(self.input.schema.field(*i).data_type().clone(), *o)
             })
             .collect();
-        let row_fields = self
-            .input
-            .schema
-            .fields()
-            .iter()
-            .map(|f| SortField::new(f.data_type().clone()))
-            .collect();
+
         Ok(TopN {
             partition: self.partition.clone(),
             order: self.order.iter().map(|(i, _)| *i).collect(),
             limit: self.limit,
             partitions: GroupKeys::new(self.partition_schema.clone())?,
             order_rows: RowConverter::new(order_fields)?,
-            rows: RowConverter::new(row_fields)?,
+            rows: whole_rows(&self.input)?,
             tops: Vec::new(),
             input: self.input.clone(),
             schema: self.schema.clone(),

@@ -2,6 +2,7 @@
 
 use riffle_core::arrow::array::{ArrayRef, AsArray, TimestampNanosecondArray, UInt16Array};
 use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef, TimestampNanosecondType};
+use riffle_core::arrow::row::{RowConverter, SortField};
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{
     timestamp_type, EventTime, KeyGroup, KeyHasher, RecordBatch, Result, StreamSchema,
@@ -98,6 +99,19 @@ pub(crate) fn fields_but_timestamp(input: &StreamSchema) -> Vec<Field> {
         .filter(|(i, _)| *i != input.timestamp_index)
         .map(|(_, f)| f.as_ref().clone())
         .collect()
+}
+
+/// Converts whole input rows (every column, `_timestamp` too) to comparable bytes: rows
+/// kept by value, or ordered by all their values.
+pub(crate) fn whole_rows(input: &StreamSchema) -> Result<RowConverter> {
+    Ok(RowConverter::new(
+        input
+            .schema
+            .fields()
+            .iter()
+            .map(|f| SortField::new(f.data_type().clone()))
+            .collect(),
+    )?)
 }
 
 /// Whole input rows (`columns`, with `_timestamp`) as a state batch: keyed by the key

@@ -8,14 +8,14 @@
 
 use super::{Acc, OverConfig, OverFrame};
 use crate::aggregate::GroupKeys;
-use crate::window::{key_group_column, keyed_rows_state, state_columns};
+use crate::window::{key_group_column, keyed_rows_state, state_columns, whole_rows};
 use datafusion_common::ScalarValue;
 use riffle_core::arrow::array::{
     ArrayRef, AsArray, BooleanArray, Int64Array, TimestampNanosecondArray, UInt32Array,
 };
 use riffle_core::arrow::compute::{concat_batches, filter_record_batch, not, take};
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, TimestampNanosecondType};
-use riffle_core::arrow::row::{RowConverter, SortField};
+use riffle_core::arrow::row::RowConverter;
 use riffle_core::operator::OperatorCounters;
 use riffle_core::{
     timestamp_type, Epoch, EventTime, Operator, OperatorContext, OperatorState, RecordBatch, Result,
@@ -63,15 +63,7 @@ impl AppendOver {
             partitions: config.partitions()?,
             histories: Vec::new(),
             pending: Vec::new(),
-            rows: RowConverter::new(
-                config
-                    .input
-                    .schema
-                    .fields()
-                    .iter()
-                    .map(|f| SortField::new(f.data_type().clone()))
-                    .collect(),
-            )?,
+            rows: whole_rows(&config.input)?,
             watermark: EventTime::MIN,
             config,
             counters: ctx.counters.clone(),

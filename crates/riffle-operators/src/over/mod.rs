@@ -164,18 +164,7 @@ impl OverAggregateFactory {
                         input.schema.field(*p).name()
                     )));
                 }
-                let order = order
-                    .iter()
-                    .map(|o| {
-                        Ok((
-                            input.index_of(&o.column)?,
-                            SortOptions {
-                                descending: o.descending,
-                                nulls_first: o.nulls_first,
-                            },
-                        ))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                let order = OrderColumn::resolve(&order, input)?;
                 Mode::Updating { key, order }
             }
         };

@@ -7,7 +7,7 @@
 
 use super::{Acc, OverConfig, OverFrame};
 use crate::aggregate::GroupKeys;
-use crate::window::{keyed_rows_state, state_columns};
+use crate::window::{keyed_rows_state, state_columns, whole_rows};
 use datafusion_common::ScalarValue;
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::compute::SortOptions;
@@ -62,15 +62,7 @@ impl UpdatingOver {
                 .collect(),
         )?;
         let key_rows = RowConverter::new(key.iter().map(|&i| SortField::new(field(i))).collect())?;
-        let rows = RowConverter::new(
-            config
-                .input
-                .schema
-                .fields()
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
+        let rows = whole_rows(&config.input)?;
         Ok(Self {
             partitions: config.partitions()?,
             config,
