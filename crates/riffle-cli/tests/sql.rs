@@ -292,3 +292,34 @@ fn a_declared_json_column_that_no_record_carries_is_reported() {
     assert!(!err.contains("declared column `itemName`"), "{err}");
     assert!(err.contains("declared column `price`"), "{err}");
 }
+
+#[test]
+fn a_boolean_as_text_is_true_or_false_in_capitals_as_in_flink() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.sql");
+    std::fs::write(
+        &file,
+        "CREATE TABLE bid WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '100');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT auction % 2 = 0 AS even, CAST(auction % 2 = 0 AS VARCHAR) AS text FROM bid;\n",
+    )
+    .unwrap();
+    let out = riffle()
+        .arg("run")
+        .arg(&file)
+        .args(["-p", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!rows.is_empty());
+    for row in &rows {
+        let expected = if row["even"].as_bool().unwrap() {
+            "TRUE"
+        } else {
+            "FALSE"
+        };
+        assert_eq!(row["text"], expected, "{row}");
+    }
+}

@@ -368,9 +368,9 @@ impl<'a> Translator<'a> {
     /// the riffle columns of `input`.
     pub(crate) fn rewrite(&self, expr: &Expr, input: &Stream, schema: &DFSchema) -> Result<Expr> {
         refuse_timestamp_text(expr, schema)?;
+        let expr = booleans_as_flink_text(expr, schema)?;
         let mut failure: Option<SqlError> = None;
         let rewritten = expr
-            .clone()
             .transform_up(|e| {
                 // A row's own tumbling window (the optimizer may move `w['start']` next
                 // to the `tumble(…)` that made `w`).
@@ -424,6 +424,34 @@ impl<'a> Translator<'a> {
             None => Ok(rewritten),
         }
     }
+}
+
+/// A boolean turned into text is `TRUE` or `FALSE`, as in Flink (DataFusion writes
+/// `true`, `false`).
+fn booleans_as_flink_text(expr: &Expr, schema: &DFSchema) -> Result<Expr> {
+    use datafusion::logical_expr::{not, when, Cast, ExprSchemable, TryCast};
+    Ok(expr
+        .clone()
+        .transform_up(|e| {
+            let (Expr::Cast(Cast { expr: inner, field })
+            | Expr::TryCast(TryCast { expr: inner, field })) = &e
+            else {
+                return Ok(Transformed::no(e));
+            };
+            let text = matches!(
+                field.data_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            );
+            if !text || !matches!(inner.get_type(schema), Ok(DataType::Boolean)) {
+                return Ok(Transformed::no(e));
+            }
+            let b = inner.as_ref().clone();
+            let flink = when(b.clone(), lit("TRUE"))
+                .when(not(b), lit("FALSE"))
+                .end()?;
+            Ok(Transformed::yes(cast(flink, field.data_type().clone())))
+        })?
+        .data)
 }
 
 /// Refuses a timestamp turned into text (`CAST(ts AS VARCHAR)`, or implicitly, as
