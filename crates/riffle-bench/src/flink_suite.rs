@@ -77,6 +77,8 @@ pub struct Replaced {
     pub text: String,
     /// The sink's columns, in order.
     pub columns: Vec<Column>,
+    /// Whether the text declares q13's `side_input` table.
+    pub reads_side_input: bool,
 }
 
 /// Functions the suite declares as Java classes, declared as SQL expressions: the
@@ -130,15 +132,6 @@ pub fn plan(name: &str, run: &SuiteRun) -> Result<(JobGraph, Duration), BenchErr
             names.join(", ")
         ))
     })?;
-    std::fs::create_dir_all(run.side_input_dir)
-        .and_then(|_| {
-            let rows: String = (0..10_000).map(|k| format!("{k},side {k}\n")).collect();
-            std::fs::write(
-                run.side_input_dir.join("side_input.csv"),
-                format!("key,value\n{rows}"),
-            )
-        })
-        .map_err(|e| BenchError::Sql(format!("writing q13's side table: {e}")))?;
     let side_input = format!(
         "'connector' = 'filesystem', 'path' = '{}', 'format' = 'csv'",
         run.side_input_dir.join("side_input.csv").display()
@@ -154,6 +147,17 @@ pub fn plan(name: &str, run: &SuiteRun) -> Result<(JobGraph, Duration), BenchErr
         },
     )
     .map_err(BenchError::Sql)?;
+    if replaced.reads_side_input {
+        std::fs::create_dir_all(run.side_input_dir)
+            .and_then(|_| {
+                let rows: String = (0..10_000).map(|k| format!("{k},side {k}\n")).collect();
+                std::fs::write(
+                    run.side_input_dir.join("side_input.csv"),
+                    format!("key,value\n{rows}"),
+                )
+            })
+            .map_err(|e| BenchError::Sql(format!("writing q13's side table: {e}")))?;
+    }
     let options = PlanOptions {
         name: format!("flink-{name}"),
         parallelism: run.parallelism,
@@ -250,6 +254,7 @@ fn columns(list: &str) -> Vec<Column> {
 pub fn replace(flink_text: &str, with: &Declarations) -> Result<Replaced, String> {
     let mut text = with.sources.to_string();
     let mut sink_columns = Vec::new();
+    let mut reads_side_input = false;
     for statement in statements(&strip_comments(flink_text)) {
         let trimmed = statement.trim();
         let upper = trimmed.to_uppercase();
@@ -277,6 +282,7 @@ pub fn replace(flink_text: &str, with: &Declarations) -> Result<Replaced, String
                 with.sink
             ));
         } else if upper.starts_with("CREATE TABLE SIDE_INPUT") {
+            reads_side_input = true;
             let list = column_list(trimmed).ok_or_else(|| format!("`{name}` has no columns"))?;
             text.push_str(&format!(
                 "CREATE TABLE side_input ({}\n) WITH ({});\n",
@@ -297,6 +303,7 @@ pub fn replace(flink_text: &str, with: &Declarations) -> Result<Replaced, String
     Ok(Replaced {
         text,
         columns: sink_columns,
+        reads_side_input,
     })
 }
 
@@ -341,6 +348,7 @@ mod tests {
                 "{name}"
             );
             assert!(!r.columns.is_empty(), "{name}");
+            assert_eq!(r.reads_side_input, name == "q13", "{name}");
         }
     }
 }

@@ -138,15 +138,11 @@ fn a_wrong_file_fails_with_its_name_line_and_a_hint() {
     );
 }
 
-#[test]
-fn stdout_tables_print_rows() {
+/// The JSON rows a pipeline of `text` prints to a `stdout` table, run at p1.
+fn stdout_rows(text: &str) -> Vec<serde_json::Value> {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("p.sql");
-    std::fs::write(
-        &file,
-        "CREATE TABLE bid WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '100');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT auction, upper(channel) AS channel FROM bid WHERE auction % 2 = 0;\n",
-    )
-    .unwrap();
+    std::fs::write(&file, text).unwrap();
     let out = riffle()
         .arg("run")
         .arg(&file)
@@ -154,16 +150,22 @@ fn stdout_tables_print_rows() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    let rows: Vec<String> = String::from_utf8_lossy(&out.stdout)
+    String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(String::from)
-        .collect();
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn stdout_tables_print_rows() {
+    let rows = stdout_rows(
+        "CREATE TABLE bid WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '100');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT auction, upper(channel) AS channel FROM bid WHERE auction % 2 = 0;\n",
+    );
     assert!(!rows.is_empty());
-    for row in &rows {
-        let v: serde_json::Value = serde_json::from_str(row).unwrap();
-        assert_eq!(v["auction"].as_i64().unwrap() % 2, 0, "{row}");
+    for v in &rows {
+        assert_eq!(v["auction"].as_i64().unwrap() % 2, 0, "{v}");
         let channel = v["channel"].as_str().unwrap();
-        assert_eq!(channel, channel.to_uppercase(), "{row}");
+        assert_eq!(channel, channel.to_uppercase(), "{v}");
     }
 }
 
@@ -295,24 +297,9 @@ fn a_declared_json_column_that_no_record_carries_is_reported() {
 
 #[test]
 fn a_boolean_as_text_is_true_or_false_in_capitals_as_in_flink() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("p.sql");
-    std::fs::write(
-        &file,
+    let rows = stdout_rows(
         "CREATE TABLE bid WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '100');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT auction % 2 = 0 AS even, CAST(auction % 2 = 0 AS VARCHAR) AS text FROM bid;\n",
-    )
-    .unwrap();
-    let out = riffle()
-        .arg("run")
-        .arg(&file)
-        .args(["-p", "1"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    );
     assert!(!rows.is_empty());
     for row in &rows {
         let expected = if row["even"].as_bool().unwrap() {

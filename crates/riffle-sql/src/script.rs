@@ -63,8 +63,9 @@ pub fn parse(text: &str) -> Result<Script> {
     let tokens = Tokenizer::new(&dialect, text)
         .tokenize_with_location()
         .map_err(tokenizer_error)?;
-    let processing_time = windows_on(&tokens, &proctime_columns(&tokens));
-    let (tokens, watermarks, lookups) = rewrite(tokens)?;
+    let proctime = proctime_columns(&tokens);
+    let processing_time = windows_on(&tokens, &proctime);
+    let (tokens, watermarks, lookups) = rewrite(tokens, &proctime)?;
     let statements = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
         .parse_statements()
@@ -95,12 +96,13 @@ fn location(t: &TokenWithSpan) -> Location {
     }
 }
 
-/// Lifts out watermark clauses and unquotes option keys.
+/// Lifts out watermark and lookup clauses and unquotes option keys; `proctime` names
+/// the columns given to `PROCTIME()` (a lookup's `AS OF` must be one).
 #[allow(clippy::type_complexity)]
 fn rewrite(
     tokens: Vec<TokenWithSpan>,
+    proctime: &[String],
 ) -> Result<(Vec<TokenWithSpan>, Vec<WatermarkClause>, Vec<LookupClause>)> {
-    let proctime = proctime_columns(&tokens);
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
     let mut watermarks = Vec::new();
     let mut lookups = Vec::new();
@@ -222,7 +224,7 @@ fn rewrite(
         if is_word(&t.token, "FOR")
             && significant(i + 1).is_some_and(|n| is_word(&tokens[n].token, "SYSTEM_TIME"))
         {
-            let (clause, end) = lookup_clause(&tokens, &out, i, &proctime)?;
+            let (clause, end) = lookup_clause(&tokens, &out, i, proctime)?;
             lookups.push(clause);
             i = end;
             continue;

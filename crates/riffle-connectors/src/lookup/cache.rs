@@ -36,10 +36,15 @@ impl LookupCache {
             .map(|(_, rows)| rows)
     }
 
+    /// Whether it keeps any answer (a cache of no keys keeps none).
+    pub fn keeps_answers(&self) -> bool {
+        self.max_keys > 0
+    }
+
     /// Keeps `rows` as the answer for `key`, dropping expired answers and, past the
     /// size, the oldest ones.
     pub fn insert(&mut self, key: Box<[u8]>, rows: RecordBatch, now: Instant) {
-        if self.max_keys == 0 {
+        if !self.keeps_answers() {
             return;
         }
         self.entries.insert(key.clone(), (now, rows));

@@ -238,9 +238,12 @@ impl LookupTable for PostgresLookup {
             let at = matches.batches.len() - 1;
             for (k, _) in missing_at {
                 let rows = by_key.remove(k).unwrap_or_default();
-                let indices = UInt32Array::from_iter_values(rows.iter().map(|&r| r as u32));
-                let answer = take_batch(&found, &indices)?;
-                self.cache.insert(k.into(), answer, now);
+                // Each key's own rows, copied out only when a cache will keep them.
+                if self.cache.keeps_answers() {
+                    let indices = UInt32Array::from_iter_values(rows.iter().map(|&r| r as u32));
+                    let answer = take_batch(&found, &indices)?;
+                    self.cache.insert(k.into(), answer, now);
+                }
                 answers.insert(k, (at, rows));
             }
         }

@@ -3,8 +3,8 @@
 //! sink.
 
 use super::{
-    count_option, malformed_option, refuse_options, required, required_watermark, Connector,
-    OptionSpec, RunSettings, SinkTable, SourceTable,
+    count_option, lookup_columns, malformed_option, refuse_options, required, required_watermark,
+    Connector, OptionSpec, RunSettings, SinkTable, SourceTable,
 };
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
@@ -94,13 +94,7 @@ impl Connector for FilesystemConnector {
             &["on_malformed", "scan.max-records-per-second"],
             "applies to a file source; a lookup table's files are read whole and must be well formed",
         )?;
-        if table.columns.is_empty() {
-            return Err(SqlError::connector(
-                &table.name,
-                "a lookup table needs its columns declared: CREATE TABLE name (key BIGINT, `value` VARCHAR) WITH (…)",
-            ));
-        }
-        let schema = Arc::new(Schema::new(table.columns.clone()));
+        let schema = lookup_columns(table)?;
         let factory = FileLookupFactory::new(path, format, schema)
             .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
         Ok(Arc::new(factory))

@@ -11,6 +11,7 @@ mod sinks;
 use crate::ddl::{TableDef, Watermark};
 use crate::error::{Result, SqlError};
 use riffle_connectors::MalformedRecords;
+use riffle_core::arrow::datatypes::{Schema, SchemaRef};
 use riffle_core::{LookupTableFactory, SinkFactory, SourceFactory};
 use riffle_runtime::WatermarkStrategy;
 use std::collections::BTreeMap;
@@ -293,6 +294,18 @@ pub(crate) fn duration_option(
                 format!("option '{key}' = '{text}' is not a duration such as 5s, 500ms or 1 minute (or none)"),
             )
         })
+}
+
+/// The declared columns of a lookup table (it is read by them, so they cannot be
+/// inferred).
+pub(crate) fn lookup_columns(table: &TableDef) -> Result<SchemaRef> {
+    if table.columns.is_empty() {
+        return Err(SqlError::connector(
+            &table.name,
+            "a lookup table needs its columns declared: CREATE TABLE name (key BIGINT, `value` VARCHAR) WITH (…)",
+        ));
+    }
+    Ok(Arc::new(Schema::new(table.columns.clone())))
 }
 
 /// Refuses the options of `keys` that `table` sets: they belong to another use of the

@@ -3,15 +3,14 @@
 //! options.
 
 use super::{
-    choice_option, count_option, duration_option, refuse_options, required, secret_from_env,
-    Connector, OptionSpec, SinkTable,
+    choice_option, count_option, duration_option, lookup_columns, refuse_options, required,
+    secret_from_env, Connector, OptionSpec, SinkTable,
 };
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
 use riffle_connectors::{
     PostgresLookupConfig, PostgresLookupFactory, PostgresSinkConfig, PostgresSinkFactory, WriteMode,
 };
-use riffle_core::arrow::datatypes::Schema;
 use riffle_core::LookupTableFactory;
 use std::sync::Arc;
 
@@ -75,12 +74,6 @@ impl Connector for PostgresConnector {
             SINK_ONLY,
             "applies to a table riffle writes; this one is read by key (a lookup join)",
         )?;
-        if table.columns.is_empty() {
-            return Err(SqlError::connector(
-                &table.name,
-                "a lookup table needs its columns declared: CREATE TABLE name (key BIGINT, `value` VARCHAR) WITH (…)",
-            ));
-        }
         let rows = count_option(table, "lookup.cache.max-rows")?;
         let ttl = duration_option(table, "lookup.cache.ttl", None)?;
         let cache = match (rows, ttl) {
@@ -99,7 +92,7 @@ impl Connector for PostgresConnector {
             table: table.options.get("table").unwrap_or(&table.name).clone(),
             cache,
         };
-        let schema = Arc::new(Schema::new(table.columns.clone()));
+        let schema = lookup_columns(table)?;
         let factory = PostgresLookupFactory::new(config, schema)
             .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
         Ok(Arc::new(factory))

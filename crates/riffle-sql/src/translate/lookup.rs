@@ -47,7 +47,10 @@ impl Translator<'_> {
         // The table column of each field of the right side.
         let table_column = |field: usize| scan.projection.as_ref().map_or(field, |p| p[field]);
         let schema = table.schema();
+        // Pairs whose stream side is a column, then those whose stream side is an
+        // expression (computed into a column first), in the same order on both sides.
         let mut table_key = Vec::new();
+        let mut table_key_computed = Vec::new();
         let mut stream_key: Vec<String> = Vec::new();
         let mut computed: Vec<&Expr> = Vec::new();
         for (l, r) in &j.on {
@@ -57,31 +60,28 @@ impl Translator<'_> {
                     "compare a column of the lookup table with any expression over the stream: ON mod(s.auction, 10000) = d.key",
                 ));
             };
-            table_key.push(schema.field(table_column(ri)).name().clone());
+            let column = schema.field(table_column(ri)).name().clone();
             match column_index(l, ls) {
-                Ok(li) => stream_key.push(left.columns[li].clone()),
-                Err(_) => computed.push(l),
+                Ok(li) => {
+                    stream_key.push(left.columns[li].clone());
+                    table_key.push(column);
+                }
+                Err(_) => {
+                    computed.push(l);
+                    table_key_computed.push(column);
+                }
             }
         }
+        table_key.extend(table_key_computed);
         if table_key.is_empty() {
             return Err(SqlError::unsupported(
                 format!("a lookup join with `{name}` without a key equality"),
                 "join ON s.x = d.key: the table is read by key",
             ));
         }
-        // Keys that are expressions become columns; the pairs stay in `j.on` order.
         let (left, extra) = self.key_columns(&left, ls, computed.iter().copied())?;
-        let mut extra = extra.into_iter();
-        let mut keys: Vec<String> = Vec::new();
-        let mut plain = stream_key.into_iter();
-        for (l, _) in &j.on {
-            let next = if column_index(l, ls).is_ok() {
-                plain.next()
-            } else {
-                extra.next()
-            };
-            keys.extend(next);
-        }
+        let mut keys = stream_key;
+        keys.extend(extra);
         let mut taken = left.physical_columns();
         let names: Vec<String> = schema
             .fields()

@@ -164,24 +164,23 @@ impl Translator<'_> {
         columns.push(rank);
         let mut stream = Stream::of_node(node, columns);
         if window_end.is_some() {
+            // Append-only: rows keep their event time.
             stream.event_time = input.event_time;
-            self.memo
-                .insert(LogicalPlan::Window(window.clone()), stream);
-            return Ok(Some(self.translate(&f.input)?));
+        } else {
+            // Keyed by the partition, and by the rank when more than one row is kept.
+            let mut keys: Vec<usize> = params
+                .partition_by
+                .iter()
+                .filter_map(|e| match e {
+                    Expr::Column(c) => in_schema.index_of_column(c).ok(),
+                    _ => None,
+                })
+                .collect();
+            if limit > 1 {
+                keys.push(at);
+            }
+            stream.updating = Some(keys);
         }
-        // Keyed by the partition, and by the rank when more than one row is kept.
-        let mut keys: Vec<usize> = params
-            .partition_by
-            .iter()
-            .filter_map(|e| match e {
-                Expr::Column(c) => in_schema.index_of_column(c).ok(),
-                _ => None,
-            })
-            .collect();
-        if limit > 1 {
-            keys.push(at);
-        }
-        stream.updating = Some(keys);
         self.memo
             .insert(LogicalPlan::Window(window.clone()), stream);
         // The filter keeps every row the Top-N emits.
