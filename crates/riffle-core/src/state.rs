@@ -11,7 +11,7 @@ pub const KEY_GROUP_FIELD: &str = "_key_group";
 pub const ROW_KEY_METADATA: &str = "riffle.row_key";
 
 /// Schema metadata key of a state batch that holds an operator's own bookkeeping (the
-/// window aggregate's `fired_through`), not rows a user would query: restored like any
+/// window aggregate's `fired_through_end`), not rows a user would query: restored like any
 /// state, left out of `riffle state query`.
 pub const INTERNAL_METADATA: &str = "riffle.internal";
 

@@ -25,6 +25,15 @@ pub enum WindowSpec {
         /// Distance between window starts.
         slide: Duration,
     },
+    /// Windows that grow by `step` from a common start until they are `max` long,
+    /// then start again (Flink's CUMULATE): `[s, s+step)`, `[s, s+2·step)`, … `[s, s+max)`
+    /// with `s` a multiple of `max` (`max` a multiple of `step`).
+    Cumulating {
+        /// How much each window adds to the previous one.
+        step: Duration,
+        /// The longest window; windows restart at multiples of it.
+        max: Duration,
+    },
     /// Per key, rows closer than `gap` belong to one session.
     Session {
         /// Inactivity gap that ends a session.
@@ -42,8 +51,83 @@ impl WindowSpec {
         match self {
             WindowSpec::Tumbling { size } => format!("tumble({size:?})"),
             WindowSpec::Hopping { size, slide } => format!("hop({size:?}, {slide:?})"),
+            WindowSpec::Cumulating { step, max } => format!("cumulate({step:?}, {max:?})"),
             WindowSpec::Session { gap } => format!("session({gap:?})"),
         }
+    }
+}
+
+/// Where the windows of a tumbling, hopping or cumulating spec lie, in nanoseconds.
+///
+/// Every window ends at a multiple of `pane` (the size of a tumble, the slide of a hop,
+/// the step of a cumulate), and each `pane`-long slice of event time is in one run of
+/// consecutive windows; so a window is named by its end, windows fire in order of end,
+/// and state is kept per pane (docs/engine.md, "Window aggregates").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WindowGeometry {
+    /// Length of a pane: the distance between consecutive window ends.
+    pub pane: i64,
+    /// The (largest) window length: a multiple of `pane`.
+    pub size: i64,
+    /// Cumulating windows start at multiples of `size`; the others `size` before their end.
+    cumulating: bool,
+}
+
+impl WindowGeometry {
+    /// The geometry of `spec`, or `None` for sessions (which have none) and for lengths
+    /// that are not positive multiples of the pane.
+    pub fn of(spec: WindowSpec) -> Option<Self> {
+        let (pane, size, cumulating) = match spec {
+            WindowSpec::Tumbling { size } => (nanos(size), nanos(size), false),
+            WindowSpec::Hopping { size, slide } => (nanos(slide), nanos(size), false),
+            WindowSpec::Cumulating { step, max } => (nanos(step), nanos(max), true),
+            WindowSpec::Session { .. } => return None,
+        };
+        (pane > 0 && size > 0 && size % pane == 0).then_some(Self {
+            pane,
+            size,
+            cumulating,
+        })
+    }
+
+    /// Whether each window is exactly one pane (a tumble): no merging needed.
+    pub fn one_pane_per_window(&self) -> bool {
+        self.pane == self.size
+    }
+
+    /// Start of the pane holding event time `ts`.
+    pub fn pane_of(&self, ts: EventTime) -> EventTime {
+        window_start(ts, self.pane)
+    }
+
+    /// Start of the window ending at `end` (a multiple of the pane).
+    pub fn start_of(&self, end: EventTime) -> EventTime {
+        if self.cumulating {
+            window_start(end - 1, self.size)
+        } else {
+            end - self.size
+        }
+    }
+
+    /// End of the first window holding the pane starting at `pane`.
+    pub fn first_end(&self, pane: EventTime) -> EventTime {
+        pane.saturating_add(self.pane)
+    }
+
+    /// End of the last window holding the pane starting at `pane`: once it has fired, the
+    /// pane is in no window still to fire.
+    pub fn last_end(&self, pane: EventTime) -> EventTime {
+        if self.cumulating {
+            window_start(pane, self.size).saturating_add(self.size)
+        } else {
+            pane.saturating_add(self.size)
+        }
+    }
+
+    /// End of the newest window that `watermark` closes (a window `[s, e)` closes when
+    /// the watermark reaches `e − 1`, its last instant).
+    pub fn newest_closed_end(&self, watermark: EventTime) -> EventTime {
+        window_start(watermark.saturating_add(1), self.pane)
     }
 }
 
@@ -208,4 +292,80 @@ pub(crate) fn state_columns(
                 })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn a_tumbling_window_is_one_pane() {
+        let g = WindowGeometry::of(WindowSpec::Tumbling { size: secs(10) }).unwrap();
+        assert!(g.one_pane_per_window());
+        assert_eq!(g.pane_of(13 * S), 10 * S);
+        assert_eq!(g.first_end(10 * S), 20 * S);
+        assert_eq!(g.last_end(10 * S), 20 * S);
+        assert_eq!(g.start_of(20 * S), 10 * S);
+    }
+
+    #[test]
+    fn a_hopping_pane_is_in_size_over_slide_windows() {
+        let g = WindowGeometry::of(WindowSpec::Hopping {
+            size: secs(10),
+            slide: secs(2),
+        })
+        .unwrap();
+        assert_eq!(g.pane_of(13 * S), 12 * S);
+        // [4, 14) … [12, 22): five windows, ends 14 … 22.
+        assert_eq!(g.first_end(12 * S), 14 * S);
+        assert_eq!(g.last_end(12 * S), 22 * S);
+        assert_eq!(g.start_of(14 * S), 4 * S);
+    }
+
+    #[test]
+    fn cumulating_windows_share_their_start_until_the_max() {
+        let g = WindowGeometry::of(WindowSpec::Cumulating {
+            step: secs(2),
+            max: secs(10),
+        })
+        .unwrap();
+        assert!(!g.one_pane_per_window());
+        assert_eq!(g.pane_of(13 * S), 12 * S);
+        // Windows [10, 12), [10, 14), … [10, 20): the pane at 12 is in [10, 14) … [10, 20).
+        assert_eq!(g.first_end(12 * S), 14 * S);
+        assert_eq!(g.last_end(12 * S), 20 * S);
+        assert_eq!(g.start_of(14 * S), 10 * S);
+        assert_eq!(g.start_of(20 * S), 10 * S);
+        assert_eq!(g.start_of(22 * S), 20 * S);
+        // Before the epoch too.
+        assert_eq!(g.start_of(-8 * S), -10 * S);
+        assert_eq!(g.last_end(-4 * S), 0);
+    }
+
+    #[test]
+    fn a_window_closes_when_the_watermark_reaches_its_last_instant() {
+        let g = WindowGeometry::of(WindowSpec::Cumulating {
+            step: secs(2),
+            max: secs(10),
+        })
+        .unwrap();
+        assert_eq!(g.newest_closed_end(14 * S - 1), 14 * S);
+        assert_eq!(g.newest_closed_end(14 * S - 2), 12 * S);
+    }
+
+    #[test]
+    fn sessions_and_uneven_lengths_have_no_geometry() {
+        assert!(WindowGeometry::of(WindowSpec::Session { gap: secs(1) }).is_none());
+        let uneven = WindowSpec::Cumulating {
+            step: secs(3),
+            max: secs(10),
+        };
+        assert!(WindowGeometry::of(uneven).is_none());
+    }
 }

@@ -1,13 +1,16 @@
-//! Keyed aggregates over tumbling and hopping event-time windows, fired by watermark.
+//! Keyed aggregates over tumbling, hopping and cumulating event-time windows, fired by
+//! watermark.
 //!
 //! Output: key columns, `window_start`, `window_end`, aggregates, and `_timestamp =
 //! window_end − 1ns` (the window's last instant). A window `[s, e)` fires when the
-//! watermark reaches `e − 1`; a row whose every window has fired is late: dropped and
-//! counted.
+//! watermark reaches `e − 1`; windows fire in order of end. A row whose every window has
+//! fired is late: dropped and counted; a row some of whose windows are still open counts
+//! in those (as in Flink).
 //!
-//! State is kept per *pane* (one slide of event time): a row updates one pane, not every
-//! hopping window it falls in, and a window fires by merging its `size / slide` panes.
-//! A pane is dropped once the last window containing it has fired.
+//! State is kept per *pane* (one slide or step of event time, [`WindowGeometry`]): a row
+//! updates one pane, not every window it falls in, and a window fires by merging the
+//! panes between its start and end. A pane is dropped once the last window containing
+//! it has fired.
 
 use crate::aggregate::normalize_inputs;
 use crate::aggregate::{
@@ -15,8 +18,8 @@ use crate::aggregate::{
 };
 use crate::delta_log::DeltaLog;
 use crate::window::{
-    key_group_column, nanos, timestamp_array, timestamps, window_fields, window_start,
-    window_state_schema, WindowSpec,
+    key_group_column, timestamp_array, timestamps, window_fields, window_state_schema,
+    WindowGeometry, WindowSpec,
 };
 use riffle_core::arrow::array::{ArrayRef, AsArray, UInt32Array};
 use riffle_core::arrow::compute::{take, take_record_batch};
@@ -33,50 +36,49 @@ use std::sync::Arc;
 const PANE_START: &str = "pane_start";
 
 /// The column of the state batch that says which windows had fired at the snapshot:
-/// every window starting at or before it. One row per key group, so that every subtask
+/// every window ending at or before it. One row per key group, so that every subtask
 /// of a rescaled restore gets it; a subtask restores the smallest it is given.
-const FIRED_THROUGH: &str = "fired_through";
+const FIRED_THROUGH_END: &str = "fired_through_end";
 
-/// Plans a tumbling or hopping window aggregate.
+/// The same record as written by earlier versions: the newest fired window's *start*
+/// (tumbling and hopping windows only). Read on restore, never written.
+const FIRED_THROUGH_START: &str = "fired_through";
+
+/// Plans a tumbling, hopping or cumulating window aggregate.
 pub struct WindowAggregateFactory {
     keys: Vec<usize>,
     key_schema: SchemaRef,
     aggregates: Vec<BoundAggregate>,
     specs: Vec<AggregateSpec>,
-    size: i64,
-    slide: i64,
+    geometry: WindowGeometry,
     window: WindowSpec,
     input_timestamp: usize,
     schema: StreamSchema,
 }
 
 impl WindowAggregateFactory {
-    /// `aggregates` per `keys` per `window` (tumbling or hopping) over `input`.
+    /// `aggregates` per `keys` per `window` (tumbling, hopping or cumulating) over `input`.
     ///
     /// # Errors
     /// Unknown columns, a session window (use [`crate::SessionAggregateFactory`]), or a
-    /// hop whose size is not a positive multiple of its slide.
+    /// window whose size is not a positive multiple of its slide or step.
     pub fn new(
         input: &StreamSchema,
         keys: &[&str],
         window: WindowSpec,
         aggregates: Vec<AggregateSpec>,
     ) -> Result<Self> {
-        let (size, slide) = match window {
-            WindowSpec::Tumbling { size } => (nanos(size), nanos(size)),
-            WindowSpec::Hopping { size, slide } => (nanos(size), nanos(slide)),
-            WindowSpec::Session { .. } => {
-                return Err(Error::plan(
-                    "session windows are planned by SessionAggregateFactory",
-                ))
-            }
-        };
-        if size <= 0 || slide <= 0 || size % slide != 0 {
-            return Err(Error::plan(format!(
-                "window size must be a positive multiple of the slide: {}",
-                window.describe()
-            )));
+        if let WindowSpec::Session { .. } = window {
+            return Err(Error::plan(
+                "session windows are planned by SessionAggregateFactory",
+            ));
         }
+        let geometry = WindowGeometry::of(window).ok_or_else(|| {
+            Error::plan(format!(
+                "window size must be a positive multiple of the slide or step: {}",
+                window.describe()
+            ))
+        })?;
         let key_idx = keys
             .iter()
             .map(|k| input.index_of(k))
@@ -96,8 +98,7 @@ impl WindowAggregateFactory {
             key_schema,
             aggregates: bound,
             specs: aggregates,
-            size,
-            slide,
+            geometry,
             window,
             input_timestamp: input.timestamp_index,
             schema,
@@ -137,8 +138,7 @@ impl OperatorFactory for WindowAggregateFactory {
             keys: self.keys.clone(),
             key_schema: self.key_schema.clone(),
             aggregates: self.aggregates.clone(),
-            size: self.size,
-            slide: self.slide,
+            geometry: self.geometry,
             input_timestamp: self.input_timestamp,
             schema: self.schema.clone(),
             panes: BTreeMap::new(),
@@ -173,13 +173,12 @@ struct WindowAggregate {
     keys: Vec<usize>,
     key_schema: SchemaRef,
     aggregates: Vec<BoundAggregate>,
-    size: i64,
-    slide: i64,
+    geometry: WindowGeometry,
     input_timestamp: usize,
     schema: StreamSchema,
     /// Panes by start, while a window containing them is open.
     panes: BTreeMap<EventTime, PaneState>,
-    /// Start of the newest window fired; windows fire in order of start.
+    /// End of the newest window fired; windows fire in order of end.
     last_fired: Option<EventTime>,
     /// Restored from a snapshot that did not record what had fired (written by an older
     /// version) and not yet told the watermark it resumes at (see `on_watermark`).
@@ -195,8 +194,9 @@ struct WindowAggregate {
 }
 
 impl WindowAggregate {
-    fn closed(&self, start: EventTime) -> bool {
-        start.saturating_add(self.size - 1) <= self.watermark
+    /// Whether the window ending at `end` is closed by the watermark.
+    fn closed(&self, end: EventTime) -> bool {
+        end - 1 <= self.watermark
     }
 
     fn new_pane(&self) -> Result<PaneState> {
@@ -207,7 +207,12 @@ impl WindowAggregate {
         })
     }
 
-    fn emit(&self, start: EventTime, state: &PaneState) -> Result<Option<RecordBatch>> {
+    fn emit(
+        &self,
+        start: EventTime,
+        end: EventTime,
+        state: &PaneState,
+    ) -> Result<Option<RecordBatch>> {
         let n = state.keys.len();
         if n == 0 {
             return Ok(None);
@@ -215,21 +220,22 @@ impl WindowAggregate {
         let ids: Vec<u32> = (0..n as u32).collect();
         let mut columns = state.keys.keys(&ids)?;
         columns.push(timestamp_array(vec![start; n]));
-        columns.push(timestamp_array(vec![start + self.size; n]));
+        columns.push(timestamp_array(vec![end; n]));
         columns.extend(state.accumulators.finish(&ids)?);
-        columns.push(timestamp_array(vec![start + self.size - 1; n]));
+        columns.push(timestamp_array(vec![end - 1; n]));
         Ok(Some(RecordBatch::try_new(
             self.schema.schema.clone(),
             columns,
         )?))
     }
 
-    /// The window starting at `start`: its panes merged (a tumbling window is its pane).
-    fn fire(&self, start: EventTime) -> Result<Option<RecordBatch>> {
-        let mut panes = self.panes.range(start..start + self.size);
-        if self.size == self.slide {
+    /// The window ending at `end`: its panes merged (a window of one pane is that pane).
+    fn fire(&self, end: EventTime) -> Result<Option<RecordBatch>> {
+        let start = self.geometry.start_of(end);
+        let mut panes = self.panes.range(start..end);
+        if self.geometry.one_pane_per_window() || panes.clone().nth(1).is_none() {
             return match panes.next() {
-                Some((_, pane)) => self.emit(start, pane),
+                Some((_, pane)) => self.emit(start, end, pane),
                 None => Ok(None),
             };
         }
@@ -243,21 +249,21 @@ impl WindowAggregate {
                 .accumulators
                 .merge_from(&pane.accumulators, &ids, &groups);
         }
-        self.emit(start, &merged)
+        self.emit(start, end, &merged)
     }
 
-    /// Whether the window starting at `start` fired already (before a restore, perhaps
-    /// at a watermark higher than the one this run resumed at).
-    fn fired(&self, start: EventTime) -> bool {
-        self.last_fired.is_some_and(|last| start <= last)
+    /// Whether the window ending at `end` fired already (before a restore, perhaps at a
+    /// watermark higher than the one this run resumed at).
+    fn fired(&self, end: EventTime) -> bool {
+        self.last_fired.is_some_and(|last| end <= last)
     }
 
-    /// The state batch recording which windows have fired (see [`FIRED_THROUGH`]).
+    /// The state batch recording which windows have fired (see [`FIRED_THROUGH_END`]).
     fn fired_batch(&self) -> Result<Option<RecordBatch>> {
         let through = match (self.last_fired, self.watermark > EventTime::MIN) {
             (last, true) => Some(
                 last.unwrap_or(EventTime::MIN)
-                    .max(self.newest_closed(self.watermark)),
+                    .max(self.geometry.newest_closed_end(self.watermark)),
             ),
             (Some(last), false) => Some(last),
             (None, false) => None,
@@ -273,11 +279,11 @@ impl WindowAggregate {
                     riffle_core::arrow::datatypes::DataType::UInt16,
                     false,
                 ),
-                Field::new(FIRED_THROUGH, timestamp_type(), false),
+                Field::new(FIRED_THROUGH_END, timestamp_type(), false),
             ])
             .with_metadata(std::collections::HashMap::from([(
                 riffle_core::state::INTERNAL_METADATA.to_string(),
-                FIRED_THROUGH.to_string(),
+                FIRED_THROUGH_END.to_string(),
             )])),
         );
         let n = groups.len();
@@ -288,11 +294,6 @@ impl WindowAggregate {
                 timestamp_array(vec![through; n]),
             ],
         )?))
-    }
-
-    /// Start of the newest window that `watermark` closes.
-    fn newest_closed(&self, watermark: EventTime) -> EventTime {
-        window_start(watermark.saturating_sub(self.size - 1), self.slide)
     }
 }
 
@@ -327,9 +328,9 @@ impl Operator for WindowAggregate {
         let mut late = 0u64;
         let mut by_start: BTreeMap<EventTime, Vec<u32>> = BTreeMap::new();
         for (row, &t) in ts.iter().enumerate() {
-            // The row's pane starts where its newest window starts.
-            let pane = window_start(t, self.slide);
-            if self.closed(pane) || self.fired(pane) {
+            let pane = self.geometry.pane_of(t);
+            let last = self.geometry.last_end(pane);
+            if self.closed(last) || self.fired(last) {
                 late += 1;
                 continue;
             }
@@ -365,30 +366,30 @@ impl Operator for WindowAggregate {
             // of a keyed exchange see the same watermarks, so this holds after a
             // rescale too.)
             if watermark > EventTime::MIN {
-                self.last_fired = Some(self.newest_closed(watermark));
+                self.last_fired = Some(self.geometry.newest_closed_end(watermark));
             }
         }
-        let windows_per_pane = self.size / self.slide;
         let mut fired = 0;
         while let Some(&first) = self.panes.keys().next() {
-            // The oldest window holding the oldest pane, unless it already fired.
-            let mut start = first - (windows_per_pane - 1) * self.slide;
+            // The first window holding the oldest pane, unless it already fired.
+            let mut end = self.geometry.first_end(first);
             if let Some(last) = self.last_fired {
-                start = start.max(last + self.slide);
+                end = end.max(last + self.geometry.pane);
             }
-            if !self.closed(start) {
+            if !self.closed(end) {
                 break;
             }
-            if let Some(batch) = self.fire(start)? {
+            if let Some(batch) = self.fire(end)? {
                 out.push(batch);
                 fired += 1;
             }
-            self.last_fired = Some(start);
-            // A pane starting at or before `start` is in no window still to fire.
+            self.last_fired = Some(end);
+            // Panes whose last window has fired are in no window still to fire (a later
+            // pane's last window never ends sooner).
             while self
                 .panes
                 .first_key_value()
-                .is_some_and(|(&p, _)| p <= start)
+                .is_some_and(|(&p, _)| self.geometry.last_end(p) <= end)
             {
                 self.panes.pop_first();
             }
@@ -426,14 +427,18 @@ impl Operator for WindowAggregate {
         self.resuming = true;
         let mut groups = Vec::new();
         for batch in state.batches {
-            if let Some(through) = batch
-                .column_by_name(FIRED_THROUGH)
-                .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())
-            {
-                // What fired comes from the snapshot itself, never from the first
-                // watermark this run sees (which a rescaled restore may set lower).
-                if let Some(min) = through.values().iter().min() {
-                    let min = *min;
+            // What fired comes from the snapshot itself, never from the first watermark
+            // this run sees (which a rescaled restore may set lower).
+            let fired_end = |name: &str, offset: i64| {
+                batch
+                    .column_by_name(name)
+                    .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())
+                    .map(|through| through.values().iter().min().map(|m| m + offset))
+            };
+            let through = fired_end(FIRED_THROUGH_END, 0)
+                .or_else(|| fired_end(FIRED_THROUGH_START, self.geometry.size));
+            if let Some(min) = through {
+                if let Some(min) = min {
                     self.last_fired = Some(self.last_fired.map_or(min, |l| l.min(min)));
                 }
                 self.resuming = false;

@@ -125,6 +125,26 @@ fn reference_fixed(input: &[Row], size: i64, slide: i64) -> Results {
         .collect()
 }
 
+/// Each row is in the windows `[s, e)` with `s` the start of its `max`-long window and
+/// `e` every multiple of `step` after `s` past the row, up to `s + max`.
+fn reference_cumulating(input: &[Row], step: i64, max: i64) -> Results {
+    let mut windows: BTreeMap<(i64, i64, i64), Vec<&Row>> = BTreeMap::new();
+    for r in input {
+        let start = r.ts - r.ts.rem_euclid(max);
+        let mut end = start + step;
+        while end <= start + max {
+            if end > r.ts {
+                windows.entry((r.k, start, end)).or_default().push(r);
+            }
+            end += step;
+        }
+    }
+    windows
+        .into_iter()
+        .map(|(k, rows)| (k, summarize(&rows)))
+        .collect()
+}
+
 fn reference_sessions(input: &[Row], gap: i64) -> Results {
     let mut by_key: BTreeMap<i64, Vec<&Row>> = BTreeMap::new();
     for r in input {
@@ -176,6 +196,71 @@ fn tumbling_and_hopping_windows_match_the_reference() {
             }
         }
     }
+}
+
+#[test]
+fn cumulating_windows_match_the_reference() {
+    for seed in [1u64, 2, 3] {
+        let input = rows(seed, 600, 7, 150);
+        for (step_ms, max_ms) in [(250i64, 1000i64), (100, 300), (500, 500)] {
+            let expected = reference_cumulating(&input, step_ms * 1_000_000, max_ms * 1_000_000);
+            let window = WindowSpec::Cumulating {
+                step: Duration::from_millis(step_ms as u64),
+                max: Duration::from_millis(max_ms as u64),
+            };
+            let factory = WindowAggregateFactory::new(&schema(), &["k"], window, specs()).unwrap();
+            for batch in [1usize, 7, 50, 100] {
+                let got = results(&drive(&factory, &batches_of(&input, batch), DELAY_NS, None));
+                assert_eq!(
+                    got, expected,
+                    "seed {seed}, cumulate {step_ms}/{max_ms} ms, batch {batch}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_late_row_counts_in_the_cumulating_windows_still_open() {
+    let ms = 1_000_000i64;
+    let row = |ts: i64| Row {
+        k: 1,
+        v: Some(1),
+        s: "a".into(),
+        ts: ts * ms,
+    };
+    // With no delay, 2500 ms closes [0, 1 s) and [0, 2 s); the row at 500 ms that comes
+    // after it is late for those two but counts in [0, 3 s) and [0, 4 s). The row at
+    // 4100 ms closes every window of the first 4 seconds; 300 ms after it is dropped.
+    let input = vec![row(0), row(2500), row(500), row(4100), row(300), row(4200)];
+    let factory = WindowAggregateFactory::new(
+        &schema(),
+        &["k"],
+        WindowSpec::Cumulating {
+            step: Duration::from_secs(1),
+            max: Duration::from_secs(4),
+        },
+        specs(),
+    )
+    .unwrap();
+    let got = results(&drive(&factory, &batches_of(&input, 1), 0, None));
+    let counts: Vec<(i64, i64, &str)> = got
+        .iter()
+        .map(|((_, s, e), text)| (*s / ms, *e / ms, text.split(' ').next().unwrap()))
+        .collect();
+    assert_eq!(
+        counts,
+        vec![
+            (0, 1000, "1"),
+            (0, 2000, "1"),
+            (0, 3000, "3"),
+            (0, 4000, "3"),
+            (4000, 5000, "2"),
+            (4000, 6000, "2"),
+            (4000, 7000, "2"),
+            (4000, 8000, "2"),
+        ]
+    );
 }
 
 #[test]
@@ -235,10 +320,24 @@ fn windows_restored_from_a_snapshot_match_an_uninterrupted_run() {
         specs(),
     )
     .unwrap();
+    let cumulate = WindowAggregateFactory::new(
+        &schema(),
+        &["k"],
+        WindowSpec::Cumulating {
+            step: Duration::from_millis(250),
+            max: Duration::from_secs(1),
+        },
+        specs(),
+    )
+    .unwrap();
     let session =
         SessionAggregateFactory::new(&schema(), &["k"], Duration::from_millis(90), specs())
             .unwrap();
-    for factory in [&hop as &dyn riffle_core::OperatorFactory, &session] {
+    for factory in [
+        &hop as &dyn riffle_core::OperatorFactory,
+        &cumulate,
+        &session,
+    ] {
         let batches = batches_of(&input, 37);
         let straight = results(&drive(factory, &batches, DELAY_NS, None));
         for cut in [0, 5, batches.len() / 2, batches.len() - 2] {

@@ -1,6 +1,7 @@
 //! Flink's window table-valued functions:
 //! `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND))` and
-//! `HOP(…, slide, size)` become the relation `t` with three more columns,
+//! `HOP(…, slide, size)` and `CUMULATE(…, step, max)` become the relation `t` with three
+//! more columns,
 //! `window_start`, `window_end` and `window_time` (`window_end` less 1 ms):
 //!
 //! ```sql
@@ -28,7 +29,7 @@ pub const WINDOW_TVFS: [&str; 4] = ["TUMBLE", "HOP", "CUMULATE", "SESSION"];
 /// Rewrites every window TVF in `node` (a query) into its derived table.
 ///
 /// # Errors
-/// A TVF riffle does not run (CUMULATE, SESSION), or one written with the wrong
+/// A TVF riffle does not run (SESSION), or one written with the wrong
 /// arguments, named with what to write.
 pub fn rewrite_window_tvfs<N: VisitMut>(node: &mut N) -> Result<()> {
     struct Rewriter(Option<SqlError>);
@@ -76,10 +77,11 @@ fn derived_table(expr: &Expr) -> Result<Option<datafusion::sql::sqlparser::ast::
     let usage = match name.as_str() {
         "TUMBLE" => "TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND))",
         "HOP" => "TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '10' SECOND))  -- slide, then size",
+        "CUMULATE" => "TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '10' SECOND))  -- step, then max size",
         _ => {
             return Err(SqlError::unsupported(
                 format!("the window table-valued function {name}"),
-                "use TUMBLE or HOP, or the group-window function session(INTERVAL …) in GROUP BY for sessions",
+                "use TUMBLE, HOP or CUMULATE, or the group-window function session(INTERVAL …) in GROUP BY for sessions",
             ))
         }
     };
@@ -170,13 +172,25 @@ mod tests {
     }
 
     #[test]
-    fn cumulate_and_wrong_arguments_are_refused_by_name() {
-        let e = rewritten(
+    fn cumulate_keeps_step_then_max() {
+        let text = rewritten(
             "SELECT * FROM TABLE(CUMULATE(TABLE bid, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '10' SECOND))",
+        )
+        .unwrap();
+        assert!(
+            text.contains("cumulate(ts, INTERVAL '2' SECOND, INTERVAL '10' SECOND)['end']"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn session_and_wrong_arguments_are_refused_by_name() {
+        let e = rewritten(
+            "SELECT * FROM TABLE(SESSION(TABLE bid, DESCRIPTOR(ts), INTERVAL '2' SECOND))",
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("CUMULATE is not supported"), "{e}");
+        assert!(e.contains("SESSION is not supported"), "{e}");
         let e = rewritten("SELECT * FROM TABLE(TUMBLE(TABLE bid, INTERVAL '2' SECOND))")
             .unwrap_err()
             .to_string();

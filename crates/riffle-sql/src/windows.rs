@@ -1,5 +1,5 @@
-//! The window functions of riffle SQL: `tumble(size)`, `hop(slide, size)` and
-//! `session(gap)`, Arroyo style. In `GROUP BY` they assign rows to event-time windows;
+//! The window functions of riffle SQL: `tumble(size)`, `hop(slide, size)`,
+//! `cumulate(step, max)` and `session(gap)`, Arroyo style. In `GROUP BY` they assign rows to event-time windows;
 //! their value is the struct `{start, end}` of the window. They are planning markers:
 //! DataFusion never evaluates them (the translator replaces them with riffle's window
 //! operators), so they are volatile to keep the optimizer from folding them.
@@ -15,7 +15,7 @@ use riffle_operators::WindowSpec;
 use std::time::Duration;
 
 /// Names of the window functions.
-pub const WINDOW_FUNCTIONS: [&str; 3] = ["tumble", "hop", "session"];
+pub const WINDOW_FUNCTIONS: [&str; 4] = ["tumble", "hop", "cumulate", "session"];
 
 /// The type of a window value: `{start, end}` timestamps (end exclusive).
 pub fn window_type() -> DataType {
@@ -91,6 +91,7 @@ pub fn window_call(expr: &Expr) -> Result<Option<WindowSpec>> {
     let usage = match name {
         "tumble" => "tumble(INTERVAL '10' SECOND)",
         "hop" => "hop(INTERVAL '2' SECOND, INTERVAL '10' SECOND)  -- slide, then size",
+        "cumulate" => "cumulate(INTERVAL '2' SECOND, INTERVAL '10' SECOND)  -- step, then max size",
         _ => "session(INTERVAL '10' SECOND)  -- the inactivity gap",
     };
     let wrong = |why: String| SqlError::Plan {
@@ -119,13 +120,17 @@ pub fn window_call(expr: &Expr) -> Result<Option<WindowSpec>> {
                 slide: *slide,
             }
         }
-        ("session", [gap]) => WindowSpec::Session { gap: *gap },
-        _ => {
-            return Err(wrong(format!(
-                "takes {} argument(s)",
-                if name == "hop" { 2 } else { 1 }
-            )))
+        ("cumulate", [step, max]) => {
+            if max.as_nanos() % step.as_nanos() != 0 {
+                return Err(wrong("the max size must be a multiple of the step".into()));
+            }
+            WindowSpec::Cumulating {
+                step: *step,
+                max: *max,
+            }
         }
+        ("session", [gap]) => WindowSpec::Session { gap: *gap },
+        _ => return Err(wrong(format!("takes {} argument(s)", interval_count(name)))),
     };
     Ok(Some(spec))
 }
@@ -140,10 +145,18 @@ pub fn window_descriptor(expr: &Expr) -> Option<&datafusion::common::Column> {
     }
 }
 
+/// How many intervals the window function `name` takes.
+fn interval_count(name: &str) -> usize {
+    match name {
+        "hop" | "cumulate" => 2,
+        _ => 1,
+    }
+}
+
 /// A window TVF passes its DESCRIPTOR column before the sizes (`tvf.rs`): a column
 /// first, and one argument more than the function's sizes.
 fn descriptor_of<'e>(args: &'e [Expr], name: &str) -> Option<&'e datafusion::common::Column> {
-    let sizes = if name == "hop" { 2 } else { 1 };
+    let sizes = interval_count(name);
     match args.first() {
         Some(Expr::Column(c)) if args.len() == sizes + 1 => Some(c),
         _ => None,

@@ -70,8 +70,10 @@ const SUITE: [(&str, Status); 23] = [
 
 /// Queries in the suite's style for what its 23 do not cover (`more/`), compared the
 /// same way.
-const MORE: [(&str, Status); 8] = [
+const MORE: [(&str, Status); 10] = [
     ("window_top_n", APPEND),
+    ("cumulate", APPEND),
+    ("cumulate_top_n", APPEND),
     ("window_top_n_rows", APPEND),
     ("join_on_expressions", APPEND),
     ("avg_of_integers", Compared(&["auction"])),
@@ -83,8 +85,10 @@ const MORE: [(&str, Status); 8] = [
 
 /// The compared queries that keep state: also run through crashes and restores at
 /// other parallelisms.
-const STATEFUL: [&str; 21] = [
+const STATEFUL: [&str; 23] = [
     "window_top_n",
+    "cumulate",
+    "cumulate_top_n",
     "window_top_n_rows",
     "q6_corrected",
     "over_rows",

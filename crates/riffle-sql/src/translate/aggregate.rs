@@ -1,4 +1,4 @@
-//! `GROUP BY`: window aggregates (tumble, hop, session, or a window column of the input),
+//! `GROUP BY`: window aggregates (tumble, hop, cumulate, session, or a window column of the input),
 //! unbounded updating aggregates, and the interval-max join of Nexmark q4.
 
 use super::{
@@ -131,12 +131,8 @@ impl Translator<'_> {
                 let spec = WindowSpec::Tumbling { size: granule };
                 let f = WindowAggregateFactory::new(&schema, &key_refs, spec, specs)?;
                 let node = self.add("window_aggregate", Arc::new(f), p, &[source])?;
-                // The input window's length, to rebuild its start from the end.
-                let size = match w.spec {
-                    WindowSpec::Hopping { size, .. } | WindowSpec::Tumbling { size } => size,
-                    WindowSpec::Session { .. } => granule,
-                };
-                (node, Some((w.spec, Some(size))))
+                // The input window, to rebuild its start from the end.
+                (node, Some((w.spec, Some(w.spec))))
             }
             Grouping::None => {
                 let f = UpdatingAggregateFactory::new(&schema, &key_refs, specs.clone())?;
@@ -153,7 +149,7 @@ impl Translator<'_> {
             if let (Some(part), Some((spec, rebuilt))) = (part, window) {
                 let end = nanos_of("window_end");
                 let start = match rebuilt {
-                    Some(size) => end.clone() - nanos_lit(size),
+                    Some(input) => start_from_end(input, end.clone()),
                     None => nanos_of("window_start"),
                 };
                 exprs.push(super::window_part(start, end, part));
@@ -297,5 +293,20 @@ pub(super) fn peel(plan: &LogicalPlan) -> &LogicalPlan {
     match plan {
         LogicalPlan::SubqueryAlias(a) => peel(&a.input),
         p => p,
+    }
+}
+
+/// The start (Int64 nanoseconds) of a window of `spec` from its `end`: `size` before it
+/// for tumbles and hops, the multiple of `max` below it for cumulates.
+fn start_from_end(spec: WindowSpec, end: Expr) -> Expr {
+    match spec {
+        WindowSpec::Tumbling { size } | WindowSpec::Hopping { size, .. } => end - nanos_lit(size),
+        WindowSpec::Cumulating { max, .. } => {
+            let last = end - lit(1i64);
+            let max = nanos_lit(max);
+            last.clone() - ((last % max.clone()) + max.clone()) % max
+        }
+        // Grouping a session result by its window is refused before this.
+        WindowSpec::Session { .. } => nanos_of("window_start"),
     }
 }

@@ -11,6 +11,7 @@ use datafusion::logical_expr::expr::AggregateFunction as DfAggregate;
 use datafusion::logical_expr::{Aggregate, Expr, Join, LogicalPlan};
 use riffle_operators::{
     JoinKind, ProjectFactory, StreamJoinFactory, WindowJoinFactory, WindowMaxRowsFactory,
+    WindowSpec,
 };
 use std::sync::Arc;
 
@@ -137,6 +138,17 @@ impl Translator<'_> {
         let p = Some(self.parallelism());
         let node = match window {
             Some(w) => {
+                // A row is in several hopping or cumulating windows; the window join
+                // pairs rows of one window, so joining them per row would pair each
+                // pair once instead of once per shared window.
+                if w.origin == WindowOrigin::PerRow
+                    && !matches!(w.spec, WindowSpec::Tumbling { .. })
+                {
+                    return Err(SqlError::unsupported(
+                        format!("a window join of rows on their {} windows", w.spec.describe()),
+                        "join TUMBLE windows, or aggregate each side per window first (GROUP BY window_start, window_end) and join the results",
+                    ));
+                }
                 let granule = w.granule().ok_or_else(|| {
                     SqlError::unsupported(
                         "joining session windows",

@@ -256,7 +256,7 @@ impl<'a> Translator<'a> {
                 let WindowSpec::Tumbling { .. } = spec else {
                     return Err(SqlError::unsupported(
                         format!("`{inner}` outside GROUP BY"),
-                        "a row falls in several hopping windows and sessions need grouping: use hop()/session() in GROUP BY; tumble() may tag rows",
+                        "a row falls in several hopping or cumulating windows and sessions need grouping: use hop()/cumulate()/session() in GROUP BY; tumble() may tag rows",
                     ));
                 };
                 let name = format!("{VIRTUAL_PREFIX}{i}");
@@ -383,7 +383,7 @@ impl<'a> Translator<'a> {
                     Ok(Some(_)) => {
                         failure = Some(SqlError::unsupported(
                             format!("`{e}` outside GROUP BY"),
-                            "a row falls in several hopping windows and sessions need grouping: use hop()/session() as a GROUP BY item (aliased, e.g. AS w) and read w['start'] / w['end'] from the result",
+                            "a row falls in several hopping or cumulating windows and sessions need grouping: use hop()/cumulate()/session() as a GROUP BY item (aliased, e.g. AS w) and read w['start'] / w['end'] from the result",
                         ));
                         return Ok(Transformed::no(e));
                     }

@@ -39,12 +39,14 @@ pub struct WindowColumn {
 
 impl WindowColumn {
     /// The tumbling window of the rows' event time that separates consecutive windows of
-    /// this column: the size of a tumble, the slide of a hop (rows of a hop window carry
-    /// `end - 1`). Sessions have none.
+    /// this column: the size of a tumble, the slide of a hop, the step of a cumulate
+    /// (rows of a window aggregate carry `end - 1`, and these windows end at multiples of
+    /// it). Sessions have none.
     pub fn granule(&self) -> Option<Duration> {
         match self.spec {
             WindowSpec::Tumbling { size } => Some(size),
             WindowSpec::Hopping { slide, .. } => Some(slide),
+            WindowSpec::Cumulating { step, .. } => Some(step),
             WindowSpec::Session { .. } => None,
         }
     }

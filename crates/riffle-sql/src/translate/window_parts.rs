@@ -117,7 +117,7 @@ pub(super) fn virtual_value(w: WindowColumn, name: &str) -> Result<Expr> {
         WindowSpec::Tumbling { size } => Ok(field_expr_bounds(size, w.part)),
         _ => Err(SqlError::unsupported(
             format!("a {} window's `{name}` outside GROUP BY", w.spec.describe()),
-            "a row falls in several hopping windows: group by window_start, window_end (or hop(…)) first",
+            "a row falls in several hopping or cumulating windows: group by window_start, window_end first",
         )),
     }
 }
