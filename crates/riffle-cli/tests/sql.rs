@@ -310,3 +310,53 @@ fn a_boolean_as_text_is_true_or_false_in_capitals_as_in_flink() {
         assert_eq!(row["text"], expected, "{row}");
     }
 }
+
+/// Flink functions whose DataFusion namesakes differ for some arguments give Flink's
+/// values (from Flink's "System (Built-in) Functions" page, or its code where the page
+/// is silent).
+#[test]
+fn flink_functions_give_flinks_values_where_datafusions_differ() {
+    let calls = [
+        ("LOG(100.0)", serde_json::json!(100f64.ln())),
+        ("LOG(2, 8)", serde_json::json!(3.0)),
+        ("GREATEST(1, 5, 3)", serde_json::json!(5)),
+        ("GREATEST(1, CAST(NULL AS INT), 3)", serde_json::Value::Null),
+        ("LEAST(2, CAST(NULL AS INT))", serde_json::Value::Null),
+        (
+            "CONCAT('a', CAST(NULL AS VARCHAR))",
+            serde_json::Value::Null,
+        ),
+        ("left('abcdef', 3)", serde_json::json!("abc")),
+        ("left('abcdef', -2)", serde_json::json!("")),
+        ("right('abcdef', -2)", serde_json::json!("")),
+        ("SUBSTRING('abcdef', 2, 3)", serde_json::json!("bcd")),
+        ("SUBSTRING('abcdef', 0, 3)", serde_json::json!("abc")),
+        ("SUBSTRING('abcdef', -2)", serde_json::json!("ef")),
+        ("SUBSTRING('abcdef', -9)", serde_json::json!("")),
+        ("SUBSTRING('abcdef', 2, -1)", serde_json::Value::Null),
+        ("SUBSTRING('abcdef' FROM 2 FOR 2)", serde_json::json!("bc")),
+        ("SUBSTR('abcdef', 5)", serde_json::json!("ef")),
+        (
+            "FROM_UNIXTIME(44)",
+            serde_json::json!("1970-01-01 00:00:44"),
+        ),
+        (
+            "FROM_UNIXTIME(44, 'yyyy/MM/dd HH:mm')",
+            serde_json::json!("1970/01/01 00:00"),
+        ),
+        ("TRUNCATE(42.324, 2)", serde_json::json!(42.32)),
+    ];
+    let select: Vec<String> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (call, _))| format!("{call} AS c{i}"))
+        .collect();
+    let rows = stdout_rows(&format!(
+        "CREATE TABLE bid WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '20');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT {} FROM bid;\n",
+        select.join(", ")
+    ));
+    let row = rows.first().expect("a row");
+    for (i, (call, expected)) in calls.iter().enumerate() {
+        assert_eq!(&row[format!("c{i}")], expected, "{call}");
+    }
+}

@@ -16,6 +16,7 @@ mod macros;
 mod proctime;
 mod regexp_extract;
 mod regexp_replace;
+mod spellings;
 mod split_index;
 mod to_timestamp;
 
@@ -105,6 +106,15 @@ fn string_literal(value: Option<&datafusion::common::ScalarValue>) -> Option<&st
 
 /// The DataFusion text of a Flink call, or `None` when `expr` is not one.
 fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
+    if let Expr::Substring {
+        expr: s,
+        substring_from: Some(pos),
+        substring_for: len,
+        ..
+    } = expr
+    {
+        return Ok(Some(spellings::substring(s, pos, len.as_deref())));
+    }
     let Expr::Function(f) = expr else {
         return Ok(None);
     };
@@ -168,19 +178,33 @@ fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
                 args[0], args[1], args[2]
             )
         }
-        // Flink's CONCAT is NULL when any argument is; DataFusion's skips NULLs.
-        "concat" if !args.is_empty() => {
-            let any_null = args
-                .iter()
-                .map(|a| format!("({a}) IS NULL"))
-                .collect::<Vec<_>>()
-                .join(" OR ");
-            let joined = args
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ");
-            format!("(CASE WHEN {any_null} THEN NULL ELSE concat({joined}) END)")
+        // NULL when any argument is; DataFusion's skip NULLs.
+        "concat" | "greatest" | "least" if !args.is_empty() => {
+            spellings::null_if_any(&args, &spellings::call(&name, &args))
+        }
+        // Flink's one-argument LOG is the natural logarithm (DataFusion's is base 10).
+        "log" if args.len() == 1 => format!("ln({})", args[0]),
+        "left" | "right" => {
+            arity(2, &format!("{}(string, length)", name.to_uppercase()))?;
+            spellings::left_or_right(&name, args[0], args[1])
+        }
+        "substr" | "substring" => {
+            if !(2..=3).contains(&args.len()) {
+                arity(3, "SUBSTRING(string, position [, length])")?;
+            }
+            spellings::substring(args[0], args[1], args.get(2).copied())
+        }
+        "from_unixtime" => {
+            if !(1..=2).contains(&args.len()) {
+                arity(2, "FROM_UNIXTIME(seconds [, 'yyyy-MM-dd HH:mm:ss'])")?;
+            }
+            spellings::from_unixtime(args[0], args.get(1).copied())
+        }
+        "truncate" => {
+            if !(1..=2).contains(&args.len()) {
+                arity(2, "TRUNCATE(number [, digits])")?;
+            }
+            spellings::call("trunc", &args)
         }
         other => match EXTRACT_FUNCTIONS.iter().find(|(n, _)| *n == other) {
             Some((_, field)) => {
