@@ -345,6 +345,28 @@ fn flink_functions_give_flinks_values_where_datafusions_differ() {
             serde_json::json!("1970/01/01 00:00"),
         ),
         ("TRUNCATE(42.324, 2)", serde_json::json!(42.32)),
+        (
+            "UNIX_TIMESTAMP('1970-01-01 00:00:44')",
+            serde_json::json!(44),
+        ),
+        (
+            "UNIX_TIMESTAMP('1970/01/01 00:01', 'yyyy/MM/dd HH:mm')",
+            serde_json::json!(60),
+        ),
+        ("UNIX_TIMESTAMP('not a time')", serde_json::json!(i64::MIN)),
+        ("TO_DATE('2024-01-02')", serde_json::json!("2024-01-02")),
+        (
+            "TO_DATE('02/01/2024', 'dd/MM/yyyy')",
+            serde_json::json!("2024-01-02"),
+        ),
+        (
+            "DATE_FORMAT(TO_TIMESTAMP_LTZ(1000, 3), 'yyyy-MM-dd HH:mm:ss')",
+            serde_json::json!("1970-01-01 00:00:01"),
+        ),
+        (
+            "DATE_FORMAT(TO_TIMESTAMP_LTZ(60, 0), 'HH:mm:ss')",
+            serde_json::json!("00:01:00"),
+        ),
     ];
     let select: Vec<String> = calls
         .iter()

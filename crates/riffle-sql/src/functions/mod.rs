@@ -160,7 +160,7 @@ fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
         };
     }
     let text = match name.as_str() {
-        "now" | "current_timestamp" | "localtimestamp" if args.is_empty() => {
+        "now" | "current_timestamp" | "localtimestamp" | "unix_timestamp" if args.is_empty() => {
             return Err(SqlError::unsupported(
                 format!("{}() (processing time)", name.to_uppercase()),
                 "riffle computes on event time, so a restore replays to the same result: use the table's WATERMARK FOR column (its event time) instead",
@@ -199,6 +199,26 @@ fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
                 arity(2, "FROM_UNIXTIME(seconds [, 'yyyy-MM-dd HH:mm:ss'])")?;
             }
             spellings::from_unixtime(args[0], args.get(1).copied())
+        }
+        "unix_timestamp" if !args.is_empty() => {
+            if args.len() > 2 {
+                arity(2, "UNIX_TIMESTAMP(text [, 'yyyy-MM-dd HH:mm:ss'])")?;
+            }
+            spellings::unix_timestamp(args[0], args.get(1).copied())
+        }
+        "to_date" => {
+            if !(1..=2).contains(&args.len()) {
+                arity(2, "TO_DATE(text [, 'yyyy-MM-dd'])")?;
+            }
+            spellings::to_date(args[0], args.get(1).copied())
+        }
+        "to_timestamp_ltz" => {
+            arity(2, "TO_TIMESTAMP_LTZ(number, 3)  -- 0: seconds, 3: milliseconds")?;
+            spellings::to_timestamp_ltz(args[0], args[1]).ok_or_else(|| SqlError::Plan {
+                at: None,
+                message: format!("TO_TIMESTAMP_LTZ precision `{}`", args[1]),
+                hint: Some("write 0 (seconds) or 3 (milliseconds)".into()),
+            })?
         }
         "truncate" => {
             if !(1..=2).contains(&args.len()) {

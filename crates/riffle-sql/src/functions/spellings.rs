@@ -57,3 +57,32 @@ pub(super) fn from_unixtime(seconds: &Expr, pattern: Option<&Expr>) -> String {
     let pattern = pattern.map_or("'yyyy-MM-dd HH:mm:ss'".to_string(), ToString::to_string);
     format!("DATE_FORMAT(to_timestamp_seconds({seconds}), {pattern})")
 }
+
+/// Flink's `UNIX_TIMESTAMP(s [, pattern])`: seconds since the epoch of a time written
+/// in a Java pattern (`yyyy-MM-dd HH:mm:ss` by default, UTC), truncated toward zero as
+/// Java divides; `Long.MIN_VALUE` when `s` does not match, as Flink returns.
+pub(super) fn unix_timestamp(s: &Expr, pattern: Option<&Expr>) -> String {
+    let pattern = pattern.map_or("'yyyy-MM-dd HH:mm:ss'".to_string(), ToString::to_string);
+    let parsed = format!("TO_TIMESTAMP({s}, {pattern})");
+    format!(
+        "(CASE WHEN ({s}) IS NULL THEN NULL WHEN {parsed} IS NULL THEN (-9223372036854775807 - 1) ELSE CAST({parsed} AS BIGINT) / 1000 END)"
+    )
+}
+
+/// Flink's `TO_DATE(s [, pattern])`: the date of a text in a Java pattern (`yyyy-MM-dd`
+/// by default); NULL when it does not match. (DataFusion's `to_date` takes strftime
+/// patterns.)
+pub(super) fn to_date(s: &Expr, pattern: Option<&Expr>) -> String {
+    let pattern = pattern.map_or("'yyyy-MM-dd'".to_string(), ToString::to_string);
+    format!("CAST(TO_TIMESTAMP({s}, {pattern}) AS DATE)")
+}
+
+/// Flink's `TO_TIMESTAMP_LTZ(n, precision)`: `n` seconds (precision 0) or milliseconds
+/// (precision 3) since the epoch; `None` for another precision.
+pub(super) fn to_timestamp_ltz(n: &Expr, precision: &Expr) -> Option<String> {
+    match precision.to_string().as_str() {
+        "0" => Some(format!("to_timestamp_seconds({n})")),
+        "3" => Some(format!("to_timestamp_millis({n})")),
+        _ => None,
+    }
+}
