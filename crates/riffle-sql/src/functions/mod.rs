@@ -12,6 +12,7 @@
 
 mod avg;
 mod date_format;
+mod java_text;
 mod macros;
 mod proctime;
 mod regexp_extract;
@@ -30,6 +31,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use std::ops::ControlFlow;
 
 pub use avg::avg_udaf;
+pub use java_text::java_number_text_udf;
 pub use macros::{define, expand_macros, SqlMacro};
 
 /// The kernels, to register with the planner (they replace DataFusion's functions of
@@ -42,6 +44,7 @@ pub fn flink_udfs() -> Vec<ScalarUDF> {
         regexp_replace::regexp_replace_udf(),
         proctime::proctime_udf(),
         to_timestamp::to_timestamp_udf(),
+        java_text::java_number_text_udf(),
     ]
 }
 

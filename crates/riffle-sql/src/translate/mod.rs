@@ -369,7 +369,7 @@ impl<'a> Translator<'a> {
     /// the riffle columns of `input`.
     pub(crate) fn rewrite(&self, expr: &Expr, input: &Stream, schema: &DFSchema) -> Result<Expr> {
         text::refuse_timestamp_text(expr, schema)?;
-        let expr = text::booleans_as_flink_text(expr, schema)?;
+        let expr = text::values_as_flink_text(expr, schema)?;
         let mut failure: Option<SqlError> = None;
         let rewritten = expr
             .transform_up(|e| {

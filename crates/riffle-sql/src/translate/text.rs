@@ -1,6 +1,7 @@
 //! Values turned into text, as Flink writes them: DataFusion's casts to `VARCHAR` write
-//! some types differently (booleans in lower case, timestamps in ISO 8601), and a
-//! different text is a silently different value.
+//! some types differently (booleans in lower case, floating-point numbers without Java's
+//! `.0` and `E`, timestamps in ISO 8601), and a different text is a silently different
+//! value.
 
 use crate::error::{Result, SqlError};
 use datafusion::common::tree_node::{Transformed, TreeNode};
@@ -9,8 +10,9 @@ use datafusion::logical_expr::{cast, lit, Expr};
 use riffle_core::arrow::datatypes::DataType;
 
 /// A boolean turned into text is `TRUE` or `FALSE`, as in Flink (DataFusion writes
-/// `true`, `false`).
-pub(super) fn booleans_as_flink_text(expr: &Expr, schema: &DFSchema) -> Result<Expr> {
+/// `true`, `false`); a `DOUBLE` or `FLOAT` is written as Java writes it (`1.0`,
+/// `1.0E7`, `1.0E-4`; DataFusion writes `10000000.0`, `0.0001`).
+pub(super) fn values_as_flink_text(expr: &Expr, schema: &DFSchema) -> Result<Expr> {
     use datafusion::logical_expr::{not, when, Cast, ExprSchemable, TryCast};
     Ok(expr
         .clone()
@@ -24,13 +26,20 @@ pub(super) fn booleans_as_flink_text(expr: &Expr, schema: &DFSchema) -> Result<E
                 field.data_type(),
                 DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
             );
-            if !text || !matches!(inner.get_type(schema), Ok(DataType::Boolean)) {
+            if !text {
                 return Ok(Transformed::no(e));
             }
-            let b = inner.as_ref().clone();
-            let flink = when(b.clone(), lit("TRUE"))
-                .when(not(b), lit("FALSE"))
-                .end()?;
+            let value = inner.as_ref().clone();
+            let flink = match inner.get_type(schema) {
+                Ok(DataType::Boolean) => when(value.clone(), lit("TRUE"))
+                    .when(not(value), lit("FALSE"))
+                    .end()?,
+                // Java's Double.toString / Float.toString: `1.0`, `1.0E7`.
+                Ok(DataType::Float64 | DataType::Float32 | DataType::Float16) => {
+                    crate::functions::java_number_text_udf().call(vec![value])
+                }
+                _ => return Ok(Transformed::no(e)),
+            };
             Ok(Transformed::yes(cast(flink, field.data_type().clone())))
         })?
         .data)
