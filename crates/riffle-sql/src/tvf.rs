@@ -101,7 +101,7 @@ fn derived_table(expr: &Expr) -> Result<Option<datafusion::sql::sqlparser::ast::
             _ => Err(wrong("takes positional arguments")),
         })
         .collect::<Result<_>>()?;
-    let intervals = if name == "TUMBLE" { 1 } else { 2 };
+    let intervals = crate::windows::interval_count(&name.to_lowercase());
     if args.len() != 2 + intervals {
         return Err(wrong(&format!(
             "takes a table, a DESCRIPTOR and {intervals} interval(s)"

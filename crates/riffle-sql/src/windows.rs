@@ -146,7 +146,7 @@ pub fn window_descriptor(expr: &Expr) -> Option<&datafusion::common::Column> {
 }
 
 /// How many intervals the window function `name` takes.
-fn interval_count(name: &str) -> usize {
+pub(crate) fn interval_count(name: &str) -> usize {
     match name {
         "hop" | "cumulate" => 2,
         _ => 1,

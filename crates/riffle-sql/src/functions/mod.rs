@@ -146,13 +146,7 @@ fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
     // Flink's group-window auxiliaries: `SESSION_START(ts, gap)` is the start of the
     // window `SESSION(ts, gap)` in GROUP BY (riffle's `session(ts, gap)`).
     if let Some((window, part)) = group_window_auxiliary(&name) {
-        let call = format!(
-            "{window}({})",
-            args.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        let call = spellings::call(window, &args);
         return match part {
             "start" | "end" => Ok(Some(format!("{call}['{part}']"))),
             "rowtime" => Ok(Some(format!("window_time({call})"))),
