@@ -152,6 +152,32 @@ fn malformed_records_can_be_skipped_and_counted() {
 }
 
 #[test]
+fn a_line_holding_two_records_is_malformed_not_half_read() {
+    let dir = tempfile::tempdir().unwrap();
+    // Blank lines count as lines (an error names the line in the file) but hold no record.
+    let text = "{\"id\": 1, \"ts\": \"2025-01-01T00:00:01Z\"}\n\n  \n{\"id\": 2, \"ts\": \"2025-01-01T00:00:02Z\"} {\"id\": 9, \"ts\": \"2025-01-01T00:00:02Z\"}\n{\"id\": 3, \"ts\": \"2025-01-01T00:00:03Z\"}\n";
+    std::fs::write(dir.path().join("a.jsonl"), text).unwrap();
+    let mut cfg = config(dir.path(), FileFormat::Jsonl, MalformedRecords::Fail);
+    cfg.schema = Some(Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("ts", DataType::Utf8, true),
+    ])));
+    let err = run(FileSourceFactory::new(cfg.clone()).unwrap(), 1).expect_err("must fail");
+    match &err {
+        RuntimeError::Task {
+            source: Error::MalformedRecord { line, .. },
+            ..
+        } => assert_eq!(*line, 4),
+        other => panic!("not a malformed record naming the line: {other:?}"),
+    }
+    cfg.on_malformed = MalformedRecords::Skip;
+    let (batches, summary) = run(FileSourceFactory::new(cfg).unwrap(), 1).unwrap();
+    assert_eq!(ids(&batches), vec![1, 3]);
+    let skipped: u64 = summary.operators.iter().map(|o| o.records_skipped).sum();
+    assert_eq!(skipped, 1);
+}
+
+#[test]
 fn a_line_that_is_not_utf8_is_a_malformed_record_named_or_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let mut bytes = b"{\"id\": 1, \"ts\": \"2025-01-01T00:00:01Z\"}\n".to_vec();

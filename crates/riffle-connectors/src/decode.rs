@@ -11,52 +11,151 @@ use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit
 use riffle_core::{timestamp_type, Error, RecordBatch, Result};
 use std::sync::Arc;
 
-/// Decodes `rows` records of `format` (JSONL or CSV without header) from `text`.
-///
-/// A TIMESTAMP column takes a number as epoch milliseconds (as Flink reads it) and text
-/// as a date-time (RFC 3339 / ISO 8601, to the nanosecond), value by value: the column
-/// is decoded as text first, so a JSON number keeps its digits. (Arrow's JSON decoder
-/// would take a number as a count of the column's unit, nanoseconds.) Hence JSON
-/// numbers and booleans in VARCHAR columns are read as their text too, as Flink does.
+/// Decodes `rows` records of `format` (JSONL or CSV without header) from `text` with a
+/// decoder of its own; see [`RecordDecoder::decode`].
 pub(crate) fn decode(
     format: FileFormat,
     schema: &SchemaRef,
     text: &[u8],
     rows: usize,
 ) -> std::result::Result<Option<RecordBatch>, String> {
-    let timestamps: Vec<usize> = schema
-        .fields()
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| matches!(f.data_type(), DataType::Timestamp(..)))
-        .map(|(i, _)| i)
-        .collect();
-    if timestamps.is_empty() {
-        return decode_as(format, schema, text, rows);
+    RecordDecoder::new(format, schema).decode(text, rows)
+}
+
+/// Decodes batches of text records (JSON objects or CSV lines) of one schema, keeping
+/// one Arrow decoder from batch to batch: building one costs about as much as decoding
+/// a small batch. After an error the decoder is built anew.
+pub(crate) struct RecordDecoder {
+    format: FileFormat,
+    schema: SchemaRef,
+    /// `schema` with its TIMESTAMP columns as text (see [`RecordDecoder::decode`]).
+    text_schema: SchemaRef,
+    timestamps: Vec<usize>,
+    /// Rows the Arrow decoder takes per batch.
+    capacity: usize,
+    arrow: Option<ArrowDecoder>,
+}
+
+enum ArrowDecoder {
+    Json(riffle_core::arrow::json::reader::Decoder),
+    Csv(Box<riffle_core::arrow::csv::reader::Decoder>),
+}
+
+impl ArrowDecoder {
+    /// Every record in `text`; an error if the decoder fills up before the end of
+    /// `text` (more records than it was built for).
+    fn decode_all(&mut self, text: &[u8]) -> std::result::Result<Option<RecordBatch>, String> {
+        let mut rest = text;
+        let batch = match self {
+            ArrowDecoder::Json(d) => {
+                let n = d.decode(rest).map_err(|e| e.to_string())?;
+                rest = &rest[n..];
+                d.flush().map_err(|e| e.to_string())?
+            }
+            ArrowDecoder::Csv(d) => {
+                while !rest.is_empty() {
+                    let n = d.decode(rest).map_err(|e| e.to_string())?;
+                    if n == 0 {
+                        break;
+                    }
+                    rest = &rest[n..];
+                }
+                d.flush().map_err(|e| e.to_string())?
+            }
+        };
+        if !rest.iter().all(u8::is_ascii_whitespace) {
+            return Err("more records than lines".into());
+        }
+        Ok(batch)
     }
-    let as_text: Vec<Field> = schema
-        .fields()
-        .iter()
-        .map(|f| match f.data_type() {
-            DataType::Timestamp(..) => f.as_ref().clone().with_data_type(DataType::Utf8),
-            _ => f.as_ref().clone(),
+}
+
+impl RecordDecoder {
+    pub(crate) fn new(format: FileFormat, schema: &SchemaRef) -> Self {
+        let timestamps: Vec<usize> = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| matches!(f.data_type(), DataType::Timestamp(..)))
+            .map(|(i, _)| i)
+            .collect();
+        let as_text: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                DataType::Timestamp(..) => f.as_ref().clone().with_data_type(DataType::Utf8),
+                _ => f.as_ref().clone(),
+            })
+            .collect();
+        Self {
+            format,
+            schema: schema.clone(),
+            text_schema: Arc::new(Schema::new_with_metadata(
+                as_text,
+                schema.metadata().clone(),
+            )),
+            timestamps,
+            capacity: 0,
+            arrow: None,
+        }
+    }
+
+    fn build(&self) -> std::result::Result<ArrowDecoder, String> {
+        let schema = self.text_schema.clone();
+        Ok(match self.format {
+            FileFormat::Jsonl => ArrowDecoder::Json(
+                riffle_core::arrow::json::ReaderBuilder::new(schema)
+                    .with_coerce_primitive(true)
+                    .with_batch_size(self.capacity)
+                    .build_decoder()
+                    .map_err(|e| e.to_string())?,
+            ),
+            _ => ArrowDecoder::Csv(Box::new(
+                riffle_core::arrow::csv::ReaderBuilder::new(schema)
+                    .with_header(false)
+                    .with_batch_size(self.capacity)
+                    .build_decoder(),
+            )),
         })
-        .collect();
-    let as_text = Arc::new(Schema::new_with_metadata(
-        as_text,
-        schema.metadata().clone(),
-    ));
-    let Some(batch) = decode_as(format, &as_text, text, rows)? else {
-        return Ok(None);
-    };
-    let mut columns = batch.columns().to_vec();
-    for i in timestamps {
-        let field = schema.field(i);
-        columns[i] = timestamp_from_text(&columns[i], field)?;
     }
-    RecordBatch::try_new(schema.clone(), columns)
-        .map(Some)
-        .map_err(|e| e.to_string())
+
+    /// Decodes the `rows` records in `text`.
+    ///
+    /// A TIMESTAMP column takes a number as epoch milliseconds (as Flink reads it) and
+    /// text as a date-time (RFC 3339 / ISO 8601, to the nanosecond), value by value: the
+    /// column is decoded as text first, so a JSON number keeps its digits. (Arrow's JSON
+    /// decoder would take a number as a count of the column's unit, nanoseconds.) Hence
+    /// JSON numbers and booleans in VARCHAR columns are read as their text too, as Flink
+    /// does.
+    pub(crate) fn decode(
+        &mut self,
+        text: &[u8],
+        rows: usize,
+    ) -> std::result::Result<Option<RecordBatch>, String> {
+        let mut arrow = match self.arrow.take() {
+            Some(arrow) if rows <= self.capacity => arrow,
+            _ => {
+                self.capacity = self.capacity.max(rows).max(1);
+                self.build()?
+            }
+        };
+        // (On an error `arrow` is dropped, with whatever it held.)
+        let decoded = arrow.decode_all(text)?;
+        self.arrow = Some(arrow);
+        let Some(batch) = decoded else {
+            return Ok(None);
+        };
+        if self.timestamps.is_empty() {
+            return Ok(Some(batch));
+        }
+        let mut columns = batch.columns().to_vec();
+        for &i in &self.timestamps {
+            columns[i] = timestamp_from_text(&columns[i], self.schema.field(i))?;
+        }
+        RecordBatch::try_new(self.schema.clone(), columns)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// Epoch milliseconds (an Int64 column) as timestamps of type `target`, through a
@@ -90,13 +189,34 @@ fn timestamp_from_text(column: &ArrayRef, field: &Field) -> std::result::Result<
         ..Default::default()
     };
     let target = field.data_type();
-    let millis = cast_with_options(column, &DataType::Int64, &safe).map_err(|e| e.to_string())?;
-    // (A value past the column unit's range becomes NULL, reported below.)
-    let from_millis = epoch_millis_as(&millis, target).map_err(|e| e.to_string())?;
-    let from_text = cast_with_options(column, target, &safe).map_err(|e| e.to_string())?;
-    let is_millis = is_not_null(&millis).map_err(|e| e.to_string())?;
-    let values = zip(&is_millis, &from_millis, &from_text).map_err(|e| e.to_string())?;
     let text = column.as_string::<i32>();
+    let as_text = || cast_with_options(column, target, &safe).map_err(|e| e.to_string());
+    let as_millis = || {
+        let millis =
+            cast_with_options(column, &DataType::Int64, &safe).map_err(|e| e.to_string())?;
+        // (A value past the column unit's range becomes NULL, reported below.)
+        let from_millis = epoch_millis_as(&millis, target).map_err(|e| e.to_string())?;
+        Ok::<_, String>((millis, from_millis))
+    };
+    let each_as_either = || {
+        let (millis, from_millis) = as_millis()?;
+        let is_millis = is_not_null(&millis).map_err(|e| e.to_string())?;
+        zip(&is_millis, &from_millis, &as_text()?).map_err(|e| e.to_string())
+    };
+    // Most files hold one kind: then each value is parsed once, not as both kinds.
+    let integers = text.iter().flatten().filter(|v| is_integer(v)).count();
+    let all_read = |values: &ArrayRef| values.null_count() == column.null_count();
+    let values = if integers == 0 {
+        Some(as_text()?).filter(all_read)
+    } else if integers == column.len() - column.null_count() {
+        Some(as_millis()?.1).filter(all_read)
+    } else {
+        None
+    };
+    let values = match values {
+        Some(values) => values,
+        None => each_as_either()?,
+    };
     if let Some(bad) = (0..column.len()).find(|i| column.is_valid(*i) && values.is_null(*i)) {
         return Err(format!(
             "field '{}': `{}` is neither epoch milliseconds (in range) nor a date-time (e.g. 2025-01-31T12:00:00Z)",
@@ -107,38 +227,10 @@ fn timestamp_from_text(column: &ArrayRef, field: &Field) -> std::result::Result<
     Ok(values)
 }
 
-fn decode_as(
-    format: FileFormat,
-    schema: &SchemaRef,
-    text: &[u8],
-    rows: usize,
-) -> std::result::Result<Option<RecordBatch>, String> {
-    match format {
-        FileFormat::Jsonl => {
-            let mut d = riffle_core::arrow::json::ReaderBuilder::new(schema.clone())
-                .with_coerce_primitive(true)
-                .with_batch_size(rows.max(1))
-                .build_decoder()
-                .map_err(|e| e.to_string())?;
-            d.decode(text).map_err(|e| e.to_string())?;
-            d.flush().map_err(|e| e.to_string())
-        }
-        _ => {
-            let mut d = riffle_core::arrow::csv::ReaderBuilder::new(schema.clone())
-                .with_header(false)
-                .with_batch_size(rows.max(1))
-                .build_decoder();
-            let mut rest = text;
-            while !rest.is_empty() {
-                let n = d.decode(rest).map_err(|e| e.to_string())?;
-                if n == 0 {
-                    break;
-                }
-                rest = &rest[n..];
-            }
-            d.flush().map_err(|e| e.to_string())
-        }
-    }
+/// Whether `text` is an integer as Arrow reads one (an optional sign, then digits).
+fn is_integer(text: &str) -> bool {
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// The field an Arrow decoding error names, if any.
@@ -184,4 +276,99 @@ pub(crate) fn event_time_nanos(column: &ArrayRef) -> Result<ArrayRef> {
         }
     };
     Ok(nanos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use riffle_core::arrow::datatypes::TimestampMillisecondType;
+
+    fn bids() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("auction", DataType::Int64, true),
+            Field::new(
+                "dateTime",
+                DataType::Timestamp(TimeUnit::Millisecond, None),
+                true,
+            ),
+        ]))
+    }
+
+    fn times(batch: &RecordBatch) -> Vec<Option<i64>> {
+        batch
+            .column(1)
+            .as_primitive::<TimestampMillisecondType>()
+            .iter()
+            .collect()
+    }
+
+    #[test]
+    fn one_decoder_decodes_batch_after_batch_and_recovers_from_a_bad_one() {
+        let mut decoder = RecordDecoder::new(FileFormat::Jsonl, &bids());
+        let first = decoder
+            .decode(b"{\"auction\":1,\"dateTime\":1000}\n{\"auction\":2}\n", 2)
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.num_rows(), 2);
+        assert!(decoder.decode(b"{\"auction\":\"x\"}\n", 1).is_err());
+        let after = decoder
+            .decode(
+                b"{\"auction\":3,\"dateTime\":\"1970-01-01T00:00:02Z\"}\n",
+                1,
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            after
+                .column(0)
+                .as_primitive::<riffle_core::arrow::datatypes::Int64Type>()
+                .value(0),
+            3
+        );
+        assert_eq!(times(&after), vec![Some(2000)]);
+    }
+
+    #[test]
+    fn a_batch_of_more_records_than_rows_is_an_error_not_a_lost_record() {
+        for (format, text) in [
+            (
+                FileFormat::Jsonl,
+                &b"{\"auction\":1} {\"auction\":2}\n{\"auction\":3}\n"[..],
+            ),
+            (FileFormat::Csv, &b"1,\n2,\n3,\n"[..]),
+        ] {
+            let mut decoder = RecordDecoder::new(format, &bids());
+            assert!(decoder.decode(text, 2).is_err(), "{format:?}");
+            assert_eq!(decoder.decode(text, 3).unwrap().unwrap().num_rows(), 3);
+        }
+    }
+
+    #[test]
+    fn timestamps_are_epoch_millis_or_date_times_value_by_value() {
+        let mut decoder = RecordDecoder::new(FileFormat::Csv, &bids());
+        let all_millis = decoder.decode(b"1,1000\n2,-5\n3,\n", 3).unwrap().unwrap();
+        assert_eq!(times(&all_millis), vec![Some(1000), Some(-5), None]);
+        let all_text = decoder
+            .decode(b"1,1970-01-01T00:00:01.5Z\n2,1970-01-01 00:00:03\n", 2)
+            .unwrap()
+            .unwrap();
+        assert_eq!(times(&all_text), vec![Some(1500), Some(3000)]);
+        let mixed = decoder
+            .decode(b"1,+7\n2,1970-01-01T00:00:01Z\n", 2)
+            .unwrap()
+            .unwrap();
+        assert_eq!(times(&mixed), vec![Some(7), Some(1000)]);
+        let bad = decoder.decode(b"1,12\n2,soon\n", 2).unwrap_err();
+        assert!(
+            bad.contains("`soon` is neither epoch milliseconds"),
+            "{bad}"
+        );
+    }
+
+    #[test]
+    fn integers_are_an_optional_sign_then_digits() {
+        assert!(is_integer("123") && is_integer("-5") && is_integer("+7"));
+        assert!(!is_integer("") && !is_integer("-") && !is_integer("1.5"));
+        assert!(!is_integer("2025-01-01") && !is_integer(" 1"));
+    }
 }

@@ -11,6 +11,7 @@
 //!
 //! JSONL and CSV are read line by line: a CSV record may not span lines.
 
+mod lines;
 mod presence;
 pub(crate) mod reader;
 

@@ -1,7 +1,8 @@
 //! Reading one file: lines for JSONL and CSV (with line numbers for errors), row groups
 //! for Parquet; turning the event-time column into `_timestamp`.
 
-use crate::decode::{decode, event_time_nanos, field_of};
+use super::lines::{is_blank, LineBlocks};
+use crate::decode::{decode, event_time_nanos, field_of, RecordDecoder};
 use crate::sinks::FileFormat;
 use riffle_core::arrow::array::{
     Array, AsArray, BooleanArray, StringArray, UInt16Array, UInt64Array,
@@ -16,7 +17,6 @@ use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{Error, OperatorState, RecordBatch, Result, StreamSchema};
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -32,8 +32,11 @@ enum Kind {
     /// JSONL or CSV: next line number to read (1-based) and the open reader.
     Lines {
         format: FileFormat,
-        reader: BufReader<File>,
+        reader: LineBlocks<File>,
         next_line: u64,
+        decoder: Box<RecordDecoder>,
+        /// Where each line of the current batch ends (kept for its allocation).
+        ends: Vec<usize>,
     },
     /// Parquet: rows already returned.
     Parquet {
@@ -69,28 +72,17 @@ impl FileReader {
                 Kind::Parquet { reader, rows: skip }
             }
             FileFormat::Jsonl | FileFormat::Csv => {
-                let mut reader = BufReader::new(file);
-                let mut next_line = 1;
+                let mut reader = LineBlocks::new(file);
                 let header = u64::from(format == FileFormat::Csv);
-                let mut line = Vec::new();
                 // Position counts lines after the header; a fresh CSV skips its header.
-                // Bytes, not text: a skipped line may be one that is not UTF-8.
                 let to_skip = if skip == 0 { header } else { skip };
-                while next_line <= to_skip {
-                    line.clear();
-                    if reader
-                        .read_until(b'\n', &mut line)
-                        .map_err(|e| Error::io(path, e))?
-                        == 0
-                    {
-                        break;
-                    }
-                    next_line += 1;
-                }
+                let skipped = reader.skip_lines(to_skip).map_err(|e| Error::io(path, e))?;
                 Kind::Lines {
                     format,
                     reader,
-                    next_line,
+                    next_line: 1 + skipped,
+                    decoder: Box::new(RecordDecoder::new(format, &schema)),
+                    ends: Vec::new(),
                 }
             }
         };
@@ -160,89 +152,120 @@ impl FileReader {
                 format,
                 reader,
                 next_line,
+                decoder,
+                ends,
             } => {
-                let mut lines = Vec::new();
-                let mut bytes = Vec::new();
-                while lines.len() < self.batch_rows {
-                    bytes.clear();
-                    let n = reader
-                        .read_until(b'\n', &mut bytes)
-                        .map_err(|e| Error::io(&self.path, e))?;
-                    if n == 0 {
-                        break;
-                    }
-                    let number = *next_line;
-                    *next_line += 1;
-                    // A line that is not UTF-8 is a malformed record like any other:
-                    // named with its file and line, or skipped and counted.
-                    let text = match std::str::from_utf8(&bytes) {
-                        Ok(text) => text,
-                        Err(_) if skip_malformed => {
-                            counters.add_skipped(1);
-                            continue;
-                        }
-                        Err(e) => {
-                            return Err(Error::MalformedRecord {
-                                file: self.path.clone(),
-                                line: number,
-                                field: None,
-                                message: format!(
-                                    "not valid UTF-8 (byte {} of the line); fix the record, or configure the source to skip malformed records",
-                                    e.valid_up_to() + 1
-                                ),
-                            })
-                        }
-                    };
-                    if !text.trim().is_empty() {
-                        lines.push((number, text.to_string()));
-                    }
-                }
-                if lines.is_empty() {
+                let text = reader
+                    .next_lines(self.batch_rows, ends)
+                    .map_err(|e| Error::io(&self.path, e))?;
+                let first = *next_line;
+                *next_line += ends.len() as u64;
+                let lines = Lines::new(text, ends, first);
+                if lines.numbers.is_empty() {
                     return Ok(None);
                 }
-                decode_lines(
-                    &self.path,
-                    *format,
-                    &self.schema,
-                    &lines,
-                    skip_malformed,
-                    counters,
-                )?
+                let batch = decoder.decode(&lines.records(), lines.numbers.len());
+                match batch {
+                    Ok(Some(batch)) if batch.num_rows() == lines.numbers.len() => {
+                        (batch, lines.numbers)
+                    }
+                    _ => decode_line_by_line(
+                        &self.path,
+                        *format,
+                        &self.schema,
+                        &lines,
+                        skip_malformed,
+                        counters,
+                    )?,
+                }
             }
         }))
     }
 }
 
-/// Decodes lines; on failure finds the bad lines one by one, failing or skipping them.
-fn decode_lines(
+/// One batch of lines of a file: their text, where each ends, and the numbers of the
+/// lines that are not blank (the records).
+struct Lines<'a> {
+    text: &'a [u8],
+    ends: &'a [usize],
+    first: u64,
+    numbers: Vec<u64>,
+}
+
+impl<'a> Lines<'a> {
+    fn new(text: &'a [u8], ends: &'a [usize], first: u64) -> Self {
+        let numbers = (0..ends.len())
+            .filter(|&i| !is_blank(Self::line_at(text, ends, i)))
+            .map(|i| first + i as u64)
+            .collect();
+        Self {
+            text,
+            ends,
+            first,
+            numbers,
+        }
+    }
+
+    fn line_at(text: &'a [u8], ends: &[usize], i: usize) -> &'a [u8] {
+        let start = if i == 0 { 0 } else { ends[i - 1] };
+        &text[start..ends[i]]
+    }
+
+    fn line(&self, number: u64) -> &'a [u8] {
+        Self::line_at(self.text, self.ends, (number - self.first) as usize)
+    }
+
+    /// The records' text: the whole batch, or, when some lines are blank, the others.
+    fn records(&self) -> std::borrow::Cow<'a, [u8]> {
+        if self.numbers.len() == self.ends.len() {
+            return self.text.into();
+        }
+        let mut records = Vec::with_capacity(self.text.len());
+        for &n in &self.numbers {
+            records.extend_from_slice(self.line(n));
+        }
+        records.into()
+    }
+}
+
+/// Decodes the records one by one, to name the bad one (failing) or leave it out
+/// (skipping and counting it).
+fn decode_line_by_line(
     path: &Path,
     format: FileFormat,
     schema: &SchemaRef,
-    lines: &[(u64, String)],
+    lines: &Lines<'_>,
     skip: bool,
     counters: &OperatorCounters,
 ) -> Result<(RecordBatch, Vec<u64>)> {
-    let all: String = lines.iter().map(|(_, l)| l.as_str()).collect();
-    if let Ok(Some(batch)) = decode(format, schema, all.as_bytes(), lines.len()) {
-        if batch.num_rows() == lines.len() {
-            return Ok((batch, lines.iter().map(|(n, _)| *n).collect()));
-        }
-    }
     let mut parts = Vec::new();
     let mut kept = Vec::new();
-    for (number, line) in lines {
-        let result = decode(format, schema, line.as_bytes(), 1).and_then(|b| {
-            b.filter(|b| b.num_rows() == 1)
-                .ok_or_else(|| "the line holds no record".to_string())
-        });
+    for &number in &lines.numbers {
+        let line = lines.line(number);
+        // A line that is not UTF-8 is a malformed record like any other.
+        let result = match std::str::from_utf8(line) {
+            Err(e) => Err(format!(
+                "not valid UTF-8 (byte {} of the line)",
+                e.valid_up_to() + 1
+            )),
+            Ok(_) => decode(format, schema, line, 1).and_then(|b| {
+                b.filter(|b| b.num_rows() == 1)
+                    .ok_or_else(|| "the line holds no record".to_string())
+            }),
+        };
         match result {
             Ok(batch) => {
                 parts.push(batch);
-                kept.push(*number);
+                kept.push(number);
             }
             Err(_) if skip => counters.add_skipped(1),
             Err(message) => {
-                return Err(Error::MalformedRecord { file: path.into(), line: *number, field: field_of(&message, schema), message: format!("{message}; fix the record, or configure the source to skip malformed records") });
+                return Err(Error::MalformedRecord {
+                    file: path.into(),
+                    line: number,
+                    field: field_of(&message, schema),
+                    message: format!("{message}; fix the record, or configure the source to skip malformed records"),
+                });
             }
         }
     }

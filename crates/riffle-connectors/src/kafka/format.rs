@@ -1,7 +1,7 @@
 //! Record values ⇄ Arrow rows: JSON objects, CSV lines, or the raw value as one
 //! string or bytes column.
 
-use crate::decode::{decode, field_of};
+use crate::decode::{decode, field_of, RecordDecoder};
 use crate::sinks::FileFormat;
 use riffle_core::arrow::array::{ArrayRef, AsArray, BinaryArray, StringArray};
 use riffle_core::arrow::compute::concat_batches;
@@ -64,34 +64,64 @@ pub(crate) struct BadRecord {
     pub message: String,
 }
 
-/// Decodes `values` into rows of `schema`. All good: the batch. Otherwise the bad
-/// records are found one by one; `skip` leaves them out (their indices are returned)
-/// or the first one is the error.
-pub(crate) fn decode_values(
+/// Decodes record values of one format and schema, batch after batch (with one
+/// long-lived decoder).
+pub(crate) struct ValueDecoder {
     format: ValueFormat,
+    schema: SchemaRef,
+    records: RecordDecoder,
+}
+
+impl ValueDecoder {
+    pub(crate) fn new(format: ValueFormat, schema: SchemaRef) -> Self {
+        Self {
+            records: RecordDecoder::new(text_format(format), &schema),
+            format,
+            schema,
+        }
+    }
+
+    /// Decodes `values` into rows. All good: the batch. Otherwise the bad records are
+    /// found one by one; `skip` leaves them out (their indices are returned) or the
+    /// first one is the error.
+    pub(crate) fn decode(
+        &mut self,
+        values: &[Option<&[u8]>],
+        skip: bool,
+    ) -> std::result::Result<(RecordBatch, Vec<usize>), BadRecord> {
+        if self.format == ValueFormat::Raw {
+            return decode_raw(&self.schema, values, skip);
+        }
+        if values.iter().all(Option::is_some) {
+            let mut all = Vec::new();
+            for v in values.iter().flatten() {
+                all.extend_from_slice(v);
+                all.push(b'\n');
+            }
+            if let Ok(Some(batch)) = self.records.decode(&all, values.len()) {
+                if batch.num_rows() == values.len() {
+                    return Ok((batch, Vec::new()));
+                }
+            }
+        }
+        decode_one_by_one(text_format(self.format), &self.schema, values, skip)
+    }
+}
+
+fn text_format(format: ValueFormat) -> FileFormat {
+    match format {
+        ValueFormat::Csv => FileFormat::Csv,
+        _ => FileFormat::Jsonl,
+    }
+}
+
+/// Decodes each value on its own, to name the bad one or leave it out.
+fn decode_one_by_one(
+    text_format: FileFormat,
     schema: &SchemaRef,
     values: &[Option<&[u8]>],
     skip: bool,
 ) -> std::result::Result<(RecordBatch, Vec<usize>), BadRecord> {
-    if format == ValueFormat::Raw {
-        return decode_raw(schema, values, skip);
-    }
-    let text_format = match format {
-        ValueFormat::Csv => FileFormat::Csv,
-        _ => FileFormat::Jsonl,
-    };
-    if values.iter().all(Option::is_some) {
-        let mut all = Vec::new();
-        for v in values.iter().flatten() {
-            all.extend_from_slice(v);
-            all.push(b'\n');
-        }
-        if let Ok(Some(batch)) = decode(text_format, schema, &all, values.len()) {
-            if batch.num_rows() == values.len() {
-                return Ok((batch, Vec::new()));
-            }
-        }
-    }
     let mut parts = Vec::new();
     let mut skipped = Vec::new();
     for (index, value) in values.iter().enumerate() {
@@ -217,5 +247,35 @@ pub(crate) fn encode_rows(format: ValueFormat, batch: &RecordBatch) -> Result<Ve
                 )),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use riffle_core::arrow::datatypes::{Field, Int64Type, Schema};
+
+    #[test]
+    fn a_value_holding_two_records_is_bad_not_half_read() {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+        let mut values = ValueDecoder::new(ValueFormat::Json, schema);
+        let batch: [Option<&[u8]>; 3] = [
+            Some(b"{\"id\": 1}"),
+            Some(b"{\"id\": 2} {\"id\": 9}"),
+            Some(b"{\"id\": 3}"),
+        ];
+        let bad = values.decode(&batch, false).expect_err("must be bad");
+        assert_eq!(bad.index, 1);
+        let Ok((rows, skipped)) = values.decode(&batch, true) else {
+            panic!("skipping must succeed")
+        };
+        assert_eq!(skipped, vec![1]);
+        let ids: Vec<i64> = rows.column(0).as_primitive::<Int64Type>().values().to_vec();
+        assert_eq!(ids, vec![1, 3]);
+        // The decoder goes on after a bad batch.
+        let Ok((rows, _)) = values.decode(&batch[2..], false) else {
+            panic!("a good batch must decode")
+        };
+        assert_eq!(rows.num_rows(), 1);
     }
 }

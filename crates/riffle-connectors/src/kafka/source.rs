@@ -4,7 +4,7 @@
 //! partition that is not idle. Consumer-group offsets are committed (advisory, for
 //! monitoring tools) only once a checkpoint holding them is COMMITTED.
 
-use super::format::{decode_values, ValueFormat};
+use super::format::{ValueDecoder, ValueFormat};
 use super::offsets::{decode_positions, encode_positions, PartitionPosition};
 use super::{KafkaClient, REQUEST_TIMEOUT};
 use crate::decode::event_time_nanos;
@@ -181,7 +181,7 @@ impl SourceFactory for KafkaSourceFactory {
         Ok(Box::new(KafkaSource {
             config: config.clone(),
             output: self.output.clone(),
-            value_schema: self.value_schema.clone(),
+            values: ValueDecoder::new(config.format, self.value_schema.clone()),
             consumer,
             subtask: ctx.subtask,
             parallelism: ctx.parallelism,
@@ -201,7 +201,7 @@ impl SourceFactory for KafkaSourceFactory {
 struct KafkaSource {
     config: Arc<KafkaSourceConfig>,
     output: StreamSchema,
-    value_schema: SchemaRef,
+    values: ValueDecoder,
     consumer: BaseConsumer,
     subtask: usize,
     parallelism: usize,
@@ -391,7 +391,7 @@ impl KafkaSource {
         let skip = self.config.on_malformed == MalformedRecords::Skip;
         let values: Vec<Option<&[u8]>> = records.iter().map(|r| r.value.as_deref()).collect();
         let (batch, skipped) =
-            decode_values(self.config.format, &self.value_schema, &values, skip).map_err(
+            self.values.decode(&values, skip).map_err(
                 |bad| {
                     let r = &records[bad.index];
                     Error::MalformedMessage {
