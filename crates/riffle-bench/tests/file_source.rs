@@ -403,6 +403,79 @@ fn a_checkpoint_restores_at_another_parallelism_reading_each_row_once() {
     }
 }
 
+/// A file added to the input before a restart at the same parallelism moves the files
+/// sorted after it to other subtasks. Each subtask is therefore given every old
+/// subtask's positions (not only its own): given only its own, a subtask took a moved
+/// file for a new one and read it again from its start.
+#[test]
+fn a_file_added_before_a_restart_moves_no_file_to_be_read_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    write_jsonl(dir.path(), "b.jsonl", 0, 9);
+    write_jsonl(dir.path(), "c.jsonl", 100, 9);
+    let factory = FileSourceFactory::new(config(
+        dir.path(),
+        FileFormat::Jsonl,
+        MalformedRecords::Fail,
+    ))
+    .unwrap();
+    // Both subtasks read one batch (3 rows) of their file, then the checkpoint.
+    let mut read_before = Vec::new();
+    let mut subtasks = std::collections::HashMap::new();
+    for s in 0..2 {
+        let mut source = factory
+            .create(&OperatorContext::detached("files", s, 2))
+            .unwrap();
+        if let SourcePoll::Batch(b) = source.poll_next().unwrap() {
+            read_before.push(b);
+        }
+        subtasks.insert(s, source.snapshot(riffle_core::Epoch(1)).unwrap());
+    }
+    let restored = riffle_runtime::restore::RestoredJob {
+        epoch: riffle_core::Epoch(1),
+        operators: [(
+            riffle_core::OperatorId("files".into()),
+            riffle_runtime::restore::RestoredOperator {
+                parallelism: 2,
+                max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
+                subtasks,
+                watermarks: Default::default(),
+            },
+        )]
+        .into(),
+        counters: Default::default(),
+    };
+    // `a` sorts first: subtask 0 now reads a and c, subtask 1 reads b.
+    write_jsonl(dir.path(), "a.jsonl", 200, 4);
+    let factory = FileSourceFactory::new(config(
+        dir.path(),
+        FileFormat::Jsonl,
+        MalformedRecords::Fail,
+    ))
+    .unwrap();
+    let mut g = JobGraph::new("files");
+    let src = g
+        .source("files", Arc::new(factory), 2, WatermarkStrategy::default())
+        .unwrap();
+    let sink = CollectSinkFactory::new();
+    g.sink("sink", Arc::new(sink.clone()), 2, src).unwrap();
+    let config = JobConfig {
+        restore: Some(Arc::new(restored)),
+        ..JobConfig::default()
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(job::run(&g, &config))
+        .unwrap();
+    let mut all = ids(&read_before);
+    all.extend(ids(&sink.batches()));
+    all.sort();
+    let expected: Vec<i64> = (0..9).chain(100..109).chain(200..204).collect();
+    assert_eq!(all, expected);
+}
+
 #[test]
 fn a_path_without_files_is_a_clear_configuration_error() {
     let dir = tempfile::tempdir().unwrap();

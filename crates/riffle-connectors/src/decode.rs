@@ -3,7 +3,7 @@
 //! they name a bad record (file and line, or topic, partition and offset).
 
 use crate::sinks::FileFormat;
-use riffle_core::arrow::array::{Array, ArrayRef, AsArray};
+use riffle_core::arrow::array::{new_null_array, Array, ArrayRef, AsArray};
 use riffle_core::arrow::compute::is_not_null;
 use riffle_core::arrow::compute::kernels::cast::{cast_with_options, CastOptions};
 use riffle_core::arrow::compute::kernels::zip::zip;
@@ -25,12 +25,17 @@ pub(crate) fn decode(
 /// Decodes batches of text records (JSON objects or CSV lines) of one schema, keeping
 /// one Arrow decoder from batch to batch: building one costs about as much as decoding
 /// a small batch. After an error the decoder is built anew.
+///
+/// It may read only some columns (see [`RecordDecoder::reading`]); a record's other
+/// fields are then skipped unread, and a bad value in one of them is no error.
 pub(crate) struct RecordDecoder {
     format: FileFormat,
     schema: SchemaRef,
     /// `schema` with its TIMESTAMP columns as text (see [`RecordDecoder::decode`]).
     text_schema: SchemaRef,
     timestamps: Vec<usize>,
+    /// The columns read, ascending; `None`: all. The others are NULL.
+    read: Option<Vec<usize>>,
     /// Rows the Arrow decoder takes per batch.
     capacity: usize,
     arrow: Option<ArrowDecoder>,
@@ -72,6 +77,16 @@ impl ArrowDecoder {
 
 impl RecordDecoder {
     pub(crate) fn new(format: FileFormat, schema: &SchemaRef) -> Self {
+        Self::reading(format, schema, None)
+    }
+
+    /// A decoder of `schema` that reads only the columns `read` (ascending indices),
+    /// or all of them.
+    pub(crate) fn reading(
+        format: FileFormat,
+        schema: &SchemaRef,
+        read: Option<Vec<usize>>,
+    ) -> Self {
         let timestamps: Vec<usize> = schema
             .fields()
             .iter()
@@ -95,25 +110,44 @@ impl RecordDecoder {
                 schema.metadata().clone(),
             )),
             timestamps,
+            read,
             capacity: 0,
             arrow: None,
         }
+    }
+
+    /// A decoder like this one, for one record (it keeps no Arrow decoder).
+    pub(crate) fn decode_one(
+        &self,
+        text: &[u8],
+    ) -> std::result::Result<Option<RecordBatch>, String> {
+        Self::reading(self.format, &self.schema, self.read.clone()).decode(text, 1)
     }
 
     fn build(&self) -> std::result::Result<ArrowDecoder, String> {
         let schema = self.text_schema.clone();
         Ok(match self.format {
             FileFormat::Jsonl => ArrowDecoder::Json(
-                riffle_core::arrow::json::ReaderBuilder::new(schema)
-                    .with_coerce_primitive(true)
-                    .with_batch_size(self.capacity)
-                    .build_decoder()
-                    .map_err(|e| e.to_string())?,
+                // JSON fields are found by name: a schema of the columns read skips
+                // the others.
+                riffle_core::arrow::json::ReaderBuilder::new(match &self.read {
+                    Some(read) => Arc::new(schema.project(read).map_err(|e| e.to_string())?),
+                    None => schema,
+                })
+                .with_coerce_primitive(true)
+                .with_batch_size(self.capacity)
+                .build_decoder()
+                .map_err(|e| e.to_string())?,
             ),
             _ => ArrowDecoder::Csv(Box::new(
                 riffle_core::arrow::csv::ReaderBuilder::new(schema)
                     .with_header(false)
                     .with_batch_size(self.capacity)
+                    .with_projection(
+                        self.read
+                            .clone()
+                            .unwrap_or_else(|| (0..self.text_schema.fields().len()).collect()),
+                    )
                     .build_decoder(),
             )),
         })
@@ -145,17 +179,40 @@ impl RecordDecoder {
         let Some(batch) = decoded else {
             return Ok(None);
         };
-        if self.timestamps.is_empty() {
-            return Ok(Some(batch));
-        }
-        let mut columns = batch.columns().to_vec();
+        let mut columns = match &self.read {
+            Some(read) => widen(batch.columns(), read, &self.text_schema, batch.num_rows()),
+            None if self.timestamps.is_empty() => return Ok(Some(batch)),
+            None => batch.columns().to_vec(),
+        };
         for &i in &self.timestamps {
-            columns[i] = timestamp_from_text(&columns[i], self.schema.field(i))?;
+            let field = self.schema.field(i);
+            columns[i] = if self.read.as_ref().is_some_and(|r| !r.contains(&i)) {
+                new_null_array(field.data_type(), batch.num_rows())
+            } else {
+                timestamp_from_text(&columns[i], field)?
+            };
         }
         RecordBatch::try_new(self.schema.clone(), columns)
             .map(Some)
             .map_err(|e| e.to_string())
     }
+}
+
+/// The columns of `schema` from the columns `read` (ascending indices) of one batch:
+/// the others NULL.
+pub(crate) fn widen(
+    columns: &[ArrayRef],
+    read: &[usize],
+    schema: &Schema,
+    rows: usize,
+) -> Vec<ArrayRef> {
+    let mut read_columns = read.iter().zip(columns).peekable();
+    (0..schema.fields().len())
+        .map(|i| match read_columns.next_if(|(r, _)| **r == i) {
+            Some((_, column)) => column.clone(),
+            None => new_null_array(schema.field(i).data_type(), rows),
+        })
+        .collect()
 }
 
 /// Epoch milliseconds (an Int64 column) as timestamps of type `target`, through a

@@ -38,6 +38,15 @@ impl SourceFactory for ProcessingTimeSourceFactory {
         self.inner.can_rescale()
     }
 
+    fn restores_from_every_subtask(&self) -> bool {
+        self.inner.restores_from_every_subtask()
+    }
+
+    fn reading_only(&self, used: &[usize]) -> Option<Arc<dyn SourceFactory>> {
+        let inner = self.inner.reading_only(used)?;
+        Some(Arc::new(Self::new(inner)))
+    }
+
     fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Source>> {
         Ok(Box::new(ProcessingTimeSource {
             inner: self.inner.create(ctx)?,

@@ -7,6 +7,7 @@ use crate::schema::StreamSchema;
 use crate::state::OperatorState;
 use crate::time::EventTime;
 use crate::RecordBatch;
+use std::sync::Arc;
 
 /// What a source has right now.
 #[derive(Debug)]
@@ -76,6 +77,23 @@ pub trait SourceFactory: Send + Sync {
     /// subtask is then given the state of all old subtasks and must work out its part.
     fn can_rescale(&self) -> bool {
         false
+    }
+
+    /// Whether every subtask is given every old subtask's state even at the same
+    /// parallelism: for a source whose share of the input may move from one subtask to
+    /// another between runs (a file added to a directory moves the files after it).
+    /// Only a source that can rescale may say so.
+    fn restores_from_every_subtask(&self) -> bool {
+        false
+    }
+
+    /// This source reading only the columns `used` (indices into the output schema;
+    /// its event-time column is read regardless): batches keep the output schema, with
+    /// the columns not read NULL. `None` (the default) when reading fewer columns saves
+    /// nothing. The SQL planner asks once it knows every column a pipeline reads.
+    fn reading_only(&self, used: &[usize]) -> Option<Arc<dyn SourceFactory>> {
+        let _ = used;
+        None
     }
 
     /// Creates subtask `ctx.subtask` of `ctx.parallelism`; the union of all subtasks'

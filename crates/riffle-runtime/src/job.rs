@@ -139,12 +139,14 @@ fn restored_watermark(
     subtask: usize,
 ) -> Option<EventTime> {
     let restore = config.restore.as_ref()?;
-    lowest_restored(
-        chain
-            .nodes
-            .iter()
-            .map(|id| restore.watermark_for(&nodes[id.0].id, subtask, chain.parallelism)),
-    )
+    lowest_restored(chain.nodes.iter().map(|id| {
+        let node = &nodes[id.0];
+        let from_every_subtask = match &node.kind {
+            crate::graph::NodeKind::Source { factory, .. } => factory.restores_from_every_subtask(),
+            _ => false,
+        };
+        restore.watermark_for(&node.id, subtask, chain.parallelism, from_every_subtask)
+    }))
 }
 
 /// The lowest of a chain's restored watermarks: an unknown one is lower than any, and
@@ -341,6 +343,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                         graph.max_parallelism,
                         StateOwner::Source {
                             can_rescale: factory.can_rescale(),
+                            from_every_subtask: factory.restores_from_every_subtask(),
                         },
                     )? {
                         source.restore(state).map_err(failed(&head.id, subtask))?;

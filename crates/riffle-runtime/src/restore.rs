@@ -17,8 +17,10 @@ pub enum StateOwner {
     Operator,
     /// A source.
     Source {
-        /// It restores from every old subtask's position.
+        /// It restores from every old subtask's position at another parallelism.
         can_rescale: bool,
+        /// It restores from every old subtask's position at the same parallelism too.
+        from_every_subtask: bool,
     },
 }
 
@@ -104,17 +106,20 @@ impl RestoredJob {
     /// subtasks' (a safe lower bound). `Unknown` — no watermark yet — is the lowest of
     /// all: an old subtask that had none may have data still to come from the very
     /// start of event time, and a restored subtask never starts ahead of it.
+    ///
+    /// A source restoring `from_every_subtask` resumes at the smallest of all.
     pub fn watermark_for(
         &self,
         operator: &OperatorId,
         subtask: usize,
         parallelism: usize,
+        from_every_subtask: bool,
     ) -> RestoredWatermark {
         let Some(restored) = self.operators.get(operator) else {
             return RestoredWatermark::NotHeld;
         };
         let known = |s: &usize| restored.watermarks.get(s).copied();
-        let lowest = if restored.parallelism == parallelism {
+        let lowest = if restored.parallelism == parallelism && !from_every_subtask {
             known(&subtask)
         } else {
             (0..restored.parallelism)
@@ -151,20 +156,31 @@ impl RestoredJob {
                 restored.max_parallelism
             ));
         }
-        if restored.parallelism == parallelism {
+        let from_every_subtask = matches!(
+            owner,
+            StateOwner::Source {
+                from_every_subtask: true,
+                ..
+            }
+        );
+        if restored.parallelism == parallelism && !from_every_subtask {
             return Ok(Some(
                 restored.subtasks.get(&subtask).cloned().unwrap_or_default(),
             ));
         }
         match owner {
-            StateOwner::Source { can_rescale: false } => {
+            StateOwner::Source {
+                can_rescale: false, ..
+            } => {
                 return Err(format!(
                     "the source was checkpointed at parallelism {} and cannot restore at {parallelism}; run it at {}",
                     restored.parallelism, restored.parallelism
                 ));
             }
             // Every old subtask's position: the source works out which part is its own.
-            StateOwner::Source { can_rescale: true } => {
+            StateOwner::Source {
+                can_rescale: true, ..
+            } => {
                 let mut old: Vec<_> = restored.subtasks.iter().collect();
                 old.sort_by_key(|(s, _)| **s);
                 let batches = old
@@ -227,12 +243,27 @@ mod tests {
         let id = OperatorId("kafka".into());
         // At parallelism 1 the subtask takes over old subtask 1's partitions, which
         // had delivered nothing: it must not start at old subtask 0's watermark.
-        assert_eq!(job.watermark_for(&id, 0, 1), RestoredWatermark::Unknown);
-        assert_eq!(job.watermark_for(&id, 2, 3), RestoredWatermark::Unknown);
+        assert_eq!(
+            job.watermark_for(&id, 0, 1, false),
+            RestoredWatermark::Unknown
+        );
+        assert_eq!(
+            job.watermark_for(&id, 2, 3, false),
+            RestoredWatermark::Unknown
+        );
         // At the same parallelism each subtask resumes at its own.
-        assert_eq!(job.watermark_for(&id, 0, 2), RestoredWatermark::At(5_000));
-        assert_eq!(job.watermark_for(&id, 1, 2), RestoredWatermark::Unknown);
+        assert_eq!(
+            job.watermark_for(&id, 0, 2, false),
+            RestoredWatermark::At(5_000)
+        );
+        assert_eq!(
+            job.watermark_for(&id, 1, 2, false),
+            RestoredWatermark::Unknown
+        );
         let other = OperatorId("new".into());
-        assert_eq!(job.watermark_for(&other, 0, 1), RestoredWatermark::NotHeld);
+        assert_eq!(
+            job.watermark_for(&other, 0, 1, false),
+            RestoredWatermark::NotHeld
+        );
     }
 }

@@ -9,6 +9,7 @@ use crate::windows::window_udfs;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::empty::EmptyTable;
 use datafusion::catalog::view::ViewTable;
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::TableReference;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::{cast, Expr, LogicalPlan};
@@ -243,9 +244,9 @@ fn plan_text(
             hint: Some(format!("declare it: CREATE TABLE {} (…) WITH ('connector' = 'postgres' or 'filesystem', …)", clause.table)),
         });
     }
-    let mut translator = Translator::new(graph, options.parallelism, &sources, &lookups);
-    translator.processing_time = script.processing_time;
-    let mut written = Vec::new();
+    // Every INSERT planned first, so that each source reads only the columns some
+    // statement uses.
+    let mut inserts = Vec::new();
     for statement in &script.statements {
         let at = start_of(statement);
         match statement {
@@ -260,15 +261,9 @@ fn plan_text(
                 .map_err(|e| SqlError::from(e).located(at))?;
             }
             Statement::Insert(insert) => {
-                let sink = insert_into(&ctx, &mut translator, &sinks, insert, &macros, at)
-                    .map_err(|e| e.located(at))?;
-                if written.contains(&sink) {
-                    return Err(SqlError::plan(format!(
-                        "`{sink}` is written by two INSERT INTO statements; give each its own sink table"
-                    ))
-                    .located(at));
-                }
-                written.push(sink);
+                let (sink, plan) =
+                    plan_insert(&ctx, &sinks, insert, &macros).map_err(|e| e.located(at))?;
+                inserts.push((sink, plan, at));
             }
             Statement::Query(_) => {
                 return Err(SqlError::Plan {
@@ -290,6 +285,28 @@ fn plan_text(
                 });
             }
         }
+    }
+    for (table, used) in columns_read(inserts.iter().map(|(_, plan, _)| plan))? {
+        if let Some(source) = sources.get_mut(&table) {
+            if let Some(reading) = source.factory.reading_only(&used) {
+                source.factory = reading;
+            }
+        }
+    }
+    let mut translator = Translator::new(graph, options.parallelism, &sources, &lookups);
+    translator.processing_time = script.processing_time;
+    let mut written = Vec::new();
+    for (sink, plan, at) in &inserts {
+        let (def, sink_table) = &sinks[sink];
+        let stream = translator.translate(plan).map_err(|e| e.located(*at))?;
+        attach_sink(&mut translator, &stream, plan, def, sink_table).map_err(|e| e.located(*at))?;
+        if written.contains(sink) {
+            return Err(SqlError::plan(format!(
+                "`{sink}` is written by two INSERT INTO statements; give each its own sink table"
+            ))
+            .located(*at));
+        }
+        written.push(sink.clone());
     }
     if written.is_empty() {
         return Err(SqlError::Plan {
@@ -323,21 +340,20 @@ fn logical_plan(
 }
 
 /// Plans one `INSERT INTO sink SELECT …` into the graph; returns the sink's name.
-fn insert_into(
+/// The sink table an INSERT writes and the optimized plan of its query.
+fn plan_insert(
     ctx: &SessionContext,
-    translator: &mut Translator<'_>,
     sinks: &HashMap<String, (TableDef, SinkTable)>,
     insert: &Insert,
     macros: &[crate::functions::SqlMacro],
-    at: Option<Location>,
-) -> Result<String> {
+) -> Result<(String, LogicalPlan)> {
     let TableObject::TableName(name) = &insert.table else {
         return Err(SqlError::plan(
             "INSERT INTO a table function is not supported",
         ));
     };
     let name = object_name(name);
-    let (def, sink) = sinks.get(&name).ok_or_else(|| {
+    sinks.get(&name).ok_or_else(|| {
         SqlError::plan(format!(
             "INSERT INTO `{name}`: no such table; declare it first with CREATE TABLE {name} WITH ('connector' = …)"
         ))
@@ -354,9 +370,31 @@ fn insert_into(
     let plan = logical_plan(ctx, query, macros)?;
     let plan = ctx.state().optimize(&plan)?;
     tracing::debug!("optimized plan:\n{}", plan.display_indent());
-    let stream = translator.translate(&plan).map_err(|e| e.located(at))?;
-    attach_sink(translator, &stream, &plan, def, sink)?;
-    Ok(name)
+    Ok((name, plan))
+}
+
+/// Per table scanned by `plans`, the columns they read (ascending; every column when
+/// a scan has no projection).
+fn columns_read<'a>(
+    plans: impl Iterator<Item = &'a LogicalPlan>,
+) -> Result<HashMap<String, Vec<usize>>> {
+    let mut read: HashMap<String, std::collections::BTreeSet<usize>> = HashMap::new();
+    for plan in plans {
+        plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node {
+                let columns = read.entry(scan.table_name.table().to_string()).or_default();
+                match &scan.projection {
+                    Some(projection) => columns.extend(projection),
+                    None => columns.extend(0..scan.source.schema().fields().len()),
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+    }
+    Ok(read
+        .into_iter()
+        .map(|(table, columns)| (table, columns.into_iter().collect()))
+        .collect())
 }
 
 /// Shapes the result to the sink's columns and adds the sink.

@@ -288,3 +288,103 @@ fn mixed_case_column_names_read_their_json_keys() {
         ]
     );
 }
+
+/// A source reads only the columns some statement of the pipeline uses (here `a` by
+/// one INSERT, `b` by the other; never `c`): the others are skipped unread in JSON,
+/// CSV and Parquet alike, so a bad value there fails nothing, while one in a column a
+/// statement reads still fails the job, naming it.
+#[test]
+fn a_source_reads_only_the_columns_its_pipeline_uses() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = |name: &str| {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        path
+    };
+    let (json, csv) = (folder("json"), folder("csv"));
+    let (mut json_text, mut csv_text) = (String::new(), String::from("a,b,c,ts\n"));
+    for i in 0..30i64 {
+        // `c` is a number in most rows, text in some.
+        let c = if i % 7 == 0 {
+            "\"seven\"".to_string()
+        } else {
+            i.to_string()
+        };
+        json_text.push_str(&format!(
+            "{{\"a\": {i}, \"b\": \"b{i}\", \"c\": {c}, \"ts\": {}}}\n",
+            i * 100
+        ));
+        csv_text.push_str(&format!("{i},b{i},{},{}\n", c.trim_matches('"'), i * 100));
+    }
+    std::fs::write(json.join("a.jsonl"), json_text).unwrap();
+    std::fs::write(csv.join("a.csv"), csv_text).unwrap();
+    let table = |name: &str, path: &Path, format: &str, columns: &str| {
+        format!(
+            "CREATE TABLE {name} ({columns}, WATERMARK FOR ts AS ts)
+             WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = '{format}');",
+            path.display()
+        )
+    };
+    let pipeline = |source: &str, out: &str| {
+        format!(
+            "{source}
+             CREATE TABLE {out}_a WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+             CREATE TABLE {out}_b WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+             INSERT INTO {out}_a SELECT a * 2 AS a2 FROM t WHERE a < 10;
+             INSERT INTO {out}_b SELECT b FROM t WHERE b LIKE 'b2%';",
+            dir.path().join(format!("{out}_a")).display(),
+            dir.path().join(format!("{out}_b")).display()
+        )
+    };
+    let columns = "a BIGINT, b VARCHAR, c BIGINT, ts BIGINT";
+    // The JSON read whole (all columns), into Parquet, to be read back in part (`a`
+    // stored as INT, read as the BIGINT the table declares).
+    let parquet = dir.path().join("parquet");
+    let copy = format!(
+        "{}
+         CREATE TABLE p WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'parquet');
+         INSERT INTO p SELECT CAST(a AS INT) AS a, b, CAST(a AS BIGINT) AS c, ts FROM t;",
+        table(
+            "t",
+            &json,
+            "json",
+            "a BIGINT, b VARCHAR, c VARCHAR, ts BIGINT"
+        ),
+        parquet.display()
+    );
+    run_at(&copy, 1);
+    for (format, path) in [("json", &json), ("csv", &csv), ("parquet", &parquet)] {
+        let text = pipeline(&table("t", path, format, columns), format);
+        let summary = run(&text);
+        assert_eq!(summary.source_rows, 30, "{format}");
+        let a2: Vec<i64> = lines(&dir.path().join(format!("{format}_a")))
+            .iter()
+            .map(|r| r["a2"].as_i64().unwrap())
+            .collect();
+        let mut a2 = a2;
+        a2.sort();
+        assert_eq!(a2, (0..10).map(|i| i * 2).collect::<Vec<_>>(), "{format}");
+        let b = lines(&dir.path().join(format!("{format}_b")));
+        assert_eq!(b.len(), 11, "{format}: b2 and b20..b29: {b:?}");
+    }
+    // Reading `c` too, the text in it is an error naming the field.
+    let text = format!(
+        "{}
+         CREATE TABLE out WITH ('connector' = 'blackhole');
+         INSERT INTO out SELECT a, c FROM t;",
+        table("t", &json, "json", columns)
+    );
+    let options = PlanOptions {
+        name: "files".into(),
+        parallelism: 1,
+        max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
+        settings: Default::default(),
+    };
+    let planned = plan_pipeline(&text, &options, &ConnectorRegistry::default()).unwrap();
+    let err = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(job::run(&planned.graph, &JobConfig::default()))
+        .expect_err("`seven` is no BIGINT")
+        .to_string();
+    assert!(err.contains("line 1") && err.contains("`c`"), "{err}");
+}

@@ -69,6 +69,8 @@ pub struct FileSourceFactory {
     schema: StreamSchema,
     /// JSON with declared columns: which of them any row had a value for.
     presence: Option<Arc<ColumnPresence>>,
+    /// The columns read (ascending), when not all; the others are NULL.
+    read: Option<Vec<usize>>,
 }
 
 /// Lists the files a path names, in order.
@@ -210,6 +212,7 @@ impl FileSourceFactory {
             event_time_index,
             schema,
             presence,
+            read: None,
         })
     }
 
@@ -221,12 +224,44 @@ impl FileSourceFactory {
 
 impl SourceFactory for FileSourceFactory {
     fn describe(&self) -> String {
+        let columns = match &self.read {
+            Some(read) => format!(
+                ", reading {} of {} columns",
+                read.len(),
+                self.file_schema.fields().len()
+            ),
+            None => String::new(),
+        };
         format!(
-            "files({}, {}, {} files)",
+            "files({}, {}, {} files{columns})",
             self.config.format.extension(),
             self.config.path,
             self.files.len()
         )
+    }
+
+    /// Reads the event-time column and the NOT NULL ones too (a NULL there would be
+    /// no row of the schema).
+    fn reading_only(&self, used: &[usize]) -> Option<Arc<dyn SourceFactory>> {
+        let fields = self.file_schema.fields();
+        let read: Vec<usize> = (0..fields.len())
+            .filter(|&i| {
+                used.contains(&i) || i == self.event_time_index || !fields[i].is_nullable()
+            })
+            .collect();
+        if read.len() == fields.len() {
+            return None;
+        }
+        let presence = self.presence.as_ref().map(|p| Arc::new(p.only(&read)));
+        Some(Arc::new(Self {
+            config: self.config.clone(),
+            files: self.files.clone(),
+            file_schema: self.file_schema.clone(),
+            event_time_index: self.event_time_index,
+            schema: self.schema.clone(),
+            presence,
+            read: Some(read),
+        }))
     }
 
     fn output_schema(&self) -> &StreamSchema {
@@ -234,6 +269,13 @@ impl SourceFactory for FileSourceFactory {
     }
 
     fn can_rescale(&self) -> bool {
+        true
+    }
+
+    /// Subtask `i` reads files `i, i + p, …` of the sorted list, so a file added to the
+    /// input moves the files after it to other subtasks: each must see where every old
+    /// subtask was, or it would read a moved file again from its start.
+    fn restores_from_every_subtask(&self) -> bool {
         true
     }
 
@@ -268,6 +310,7 @@ impl SourceFactory for FileSourceFactory {
             operator: ctx.operator_id.0.clone(),
             presence: self.presence.clone(),
             reported: false,
+            read: self.read.clone(),
         }))
     }
 }
@@ -295,6 +338,8 @@ struct FileSource {
     presence: Option<Arc<ColumnPresence>>,
     /// Whether this subtask told `presence` it has read its last file.
     reported: bool,
+    /// The columns read (ascending), when not all.
+    read: Option<Vec<usize>>,
 }
 
 impl FileSource {
@@ -305,6 +350,7 @@ impl FileSource {
             self.file_schema.clone(),
             self.config.batch_rows,
             skip,
+            self.read.clone(),
         )
     }
 }

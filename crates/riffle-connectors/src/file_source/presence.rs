@@ -29,6 +29,18 @@ impl ColumnPresence {
         }
     }
 
+    /// Fresh counts for those of the columns among `read` (indices in the batches):
+    /// a column not read is NULL without saying anything of the records.
+    pub(crate) fn only(&self, read: &[usize]) -> Self {
+        Self::new(
+            self.columns
+                .iter()
+                .filter(|(_, index)| read.contains(index))
+                .cloned()
+                .collect(),
+        )
+    }
+
     /// Counts the values of a batch a subtask read.
     pub(crate) fn count(&self, batch: &RecordBatch) {
         let rows = batch.num_rows() as u64;

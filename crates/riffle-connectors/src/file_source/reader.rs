@@ -2,17 +2,20 @@
 //! for Parquet; turning the event-time column into `_timestamp`.
 
 use super::lines::{is_blank, LineBlocks};
-use crate::decode::{decode, event_time_nanos, field_of, RecordDecoder};
+use crate::decode::{event_time_nanos, field_of, widen, RecordDecoder};
 use crate::sinks::FileFormat;
 use riffle_core::arrow::array::{
     Array, AsArray, BooleanArray, StringArray, UInt16Array, UInt64Array,
 };
+use riffle_core::arrow::array::{ArrayRef, RecordBatchOptions};
 use riffle_core::arrow::compute::concat_batches;
+use riffle_core::arrow::compute::kernels::cast::{cast_with_options, CastOptions};
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use riffle_core::operator::OperatorCounters;
 use riffle_core::parquet::arrow::arrow_reader::{
     ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
+use riffle_core::parquet::arrow::ProjectionMask;
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{Error, OperatorState, RecordBatch, Result, StreamSchema};
 use std::collections::HashMap;
@@ -31,36 +34,44 @@ pub(crate) struct FileReader {
 enum Kind {
     /// JSONL or CSV: next line number to read (1-based) and the open reader.
     Lines {
-        format: FileFormat,
         reader: LineBlocks<File>,
         next_line: u64,
         decoder: Box<RecordDecoder>,
         /// Where each line of the current batch ends (kept for its allocation).
         ends: Vec<usize>,
     },
-    /// Parquet: rows already returned.
+    /// Parquet: rows already returned, and the columns read (ascending) if not all.
     Parquet {
         reader: ParquetRecordBatchReader,
         rows: u64,
+        read: Option<Vec<usize>>,
     },
 }
 
 impl FileReader {
-    /// Opens `path`, skipping `skip` lines (JSONL/CSV, after the header) or rows (Parquet).
+    /// Opens `path`, skipping `skip` lines (JSONL/CSV, after the header) or rows
+    /// (Parquet), to read the columns `read` (ascending indices into `schema`; the
+    /// others NULL) or all.
     pub(crate) fn open(
         path: &Path,
         format: FileFormat,
         schema: SchemaRef,
         batch_rows: usize,
         skip: u64,
+        read: Option<Vec<usize>>,
     ) -> Result<Self> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let kind = match format {
             FileFormat::Parquet => {
                 let reader = ParquetRecordBatchReaderBuilder::try_new(file)
                     .and_then(|b| {
+                        let columns = match &read {
+                            Some(read) => ProjectionMask::roots(b.parquet_schema(), read.clone()),
+                            None => ProjectionMask::all(),
+                        };
                         b.with_batch_size(batch_rows)
                             .with_offset(skip as usize)
+                            .with_projection(columns)
                             .build()
                     })
                     .map_err(|e| Error::MalformedRecord {
@@ -69,7 +80,11 @@ impl FileReader {
                         field: None,
                         message: format!("not a readable Parquet file: {e}"),
                     })?;
-                Kind::Parquet { reader, rows: skip }
+                Kind::Parquet {
+                    reader,
+                    rows: skip,
+                    read,
+                }
             }
             FileFormat::Jsonl | FileFormat::Csv => {
                 let mut reader = LineBlocks::new(file);
@@ -78,10 +93,9 @@ impl FileReader {
                 let to_skip = if skip == 0 { header } else { skip };
                 let skipped = reader.skip_lines(to_skip).map_err(|e| Error::io(path, e))?;
                 Kind::Lines {
-                    format,
                     reader,
                     next_line: 1 + skipped,
-                    decoder: Box::new(RecordDecoder::new(format, &schema)),
+                    decoder: Box::new(RecordDecoder::reading(format, &schema, read)),
                     ends: Vec::new(),
                 }
             }
@@ -133,7 +147,7 @@ impl FileReader {
         counters: &OperatorCounters,
     ) -> Result<Option<(RecordBatch, Vec<u64>)>> {
         Ok(Some(match &mut self.kind {
-            Kind::Parquet { reader, rows } => match reader.next() {
+            Kind::Parquet { reader, rows, read } => match reader.next() {
                 None => return Ok(None),
                 Some(batch) => {
                     let batch = batch.map_err(|e| Error::MalformedRecord {
@@ -142,6 +156,11 @@ impl FileReader {
                         field: None,
                         message: format!("unreadable Parquet data: {e}"),
                     })?;
+                    let columns = match read {
+                        Some(read) => widen(batch.columns(), read, &self.schema, batch.num_rows()),
+                        None => batch.columns().to_vec(),
+                    };
+                    let batch = as_declared(&self.path, columns, &self.schema, batch.num_rows())?;
                     let first = *rows + 1;
                     *rows += batch.num_rows() as u64;
                     let lines: Vec<u64> = (first..first + batch.num_rows() as u64).collect();
@@ -149,7 +168,6 @@ impl FileReader {
                 }
             },
             Kind::Lines {
-                format,
                 reader,
                 next_line,
                 decoder,
@@ -171,7 +189,7 @@ impl FileReader {
                     }
                     _ => decode_line_by_line(
                         &self.path,
-                        *format,
+                        decoder,
                         &self.schema,
                         &lines,
                         skip_malformed,
@@ -181,6 +199,54 @@ impl FileReader {
             }
         }))
     }
+}
+
+/// Parquet columns as the table declares them: a file may hold a timestamp in another
+/// unit, or an INT where the table has BIGINT. A column that cannot be converted is
+/// named with the file.
+fn as_declared(
+    path: &Path,
+    columns: Vec<ArrayRef>,
+    schema: &SchemaRef,
+    rows: usize,
+) -> Result<RecordBatch> {
+    let bad = |message: String| Error::MalformedRecord {
+        file: path.into(),
+        line: 0,
+        field: None,
+        message,
+    };
+    if columns.len() != schema.fields().len() {
+        return Err(bad(format!(
+            "the file has {} columns, the table declares {}",
+            columns.len(),
+            schema.fields().len()
+        )));
+    }
+    let exact = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let columns = columns
+        .into_iter()
+        .zip(schema.fields())
+        .map(|(column, field)| {
+            if column.data_type() == field.data_type() {
+                return Ok(column);
+            }
+            cast_with_options(&column, field.data_type(), &exact).map_err(|e| {
+                bad(format!(
+                    "column `{}` is {} in the file and {} in the table, and does not convert: {e}",
+                    field.name(),
+                    column.data_type(),
+                    field.data_type()
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    RecordBatch::try_new_with_options(schema.clone(), columns, &options)
+        .map_err(|e| bad(e.to_string()))
 }
 
 /// One batch of lines of a file: their text, where each ends, and the numbers of the
@@ -232,7 +298,7 @@ impl<'a> Lines<'a> {
 /// (skipping and counting it).
 fn decode_line_by_line(
     path: &Path,
-    format: FileFormat,
+    decoder: &RecordDecoder,
     schema: &SchemaRef,
     lines: &Lines<'_>,
     skip: bool,
@@ -248,7 +314,7 @@ fn decode_line_by_line(
                 "not valid UTF-8 (byte {} of the line)",
                 e.valid_up_to() + 1
             )),
-            Ok(_) => decode(format, schema, line, 1).and_then(|b| {
+            Ok(_) => decoder.decode_one(line).and_then(|b| {
                 b.filter(|b| b.num_rows() == 1)
                     .ok_or_else(|| "the line holds no record".to_string())
             }),

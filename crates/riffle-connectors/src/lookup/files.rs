@@ -44,7 +44,8 @@ impl FileLookupFactory {
         let counters = OperatorCounters::default();
         let mut parts = Vec::new();
         for file in &self.files {
-            let mut reader = FileReader::open(file, self.format, self.schema.clone(), 8192, 0)?;
+            let mut reader =
+                FileReader::open(file, self.format, self.schema.clone(), 8192, 0, None)?;
             while let Some((batch, _lines)) = reader.next_records(false, &counters)? {
                 parts.push(batch);
             }

@@ -128,7 +128,10 @@ pub async fn run_actor(
                 0,
                 1,
                 graph.max_parallelism,
-                StateOwner::Source { can_rescale: false },
+                StateOwner::Source {
+                    can_rescale: false,
+                    from_every_subtask: false,
+                },
             ) {
                 Ok(state) => state,
                 Err(e) => return ActorEnd::Failed(e),
