@@ -476,6 +476,84 @@ fn a_file_added_before_a_restart_moves_no_file_to_be_read_twice() {
     assert_eq!(all, expected);
 }
 
+/// `.gz` and `.zst` files (JSON lines and CSV) are decoded as streams: read at any
+/// parallelism, restored from a position inside them, and a damaged one fails naming
+/// the file.
+#[test]
+fn compressed_files_are_read_restored_and_named_when_damaged() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let json = |first: i64| -> String {
+        (first..first + 10)
+            .map(|i| {
+                format!(
+                    "{{\"id\": {i}, \"ts\": \"2025-01-01T00:00:{:02}Z\"}}\n",
+                    i % 60
+                )
+            })
+            .collect()
+    };
+    let gzip = |text: &str| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    std::fs::write(dir.path().join("a.jsonl.gz"), gzip(&json(0))).unwrap();
+    std::fs::write(
+        dir.path().join("b.json.zst"),
+        zstd::encode_all(json(10).as_bytes(), 3).unwrap(),
+    )
+    .unwrap();
+    write_jsonl(dir.path(), "c.jsonl", 20, 10);
+    let factory = || {
+        FileSourceFactory::new(config(
+            dir.path(),
+            FileFormat::Jsonl,
+            MalformedRecords::Fail,
+        ))
+        .unwrap()
+    };
+    for p in [1, 2] {
+        let (batches, _) = run(factory(), p).unwrap();
+        assert_eq!(ids(&batches), (0..30).collect::<Vec<_>>(), "p{p}");
+    }
+    // A restore decompresses from the start and skips what was read.
+    let ctx = OperatorContext::detached("files", 0, 1);
+    let mut first = factory().create(&ctx).unwrap();
+    let mut before = Vec::new();
+    for _ in 0..5 {
+        if let SourcePoll::Batch(b) = first.poll_next().unwrap() {
+            before.push(b);
+        }
+    }
+    let offset = first.snapshot(riffle_core::Epoch(1)).unwrap();
+    let mut again = factory().create(&ctx).unwrap();
+    again.restore(offset).unwrap();
+    let mut after = Vec::new();
+    while let SourcePoll::Batch(b) = again.poll_next().unwrap() {
+        after.push(b);
+    }
+    let mut all = ids(&before);
+    all.extend(ids(&after));
+    all.sort();
+    assert_eq!(all, (0..30).collect::<Vec<_>>());
+    // CSV too.
+    let csv_dir = dir.path().join("csv");
+    std::fs::create_dir(&csv_dir).unwrap();
+    std::fs::write(csv_dir.join("v.csv.gz"), gzip("id,ts\n1,1000\n2,2000\n")).unwrap();
+    let (batches, _) = run(
+        FileSourceFactory::new(config(&csv_dir, FileFormat::Csv, MalformedRecords::Fail)).unwrap(),
+        1,
+    )
+    .unwrap();
+    assert_eq!(ids(&batches), vec![1, 2]);
+    // A gzip file cut short fails naming it.
+    let whole = gzip(&json(40));
+    std::fs::write(dir.path().join("d.jsonl.gz"), &whole[..whole.len() / 2]).unwrap();
+    let err = run(factory(), 1).expect_err("a damaged file must fail");
+    assert!(err.to_string().contains("d.jsonl.gz"), "{err}");
+}
+
 #[test]
 fn a_path_without_files_is_a_clear_configuration_error() {
     let dir = tempfile::tempdir().unwrap();

@@ -11,15 +11,17 @@
 //!
 //! JSONL and CSV are read line by line: a CSV record may not span lines.
 
+mod compression;
 mod lines;
 mod presence;
 pub(crate) mod reader;
 
 use crate::sinks::FileFormat;
+use compression::Compression;
 use presence::ColumnPresence;
 use reader::{FilePosition, FileReader, SavedOffsets};
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use riffle_core::arrow::json::reader::infer_json_schema_from_seekable;
+use riffle_core::arrow::json::reader::infer_json_schema;
 use riffle_core::operator::OperatorCounters;
 use riffle_core::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use riffle_core::{
@@ -80,12 +82,7 @@ pub(crate) fn list_files(path: &str, format: FileFormat) -> Result<Vec<PathBuf>>
         std::fs::read_dir(p)
             .map_err(|e| Error::io(p, e))?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|f| {
-                f.is_file()
-                    && f.extension().is_some_and(|x| {
-                        x == format.extension() || (format == FileFormat::Jsonl && x == "json")
-                    })
-            })
+            .filter(|f| f.is_file() && compression::holds_format(f, format))
             .collect()
     } else if p.is_file() {
         vec![p.to_path_buf()]
@@ -113,13 +110,17 @@ pub(crate) fn list_files(path: &str, format: FileFormat) -> Result<Vec<PathBuf>>
 
 fn infer_schema(file: &Path, format: FileFormat) -> Result<Schema> {
     let open = || File::open(file).map_err(|e| Error::io(file, e));
+    let text = || {
+        Compression::of(file)
+            .reader(open()?)
+            .map(BufReader::new)
+            .map_err(|e| Error::io(file, e))
+    };
     let inferred = match format {
-        FileFormat::Jsonl => {
-            infer_json_schema_from_seekable(BufReader::new(open()?), Some(1000)).map(|(s, _)| s)
-        }
+        FileFormat::Jsonl => infer_json_schema(text()?, Some(1000)).map(|(s, _)| s),
         FileFormat::Csv => riffle_core::arrow::csv::reader::Format::default()
             .with_header(true)
-            .infer_schema(BufReader::new(open()?), Some(1000))
+            .infer_schema(text()?, Some(1000))
             .map(|(s, _)| s),
         FileFormat::Parquet => {
             let builder = ParquetRecordBatchReaderBuilder::try_new(open()?).map_err(|e| {

@@ -1,6 +1,7 @@
 //! Reading one file: lines for JSONL and CSV (with line numbers for errors), row groups
 //! for Parquet; turning the event-time column into `_timestamp`.
 
+use super::compression::Compression;
 use super::lines::{is_blank, LineBlocks};
 use crate::decode::{event_time_nanos, field_of, widen, RecordDecoder};
 use crate::sinks::FileFormat;
@@ -20,6 +21,7 @@ use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{Error, OperatorState, RecordBatch, Result, StreamSchema};
 use std::collections::HashMap;
 use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -34,7 +36,7 @@ pub(crate) struct FileReader {
 enum Kind {
     /// JSONL or CSV: next line number to read (1-based) and the open reader.
     Lines {
-        reader: LineBlocks<File>,
+        reader: LineBlocks<Box<dyn Read + Send>>,
         next_line: u64,
         decoder: Box<RecordDecoder>,
         /// Where each line of the current batch ends (kept for its allocation).
@@ -87,7 +89,10 @@ impl FileReader {
                 }
             }
             FileFormat::Jsonl | FileFormat::Csv => {
-                let mut reader = LineBlocks::new(file);
+                let text = Compression::of(path)
+                    .reader(file)
+                    .map_err(|e| Error::io(path, e))?;
+                let mut reader = LineBlocks::new(text);
                 let header = u64::from(format == FileFormat::Csv);
                 // Position counts lines after the header; a fresh CSV skips its header.
                 let to_skip = if skip == 0 { header } else { skip };
