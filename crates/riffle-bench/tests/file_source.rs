@@ -25,6 +25,34 @@ fn config(path: &Path, format: FileFormat, on_malformed: MalformedRecords) -> Fi
     }
 }
 
+/// The JSON-lines files of `dir`, failing on a malformed record.
+fn jsonl_source(dir: &Path) -> FileSourceFactory {
+    FileSourceFactory::new(config(dir, FileFormat::Jsonl, MalformedRecords::Fail)).unwrap()
+}
+
+/// JSON lines of `dir` with the columns `id BIGINT, ts VARCHAR` declared.
+fn id_and_ts(dir: &Path, on_malformed: MalformedRecords) -> FileSourceConfig {
+    let mut cfg = config(dir, FileFormat::Jsonl, on_malformed);
+    cfg.schema = Some(Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("ts", DataType::Utf8, true),
+    ])));
+    cfg
+}
+
+fn skipped(summary: &JobSummary) -> u64 {
+    summary.operators.iter().map(|o| o.records_skipped).sum()
+}
+
+/// Every batch a source subtask has left.
+fn drain(s: &mut dyn Source) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    while let SourcePoll::Batch(b) = s.poll_next().unwrap() {
+        out.push(b);
+    }
+    out
+}
+
 fn run(
     factory: FileSourceFactory,
     parallelism: usize,
@@ -83,12 +111,7 @@ fn jsonl_directory_is_read_completely_at_any_parallelism() {
     write_jsonl(dir.path(), "b.jsonl", 10, 7);
     write_jsonl(dir.path(), "c.jsonl", 17, 5);
     for p in [1, 2] {
-        let factory = FileSourceFactory::new(config(
-            dir.path(),
-            FileFormat::Jsonl,
-            MalformedRecords::Fail,
-        ))
-        .unwrap();
+        let factory = jsonl_source(dir.path());
         assert_eq!(factory.files().len(), 3);
         let (batches, _) = run(factory, p).unwrap();
         assert_eq!(ids(&batches), (0..22).collect::<Vec<_>>(), "p{p}");
@@ -136,15 +159,14 @@ fn malformed_records_can_be_skipped_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let text = "{\"id\": 1, \"ts\": \"2025-01-01T00:00:01Z\"}\nnot json at all\n{\"id\": 2, \"ts\": \"yesterday\"}\n{\"id\": 3, \"ts\": \"2025-01-01T00:00:03Z\"}\n";
     std::fs::write(dir.path().join("a.jsonl"), text).unwrap();
-    let mut cfg = config(dir.path(), FileFormat::Jsonl, MalformedRecords::Skip);
-    cfg.schema = Some(Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, true),
-        Field::new("ts", DataType::Utf8, true),
-    ])));
+    let mut cfg = id_and_ts(dir.path(), MalformedRecords::Skip);
     let (batches, summary) = run(FileSourceFactory::new(cfg.clone()).unwrap(), 1).unwrap();
     assert_eq!(ids(&batches), vec![1, 3]);
-    let skipped: u64 = summary.operators.iter().map(|o| o.records_skipped).sum();
-    assert_eq!(skipped, 2, "the unparseable line and the bad event time");
+    assert_eq!(
+        skipped(&summary),
+        2,
+        "the unparseable line and the bad event time"
+    );
     // The same file without skipping fails at line 2.
     cfg.on_malformed = MalformedRecords::Fail;
     let err = run(FileSourceFactory::new(cfg).unwrap(), 1).expect_err("must fail");
@@ -157,11 +179,7 @@ fn a_line_holding_two_records_is_malformed_not_half_read() {
     // Blank lines count as lines (an error names the line in the file) but hold no record.
     let text = "{\"id\": 1, \"ts\": \"2025-01-01T00:00:01Z\"}\n\n  \n{\"id\": 2, \"ts\": \"2025-01-01T00:00:02Z\"} {\"id\": 9, \"ts\": \"2025-01-01T00:00:02Z\"}\n{\"id\": 3, \"ts\": \"2025-01-01T00:00:03Z\"}\n";
     std::fs::write(dir.path().join("a.jsonl"), text).unwrap();
-    let mut cfg = config(dir.path(), FileFormat::Jsonl, MalformedRecords::Fail);
-    cfg.schema = Some(Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, true),
-        Field::new("ts", DataType::Utf8, true),
-    ])));
+    let mut cfg = id_and_ts(dir.path(), MalformedRecords::Fail);
     let err = run(FileSourceFactory::new(cfg.clone()).unwrap(), 1).expect_err("must fail");
     match &err {
         RuntimeError::Task {
@@ -173,8 +191,7 @@ fn a_line_holding_two_records_is_malformed_not_half_read() {
     cfg.on_malformed = MalformedRecords::Skip;
     let (batches, summary) = run(FileSourceFactory::new(cfg).unwrap(), 1).unwrap();
     assert_eq!(ids(&batches), vec![1, 3]);
-    let skipped: u64 = summary.operators.iter().map(|o| o.records_skipped).sum();
-    assert_eq!(skipped, 1);
+    assert_eq!(skipped(&summary), 1);
 }
 
 #[test]
@@ -186,11 +203,7 @@ fn a_line_that_is_not_utf8_is_a_malformed_record_named_or_skipped() {
     );
     bytes.extend_from_slice(b"{\"id\": 3, \"ts\": \"2025-01-01T00:00:03Z\"}\n");
     std::fs::write(dir.path().join("latin1.jsonl"), bytes).unwrap();
-    let mut cfg = config(dir.path(), FileFormat::Jsonl, MalformedRecords::Fail);
-    cfg.schema = Some(Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, true),
-        Field::new("ts", DataType::Utf8, true),
-    ])));
+    let mut cfg = id_and_ts(dir.path(), MalformedRecords::Fail);
     let err = run(FileSourceFactory::new(cfg.clone()).unwrap(), 1).expect_err("must fail");
     match &err {
         RuntimeError::Task {
@@ -212,8 +225,7 @@ fn a_line_that_is_not_utf8_is_a_malformed_record_named_or_skipped() {
     cfg.on_malformed = MalformedRecords::Skip;
     let (batches, summary) = run(FileSourceFactory::new(cfg).unwrap(), 1).unwrap();
     assert_eq!(ids(&batches), vec![1, 3]);
-    let skipped: u64 = summary.operators.iter().map(|o| o.records_skipped).sum();
-    assert_eq!(skipped, 1);
+    assert_eq!(skipped(&summary), 1);
 }
 
 #[test]
@@ -321,20 +333,8 @@ fn a_restored_source_replays_from_its_offset() {
     let dir = tempfile::tempdir().unwrap();
     write_jsonl(dir.path(), "a.jsonl", 0, 8);
     write_jsonl(dir.path(), "b.jsonl", 8, 8);
-    let factory = FileSourceFactory::new(config(
-        dir.path(),
-        FileFormat::Jsonl,
-        MalformedRecords::Fail,
-    ))
-    .unwrap();
+    let factory = jsonl_source(dir.path());
     let ctx = OperatorContext::detached("files", 0, 1);
-    let drain = |s: &mut dyn Source| {
-        let mut out = Vec::new();
-        while let SourcePoll::Batch(b) = s.poll_next().unwrap() {
-            out.push(b);
-        }
-        out
-    };
     let mut a = factory.create(&ctx).unwrap();
     let first = [a.poll_next().unwrap(), a.poll_next().unwrap()];
     assert!(first.iter().all(|p| matches!(p, SourcePoll::Batch(_))));
@@ -356,19 +356,7 @@ fn a_checkpoint_restores_at_another_parallelism_reading_each_row_once() {
     for f in 0..5 {
         write_jsonl(dir.path(), &format!("{f}.jsonl"), f * 8, 8);
     }
-    let factory = FileSourceFactory::new(config(
-        dir.path(),
-        FileFormat::Jsonl,
-        MalformedRecords::Fail,
-    ))
-    .unwrap();
-    let drain = |s: &mut dyn Source| {
-        let mut out = Vec::new();
-        while let SourcePoll::Batch(b) = s.poll_next().unwrap() {
-            out.push(b);
-        }
-        out
-    };
+    let factory = jsonl_source(dir.path());
     for (old, new) in [(2usize, 1usize), (2, 3), (1, 4), (3, 2)] {
         // Each old subtask reads a few batches (3 rows each), then the checkpoint.
         let mut read_before = Vec::new();
@@ -412,12 +400,7 @@ fn a_file_added_before_a_restart_moves_no_file_to_be_read_twice() {
     let dir = tempfile::tempdir().unwrap();
     write_jsonl(dir.path(), "b.jsonl", 0, 9);
     write_jsonl(dir.path(), "c.jsonl", 100, 9);
-    let factory = FileSourceFactory::new(config(
-        dir.path(),
-        FileFormat::Jsonl,
-        MalformedRecords::Fail,
-    ))
-    .unwrap();
+    let factory = jsonl_source(dir.path());
     // Both subtasks read one batch (3 rows) of their file, then the checkpoint.
     let mut read_before = Vec::new();
     let mut subtasks = std::collections::HashMap::new();
@@ -446,12 +429,7 @@ fn a_file_added_before_a_restart_moves_no_file_to_be_read_twice() {
     };
     // `a` sorts first: subtask 0 now reads a and c, subtask 1 reads b.
     write_jsonl(dir.path(), "a.jsonl", 200, 4);
-    let factory = FileSourceFactory::new(config(
-        dir.path(),
-        FileFormat::Jsonl,
-        MalformedRecords::Fail,
-    ))
-    .unwrap();
+    let factory = jsonl_source(dir.path());
     let mut g = JobGraph::new("files");
     let src = g
         .source("files", Arc::new(factory), 2, WatermarkStrategy::default())
@@ -505,21 +483,13 @@ fn compressed_files_are_read_restored_and_named_when_damaged() {
     )
     .unwrap();
     write_jsonl(dir.path(), "c.jsonl", 20, 10);
-    let factory = || {
-        FileSourceFactory::new(config(
-            dir.path(),
-            FileFormat::Jsonl,
-            MalformedRecords::Fail,
-        ))
-        .unwrap()
-    };
     for p in [1, 2] {
-        let (batches, _) = run(factory(), p).unwrap();
+        let (batches, _) = run(jsonl_source(dir.path()), p).unwrap();
         assert_eq!(ids(&batches), (0..30).collect::<Vec<_>>(), "p{p}");
     }
     // A restore decompresses from the start and skips what was read.
     let ctx = OperatorContext::detached("files", 0, 1);
-    let mut first = factory().create(&ctx).unwrap();
+    let mut first = jsonl_source(dir.path()).create(&ctx).unwrap();
     let mut before = Vec::new();
     for _ in 0..5 {
         if let SourcePoll::Batch(b) = first.poll_next().unwrap() {
@@ -527,14 +497,10 @@ fn compressed_files_are_read_restored_and_named_when_damaged() {
         }
     }
     let offset = first.snapshot(riffle_core::Epoch(1)).unwrap();
-    let mut again = factory().create(&ctx).unwrap();
+    let mut again = jsonl_source(dir.path()).create(&ctx).unwrap();
     again.restore(offset).unwrap();
-    let mut after = Vec::new();
-    while let SourcePoll::Batch(b) = again.poll_next().unwrap() {
-        after.push(b);
-    }
     let mut all = ids(&before);
-    all.extend(ids(&after));
+    all.extend(ids(&drain(again.as_mut())));
     all.sort();
     assert_eq!(all, (0..30).collect::<Vec<_>>());
     // CSV too.
@@ -550,7 +516,7 @@ fn compressed_files_are_read_restored_and_named_when_damaged() {
     // A gzip file cut short fails naming it.
     let whole = gzip(&json(40));
     std::fs::write(dir.path().join("d.jsonl.gz"), &whole[..whole.len() / 2]).unwrap();
-    let err = run(factory(), 1).expect_err("a damaged file must fail");
+    let err = run(jsonl_source(dir.path()), 1).expect_err("a damaged file must fail");
     assert!(err.to_string().contains("d.jsonl.gz"), "{err}");
 }
 
