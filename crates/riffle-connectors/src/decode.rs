@@ -11,17 +11,6 @@ use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit
 use riffle_core::{timestamp_type, Error, RecordBatch, Result};
 use std::sync::Arc;
 
-/// Decodes `rows` records of `format` (JSONL or CSV without header) from `text` with a
-/// decoder of its own; see [`RecordDecoder::decode`].
-pub(crate) fn decode(
-    format: FileFormat,
-    schema: &SchemaRef,
-    text: &[u8],
-    rows: usize,
-) -> std::result::Result<Option<RecordBatch>, String> {
-    RecordDecoder::new(format, schema).decode(text, rows)
-}
-
 /// Decodes batches of text records (JSON objects or CSV lines) of one schema, keeping
 /// one Arrow decoder from batch to batch: building one costs about as much as decoding
 /// a small batch. After an error the decoder is built anew.
@@ -76,10 +65,6 @@ impl ArrowDecoder {
 }
 
 impl RecordDecoder {
-    pub(crate) fn new(format: FileFormat, schema: &SchemaRef) -> Self {
-        Self::reading(format, schema, None)
-    }
-
     /// A decoder of `schema` that reads only the columns `read` (ascending indices),
     /// or all of them.
     pub(crate) fn reading(
@@ -361,7 +346,7 @@ mod tests {
 
     #[test]
     fn one_decoder_decodes_batch_after_batch_and_recovers_from_a_bad_one() {
-        let mut decoder = RecordDecoder::new(FileFormat::Jsonl, &bids());
+        let mut decoder = RecordDecoder::reading(FileFormat::Jsonl, &bids(), None);
         let first = decoder
             .decode(b"{\"auction\":1,\"dateTime\":1000}\n{\"auction\":2}\n", 2)
             .unwrap()
@@ -394,7 +379,7 @@ mod tests {
             ),
             (FileFormat::Csv, &b"1,\n2,\n3,\n"[..]),
         ] {
-            let mut decoder = RecordDecoder::new(format, &bids());
+            let mut decoder = RecordDecoder::reading(format, &bids(), None);
             assert!(decoder.decode(text, 2).is_err(), "{format:?}");
             assert_eq!(decoder.decode(text, 3).unwrap().unwrap().num_rows(), 3);
         }
@@ -402,7 +387,7 @@ mod tests {
 
     #[test]
     fn timestamps_are_epoch_millis_or_date_times_value_by_value() {
-        let mut decoder = RecordDecoder::new(FileFormat::Csv, &bids());
+        let mut decoder = RecordDecoder::reading(FileFormat::Csv, &bids(), None);
         let all_millis = decoder.decode(b"1,1000\n2,-5\n3,\n", 3).unwrap().unwrap();
         assert_eq!(times(&all_millis), vec![Some(1000), Some(-5), None]);
         let all_text = decoder

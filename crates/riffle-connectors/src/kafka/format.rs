@@ -1,7 +1,7 @@
 //! Record values ⇄ Arrow rows: JSON objects, CSV lines, or the raw value as one
 //! string or bytes column.
 
-use crate::decode::{decode, field_of, RecordDecoder};
+use crate::decode::{field_of, RecordDecoder};
 use crate::sinks::FileFormat;
 use riffle_core::arrow::array::{ArrayRef, AsArray, BinaryArray, StringArray};
 use riffle_core::arrow::compute::concat_batches;
@@ -73,9 +73,11 @@ pub(crate) struct ValueDecoder {
 }
 
 impl ValueDecoder {
-    pub(crate) fn new(format: ValueFormat, schema: SchemaRef) -> Self {
+    /// Reads the columns `read` (ascending indices into `schema`; the others NULL), or
+    /// all of them.
+    pub(crate) fn new(format: ValueFormat, schema: SchemaRef, read: Option<Vec<usize>>) -> Self {
         Self {
-            records: RecordDecoder::new(text_format(format), &schema),
+            records: RecordDecoder::reading(text_format(format), &schema, read),
             format,
             schema,
         }
@@ -104,7 +106,7 @@ impl ValueDecoder {
                 }
             }
         }
-        decode_one_by_one(text_format(self.format), &self.schema, values, skip)
+        decode_one_by_one(&self.records, &self.schema, values, skip)
     }
 }
 
@@ -117,7 +119,7 @@ fn text_format(format: ValueFormat) -> FileFormat {
 
 /// Decodes each value on its own, to name the bad one or leave it out.
 fn decode_one_by_one(
-    text_format: FileFormat,
+    records: &RecordDecoder,
     schema: &SchemaRef,
     values: &[Option<&[u8]>],
     skip: bool,
@@ -127,7 +129,7 @@ fn decode_one_by_one(
     for (index, value) in values.iter().enumerate() {
         let result = match value {
             None => Err("the record has no value".to_string()),
-            Some(v) => decode(text_format, schema, v, 1).and_then(|b| {
+            Some(v) => records.decode_one(v).and_then(|b| {
                 b.filter(|b| b.num_rows() == 1)
                     .ok_or_else(|| "the value holds no single record".to_string())
             }),
@@ -258,7 +260,7 @@ mod tests {
     #[test]
     fn a_value_holding_two_records_is_bad_not_half_read() {
         let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
-        let mut values = ValueDecoder::new(ValueFormat::Json, schema);
+        let mut values = ValueDecoder::new(ValueFormat::Json, schema, None);
         let batch: [Option<&[u8]>; 3] = [
             Some(b"{\"id\": 1}"),
             Some(b"{\"id\": 2} {\"id\": 9}"),
@@ -277,5 +279,26 @@ mod tests {
             panic!("a good batch must decode")
         };
         assert_eq!(rows.num_rows(), 1);
+    }
+
+    #[test]
+    fn a_value_decoder_reading_some_columns_skips_the_others_unread() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("note", DataType::Int64, true),
+        ]));
+        let batch: [Option<&[u8]>; 2] = [
+            Some(b"{\"id\": 1, \"note\": \"not a number\"}"),
+            Some(b"{\"id\": 2, \"note\": 5}"),
+        ];
+        let mut all = ValueDecoder::new(ValueFormat::Json, schema.clone(), None);
+        assert_eq!(all.decode(&batch, false).expect_err("bad note").index, 0);
+        let mut ids = ValueDecoder::new(ValueFormat::Json, schema, Some(vec![0]));
+        let Ok((rows, _)) = ids.decode(&batch, false) else {
+            panic!("the note is not read")
+        };
+        let got: Vec<i64> = rows.column(0).as_primitive::<Int64Type>().values().to_vec();
+        assert_eq!(got, vec![1, 2]);
+        assert_eq!(rows.column(1).null_count(), 2);
     }
 }

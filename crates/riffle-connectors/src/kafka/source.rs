@@ -88,6 +88,8 @@ pub struct KafkaSourceFactory {
     output: StreamSchema,
     /// The columns decoded from the value (all but a record-timestamp column).
     value_schema: SchemaRef,
+    /// The value's columns read (ascending indices into `value_schema`), if not all.
+    read: Option<Vec<usize>>,
 }
 
 impl KafkaSourceFactory {
@@ -136,18 +138,60 @@ impl KafkaSourceFactory {
             config: Arc::new(config),
             output,
             value_schema,
+            read: None,
         })
     }
 }
 
 impl SourceFactory for KafkaSourceFactory {
     fn describe(&self) -> String {
+        let columns = match &self.read {
+            Some(read) => format!(
+                ", reading {} of {} columns",
+                read.len(),
+                self.value_schema.fields().len()
+            ),
+            None => String::new(),
+        };
         format!(
-            "kafka({}, {}{})",
+            "kafka({}, {}{}{columns})",
             self.config.topic,
             self.config.client.bootstrap_servers,
             if self.config.bounded { ", bounded" } else { "" }
         )
+    }
+
+    /// JSON and CSV values: the used columns, the event-time one and the NOT NULL
+    /// ones are decoded (a raw value is one column, read whole).
+    fn reading_only(&self, used: &[usize]) -> Option<Arc<dyn SourceFactory>> {
+        if self.config.format == ValueFormat::Raw {
+            return None;
+        }
+        let event_time = match &self.config.timestamp {
+            KafkaTimestamp::Field(c) | KafkaTimestamp::Record(c) => c,
+        };
+        let declared = self.config.schema.fields();
+        let wanted: Vec<&str> = used
+            .iter()
+            .filter_map(|&i| declared.get(i))
+            .map(|f| f.name().as_str())
+            .collect();
+        let fields = self.value_schema.fields();
+        let read: Vec<usize> = (0..fields.len())
+            .filter(|&i| {
+                let f = &fields[i];
+                wanted.contains(&f.name().as_str()) || f.name() == event_time || !f.is_nullable()
+            })
+            .collect();
+        if read.len() == fields.len() {
+            return None;
+        }
+        Some(Arc::new(Self {
+            config: self.config.clone(),
+            output: self.output.clone(),
+            value_schema: self.value_schema.clone(),
+            read: Some(read),
+        }))
     }
 
     fn output_schema(&self) -> &StreamSchema {
@@ -181,7 +225,7 @@ impl SourceFactory for KafkaSourceFactory {
         Ok(Box::new(KafkaSource {
             config: config.clone(),
             output: self.output.clone(),
-            values: ValueDecoder::new(config.format, self.value_schema.clone()),
+            values: ValueDecoder::new(config.format, self.value_schema.clone(), self.read.clone()),
             consumer,
             subtask: ctx.subtask,
             parallelism: ctx.parallelism,
