@@ -221,6 +221,9 @@ impl RestoredJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use riffle_core::arrow::datatypes::Schema;
+    use riffle_core::RecordBatch;
+    use std::sync::Arc;
 
     /// A source checkpointed at parallelism 2 whose subtask 1 had no watermark yet.
     fn one_subtask_without_watermark() -> RestoredJob {
@@ -264,6 +267,55 @@ mod tests {
         assert_eq!(
             job.watermark_for(&other, 0, 1, false),
             RestoredWatermark::NotHeld
+        );
+    }
+
+    /// A source at parallelism 2 with one state batch per subtask and both watermarks.
+    fn two_positioned_subtasks() -> (RestoredJob, OperatorId) {
+        let positions = |rows| OperatorState {
+            batches: vec![RecordBatch::new_empty(Arc::new(Schema::empty())); rows],
+        };
+        let id = OperatorId("files".into());
+        let source = RestoredOperator {
+            parallelism: 2,
+            max_parallelism: 128,
+            subtasks: HashMap::from([(0, positions(1)), (1, positions(2))]),
+            watermarks: HashMap::from([(0, 5_000), (1, 3_000)]),
+        };
+        let job = RestoredJob {
+            epoch: Epoch(3),
+            operators: HashMap::from([(id.clone(), source)]),
+            counters: HashMap::new(),
+        };
+        (job, id)
+    }
+
+    #[test]
+    fn a_source_restoring_from_every_subtask_gets_all_states_at_the_same_parallelism() {
+        let (job, id) = two_positioned_subtasks();
+        let owner = |from_every_subtask| StateOwner::Source {
+            can_rescale: true,
+            from_every_subtask,
+        };
+        let batches = |subtask, owner| {
+            job.state_for(&id, subtask, 2, 128, owner)
+                .unwrap()
+                .unwrap()
+                .batches
+                .len()
+        };
+        assert_eq!(batches(0, owner(false)), 1, "its own");
+        assert_eq!(batches(1, owner(false)), 2, "its own");
+        assert_eq!(batches(0, owner(true)), 3, "every old subtask's");
+        assert_eq!(batches(1, owner(true)), 3, "every old subtask's");
+        // It resumes at the lowest watermark, as after a rescale.
+        assert_eq!(
+            job.watermark_for(&id, 0, 2, true),
+            RestoredWatermark::At(3_000)
+        );
+        assert_eq!(
+            job.watermark_for(&id, 0, 2, false),
+            RestoredWatermark::At(5_000)
         );
     }
 }
