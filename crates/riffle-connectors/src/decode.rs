@@ -7,7 +7,7 @@ use riffle_core::arrow::array::{new_null_array, Array, ArrayRef, AsArray};
 use riffle_core::arrow::compute::is_not_null;
 use riffle_core::arrow::compute::kernels::cast::{cast_with_options, CastOptions};
 use riffle_core::arrow::compute::kernels::zip::zip;
-use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use riffle_core::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use riffle_core::{timestamp_type, Error, RecordBatch, Result};
 use std::sync::Arc;
 
@@ -181,6 +181,26 @@ impl RecordDecoder {
             .map(Some)
             .map_err(|e| e.to_string())
     }
+}
+
+/// The columns of `fields` a source decodes for a pipeline: those `wanted` says it uses
+/// or needs (its event time), and every NOT NULL one (a NULL there would be no row of
+/// the schema); ascending. `None` when that is every column.
+pub(crate) fn columns_to_read(
+    fields: &Fields,
+    wanted: impl Fn(usize, &Field) -> bool,
+) -> Option<Vec<usize>> {
+    let read: Vec<usize> = (0..fields.len())
+        .filter(|&i| wanted(i, &fields[i]) || !fields[i].is_nullable())
+        .collect();
+    (read.len() < fields.len()).then_some(read)
+}
+
+/// `explain`'s word on the columns a source reads: `, reading 4 of 7 columns`, or
+/// nothing when it reads them all.
+pub(crate) fn reading_note(read: Option<&[usize]>, of: usize) -> String {
+    read.map(|read| format!(", reading {} of {of} columns", read.len()))
+        .unwrap_or_default()
 }
 
 /// The columns of `schema` from the columns `read` (ascending indices) of one batch:
@@ -405,6 +425,20 @@ mod tests {
             bad.contains("`soon` is neither epoch milliseconds"),
             "{bad}"
         );
+    }
+
+    #[test]
+    fn a_source_reads_the_wanted_and_the_not_null_columns_or_says_all() {
+        let fields = Fields::from(vec![
+            Field::new("a", DataType::Int64, true),
+            Field::new("b", DataType::Int64, false),
+            Field::new("c", DataType::Int64, true),
+        ]);
+        let read = columns_to_read(&fields, |i, _| i == 0);
+        assert_eq!(read, Some(vec![0, 1]));
+        assert_eq!(reading_note(read.as_deref(), 3), ", reading 2 of 3 columns");
+        assert_eq!(columns_to_read(&fields, |_, f| f.name() != "b"), None);
+        assert_eq!(reading_note(None, 3), "");
     }
 
     #[test]

@@ -9,22 +9,37 @@ fn run(text: &str) -> riffle_runtime::JobSummary {
     run_at(text, 2)
 }
 
-fn run_at(text: &str, parallelism: usize) -> riffle_runtime::JobSummary {
+fn plan_at(text: &str, parallelism: usize) -> riffle_sql::SqlPipeline {
     let options = PlanOptions {
         name: "files".into(),
         parallelism,
         max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
         settings: Default::default(),
     };
-    let pipeline = plan_pipeline(text, &options, &ConnectorRegistry::default())
-        .unwrap_or_else(|e| panic!("does not plan: {e}"));
+    plan_pipeline(text, &options, &ConnectorRegistry::default())
+        .unwrap_or_else(|e| panic!("does not plan: {e}"))
+}
+
+fn run_at(text: &str, parallelism: usize) -> riffle_runtime::JobSummary {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap()
-        .block_on(job::run(&pipeline.graph, &JobConfig::default()))
+        .block_on(job::run(
+            &plan_at(text, parallelism).graph,
+            &JobConfig::default(),
+        ))
         .unwrap()
+}
+
+/// The error of a pipeline that must fail, run at parallelism 1.
+fn failure(text: &str, why: &str) -> String {
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(job::run(&plan_at(text, 1).graph, &JobConfig::default()))
+        .expect_err(why)
+        .to_string()
 }
 
 fn lines(dir: &Path) -> Vec<serde_json::Value> {
@@ -223,18 +238,7 @@ fn numbers_in_a_timestamp_column_are_epoch_milliseconds() {
         "{\"id\": 4, \"ts\": \"soon\"}\n",
     )
     .unwrap();
-    let options = PlanOptions {
-        name: "files".into(),
-        parallelism: 1,
-        max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
-        settings: Default::default(),
-    };
-    let planned = plan_pipeline(&pipeline.text, &options, &ConnectorRegistry::default()).unwrap();
-    let err = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(job::run(&planned.graph, &JobConfig::default()))
-        .expect_err("`soon` is no time")
-        .to_string();
+    let err = failure(&pipeline.text, "`soon` is no time");
     assert!(
         err.contains("b.jsonl") && err.contains("ts") && err.contains("`soon`"),
         "{err}"
@@ -374,18 +378,7 @@ fn a_source_reads_only_the_columns_its_pipeline_uses() {
          INSERT INTO out SELECT a, c FROM t;",
         table("t", &json, "json", columns)
     );
-    let options = PlanOptions {
-        name: "files".into(),
-        parallelism: 1,
-        max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
-        settings: Default::default(),
-    };
-    let planned = plan_pipeline(&text, &options, &ConnectorRegistry::default()).unwrap();
-    let err = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(job::run(&planned.graph, &JobConfig::default()))
-        .expect_err("`seven` is no BIGINT")
-        .to_string();
+    let err = failure(&text, "`seven` is no BIGINT");
     assert!(err.contains("line 1") && err.contains("`c`"), "{err}");
 }
 
@@ -402,14 +395,7 @@ fn a_kafka_source_reads_only_the_used_columns_and_says_so() {
              CREATE TABLE out WITH ('connector' = 'blackhole');
              INSERT INTO out {select};"
         );
-        let options = PlanOptions {
-            name: "kafka".into(),
-            parallelism: 1,
-            max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
-            settings: Default::default(),
-        };
-        let planned = plan_pipeline(&text, &options, &ConnectorRegistry::default()).unwrap();
-        planned.graph.nodes()[0].describe()
+        plan_at(&text, 1).graph.nodes()[0].describe()
     };
     let some = plan("SELECT auction, price * 2 AS p FROM bids WHERE bidder > 0");
     assert!(some.contains("reading 4 of 5 columns"), "{some}");

@@ -16,6 +16,7 @@ mod lines;
 mod presence;
 pub(crate) mod reader;
 
+use crate::decode::{columns_to_read, reading_note};
 use crate::sinks::FileFormat;
 use compression::Compression;
 use presence::ColumnPresence;
@@ -225,14 +226,7 @@ impl FileSourceFactory {
 
 impl SourceFactory for FileSourceFactory {
     fn describe(&self) -> String {
-        let columns = match &self.read {
-            Some(read) => format!(
-                ", reading {} of {} columns",
-                read.len(),
-                self.file_schema.fields().len()
-            ),
-            None => String::new(),
-        };
+        let columns = reading_note(self.read.as_deref(), self.file_schema.fields().len());
         format!(
             "files({}, {}, {} files{columns})",
             self.config.format.extension(),
@@ -241,18 +235,11 @@ impl SourceFactory for FileSourceFactory {
         )
     }
 
-    /// Reads the event-time column and the NOT NULL ones too (a NULL there would be
-    /// no row of the schema).
+    /// Reads the event-time column (and the NOT NULL ones) too.
     fn reading_only(&self, used: &[usize]) -> Option<Arc<dyn SourceFactory>> {
-        let fields = self.file_schema.fields();
-        let read: Vec<usize> = (0..fields.len())
-            .filter(|&i| {
-                used.contains(&i) || i == self.event_time_index || !fields[i].is_nullable()
-            })
-            .collect();
-        if read.len() == fields.len() {
-            return None;
-        }
+        let read = columns_to_read(self.file_schema.fields(), |i, _| {
+            used.contains(&i) || i == self.event_time_index
+        })?;
         let presence = self.presence.as_ref().map(|p| Arc::new(p.only(&read)));
         Some(Arc::new(Self {
             config: self.config.clone(),

@@ -2,6 +2,7 @@
 //! the subtasks.
 
 use super::KafkaSource;
+use crate::decode::{columns_to_read, reading_note};
 use crate::kafka::format::{ValueDecoder, ValueFormat};
 use crate::kafka::KafkaClient;
 use crate::MalformedRecords;
@@ -133,14 +134,7 @@ impl KafkaSourceFactory {
 
 impl SourceFactory for KafkaSourceFactory {
     fn describe(&self) -> String {
-        let columns = match &self.read {
-            Some(read) => format!(
-                ", reading {} of {} columns",
-                read.len(),
-                self.value_schema.fields().len()
-            ),
-            None => String::new(),
-        };
+        let columns = reading_note(self.read.as_deref(), self.value_schema.fields().len());
         format!(
             "kafka({}, {}{}{columns})",
             self.config.topic,
@@ -164,16 +158,9 @@ impl SourceFactory for KafkaSourceFactory {
             .filter_map(|&i| declared.get(i))
             .map(|f| f.name().as_str())
             .collect();
-        let fields = self.value_schema.fields();
-        let read: Vec<usize> = (0..fields.len())
-            .filter(|&i| {
-                let f = &fields[i];
-                wanted.contains(&f.name().as_str()) || f.name() == event_time || !f.is_nullable()
-            })
-            .collect();
-        if read.len() == fields.len() {
-            return None;
-        }
+        let read = columns_to_read(self.value_schema.fields(), |_, f| {
+            wanted.contains(&f.name().as_str()) || f.name() == event_time
+        })?;
         Some(Arc::new(Self {
             config: self.config.clone(),
             output: self.output.clone(),
