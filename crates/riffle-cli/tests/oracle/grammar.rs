@@ -109,12 +109,13 @@ impl Query {
     }
 
     /// The riffle pipeline: sources over `input`, a JSON file sink into `out`, every
-    /// source throttled to `rate` rows per second so the run spans many checkpoints.
-    pub fn riffle_sql(&self, input: &str, out: &str, rate: u64) -> String {
+    /// source throttled to `rate` rows per second so the run spans many checkpoints and
+    /// cutting its files into splits of `split_bytes`.
+    pub fn riffle_sql(&self, input: &str, out: &str, rate: u64, split_bytes: u64) -> String {
         let source = |name: &str, columns: &str| {
             format!(
                 "CREATE TABLE {name} ({columns}, WATERMARK FOR ts AS ts - INTERVAL '{DELAY_S}' SECOND)\n\
-                 WITH ('connector' = 'filesystem', 'path' = '{input}/{name}', 'format' = 'json', 'scan.max-records-per-second' = '{rate}');\n"
+                 WITH ('connector' = 'filesystem', 'path' = '{input}/{name}', 'format' = 'json', 'scan.max-records-per-second' = '{rate}', 'scan.split-size' = '{split_bytes}');\n"
             )
         };
         let mut sql = source("ev", "id BIGINT, k BIGINT, v BIGINT, s VARCHAR, ts BIGINT");

@@ -62,6 +62,13 @@ impl Case {
         )
     }
 
+    /// The size the sources cut their files into (1 to 8 KiB, by the seed, so the
+    /// random draws of older seeds stay as they were): every file is several splits,
+    /// read by several subtasks, crashed in and restored at other parallelisms.
+    fn split_bytes(&self) -> u64 {
+        1024 << (self.seed % 4)
+    }
+
     /// Runs the case; `Ok(rows)` when riffle's committed output equals DuckDB's answer.
     fn check(&self) -> Result<usize, String> {
         let dir = tempfile::tempdir().unwrap();
@@ -78,6 +85,7 @@ impl Case {
             &input.display().to_string(),
             &out.display().to_string(),
             rate,
+            self.split_bytes(),
         );
         std::fs::write(&sql, &text).unwrap();
         schedule::run(&sql, &state, &self.schedule).map_err(|e| format!("{e}\n{text}"))?;

@@ -1,38 +1,43 @@
 //! A replayable source over a directory or glob of JSONL, CSV or Parquet files.
 //!
-//! Files are read in name order; subtask `i` of `p` reads files `i, i + p, …`. The
+//! Files are read in name order, cut into splits (byte ranges of plain text, runs of
+//! Parquet row groups; a compressed file is one split): subtask `i` of `p` reads splits
+//! `i, i + p, …`, so one big file is read on all cores. The
 //! schema is given or inferred from the first file; the event-time column is named by
 //! the user and becomes `_timestamp` (timestamps of any unit, RFC 3339 strings, or
 //! integers as epoch milliseconds). A malformed record fails the job with an error
 //! naming file, line and field, or — with [`MalformedRecords::Skip`] — is skipped and
-//! counted. The checkpointed offsets are, per file a subtask owns, how far it has read
-//! it (by path), so a checkpoint restores at any parallelism: each new subtask takes its
-//! own files' positions from the state of all old subtasks.
+//! counted. The checkpointed offsets are, per split a subtask owns, its bounds and how
+//! far it has read it (by path), so a checkpoint restores at any parallelism: each new
+//! subtask takes its own splits from the state of all old subtasks.
 //!
 //! JSONL and CSV are read line by line: a CSV record may not span lines.
 
 mod compression;
 mod lines;
+mod offsets;
 mod presence;
 pub(crate) mod reader;
+mod split;
+mod subtask;
 
 use crate::decode::{columns_to_read, reading_note};
 use crate::sinks::FileFormat;
 use compression::Compression;
 use presence::ColumnPresence;
-use reader::{FilePosition, FileReader, SavedOffsets};
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use riffle_core::arrow::json::reader::infer_json_schema;
-use riffle_core::operator::OperatorCounters;
 use riffle_core::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use riffle_core::{
-    Error, OperatorContext, OperatorState, Result, Source, SourceFactory, SourcePoll, StreamSchema,
-    TIMESTAMP_FIELD,
+    Error, OperatorContext, Result, Source, SourceFactory, StreamSchema, TIMESTAMP_FIELD,
 };
+use split::{assign, plan, split_size, Layout};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use subtask::FileSource;
 
 /// What to do with a record that cannot be decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +65,9 @@ pub struct FileSourceConfig {
     pub batch_rows: usize,
     /// At most this many rows per wall second over all subtasks (each takes its share).
     pub max_rows_per_second: Option<u64>,
+    /// The size to cut plain-text files into; `None` picks one from the input's size
+    /// and the parallelism.
+    pub split_bytes: Option<u64>,
 }
 
 /// Builds file source subtasks.
@@ -67,6 +75,8 @@ pub struct FileSourceConfig {
 pub struct FileSourceFactory {
     config: FileSourceConfig,
     files: Vec<PathBuf>,
+    /// How each file can be cut, by path.
+    layouts: Arc<HashMap<PathBuf, Layout>>,
     file_schema: SchemaRef,
     event_time_index: usize,
     schema: StreamSchema,
@@ -207,9 +217,14 @@ impl FileSourceFactory {
                     .collect(),
             ))
         });
+        let layouts = files
+            .iter()
+            .map(|f| Ok((f.clone(), Layout::of(f, config.format)?)))
+            .collect::<Result<_>>()?;
         Ok(Self {
             config,
             files,
+            layouts: Arc::new(layouts),
             file_schema,
             event_time_index,
             schema,
@@ -244,6 +259,7 @@ impl SourceFactory for FileSourceFactory {
         Some(Arc::new(Self {
             config: self.config.clone(),
             files: self.files.clone(),
+            layouts: self.layouts.clone(),
             file_schema: self.file_schema.clone(),
             event_time_index: self.event_time_index,
             schema: self.schema.clone(),
@@ -260,35 +276,48 @@ impl SourceFactory for FileSourceFactory {
         true
     }
 
-    /// Subtask `i` reads files `i, i + p, …` of the sorted list, so a file added to the
-    /// input moves the files after it to other subtasks: each must see where every old
-    /// subtask was, or it would read a moved file again from its start.
+    /// Subtask `i` reads splits `i, i + p, …` of the sorted files', so a file added to
+    /// the input moves the splits after it to other subtasks: each must see where every
+    /// old subtask was, or it would read a moved split again from its start.
     fn restores_from_every_subtask(&self) -> bool {
         true
     }
 
     fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Source>> {
-        let files: Vec<PathBuf> = self
+        let parallelism = ctx.parallelism.max(1);
+        let layouts: Vec<Layout> = self
             .files
             .iter()
-            .skip(ctx.subtask)
-            .step_by(ctx.parallelism.max(1))
-            .cloned()
+            .map(|f| self.layouts.get(f).cloned().unwrap_or(Layout::Whole))
             .collect();
-        let positions = vec![FilePosition::default(); files.len()];
+        let size = split_size(&layouts, parallelism, self.config.split_bytes);
+        let plan = plan(&self.files, &layouts, size);
+        let splits = assign(&plan, ctx.subtask, parallelism);
+        let positions = splits
+            .iter()
+            .map(|split| {
+                let layout = self.layouts.get(&split.path);
+                offsets::SplitPosition {
+                    position: layout.map_or(0, |l| l.first_position(split)),
+                    done: false,
+                }
+            })
+            .collect();
         let mut config = self.config.clone();
         if let Some(rate) = config.max_rows_per_second {
             // Small batches under a rate, so rows flow evenly (about 20 batches a second).
-            let share = rate / ctx.parallelism.max(1) as u64;
+            let share = rate / parallelism as u64;
             config.batch_rows = config.batch_rows.min((share / 20).max(1) as usize);
         }
         Ok(Box::new(FileSource {
-            files,
-            all_files: self.files.iter().map(|p| p.display().to_string()).collect(),
+            splits,
             positions,
-            parallelism: ctx.parallelism.max(1),
+            plan: Arc::new(plan),
+            layouts: self.layouts.clone(),
+            subtask: ctx.subtask,
+            parallelism,
             throttle: None,
-            next_file: 0,
+            next_split: 0,
             reader: None,
             config,
             file_schema: self.file_schema.clone(),
@@ -300,184 +329,5 @@ impl SourceFactory for FileSourceFactory {
             reported: false,
             read: self.read.clone(),
         }))
-    }
-}
-
-struct FileSource {
-    /// This subtask's files: `i, i + p, …` of the source's.
-    files: Vec<PathBuf>,
-    /// Every file of the source (any subtask's), to tell a vanished file from another
-    /// subtask's.
-    all_files: std::collections::HashSet<String>,
-    /// Where reading each of `files` starts (a restore) — or, once read, that it is done.
-    positions: Vec<FilePosition>,
-    parallelism: usize,
-    /// With a rate: when this subtask started and the rows it has produced since.
-    throttle: Option<(std::time::Instant, u64)>,
-    next_file: usize,
-    reader: Option<FileReader>,
-    config: FileSourceConfig,
-    file_schema: SchemaRef,
-    event_time_index: usize,
-    schema: StreamSchema,
-    counters: Arc<OperatorCounters>,
-    operator: String,
-    /// JSON: which declared columns had a value (shared by the subtasks).
-    presence: Option<Arc<ColumnPresence>>,
-    /// Whether this subtask told `presence` it has read its last file.
-    reported: bool,
-    /// The columns read (ascending), when not all.
-    read: Option<Vec<usize>>,
-}
-
-impl FileSource {
-    fn open(&self, index: usize, skip: u64) -> Result<FileReader> {
-        FileReader::open(
-            &self.files[index],
-            self.config.format,
-            self.file_schema.clone(),
-            self.config.batch_rows,
-            skip,
-            self.read.clone(),
-        )
-    }
-}
-
-impl Source for FileSource {
-    fn poll_next(&mut self) -> Result<SourcePoll> {
-        if let Some(rate) = self.config.max_rows_per_second {
-            // This subtask's share of the rate; the runtime sleeps between Pending polls.
-            let share = (rate as f64 / self.parallelism as f64).max(1.0);
-            let (started, produced) = *self
-                .throttle
-                .get_or_insert_with(|| (std::time::Instant::now(), 0));
-            if produced as f64 >= started.elapsed().as_secs_f64() * share {
-                return Ok(SourcePoll::Pending);
-            }
-        }
-        let polled = self.read_next()?;
-        if let (Some((_, produced)), SourcePoll::Batch(batch)) = (&mut self.throttle, &polled) {
-            *produced += batch.num_rows() as u64;
-        }
-        Ok(polled)
-    }
-
-    fn snapshot(&mut self, _epoch: riffle_core::Epoch) -> Result<OperatorState> {
-        self.offsets()
-    }
-
-    fn restore(&mut self, state: OperatorState) -> Result<()> {
-        self.restore_offsets(state)
-    }
-}
-
-impl FileSource {
-    /// The next batch of the files, without throttling.
-    fn read_next(&mut self) -> Result<SourcePoll> {
-        loop {
-            if self.reader.is_none() {
-                while self.positions.get(self.next_file).is_some_and(|p| p.done) {
-                    self.next_file += 1;
-                }
-                if self.next_file >= self.files.len() {
-                    self.report_absent_columns();
-                    return Ok(SourcePoll::End);
-                }
-                let start = self.positions[self.next_file].position;
-                self.reader = Some(self.open(self.next_file, start)?);
-                self.next_file += 1;
-            }
-            let Some(reader) = self.reader.as_mut() else {
-                continue;
-            };
-            let skip = self.config.on_malformed == MalformedRecords::Skip;
-            match reader.next_batch(skip, self.event_time_index, &self.schema, &self.counters)? {
-                Some(batch) if batch.num_rows() > 0 => {
-                    if let Some(presence) = &self.presence {
-                        presence.count(&batch);
-                    }
-                    return Ok(SourcePoll::Batch(batch));
-                }
-                Some(_) => {}
-                None => {
-                    self.reader = None;
-                    self.positions[self.next_file - 1].done = true;
-                }
-            }
-        }
-    }
-
-    /// Once, at the end of this subtask's files: the last subtask to get there warns of
-    /// each declared JSON column that no row read had a value for.
-    fn report_absent_columns(&mut self) {
-        if std::mem::replace(&mut self.reported, true) {
-            return;
-        }
-        let Some(presence) = &self.presence else {
-            return;
-        };
-        if let Some((absent, rows)) = presence.finish(self.parallelism) {
-            for column in absent {
-                tracing::warn!(
-                    "{}: the declared column `{column}` is NULL in all {rows} rows read; does any record carry the key `{column}`? (JSON keys match exactly, case included)",
-                    self.config.path
-                );
-            }
-        }
-    }
-
-    fn offsets(&self) -> Result<OperatorState> {
-        let mut files = Vec::with_capacity(self.files.len());
-        for (i, path) in self.files.iter().enumerate() {
-            let mut at = self.positions[i];
-            if let Some(reader) = self.reader.as_ref().filter(|_| i + 1 == self.next_file) {
-                at.position = reader.position();
-            }
-            files.push((path.display().to_string(), at));
-        }
-        reader::file_positions_state(&files)
-    }
-
-    fn restore_offsets(&mut self, state: OperatorState) -> Result<()> {
-        match reader::read_saved_offsets(&state, &self.operator)? {
-            SavedOffsets::Files(saved) => {
-                if let Some(gone) = saved.keys().find(|p| !self.all_files.contains(*p)) {
-                    return Err(Error::State { operator: self.operator.clone(), message: format!("the checkpoint was reading {gone}, which is no longer in the input; put it back, or start from empty state") });
-                }
-                // A file no old subtask owned is new since the checkpoint: read whole.
-                for (i, path) in self.files.iter().enumerate() {
-                    if let Some(at) = saved.get(&path.display().to_string()) {
-                        self.positions[i] = *at;
-                    }
-                }
-            }
-            // An older version's single offset: exact only at the parallelism it was
-            // taken at, where the subtask's file list is the same; the path check
-            // refuses any other.
-            SavedOffsets::Single {
-                path,
-                file,
-                position,
-            } => {
-                let file = file as usize;
-                if file < self.files.len() && self.files[file].display().to_string() != path {
-                    return Err(Error::State { operator: self.operator.clone(), message: format!("checkpoint was reading {path}, but file #{file} is now {}; the input directory changed", self.files[file].display()) });
-                }
-                for (i, at) in self.positions.iter_mut().enumerate() {
-                    *at = match i.cmp(&file) {
-                        std::cmp::Ordering::Less => FilePosition {
-                            position: 0,
-                            done: true,
-                        },
-                        std::cmp::Ordering::Equal => FilePosition {
-                            position,
-                            done: false,
-                        },
-                        std::cmp::Ordering::Greater => FilePosition::default(),
-                    };
-                }
-            }
-        }
-        Ok(())
     }
 }

@@ -1,29 +1,25 @@
-//! Reading one file: lines for JSONL and CSV (with line numbers for errors), row groups
-//! for Parquet; turning the event-time column into `_timestamp`.
+//! Reading one split of a file: lines for JSONL and CSV (with line numbers for errors),
+//! row groups for Parquet; turning the event-time column into `_timestamp`.
 
 use super::compression::Compression;
-use super::lines::{is_blank, LineBlocks};
+use super::lines::{is_blank, newlines_before, LineBlocks};
+use super::split::TO_END;
 use crate::decode::{event_time_nanos, field_of, widen, RecordDecoder};
 use crate::sinks::FileFormat;
-use riffle_core::arrow::array::{
-    Array, AsArray, BooleanArray, StringArray, UInt16Array, UInt64Array,
-};
+use riffle_core::arrow::array::Array;
 use riffle_core::arrow::array::{ArrayRef, RecordBatchOptions};
 use riffle_core::arrow::compute::concat_batches;
 use riffle_core::arrow::compute::kernels::cast::{cast_with_options, CastOptions};
-use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use riffle_core::arrow::datatypes::SchemaRef;
 use riffle_core::operator::OperatorCounters;
 use riffle_core::parquet::arrow::arrow_reader::{
     ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
 use riffle_core::parquet::arrow::ProjectionMask;
-use riffle_core::state::KEY_GROUP_FIELD;
-use riffle_core::{Error, OperatorState, RecordBatch, Result, StreamSchema};
-use std::collections::HashMap;
+use riffle_core::{Error, RecordBatch, Result, StreamSchema};
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// An open file and the position in it.
 pub(crate) struct FileReader {
@@ -33,73 +29,108 @@ pub(crate) struct FileReader {
     batch_rows: usize,
 }
 
+/// Which part of a file to read, and how far it was read: see [`super::split`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Extent {
+    /// Bytes (plain text) or row groups (Parquet); compressed text is read whole.
+    pub start: u64,
+    pub end: u64,
+    /// Plain text: the offset of the next line to read. Compressed text: lines read.
+    /// Parquet: rows of the extent read.
+    pub position: u64,
+}
+
+impl Extent {
+    /// The whole file, from its start.
+    pub(crate) const WHOLE: Extent = Extent {
+        start: 0,
+        end: TO_END,
+        position: 0,
+    };
+}
+
+/// The line number of the first line a reader hands out, less one.
+#[derive(Debug, Clone, Copy)]
+enum LineBase {
+    Known(u64),
+    /// Not counted yet: the lines before this byte offset. Counted only to name the
+    /// line of an error, so that a split in the middle of a file starts at once.
+    Before(u64),
+}
+
 enum Kind {
-    /// JSONL or CSV: next line number to read (1-based) and the open reader.
+    /// JSONL or CSV: the open reader and the lines handed out so far.
     Lines {
         reader: LineBlocks<Box<dyn Read + Send>>,
-        next_line: u64,
+        base: LineBase,
+        handed_out: u64,
+        /// Positions are byte offsets (plain text), or line counts (compressed text).
+        by_bytes: bool,
         decoder: Box<RecordDecoder>,
         /// Where each line of the current batch ends (kept for its allocation).
         ends: Vec<usize>,
     },
-    /// Parquet: rows already returned, and the columns read (ascending) if not all.
+    /// Parquet: rows of the extent already returned, the rows of the file before the
+    /// extent, and the columns read (ascending) if not all.
     Parquet {
         reader: ParquetRecordBatchReader,
         rows: u64,
+        rows_before: u64,
         read: Option<Vec<usize>>,
     },
 }
 
 impl FileReader {
-    /// Opens `path`, skipping `skip` lines (JSONL/CSV, after the header) or rows
-    /// (Parquet), to read the columns `read` (ascending indices into `schema`; the
-    /// others NULL) or all.
+    /// Opens the `extent` of `path` where it was left, to read the columns `read`
+    /// (ascending indices into `schema`; the others NULL) or all.
     pub(crate) fn open(
         path: &Path,
         format: FileFormat,
         schema: SchemaRef,
         batch_rows: usize,
-        skip: u64,
+        extent: Extent,
         read: Option<Vec<usize>>,
     ) -> Result<Self> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let kind = match format {
-            FileFormat::Parquet => {
-                let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-                    .and_then(|b| {
-                        let columns = match &read {
-                            Some(read) => ProjectionMask::roots(b.parquet_schema(), read.clone()),
-                            None => ProjectionMask::all(),
-                        };
-                        b.with_batch_size(batch_rows)
-                            .with_offset(skip as usize)
-                            .with_projection(columns)
-                            .build()
-                    })
-                    .map_err(|e| Error::MalformedRecord {
-                        file: path.into(),
-                        line: 0,
-                        field: None,
-                        message: format!("not a readable Parquet file: {e}"),
-                    })?;
-                Kind::Parquet {
-                    reader,
-                    rows: skip,
-                    read,
-                }
-            }
+            FileFormat::Parquet => open_parquet(path, file, batch_rows, extent, read)?,
             FileFormat::Jsonl | FileFormat::Csv => {
-                let text = Compression::of(path)
-                    .reader(file)
-                    .map_err(|e| Error::io(path, e))?;
-                let mut reader = LineBlocks::new(text);
                 let header = u64::from(format == FileFormat::Csv);
-                // Position counts lines after the header; a fresh CSV skips its header.
-                let to_skip = if skip == 0 { header } else { skip };
-                let skipped = reader.skip_lines(to_skip).map_err(|e| Error::io(path, e))?;
+                let io = |e| Error::io(path, e);
+                let (reader, base, by_bytes) = match Compression::of(path) {
+                    // A line begins at `position`; from the byte before it (a newline),
+                    // skipping to the next line start finds it, or, for a fresh split,
+                    // the first line that begins in the split.
+                    Compression::None if extent.position > 0 => {
+                        let mut file = file;
+                        let from = extent.position - 1;
+                        file.seek(SeekFrom::Start(from)).map_err(io)?;
+                        let input: Box<dyn Read + Send> = Box::new(file);
+                        let mut reader = LineBlocks::between(input, from, extent.end);
+                        reader.skip_lines(1).map_err(io)?;
+                        let base = LineBase::Before(reader.offset());
+                        (reader, base, true)
+                    }
+                    // From the file's start: a CSV header is skipped.
+                    Compression::None => {
+                        let input: Box<dyn Read + Send> = Box::new(file);
+                        let mut reader = LineBlocks::between(input, 0, extent.end);
+                        let skipped = reader.skip_lines(header).map_err(io)?;
+                        (reader, LineBase::Known(skipped), true)
+                    }
+                    // Compressed: decompressed from the start, skipping the lines read.
+                    compressed => {
+                        let mut reader = LineBlocks::new(compressed.reader(file).map_err(io)?);
+                        let to_skip = extent.position.max(header);
+                        let skipped = reader.skip_lines(to_skip).map_err(io)?;
+                        (reader, LineBase::Known(skipped), false)
+                    }
+                };
                 Kind::Lines {
                     reader,
-                    next_line: 1 + skipped,
+                    base,
+                    handed_out: 0,
+                    by_bytes,
                     decoder: Box::new(RecordDecoder::reading(format, &schema, read)),
                     ends: Vec::new(),
                 }
@@ -113,11 +144,47 @@ impl FileReader {
         })
     }
 
-    /// Where to resume: the next line number minus one (JSONL/CSV) or rows read (Parquet).
+    /// Where to resume: see [`Extent::position`].
     pub(super) fn position(&self) -> u64 {
         match &self.kind {
-            Kind::Lines { next_line, .. } => next_line - 1,
+            Kind::Lines {
+                reader,
+                by_bytes: true,
+                ..
+            } => reader.offset(),
+            Kind::Lines {
+                base, handed_out, ..
+            } => base.known() + handed_out,
             Kind::Parquet { rows, .. } => *rows,
+        }
+    }
+
+    /// An error naming a line counted from where this reader started, with the line
+    /// counted from the file's start instead.
+    fn numbered_from_file_start(&self, error: Error) -> Error {
+        let Kind::Lines {
+            base: LineBase::Before(offset),
+            ..
+        } = &self.kind
+        else {
+            return error;
+        };
+        match error {
+            Error::MalformedRecord {
+                file,
+                line,
+                field,
+                message,
+            } => match File::open(&self.path).and_then(|f| newlines_before(f, *offset)) {
+                Ok(before) => Error::MalformedRecord {
+                    file,
+                    line: before + line,
+                    field,
+                    message,
+                },
+                Err(e) => Error::io(&self.path, e),
+            },
+            other => other,
         }
     }
 
@@ -129,35 +196,52 @@ impl FileReader {
         out_schema: &StreamSchema,
         counters: &OperatorCounters,
     ) -> Result<Option<RecordBatch>> {
-        let Some((batch, lines)) = self.next_records(skip_malformed, counters)? else {
-            return Ok(None);
+        let batch = match self.read_records(skip_malformed, counters) {
+            Ok(Some((batch, lines))) => with_event_time(
+                &self.path,
+                batch,
+                &lines,
+                event_time,
+                out_schema,
+                skip_malformed,
+                counters,
+            )
+            .map(Some),
+            other => other.map(|_| None),
         };
-        with_event_time(
-            &self.path,
-            batch,
-            &lines,
-            event_time,
-            out_schema,
-            skip_malformed,
-            counters,
-        )
-        .map(Some)
+        batch.map_err(|e| self.numbered_from_file_start(e))
     }
 
     /// The next batch of records as the file holds them, with each row's line number
-    /// (row number for Parquet), or `None` at end of file.
+    /// (row number for Parquet), or `None` at the end of the extent.
     pub(crate) fn next_records(
         &mut self,
         skip_malformed: bool,
         counters: &OperatorCounters,
     ) -> Result<Option<(RecordBatch, Vec<u64>)>> {
+        self.read_records(skip_malformed, counters)
+            .map_err(|e| self.numbered_from_file_start(e))
+    }
+
+    /// [`Self::next_records`], its line numbers counted from where the reader started
+    /// when that line's number is not known.
+    fn read_records(
+        &mut self,
+        skip_malformed: bool,
+        counters: &OperatorCounters,
+    ) -> Result<Option<(RecordBatch, Vec<u64>)>> {
         Ok(Some(match &mut self.kind {
-            Kind::Parquet { reader, rows, read } => match reader.next() {
+            Kind::Parquet {
+                reader,
+                rows,
+                rows_before,
+                read,
+            } => match reader.next() {
                 None => return Ok(None),
                 Some(batch) => {
                     let batch = batch.map_err(|e| Error::MalformedRecord {
                         file: self.path.clone(),
-                        line: *rows + 1,
+                        line: *rows_before + *rows + 1,
                         field: None,
                         message: format!("unreadable Parquet data: {e}"),
                     })?;
@@ -166,7 +250,7 @@ impl FileReader {
                         None => batch.columns().to_vec(),
                     };
                     let batch = as_declared(&self.path, columns, &self.schema, batch.num_rows())?;
-                    let first = *rows + 1;
+                    let first = *rows_before + *rows + 1;
                     *rows += batch.num_rows() as u64;
                     let lines: Vec<u64> = (first..first + batch.num_rows() as u64).collect();
                     (batch, lines)
@@ -174,15 +258,17 @@ impl FileReader {
             },
             Kind::Lines {
                 reader,
-                next_line,
+                base,
+                handed_out,
                 decoder,
                 ends,
+                ..
             } => {
                 let text = reader
                     .next_lines(self.batch_rows, ends)
                     .map_err(|e| Error::io(&self.path, e))?;
-                let first = *next_line;
-                *next_line += ends.len() as u64;
+                let first = base.known() + *handed_out + 1;
+                *handed_out += ends.len() as u64;
                 let lines = Lines::new(text, ends, first);
                 if lines.numbers.is_empty() {
                     return Ok(None);
@@ -204,6 +290,59 @@ impl FileReader {
             }
         }))
     }
+}
+
+impl LineBase {
+    /// The known part: all of it, or none until it is counted.
+    fn known(self) -> u64 {
+        match self {
+            LineBase::Known(lines) => lines,
+            LineBase::Before(_) => 0,
+        }
+    }
+}
+
+/// Row groups `[start, end)` of a Parquet file, from row `position` of them.
+fn open_parquet(
+    path: &Path,
+    file: File,
+    batch_rows: usize,
+    extent: Extent,
+    read: Option<Vec<usize>>,
+) -> Result<Kind> {
+    let unreadable = |e: riffle_core::parquet::errors::ParquetError| Error::MalformedRecord {
+        file: path.into(),
+        line: 0,
+        field: None,
+        message: format!("not a readable Parquet file: {e}"),
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(unreadable)?;
+    let groups = builder.metadata().row_groups();
+    let end = usize::try_from(extent.end)
+        .unwrap_or(usize::MAX)
+        .min(groups.len());
+    let start = usize::try_from(extent.start).unwrap_or(usize::MAX).min(end);
+    let rows_before = groups[..start]
+        .iter()
+        .map(|g| u64::try_from(g.num_rows()).unwrap_or(0))
+        .sum();
+    let columns = match &read {
+        Some(read) => ProjectionMask::roots(builder.parquet_schema(), read.clone()),
+        None => ProjectionMask::all(),
+    };
+    let reader = builder
+        .with_batch_size(batch_rows)
+        .with_row_groups((start..end).collect())
+        .with_offset(usize::try_from(extent.position).unwrap_or(usize::MAX))
+        .with_projection(columns)
+        .build()
+        .map_err(unreadable)?;
+    Ok(Kind::Parquet {
+        reader,
+        rows: extent.position,
+        rows_before,
+        read,
+    })
 }
 
 /// Parquet columns as the table declares them: a file may hold a timestamp in another
@@ -382,103 +521,4 @@ fn with_event_time(
     let mut columns = batch.columns().to_vec();
     columns.push(nanos);
     Ok(RecordBatch::try_new(out.schema.clone(), columns)?)
-}
-
-/// Where a subtask stands in one of its files.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct FilePosition {
-    /// Lines (JSONL, CSV) or rows (Parquet) already read.
-    pub position: u64,
-    /// Read to its end.
-    pub done: bool,
-}
-
-/// The source's offsets: one row per file the subtask owns, with how far it has read
-/// it. Files are named by path, not by index, so any subtask of any parallelism can
-/// pick out its own files from the state of all old subtasks (a rescale).
-pub(super) fn file_positions_state(files: &[(String, FilePosition)]) -> Result<OperatorState> {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
-        Field::new("file", DataType::Utf8, false),
-        Field::new("position", DataType::UInt64, false),
-        Field::new("done", DataType::Boolean, false),
-    ]));
-    let batch = RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(UInt16Array::from(vec![0u16; files.len()])),
-            Arc::new(StringArray::from_iter_values(
-                files.iter().map(|(p, _)| p.as_str()),
-            )),
-            Arc::new(UInt64Array::from_iter_values(
-                files.iter().map(|(_, f)| f.position),
-            )),
-            Arc::new(BooleanArray::from_iter(
-                files.iter().map(|(_, f)| Some(f.done)),
-            )),
-        ],
-    )?;
-    Ok(OperatorState {
-        batches: vec![batch],
-    })
-}
-
-/// What a checkpoint says about the source's files.
-#[derive(Debug)]
-pub(super) enum SavedOffsets {
-    /// Every file any old subtask owned, by path.
-    Files(HashMap<String, FilePosition>),
-    /// An older version's offset: the one file being read (by index in the subtask's
-    /// list) and the position in it; only restores at the same parallelism.
-    Single {
-        path: String,
-        file: u64,
-        position: u64,
-    },
-}
-
-/// Reads what [`file_positions_state`] (or an older version) wrote, from the state of
-/// every old subtask.
-pub(super) fn read_saved_offsets(state: &OperatorState, operator: &str) -> Result<SavedOffsets> {
-    let bad = || Error::State {
-        operator: operator.into(),
-        message: "file source offsets need columns file, position and done".into(),
-    };
-    let mut files = HashMap::new();
-    for batch in &state.batches {
-        let path = batch
-            .column_by_name("file")
-            .and_then(|c| c.as_string_opt::<i32>())
-            .ok_or_else(bad)?;
-        let u64s = |n: &str| {
-            batch
-                .column_by_name(n)
-                .and_then(|c| c.as_primitive_opt::<riffle_core::arrow::datatypes::UInt64Type>())
-                .ok_or_else(bad)
-        };
-        let position = u64s("position")?;
-        let Some(done) = batch
-            .column_by_name("done")
-            .and_then(|c| c.as_boolean_opt())
-        else {
-            if state.batches.len() != 1 || batch.num_rows() != 1 {
-                return Err(bad());
-            }
-            return Ok(SavedOffsets::Single {
-                path: path.value(0).to_string(),
-                file: u64s("file_index")?.value(0),
-                position: position.value(0),
-            });
-        };
-        for row in 0..batch.num_rows() {
-            files.insert(
-                path.value(row).to_string(),
-                FilePosition {
-                    position: position.value(row),
-                    done: done.value(row),
-                },
-            );
-        }
-    }
-    Ok(SavedOffsets::Files(files))
 }

@@ -4,7 +4,7 @@
 
 use super::keys::{has_null, KeyRows};
 use crate::file_source::list_files;
-use crate::file_source::reader::FileReader;
+use crate::file_source::reader::{Extent, FileReader};
 use crate::sinks::FileFormat;
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::compute::concat_batches;
@@ -44,8 +44,14 @@ impl FileLookupFactory {
         let counters = OperatorCounters::default();
         let mut parts = Vec::new();
         for file in &self.files {
-            let mut reader =
-                FileReader::open(file, self.format, self.schema.clone(), 8192, 0, None)?;
+            let mut reader = FileReader::open(
+                file,
+                self.format,
+                self.schema.clone(),
+                8192,
+                Extent::WHOLE,
+                None,
+            )?;
             while let Some((batch, _lines)) = reader.next_records(false, &counters)? {
                 parts.push(batch);
             }

@@ -3,8 +3,8 @@
 //! sink.
 
 use super::{
-    count_option, lookup_columns, malformed_option, refuse_options, required, required_watermark,
-    Connector, OptionSpec, RunSettings, SinkTable, SourceTable,
+    bytes_option, count_option, lookup_columns, malformed_option, refuse_options, required,
+    required_watermark, Connector, OptionSpec, RunSettings, SinkTable, SourceTable,
 };
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
@@ -36,6 +36,17 @@ const OPTIONS: &[OptionSpec] = &[
         name: "scan.max-records-per-second",
         help: "source: at most this many rows per wall second over all subtasks (e.g. 50K); unlimited if absent",
     },
+    OptionSpec {
+        name: "scan.split-size",
+        help: "source: cut plain JSON/CSV files into byte ranges of this size (e.g. 64mb) and Parquet files between row groups, so one file is read by several subtasks; default: about four splits per subtask, 4mb to 256mb",
+    },
+];
+
+/// Options that only a file source reads.
+const SOURCE_ONLY: &[&str] = &[
+    "on_malformed",
+    "scan.max-records-per-second",
+    "scan.split-size",
 ];
 
 fn format(table: &TableDef) -> Result<FileFormat> {
@@ -72,6 +83,7 @@ impl Connector for FilesystemConnector {
             on_malformed,
             batch_rows: 8192,
             max_rows_per_second: count_option(table, "scan.max-records-per-second")?,
+            split_bytes: bytes_option(table, "scan.split-size")?,
         })
         .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
         Ok(SourceTable {
@@ -91,7 +103,7 @@ impl Connector for FilesystemConnector {
         let format = format(table)?;
         refuse_options(
             table,
-            &["on_malformed", "scan.max-records-per-second"],
+            SOURCE_ONLY,
             "applies to a file source; a lookup table's files are read whole and must be well formed",
         )?;
         let schema = lookup_columns(table)?;
@@ -102,8 +114,8 @@ impl Connector for FilesystemConnector {
 
     fn sink(&self, table: &TableDef, _: &str) -> Result<SinkTable> {
         let path = required(table, "path", "out/results")?;
-        for source_only in ["on_malformed", "scan.max-records-per-second"] {
-            if table.options.contains_key(source_only) {
+        for source_only in SOURCE_ONLY {
+            if table.options.contains_key(*source_only) {
                 return Err(SqlError::connector(
                     &table.name,
                     format!("'{source_only}' applies to file sources, not to a sink"),

@@ -330,6 +330,36 @@ pub(crate) fn count_option(table: &TableDef, key: &str) -> Result<Option<u64>> {
     })
 }
 
+/// An optional size in bytes: `4096`, `64kb`, `16 MB`, `1gb` (units of 1024, as
+/// Flink's memory sizes).
+pub(crate) fn bytes_option(table: &TableDef, key: &str) -> Result<Option<u64>> {
+    let Some(text) = table.options.get(key) else {
+        return Ok(None);
+    };
+    parse_bytes(text).map(Some).ok_or_else(|| {
+        SqlError::connector(
+            &table.name,
+            format!("option '{key}' = '{text}' is not a size such as 4096, 64kb or 16mb"),
+        )
+    })
+}
+
+/// `4096`, `64kb`, `16 MB`, `1g`: a number and an optional unit (b, k/kb, m/mb, g/gb,
+/// in units of 1024; case and a space between ignored). Not zero.
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim().to_ascii_lowercase();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let number: u64 = t[..digits].parse().ok()?;
+    let scale: u64 = match t[digits..].trim() {
+        "" | "b" | "bytes" => 1,
+        "k" | "kb" => 1 << 10,
+        "m" | "mb" => 1 << 20,
+        "g" | "gb" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(scale).filter(|&n| n > 0)
+}
+
 /// `1000`, `10K`, `2.5M`, `1G` (underscores allowed).
 pub fn parse_count(text: &str) -> Option<u64> {
     let t = text.trim().replace('_', "");
@@ -354,5 +384,16 @@ mod tests {
         assert_eq!(parse_count("2.5M"), Some(2_500_000));
         assert_eq!(parse_count("1_000"), Some(1000));
         assert_eq!(parse_count("lots"), None);
+    }
+
+    #[test]
+    fn sizes_in_bytes_with_units_of_1024() {
+        assert_eq!(parse_bytes("4096"), Some(4096));
+        assert_eq!(parse_bytes("64kb"), Some(64 << 10));
+        assert_eq!(parse_bytes("16 MB"), Some(16 << 20));
+        assert_eq!(parse_bytes("1g"), Some(1 << 30));
+        for bad in ["", "0", "1.5mb", "12 parsecs", "-1"] {
+            assert_eq!(parse_bytes(bad), None, "{bad}");
+        }
     }
 }

@@ -13,6 +13,8 @@ use riffle_runtime::{JobGraph, JobSummary, RuntimeError, WatermarkStrategy};
 use std::path::Path;
 use std::sync::Arc;
 
+mod splits;
+
 fn config(path: &Path, format: FileFormat, on_malformed: MalformedRecords) -> FileSourceConfig {
     FileSourceConfig {
         path: path.display().to_string(),
@@ -22,6 +24,7 @@ fn config(path: &Path, format: FileFormat, on_malformed: MalformedRecords) -> Fi
         on_malformed,
         batch_rows: 3,
         max_rows_per_second: None,
+        split_bytes: None,
     }
 }
 
