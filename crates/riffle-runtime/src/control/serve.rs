@@ -1,0 +1,290 @@
+//! Serving the control endpoint: HTTP/1.1 by hyper, one request per connection, within
+//! limits that keep a flood of connections from hurting the job. Connections beyond
+//! the limit wait in the kernel's backlog, holding no descriptor of the process, so
+//! checkpoint I/O never runs out of descriptors because of the endpoint; a request head
+//! that does not arrive in time closes its connection; and an accept that fails (the
+//! process out of descriptors, say) is retried, never the end of serving — the control
+//! file keeps advertising the port.
+
+use super::live::LiveMetrics;
+use crate::savepoint::{request_savepoint, SavepointSender};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+/// How much of the process the control endpoint may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once.
+    pub connections: usize,
+    /// A request's head must have arrived within this, or its connection is closed.
+    pub head_timeout: Duration,
+    /// After a failed accept, wait this long before the next.
+    pub accept_backoff: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            connections: 32,
+            head_timeout: Duration::from_secs(5),
+            accept_backoff: Duration::from_millis(100),
+        }
+    }
+}
+
+/// What requests are answered from.
+pub(super) struct Served {
+    pub savepoints: SavepointSender,
+    pub health: String,
+    pub live: Arc<LiveMetrics>,
+    pub pipeline: String,
+}
+
+/// Accepts and serves connections until the task is aborted; `open` counts those
+/// being served.
+pub(super) async fn accept_loop(
+    listener: TcpListener,
+    served: Arc<Served>,
+    limits: Limits,
+    open: Arc<AtomicUsize>,
+) {
+    let permits = Arc::new(Semaphore::new(limits.connections.max(1)));
+    let mut failing = false;
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // The connection stays queued; it is accepted once descriptors are free.
+                if !std::mem::replace(&mut failing, true) {
+                    tracing::warn!(
+                        "control endpoint: cannot accept a connection ({e}); retrying every {:?}",
+                        limits.accept_backoff
+                    );
+                }
+                tokio::time::sleep(limits.accept_backoff).await;
+                continue;
+            }
+        };
+        failing = false;
+        open.fetch_add(1, Ordering::Relaxed);
+        let (served, open) = (served.clone(), open.clone());
+        tokio::spawn(async move {
+            serve_connection(stream, served, limits.head_timeout).await;
+            open.fetch_sub(1, Ordering::Relaxed);
+            drop(permit);
+        });
+    }
+}
+
+async fn serve_connection(stream: TcpStream, served: Arc<Served>, head_timeout: Duration) {
+    let service = hyper::service::service_fn(move |request| {
+        let served = served.clone();
+        async move { Ok::<_, Infallible>(answer(&request, &served).await) }
+    });
+    // Errors are the client's (a closed connection, a bad or late head): nothing to do.
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(head_timeout)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+async fn answer(request: &Request<Incoming>, served: &Served) -> Response<Full<Bytes>> {
+    let query = request.uri().query().unwrap_or("");
+    let (status, body) = match (request.method(), request.uri().path()) {
+        (&Method::GET, "/health") => (StatusCode::OK, served.health.clone()),
+        (&Method::GET, "/metrics") => (StatusCode::OK, served.live.json(&served.pipeline)),
+        (&Method::POST, "/savepoint") => {
+            let flag = |name: &str| param(query, name).is_some_and(|v| v == "true" || v == "1");
+            let label = param(query, "label").filter(|l| !l.is_empty());
+            match request_savepoint(&served.savepoints, label, flag("stop"), flag("drain")).await
+            {
+                Ok(done) => (
+                    StatusCode::OK,
+                    serde_json::to_string(&done).unwrap_or_default(),
+                ),
+                Err(e) => (
+                    StatusCode::CONFLICT,
+                    serde_json::json!({ "error": e }).to_string(),
+                ),
+            }
+        }
+        _ => (
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"error": "use POST /savepoint?label=L&stop=true&drain=true, GET /metrics or GET /health"})
+                .to_string(),
+        ),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The value of `name` in a query string (`a=1&b=2`), as written.
+fn param(query: &str, name: &str) -> Option<String> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::time::Instant;
+
+    /// Serves on a free loopback port with `limits`; returns the address and the count
+    /// of open connections.
+    async fn serving(limits: Limits) -> (String, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let (savepoints, _requests) = crate::savepoint::savepoint_channel();
+        let served = Arc::new(Served {
+            savepoints,
+            health: "{\"ok\":true}".into(),
+            live: Arc::new(LiveMetrics::default()),
+            pipeline: "p".into(),
+        });
+        let open = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(accept_loop(listener, served, limits, open.clone()));
+        (address, open)
+    }
+
+    /// `GET path` over a fresh connection: the whole answer.
+    fn get(address: &str, path: &str) -> String {
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    }
+
+    #[test]
+    fn query_parameters_are_found_by_name() {
+        assert_eq!(param("label=a&stop=true", "stop").as_deref(), Some("true"));
+        assert_eq!(param("label=a", "drain"), None);
+        assert_eq!(param("", "label"), None);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn routes_answer_and_unknown_paths_are_named() {
+        let (address, _) = serving(Limits::default()).await;
+        let (health, missing) = tokio::task::spawn_blocking(move || {
+            (get(&address, "/health"), get(&address, "/nothing"))
+        })
+        .await
+        .unwrap();
+        assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+        assert!(health.ends_with("{\"ok\":true}"), "{health}");
+        assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+        assert!(missing.contains("GET /health"), "{missing}");
+    }
+
+    /// When the process runs out of descriptors, a connection cannot be accepted; the
+    /// endpoint keeps trying and serves it once descriptors are free. (Serving once
+    /// ended at the first failed accept, and the advertised port went unanswered.) Run
+    /// in a process of its own, as it lowers the process's descriptor limit.
+    #[test]
+    fn the_endpoint_serves_again_after_the_process_ran_out_of_descriptors() {
+        let test = "control::serve::tests::out_of_descriptors";
+        let run = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--ignored", "--test-threads=1"])
+            .env("RIFFLE_OUT_OF_DESCRIPTORS_TEST", "1")
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&run.stdout);
+        assert!(
+            run.status.success(),
+            "{out}{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert!(out.contains("1 passed"), "{out}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "run by the_endpoint_serves_again_after_the_process_ran_out_of_descriptors"]
+    async fn out_of_descriptors() {
+        assert!(std::env::var_os("RIFFLE_OUT_OF_DESCRIPTORS_TEST").is_some());
+        let limit = libc::rlimit {
+            rlim_cur: 256,
+            rlim_max: 256,
+        };
+        // SAFETY: setrlimit reads the struct it is given; this process runs only this test.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
+        let limits = Limits {
+            accept_backoff: Duration::from_millis(10),
+            ..Limits::default()
+        };
+        let (address, _) = serving(limits).await;
+        // Take every free descriptor, then give one back for the client's socket.
+        let mut hog = Vec::new();
+        while let Ok(file) = std::fs::File::open("/dev/null") {
+            hog.push(file);
+        }
+        drop(hog.pop());
+        let client = tokio::task::spawn_blocking(move || get(&address, "/health"));
+        // The server fails to accept for a while…
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!client.is_finished());
+        // …and serves the waiting connection once descriptors are free.
+        drop(hog);
+        let health = client.await.unwrap();
+        assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    }
+
+    /// Idle connections that never send a request hold at most the limit of
+    /// connections, are closed after the head timeout, and a request behind them is
+    /// still answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flood_of_idle_connections_is_bounded_and_timed_out() {
+        let limits = Limits {
+            connections: 4,
+            head_timeout: Duration::from_millis(300),
+            accept_backoff: Duration::from_millis(10),
+        };
+        let (address, open) = serving(limits).await;
+        let flood: Vec<std::net::TcpStream> = (0..20)
+            .map(|_| std::net::TcpStream::connect(&address).unwrap())
+            .collect();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(open.load(Ordering::Relaxed), 4);
+        let started = Instant::now();
+        let health = tokio::task::spawn_blocking(move || get(&address, "/health"))
+            .await
+            .unwrap();
+        assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+        // Five rounds of four idle connections, each closed after 300 ms.
+        assert!(started.elapsed() < Duration::from_secs(20));
+        for mut idle in flood {
+            idle.set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut rest = Vec::new();
+            // Closed by the server: the end of the stream (or a reset), not a timeout.
+            if let Err(e) = idle.read_to_end(&mut rest) {
+                assert_ne!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}");
+            }
+        }
+    }
+}
