@@ -350,6 +350,40 @@ fn a_restored_source_replays_from_its_offset() {
     assert_eq!(ids(&replayed), (6..16).collect::<Vec<_>>());
 }
 
+/// Each old subtask reads `s + 2` batches, then a checkpoint; the new subtasks restore
+/// it. Returns the ids read before and after, sorted together.
+fn read_across_restore(
+    before: &FileSourceFactory,
+    after: &FileSourceFactory,
+    old: usize,
+    new: usize,
+) -> Vec<i64> {
+    let mut read_before = Vec::new();
+    let mut offsets = Vec::new();
+    for s in 0..old {
+        let ctx = OperatorContext::detached("files", s, old);
+        let mut source = before.create(&ctx).unwrap();
+        for _ in 0..(s + 2) {
+            if let SourcePoll::Batch(b) = source.poll_next().unwrap() {
+                read_before.push(b);
+            }
+        }
+        offsets.extend(source.snapshot(riffle_core::Epoch(1)).unwrap().batches);
+    }
+    let mut all = ids(&read_before);
+    for s in 0..new {
+        let ctx = OperatorContext::detached("files", s, new);
+        let mut source = after.create(&ctx).unwrap();
+        let state = riffle_core::OperatorState {
+            batches: offsets.clone(),
+        };
+        source.restore(state).unwrap();
+        all.extend(ids(&drain(source.as_mut())));
+    }
+    all.sort();
+    all
+}
+
 /// A checkpoint taken at one parallelism restores at another: every new subtask is
 /// given all old subtasks' offsets and reads the rest of its own files, so together
 /// they read every row not read before the checkpoint exactly once.
@@ -361,35 +395,7 @@ fn a_checkpoint_restores_at_another_parallelism_reading_each_row_once() {
     }
     let factory = jsonl_source(dir.path());
     for (old, new) in [(2usize, 1usize), (2, 3), (1, 4), (3, 2)] {
-        // Each old subtask reads a few batches (3 rows each), then the checkpoint.
-        let mut read_before = Vec::new();
-        let mut offsets = Vec::new();
-        for s in 0..old {
-            let mut source = factory
-                .create(&OperatorContext::detached("files", s, old))
-                .unwrap();
-            for _ in 0..(s + 2) {
-                if let SourcePoll::Batch(b) = source.poll_next().unwrap() {
-                    read_before.push(b);
-                }
-            }
-            offsets.extend(source.snapshot(riffle_core::Epoch(1)).unwrap().batches);
-        }
-        let mut read_after = Vec::new();
-        for s in 0..new {
-            let mut source = factory
-                .create(&OperatorContext::detached("files", s, new))
-                .unwrap();
-            source
-                .restore(riffle_core::OperatorState {
-                    batches: offsets.clone(),
-                })
-                .unwrap();
-            read_after.extend(drain(source.as_mut()));
-        }
-        let mut all = ids(&read_before);
-        all.extend(ids(&read_after));
-        all.sort();
+        let all = read_across_restore(&factory, &factory, old, new);
         assert_eq!(all, (0..40).collect::<Vec<_>>(), "p{old} → p{new}");
     }
 }

@@ -25,40 +25,6 @@ fn per_subtask(factory: &FileSourceFactory, p: usize) -> Vec<Vec<i64>> {
         .collect()
 }
 
-/// Each old subtask reads `s + 2` batches, then a checkpoint; the new subtasks restore
-/// it. Returns the ids read before and after, sorted together.
-fn read_across_restore(
-    before: &FileSourceFactory,
-    after: &FileSourceFactory,
-    old: usize,
-    new: usize,
-) -> Vec<i64> {
-    let mut read_before = Vec::new();
-    let mut offsets = Vec::new();
-    for s in 0..old {
-        let ctx = OperatorContext::detached("files", s, old);
-        let mut source = before.create(&ctx).unwrap();
-        for _ in 0..(s + 2) {
-            if let SourcePoll::Batch(b) = source.poll_next().unwrap() {
-                read_before.push(b);
-            }
-        }
-        offsets.extend(source.snapshot(riffle_core::Epoch(1)).unwrap().batches);
-    }
-    let mut all = ids(&read_before);
-    for s in 0..new {
-        let ctx = OperatorContext::detached("files", s, new);
-        let mut source = after.create(&ctx).unwrap();
-        let state = riffle_core::OperatorState {
-            batches: offsets.clone(),
-        };
-        source.restore(state).unwrap();
-        all.extend(ids(&drain(source.as_mut())));
-    }
-    all.sort();
-    all
-}
-
 #[test]
 fn one_file_is_read_by_every_subtask_each_line_once() {
     let dir = tempfile::tempdir().unwrap();
