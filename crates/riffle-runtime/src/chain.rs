@@ -1,6 +1,6 @@
 //! A chain: operators (and possibly a sink) run back to back inside one task.
 
-use crate::metrics::JobMetrics;
+use crate::metrics::{FlowCounters, JobMetrics};
 use riffle_core::operator::OperatorCounters;
 use riffle_core::{
     CounterValues, Epoch, Error, EventTime, Operator, OperatorId, OperatorState, RecordBatch, Sink,
@@ -20,6 +20,8 @@ pub struct ChainLink {
     pub restore: Option<OperatorState>,
     /// The subtask's counters (checkpointed with its state).
     pub counters: Arc<OperatorCounters>,
+    /// What flows through it (for metrics).
+    pub flow: Arc<FlowCounters>,
 }
 
 /// The sink at the end of a chain.
@@ -30,6 +32,8 @@ pub struct ChainSink {
     pub sink: Box<dyn Sink>,
     /// Its slot in [`JobMetrics`] for the watermark it has seen.
     pub watermark_slot: usize,
+    /// What flows into it (for metrics).
+    pub flow: Arc<FlowCounters>,
 }
 
 /// A failure inside a chain, naming the operator.
@@ -47,6 +51,9 @@ pub struct Chain {
     emitted: Vec<RecordBatch>,
     metrics: Arc<JobMetrics>,
     tail: OperatorId,
+    /// The heading source's flow, when a source heads the chain (its watermark is the
+    /// one the chain is told).
+    source_flow: Option<Arc<FlowCounters>>,
 }
 
 type ChainResult<T> = std::result::Result<T, ChainError>;
@@ -59,10 +66,11 @@ fn at(id: &OperatorId) -> impl FnOnce(Error) -> ChainError + '_ {
 }
 
 impl Chain {
-    /// A chain of `links` after `head` (a source, or the first link), ending in `sink`
-    /// if there is one.
+    /// A chain of `links` after `head` (a source, with its flow counters, or the first
+    /// link), ending in `sink` if there is one.
     pub fn new(
         head: OperatorId,
+        source_flow: Option<Arc<FlowCounters>>,
         links: Vec<ChainLink>,
         sink: Option<ChainSink>,
         metrics: Arc<JobMetrics>,
@@ -74,6 +82,7 @@ impl Chain {
             emitted: Vec::new(),
             metrics,
             tail,
+            source_flow,
         }
     }
 
@@ -98,9 +107,11 @@ impl Chain {
         }
         let mut out = Vec::new();
         let link = &mut self.links[level];
+        link.flow.received(batch.num_rows());
         link.operator
             .on_batch(input, batch, &mut out)
             .map_err(at(&link.id))?;
+        link.flow.emitted(&out);
         for b in out {
             self.push(level + 1, 0, b)?;
         }
@@ -113,6 +124,7 @@ impl Chain {
                 self.metrics
                     .sink_rows
                     .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+                sink.flow.received(batch.num_rows());
                 sink.sink.write(&batch).map_err(at(&sink.id))
             }
             None => {
@@ -125,12 +137,17 @@ impl Chain {
     /// The combined watermark advanced: each operator in turn fires, its output flowing
     /// through the rest of the chain before the next operator sees the watermark.
     pub fn on_watermark(&mut self, watermark: EventTime) -> ChainResult<()> {
+        if let Some(flow) = &self.source_flow {
+            flow.watermark_at(watermark);
+        }
         for level in 0..self.links.len() {
             let mut out = Vec::new();
             let link = &mut self.links[level];
             link.operator
                 .on_watermark(watermark, &mut out)
                 .map_err(at(&link.id))?;
+            link.flow.watermark_at(watermark);
+            link.flow.emitted(&out);
             for b in out {
                 self.push(level + 1, 0, b)?;
             }
@@ -138,6 +155,7 @@ impl Chain {
         if let Some(sink) = &self.sink {
             self.metrics
                 .set_sink_watermark(sink.watermark_slot, watermark);
+            sink.flow.watermark_at(watermark);
         }
         Ok(())
     }
@@ -148,6 +166,7 @@ impl Chain {
             let mut out = Vec::new();
             let link = &mut self.links[level];
             link.operator.on_end(&mut out).map_err(at(&link.id))?;
+            link.flow.emitted(&out);
             for b in out {
                 self.push(level + 1, 0, b)?;
             }

@@ -17,9 +17,21 @@ pub enum CheckpointEvent {
     /// `epoch` is COMMITTED: its state is durable and its sink output published.
     Completed {
         epoch: Epoch,
+        /// From trigger to COMMITTED.
         duration: Duration,
+        /// State bytes this epoch uploaded (files reused from earlier epochs not counted).
         bytes: u64,
+        /// Longest barrier alignment of any task.
         alignment: Duration,
+        /// Longest synchronous snapshot of any task (the task paused).
+        snapshot: Duration,
+        /// Longest upload of any task's state files.
+        upload: Duration,
+        /// The commit: PREPARED manifest, sink commits, COMMITTED manifest.
+        commit: Duration,
+        /// Each operator's whole checkpointed state at this epoch (all files its
+        /// manifest entry lists, written now or reused).
+        state: Vec<OperatorStateSize>,
     },
     /// `epoch` failed (timeout, storage, sink commit); `consecutive` failures so far.
     Failed {
@@ -29,6 +41,36 @@ pub enum CheckpointEvent {
     },
     /// A committed epoch was promoted to a savepoint.
     Savepoint(crate::savepoint::SavepointDone),
+}
+
+/// The size of one operator's checkpointed state at an epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorStateSize {
+    /// The operator.
+    pub operator: String,
+    /// Rows in its state files.
+    pub rows: u64,
+    /// Bytes of its state files.
+    pub bytes: u64,
+}
+
+impl OperatorStateSize {
+    /// Every operator's state size as `manifest` lists it.
+    pub fn of(manifest: &riffle_state::Manifest) -> Vec<Self> {
+        manifest
+            .operators
+            .iter()
+            .map(|op| {
+                let files = op.subtasks.iter().flat_map(|s| &s.files);
+                let (rows, bytes) = files.fold((0, 0), |(r, b), f| (r + f.rows, b + f.bytes));
+                Self {
+                    operator: op.operator.clone(),
+                    rows,
+                    bytes,
+                }
+            })
+            .collect()
+    }
 }
 
 /// Receives checkpoint events from the coordinator (called on its task: keep it quick).

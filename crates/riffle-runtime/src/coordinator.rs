@@ -12,7 +12,7 @@
 //! complete within the timeout is abandoned (its files stay as a partial epoch, swept by
 //! the next recovery); more than `tolerable_failures` failed epochs in a row fail the job.
 
-use crate::checkpoint_events::{CheckpointEvent, CheckpointListener};
+use crate::checkpoint_events::{CheckpointEvent, CheckpointListener, OperatorStateSize};
 use crate::crash::{maybe_crash, CrashPoint};
 use crate::file_reuse::ReuseCache;
 use crate::job::{BarrierInjector, JobStopper, SnapshotAck};
@@ -359,8 +359,10 @@ impl CheckpointCoordinator {
             return;
         };
         maybe_crash(CrashPoint::AfterSnapshotUpload, done.epoch);
+        let committing = Instant::now();
         match self.complete(&done, schedule.committables()).await {
             Ok(manifest) => {
+                let commit = committing.elapsed();
                 schedule.completed(Instant::now());
                 *reuse = std::mem::take(&mut done.reusable);
                 let duration = done.triggered.elapsed();
@@ -378,6 +380,10 @@ impl CheckpointCoordinator {
                     duration,
                     bytes: done.bytes,
                     alignment: done.alignment,
+                    snapshot: done.snapshot,
+                    upload: done.upload,
+                    commit,
+                    state: OperatorStateSize::of(&manifest),
                 });
                 // A savepoint's epoch is committed: copy it out.
                 if let Some(sp) = done.savepoint.take() {

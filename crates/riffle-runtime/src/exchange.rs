@@ -1,8 +1,13 @@
 //! How rows move from the subtasks of one operator to those of the next.
 
+use crate::metrics::FlowCounters;
 use riffle_core::arrow::array::UInt32Array;
 use riffle_core::arrow::compute::take_record_batch;
 use riffle_core::{KeyGroup, KeyHasher, Message, RecordBatch, Result};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::mpsc::Sender;
 
 /// The routing on one edge of the graph.
@@ -42,6 +47,8 @@ pub struct OutputRouter {
     hasher: KeyHasher,
     next: usize,
     rows_by_target: Vec<Vec<u32>>,
+    /// Where time blocked on a full channel is counted (the sending operator's).
+    blocked: Option<Arc<FlowCounters>>,
 }
 
 impl OutputRouter {
@@ -55,7 +62,13 @@ impl OutputRouter {
             hasher: KeyHasher::default(),
             next: 0,
             rows_by_target: vec![Vec::new(); targets],
+            blocked: None,
         }
+    }
+
+    /// Counts the time this router waits on full channels into `flow` (backpressure).
+    pub fn count_blocked_into(&mut self, flow: Arc<FlowCounters>) {
+        self.blocked = Some(flow);
     }
 
     /// Routes a data batch.
@@ -71,10 +84,18 @@ impl OutputRouter {
         }
         let targets = self.senders.len();
         match &self.exchange {
-            Exchange::Forward => Ok(send(&self.senders[0], Message::Data(batch)).await),
+            Exchange::Forward => Ok(send(
+                self.blocked.as_deref(),
+                &self.senders[0],
+                Message::Data(batch),
+            )
+            .await),
             Exchange::Broadcast => {
                 for s in &self.senders {
-                    if send(s, Message::Data(batch.clone())).await.is_err() {
+                    if send(self.blocked.as_deref(), s, Message::Data(batch.clone()))
+                        .await
+                        .is_err()
+                    {
                         return Ok(Err(Disconnected));
                     }
                 }
@@ -83,11 +104,19 @@ impl OutputRouter {
             Exchange::RoundRobin => {
                 let target = self.next % targets;
                 self.next = self.next.wrapping_add(1);
-                Ok(send(&self.senders[target], Message::Data(batch)).await)
+                Ok(send(
+                    self.blocked.as_deref(),
+                    &self.senders[target],
+                    Message::Data(batch),
+                )
+                .await)
             }
-            Exchange::Keyed(_) if targets == 1 => {
-                Ok(send(&self.senders[0], Message::Data(batch)).await)
-            }
+            Exchange::Keyed(_) if targets == 1 => Ok(send(
+                self.blocked.as_deref(),
+                &self.senders[0],
+                Message::Data(batch),
+            )
+            .await),
             Exchange::Keyed(key_columns) => {
                 let columns: Vec<_> = key_columns
                     .iter()
@@ -113,9 +142,13 @@ impl OutputRouter {
                         let indices = UInt32Array::from(rows.clone());
                         take_record_batch(&batch, &indices)?
                     };
-                    if send(&self.senders[target], Message::Data(part))
-                        .await
-                        .is_err()
+                    if send(
+                        self.blocked.as_deref(),
+                        &self.senders[target],
+                        Message::Data(part),
+                    )
+                    .await
+                    .is_err()
                     {
                         return Ok(Err(Disconnected));
                     }
@@ -128,12 +161,29 @@ impl OutputRouter {
     /// Sends a control message (watermark, barrier, end) to every downstream subtask.
     pub async fn broadcast(&self, message: Message) -> std::result::Result<(), Disconnected> {
         for s in &self.senders {
-            send(s, message.clone()).await?;
+            send(self.blocked.as_deref(), s, message.clone()).await?;
         }
         Ok(())
     }
 }
 
-async fn send(sender: &Sender<Message>, message: Message) -> std::result::Result<(), Disconnected> {
-    sender.send(message).await.map_err(|_| Disconnected)
+/// Sends `message`; when the channel is full, the wait is counted into `blocked`.
+async fn send(
+    blocked: Option<&FlowCounters>,
+    sender: &Sender<Message>,
+    message: Message,
+) -> std::result::Result<(), Disconnected> {
+    match sender.try_send(message) {
+        Ok(()) => Ok(()),
+        Err(TrySendError::Closed(_)) => Err(Disconnected),
+        Err(TrySendError::Full(message)) => {
+            let waiting = Instant::now();
+            let sent = sender.send(message).await.map_err(|_| Disconnected);
+            if let Some(flow) = blocked {
+                let nanos = u64::try_from(waiting.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                flow.blocked_nanos.fetch_add(nanos, Ordering::Relaxed);
+            }
+            sent
+        }
+    }
 }

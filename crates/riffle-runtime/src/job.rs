@@ -299,6 +299,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                             operator,
                             restore,
                             counters: ctx.counters.clone(),
+                            flow: metrics.register_flow(&node.id, subtask),
                         });
                     }
                     NodeKind::Sink(factory) => {
@@ -315,12 +316,32 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                             id: node.id.clone(),
                             sink: created,
                             watermark_slot: metrics.register_sink(),
+                            flow: metrics.register_flow(&node.id, subtask),
                         });
                     }
                 }
             }
-            let chain_runner = Chain::new(head.id.clone(), links, sink, metrics.clone());
-            let routers = routers_of.remove(&(c, subtask)).unwrap_or_default();
+            // A source's flow is registered first, so samples list operators in plan order.
+            let source_flow = matches!(head.kind, NodeKind::Source { .. })
+                .then(|| metrics.register_flow(&head.id, subtask));
+            // The operator whose output leaves the task is the one a full channel blocks.
+            let tail_flow = links
+                .last()
+                .map(|l| l.flow.clone())
+                .or_else(|| source_flow.clone());
+            let chain_runner = Chain::new(
+                head.id.clone(),
+                source_flow.clone(),
+                links,
+                sink,
+                metrics.clone(),
+            );
+            let mut routers = routers_of.remove(&(c, subtask)).unwrap_or_default();
+            if let Some(flow) = &tail_flow {
+                for router in &mut routers {
+                    router.count_blocked_into(flow.clone());
+                }
+            }
             let identity = TaskIdentity {
                 name: head.id.clone(),
                 subtask,
@@ -363,6 +384,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                         metrics: metrics.clone(),
                         restored_watermark: restored_watermark(config, chain, nodes, subtask),
                         counters: source_counters,
+                        flow: source_flow.unwrap_or_default(),
                         end_of_input: end_tx.clone(),
                     };
                     let handle = tasks.spawn(async move { (index, task.run().await) });

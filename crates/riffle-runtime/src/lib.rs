@@ -37,14 +37,16 @@ pub mod supervisor;
 mod task;
 pub mod watermark;
 
-pub use checkpoint_events::{CheckpointEvent, CheckpointListener, RecordingListener};
+pub use checkpoint_events::{
+    CheckpointEvent, CheckpointListener, OperatorStateSize, RecordingListener,
+};
 pub use coordinator::{CheckpointConfig, CheckpointCoordinator, CheckpointReport};
 pub use crash::CrashPoint;
 pub use error::{RuntimeError, RuntimeResult};
 pub use exchange::Exchange;
 pub use graph::{JobGraph, NodeId, WatermarkStrategy};
 pub use job::{JobConfig, JobStopper, JobSummary, SnapshotAck};
-pub use metrics::JobMetrics;
+pub use metrics::{FlowValues, JobMetrics, SubtaskSample};
 pub use plan::PhysicalPlan;
 pub use restore::{RestoredJob, RestoredWatermark};
 pub use savepoint::{savepoint_channel, SavepointDone, SavepointRequest, SavepointSender};

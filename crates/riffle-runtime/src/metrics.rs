@@ -1,9 +1,107 @@
-//! Live counters of a running job, read by the progress line and the run summary.
+//! Live counters of a running job, read by the progress line, the run summary and the
+//! control endpoint's metrics.
 
 use riffle_core::operator::OperatorCounters;
 use riffle_core::{EventTime, OperatorId};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// What flows through one operator subtask: rows and batches in and out, its event-time
+/// watermark, and the time its task spent blocked sending to a full channel
+/// (backpressure). Not checkpointed: a restarted attempt counts from zero, as a
+/// Prometheus counter may.
+#[derive(Debug)]
+pub struct FlowCounters {
+    /// Rows that reached the operator (for a source: none).
+    pub rows_in: AtomicU64,
+    /// Rows it emitted (for a sink: none).
+    pub rows_out: AtomicU64,
+    /// Batches that reached it.
+    pub batches_in: AtomicU64,
+    /// Batches it emitted.
+    pub batches_out: AtomicU64,
+    /// The event-time watermark it has seen (`i64::MIN`: none yet).
+    pub watermark: AtomicI64,
+    /// Nanoseconds its task waited on a full downstream channel (only for the operator
+    /// whose output leaves the task).
+    pub blocked_nanos: AtomicU64,
+}
+
+impl Default for FlowCounters {
+    fn default() -> Self {
+        Self {
+            rows_in: AtomicU64::new(0),
+            rows_out: AtomicU64::new(0),
+            batches_in: AtomicU64::new(0),
+            batches_out: AtomicU64::new(0),
+            watermark: AtomicI64::new(i64::MIN),
+            blocked_nanos: AtomicU64::new(0),
+        }
+    }
+}
+
+impl FlowCounters {
+    /// A batch of `rows` arrived.
+    pub(crate) fn received(&self, rows: usize) {
+        self.rows_in.fetch_add(rows as u64, Ordering::Relaxed);
+        self.batches_in.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// These batches were emitted.
+    pub(crate) fn emitted(&self, batches: &[riffle_core::RecordBatch]) {
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        self.rows_out.fetch_add(rows as u64, Ordering::Relaxed);
+        self.batches_out
+            .fetch_add(batches.len() as u64, Ordering::Relaxed);
+    }
+
+    /// The watermark advanced to `watermark`.
+    pub(crate) fn watermark_at(&self, watermark: EventTime) {
+        self.watermark.fetch_max(watermark, Ordering::Relaxed);
+    }
+
+    fn values(&self) -> FlowValues {
+        let watermark = self.watermark.load(Ordering::Relaxed);
+        FlowValues {
+            rows_in: self.rows_in.load(Ordering::Relaxed),
+            rows_out: self.rows_out.load(Ordering::Relaxed),
+            batches_in: self.batches_in.load(Ordering::Relaxed),
+            batches_out: self.batches_out.load(Ordering::Relaxed),
+            watermark: (watermark > i64::MIN).then_some(watermark),
+            blocked: std::time::Duration::from_nanos(self.blocked_nanos.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// [`FlowCounters`] read at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowValues {
+    /// Rows in.
+    pub rows_in: u64,
+    /// Rows out.
+    pub rows_out: u64,
+    /// Batches in.
+    pub batches_in: u64,
+    /// Batches out.
+    pub batches_out: u64,
+    /// Event-time watermark, if any yet.
+    pub watermark: Option<EventTime>,
+    /// Time blocked on full downstream channels.
+    pub blocked: std::time::Duration,
+}
+
+/// One operator subtask's counters at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubtaskSample {
+    /// The operator.
+    pub operator: OperatorId,
+    /// The subtask.
+    pub subtask: usize,
+    /// What flowed through it.
+    pub flow: FlowValues,
+    /// Its checkpointed counters (none for a sink).
+    pub counters: Option<riffle_core::CounterValues>,
+}
 
 /// Counters shared by every task of a job.
 #[derive(Debug)]
@@ -18,6 +116,7 @@ pub struct JobMetrics {
     pub completed_epoch: AtomicU64,
     sink_watermarks: Mutex<Vec<i64>>,
     operators: Mutex<Vec<(OperatorId, usize, Arc<OperatorCounters>)>>,
+    flows: Mutex<Vec<(OperatorId, usize, Arc<FlowCounters>)>>,
 }
 
 impl Default for JobMetrics {
@@ -29,6 +128,7 @@ impl Default for JobMetrics {
             completed_epoch: AtomicU64::new(0),
             sink_watermarks: Mutex::new(Vec::new()),
             operators: Mutex::new(Vec::new()),
+            flows: Mutex::new(Vec::new()),
         }
     }
 }
@@ -57,6 +157,42 @@ impl JobMetrics {
         let mut operators = self.operators.lock().unwrap_or_else(|e| e.into_inner());
         operators.push((operator.clone(), subtask, counters.clone()));
         counters
+    }
+
+    /// Registers the flow counters of one operator subtask (source, operator or sink).
+    pub fn register_flow(&self, operator: &OperatorId, subtask: usize) -> Arc<FlowCounters> {
+        let flow = Arc::new(FlowCounters::default());
+        let mut flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
+        flows.push((operator.clone(), subtask, flow.clone()));
+        flow
+    }
+
+    /// Every operator subtask's counters now: operators in the order their first
+    /// subtask registered (the plan's order), each one's subtasks in order.
+    pub fn subtask_samples(&self) -> Vec<SubtaskSample> {
+        let flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
+        let operators = self.operators.lock().unwrap_or_else(|e| e.into_inner());
+        let mut order: Vec<&OperatorId> = Vec::new();
+        for (operator, _, _) in flows.iter() {
+            if !order.contains(&operator) {
+                order.push(operator);
+            }
+        }
+        let rank = |id: &OperatorId| order.iter().position(|o| *o == id);
+        let mut sorted: Vec<_> = flows.iter().collect();
+        sorted.sort_by_key(|(operator, subtask, _)| (rank(operator), *subtask));
+        sorted
+            .into_iter()
+            .map(|(operator, subtask, flow)| SubtaskSample {
+                operator: operator.clone(),
+                subtask: *subtask,
+                flow: flow.values(),
+                counters: operators
+                    .iter()
+                    .find(|(o, s, _)| o == operator && s == subtask)
+                    .map(|(_, _, c)| c.values()),
+            })
+            .collect()
     }
 
     /// Registers a sink subtask's watermark slot; returns its index.
@@ -109,5 +245,42 @@ impl JobMetrics {
             }
         }
         totals
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_list_operators_in_plan_order_each_with_its_subtasks_and_counters() {
+        let metrics = JobMetrics::default();
+        let (source, window) = (OperatorId("bids".into()), OperatorId("counts".into()));
+        // Tasks register subtask by subtask: bids/0, counts/0, bids/1, counts/1.
+        let flows: Vec<_> = [(&source, 0), (&window, 0), (&source, 1), (&window, 1)]
+            .into_iter()
+            .map(|(id, subtask)| metrics.register_flow(id, subtask))
+            .collect();
+        let counters = metrics.register_operator(&window, 1);
+        counters.windows_emitted.fetch_add(3, Ordering::Relaxed);
+        flows[3].received(10);
+        flows[3].watermark_at(5);
+        flows[3].watermark_at(4);
+        let samples = metrics.subtask_samples();
+        let order: Vec<(String, usize)> = samples
+            .iter()
+            .map(|s| (s.operator.0.clone(), s.subtask))
+            .collect();
+        assert_eq!(
+            order,
+            [("bids", 0), ("bids", 1), ("counts", 0), ("counts", 1)]
+                .map(|(o, s)| (o.to_string(), s))
+        );
+        let last = &samples[3];
+        assert_eq!((last.flow.rows_in, last.flow.batches_in), (10, 1));
+        assert_eq!(last.flow.watermark, Some(5), "a watermark never goes back");
+        assert_eq!(last.counters.map(|c| c.windows_emitted), Some(3));
+        assert_eq!(samples[0].counters, None);
+        assert_eq!(samples[0].flow.watermark, None);
     }
 }

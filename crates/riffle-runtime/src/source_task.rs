@@ -4,7 +4,7 @@ use crate::chain::{Chain, ChainError};
 use crate::exchange::OutputRouter;
 use crate::graph::WatermarkStrategy;
 use crate::job::{SnapshotAck, TaskExit, TaskIdentity, TaskOutcome};
-use crate::metrics::JobMetrics;
+use crate::metrics::{FlowCounters, JobMetrics};
 use crate::task::{advance_watermark, broadcast, flush, take_snapshot, AlignedBarrier};
 use riffle_core::arrow::array::{Array, AsArray};
 use riffle_core::arrow::datatypes::TimestampNanosecondType;
@@ -33,6 +33,8 @@ pub(crate) struct SourceTask {
     pub(crate) restored_watermark: Option<EventTime>,
     /// The source subtask's counters (checkpointed with its offsets).
     pub(crate) counters: Arc<OperatorCounters>,
+    /// What the source emits (for metrics).
+    pub(crate) flow: Arc<FlowCounters>,
     /// Checkpoints on: at end of input, announce it here and wait for the
     /// [`BarrierKind::EndOfInput`] barrier that commits the remaining output.
     pub(crate) end_of_input: Option<UnboundedSender<()>>,
@@ -129,6 +131,7 @@ impl SourceTask {
                     self.metrics
                         .source_rows
                         .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+                    self.flow.emitted(std::slice::from_ref(&batch));
                     self.chain.on_batch(0, batch)?;
                     flush(&mut self.chain, &mut self.routers).await?;
                     // A chain that ends in a sink never waits on a channel; yield so

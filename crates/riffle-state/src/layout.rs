@@ -142,6 +142,12 @@ impl Layout {
         ObjectPath::from(format!("{}/_control.json", self.base))
     }
 
+    /// `_control_token`: the secret a request that changes the running job must present
+    /// (every request, when the endpoint is open to the network).
+    pub fn control_token(&self) -> ObjectPath {
+        ObjectPath::from(format!("{}/_control_token", self.base))
+    }
+
     /// `recovery/`.
     pub fn recovery_dir(&self) -> ObjectPath {
         ObjectPath::from(format!("{}/recovery", self.base))

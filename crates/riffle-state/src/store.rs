@@ -280,6 +280,35 @@ impl CheckpointStore {
         .await
     }
 
+    /// Writes `_control_token`. On a local root the file is created readable by its
+    /// owner only (mode 0600) before the token is written into it; on an object store,
+    /// who may read it is the bucket's access policy.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn write_control_token(&self, token: &str) -> StateResult<()> {
+        let path = self.layout.control_token();
+        let Some(dir) = &self.root.local_dir else {
+            return self
+                .put(&path, Bytes::from(token.to_string()), PutMode::Overwrite)
+                .await;
+        };
+        let file = dir.join(path.as_ref());
+        write_owner_only(&file, token.as_bytes()).map_err(|e| StateError::Io {
+            path: file.display().to_string(),
+            source: e,
+        })
+    }
+
+    /// Reads `_control_token`, if there is one.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn read_control_token(&self) -> StateResult<Option<String>> {
+        let bytes = self.get_optional(&self.layout.control_token()).await?;
+        Ok(bytes.map(|b| String::from_utf8_lossy(&b).trim().to_string()))
+    }
+
     /// Reads `_control.json`, if there is one.
     ///
     /// # Errors
@@ -293,7 +322,8 @@ impl CheckpointStore {
     /// # Errors
     /// Storage failures.
     pub async fn delete_control(&self) -> StateResult<()> {
-        self.delete_paths(&[self.layout.control()]).await
+        self.delete_paths(&[self.layout.control(), self.layout.control_token()])
+            .await
     }
 
     /// Reads one state file, checking size and CRC32C.
@@ -378,4 +408,29 @@ fn sync_files(files: &[PathBuf]) -> StateResult<()> {
             .map_err(io(dir))?;
     }
     Ok(())
+}
+
+/// Creates (or truncates) `file` readable and writable by its owner only, then writes
+/// `bytes`: the secret is never in a file others may read.
+fn write_owner_only(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(parent) = file.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        // A file left by an earlier run keeps its mode on open: set it first.
+        if let Ok(meta) = std::fs::metadata(file) {
+            let mut permissions = meta.permissions();
+            permissions.set_mode(0o600);
+            std::fs::set_permissions(file, permissions)?;
+        }
+    }
+    let mut out = options.open(file)?;
+    out.write_all(bytes)?;
+    out.sync_all()
 }

@@ -9,7 +9,7 @@ use riffle_core::arrow::util::display::array_value_to_string;
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::Epoch;
 use riffle_core::OperatorId;
-use riffle_runtime::control::{ControlServer, LiveMetrics};
+use riffle_runtime::control::{ControlOptions, ControlServer, JobOutline, LiveMetrics};
 use riffle_runtime::recovery::{ExplicitRestore, Recovered, RestoreFrom};
 use riffle_runtime::savepoint::request_savepoint;
 use riffle_runtime::{savepoint_channel, JobConfig, SavepointDone, SavepointSender};
@@ -85,6 +85,12 @@ pub struct CheckpointArgs {
     /// Wait before a restart (the first one, for `exponential`).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub restart_delay: Duration,
+    /// Serve the control endpoint (Prometheus /metrics, the REST API, savepoints) on
+    /// this address instead of a free port on 127.0.0.1, e.g. 127.0.0.1:8081 or
+    /// 0.0.0.0:8081. Any address but loopback makes every request need the job's token
+    /// (printed at start, and in {state}/{pipeline}/_control_token).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub http_address: Option<std::net::SocketAddr>,
 }
 
 impl CheckpointArgs {
@@ -399,7 +405,7 @@ pub fn run(
         );
     }
     let status = Arc::new(CheckpointStatus::default());
-    let live = Arc::new(LiveMetrics::default());
+    let live = Arc::new(LiveMetrics::new(JobOutline::of(graph)));
     let (savepoints, requests) = savepoint_channel();
     let run = CheckpointedRun {
         job: JobConfig {
@@ -438,8 +444,17 @@ pub fn run(
     };
     let outcome = runtime.block_on(async {
         // The control endpoint (`riffle savepoint create`) and signals ask for savepoints.
-        let control = match ControlServer::start(&store, &graph.name, savepoints.clone(), live).await {
-            Ok(server) => Some(server),
+        let options = ControlOptions {
+            address: args.http_address.unwrap_or(ControlOptions::default().address),
+            ..ControlOptions::default()
+        };
+        let control = match ControlServer::start_with(&store, &graph.name, savepoints.clone(), live, options).await {
+            Ok(server) => {
+                announce(&server, &store, &graph.name);
+                Some(server)
+            }
+            // An address the user chose that cannot be served is an error, not a warning.
+            Err(e) if args.http_address.is_some() => return Err(anyhow::anyhow!(e)),
             Err(e) => {
                 eprintln!("riffle: no control endpoint ({e}); `riffle savepoint create` cannot reach this run, signals still stop it with a savepoint");
                 None
@@ -451,10 +466,26 @@ pub fn run(
         if let Some(control) = control {
             control.stop().await;
         }
-        outcome
-    });
+        Ok::<_, anyhow::Error>(outcome)
+    })?;
     drop(observer.progress.take());
     Ok(outcome?)
+}
+
+/// Says where the control endpoint serves; when it is open to the network, prints the
+/// token (this once: afterwards it is only in the 0600 token file).
+fn announce(server: &ControlServer, store: &CheckpointStore, pipeline: &str) {
+    eprintln!(
+        "riffle: control endpoint http://{}/ (Prometheus metrics at /metrics, REST API at /api/job)",
+        server.bound()
+    );
+    if !server.bound().ip().is_loopback() {
+        eprintln!(
+            "riffle: every request needs `Authorization: Bearer {}` (also in `{pipeline}/_control_token` under {})",
+            server.token(),
+            store.root_url()
+        );
+    }
 }
 
 /// Prints checkpoint statistics of a run.

@@ -126,10 +126,22 @@ pub fn run(args: SavepointArgs) -> Result<()> {
                     control.address,
                     if stop { " and a stop" } else { "" }
                 );
+                // Taking a savepoint needs the job's token, kept beside the control file.
+                let token = store
+                    .read_control_token()
+                    .await
+                    .with_context(|| format!("reading the control token of `{pipeline}`"))?;
                 let started = Instant::now();
                 let address = control.address.clone();
                 let done = tokio::task::spawn_blocking(move || {
-                    post_savepoint(&address, label.as_deref(), stop, drain, timeout)
+                    post_savepoint(
+                        &address,
+                        token.as_deref(),
+                        label.as_deref(),
+                        stop,
+                        drain,
+                        timeout,
+                    )
                 })
                 .await?
                 .map_err(|e| {

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod http;
 pub mod savepoints;
 
 use std::path::Path;

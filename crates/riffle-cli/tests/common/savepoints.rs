@@ -58,7 +58,12 @@ pub fn reference(query: &str, dir: &Path) -> Vec<String> {
 /// Starts `query` at parallelism 2, slowed to 300K events/s so it is still running when
 /// the test stops it, and waits for its first committed checkpoint.
 pub fn start_slow(query: &str, out: &Path, state: &Path) -> Child {
-    let child = nexmark(query, 2, out, Some(state))
+    nexmark_run_slow(query, "2M", out, state)
+}
+
+/// [`start_slow`] over `events` events (the longer, the longer it runs).
+pub fn nexmark_run_slow(query: &str, events: &str, out: &Path, state: &Path) -> Child {
+    let child = nexmark_run(query, events, "10K", 2, out, Some((state, "200ms")))
         .args(["--throttle", "300K"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -74,22 +79,12 @@ pub fn start_slow(query: &str, out: &Path, state: &Path) -> Child {
     child
 }
 
-/// `GET /metrics` from the job whose control file is `control`.
+/// `GET /api/job` from the job whose control file is `control`.
 pub fn get_metrics(control: &Path) -> serde_json::Value {
-    use std::io::{Read, Write};
-    let file: serde_json::Value = serde_json::from_slice(&std::fs::read(control).unwrap()).unwrap();
-    let address = file["address"].as_str().unwrap();
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{response}");
-    serde_json::from_str(body).unwrap()
+    let address = super::http::control_address(control);
+    let answer = super::http::request(&address, "GET", "/api/job", None);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.json()
 }
 
 pub fn savepoint(state: &Path, pipeline: &str) -> Command {

@@ -1,20 +1,31 @@
-//! The control endpoint of a running job: plain HTTP on 127.0.0.1, found through
-//! `{state root}/{pipeline}/_control.json`.
+//! The control endpoint of a running job: plain HTTP, on 127.0.0.1 unless told
+//! otherwise, found through `{state root}/{pipeline}/_control.json`.
 //!
 //! ```text
-//!  POST /savepoint?label=L&stop=true&drain=true   → 200 {SavepointDone} | 409 {"error": …}
-//!  GET  /metrics                                  → 200 rows, watermark, checkpoints, operators
-//!  GET  /health                                   → 200 {"pipeline": …, "pid": …}
+//!  GET  /metrics                     → Prometheus text: rows, watermarks, backpressure, checkpoints
+//!  GET  /api/job                     → the graph with each operator's live numbers
+//!  GET  /api/operators/{id}          → one operator, per subtask
+//!  GET  /api/checkpoints             → this run's history, retained checkpoints, recovery records
+//!  GET  /api/savepoints              → savepoints on storage
+//!  POST /api/savepoints?label=L&stop=true&drain=true  → 200 {SavepointDone} | 409 {"error": …}
+//!  GET  /health                      → 200 {"pipeline": …, "pid": …}
 //! ```
 //!
-//! Only loopback is bound: whoever can reach it can stop the job, like whoever can send
-//! it a signal. A flood of connections cannot take the job down with it: see
-//! [`Limits`].
+//! Reading is open on loopback; taking a savepoint or stopping needs the job's token
+//! (`_control_token`, mode 0600 on a local root), and bound to any other address every
+//! request needs it ([`access`]). A flood of connections cannot take the job down with
+//! it: see [`Limits`].
 
+pub mod access;
+mod api;
+mod exposition;
 mod live;
+mod outline;
+mod scrape;
 mod serve;
 
 pub use live::LiveMetrics;
+pub use outline::{JobOutline, OutlineInput, OutlineOperator};
 pub use serve::Limits;
 
 use crate::savepoint::{SavepointDone, SavepointSender};
@@ -31,7 +42,8 @@ use tokio::net::TcpListener;
 /// `_control.json`: where a job serves its control endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ControlFile {
-    /// `127.0.0.1:port`.
+    /// `127.0.0.1:port`: where a client on this machine reaches it (for an endpoint
+    /// bound to every address, its loopback address).
     pub address: String,
     /// The process serving it.
     pub pid: u32,
@@ -44,12 +56,46 @@ pub struct ControlServer {
     task: tokio::task::JoinHandle<()>,
     store: CheckpointStore,
     file: ControlFile,
+    bound: SocketAddr,
     open: Arc<AtomicUsize>,
+    token: String,
+}
+
+/// Where and how the control endpoint serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlOptions {
+    /// The address to bind; port 0 picks a free one. Anything but loopback makes every
+    /// request need the token.
+    pub address: SocketAddr,
+    /// How much of the process it may take.
+    pub limits: Limits,
+}
+
+impl Default for ControlOptions {
+    fn default() -> Self {
+        Self {
+            address: SocketAddr::from(([127, 0, 0, 1], 0)),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The address a local client connects to for an endpoint bound to `bound`.
+fn local_address(bound: SocketAddr) -> SocketAddr {
+    match bound.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::from(([127, 0, 0, 1], bound.port()))
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, bound.port()))
+        }
+        _ => bound,
+    }
 }
 
 impl ControlServer {
-    /// Binds 127.0.0.1 on a free port, writes the control file and serves requests on
-    /// the current runtime.
+    /// Binds 127.0.0.1 on a free port, writes the control file and the token, and
+    /// serves requests on the current runtime.
     ///
     /// # Errors
     /// The port cannot be bound or the control file written.
@@ -59,10 +105,10 @@ impl ControlServer {
         savepoints: SavepointSender,
         live: Arc<LiveMetrics>,
     ) -> Result<Self, String> {
-        Self::start_with(store, pipeline, savepoints, live, Limits::default()).await
+        Self::start_with(store, pipeline, savepoints, live, ControlOptions::default()).await
     }
 
-    /// [`start`](Self::start) with other limits.
+    /// [`start`](Self::start) on another address or with other limits.
     ///
     /// # Errors
     /// As `start`.
@@ -71,16 +117,24 @@ impl ControlServer {
         pipeline: &str,
         savepoints: SavepointSender,
         live: Arc<LiveMetrics>,
-        limits: Limits,
+        options: ControlOptions,
     ) -> Result<Self, String> {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| format!("cannot bind the control endpoint on 127.0.0.1: {e}"))?;
-        let address = listener
+        let listener = TcpListener::bind(options.address).await.map_err(|e| {
+            format!(
+                "cannot bind the control endpoint on {}: {e}",
+                options.address
+            )
+        })?;
+        let bound = listener
             .local_addr()
             .map_err(|e| format!("control endpoint: {e}"))?;
+        let token = access::new_token()?;
+        store
+            .write_control_token(&token)
+            .await
+            .map_err(|e| format!("writing the control token: {e}"))?;
         let file = ControlFile {
-            address: address.to_string(),
+            address: local_address(bound).to_string(),
             pid: std::process::id(),
             pipeline: pipeline.to_string(),
         };
@@ -94,15 +148,34 @@ impl ControlServer {
             health: serde_json::to_string(&file).unwrap_or_default(),
             live,
             pipeline: pipeline.to_string(),
+            store: store.clone(),
+            access: access::Access::new(token.clone(), bound),
         });
         let open = Arc::new(AtomicUsize::new(0));
-        let task = tokio::spawn(serve::accept_loop(listener, served, limits, open.clone()));
+        let task = tokio::spawn(serve::accept_loop(
+            listener,
+            served,
+            options.limits,
+            open.clone(),
+        ));
         Ok(Self {
             task,
             store: store.clone(),
             file,
+            bound,
             open,
+            token,
         })
+    }
+
+    /// The address it is bound to (`0.0.0.0:8081`, say).
+    pub fn bound(&self) -> SocketAddr {
+        self.bound
+    }
+
+    /// The token requests present as `Authorization: Bearer <token>`.
+    pub fn token(&self) -> &str {
+        &self.token
     }
 
     /// The connections being served now (at most [`Limits::connections`]).
@@ -110,7 +183,7 @@ impl ControlServer {
         self.open.load(Ordering::Relaxed)
     }
 
-    /// The address it serves on.
+    /// The address a client on this machine reaches it at.
     pub fn address(&self) -> &str {
         &self.file.address
     }
@@ -146,6 +219,7 @@ pub async fn read_control_file(store: &CheckpointStore) -> Result<Option<Control
 /// The job cannot be reached, or it answered with an error.
 pub fn post_savepoint(
     address: &str,
+    token: Option<&str>,
     label: Option<&str>,
     stop: bool,
     drain: bool,
@@ -168,8 +242,9 @@ pub fn post_savepoint(
     if let Some(label) = label {
         query.push_str(&format!("&label={label}"));
     }
+    let authorization = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     let request = format!(
-        "POST /savepoint?{query} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "POST /api/savepoints?{query} HTTP/1.1\r\nHost: {address}\r\n{authorization}Content-Length: 0\r\nConnection: close\r\n\r\n"
     );
     stream
         .write_all(request.as_bytes())

@@ -6,13 +6,16 @@
 //! process out of descriptors, say) is retried, never the end of serving — the control
 //! file keeps advertising the port.
 
+use super::access::{bearer, Access};
 use super::live::LiveMetrics;
+use super::{api, exposition, scrape};
 use crate::savepoint::{request_savepoint, SavepointSender};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use riffle_state::CheckpointStore;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -47,6 +50,8 @@ pub(super) struct Served {
     pub health: String,
     pub live: Arc<LiveMetrics>,
     pub pipeline: String,
+    pub store: CheckpointStore,
+    pub access: Access,
 }
 
 /// Accepts and serves connections until the task is aborted; `open` counts those
@@ -102,39 +107,138 @@ async fn serve_connection(stream: TcpStream, served: Arc<Served>, head_timeout: 
         .await;
 }
 
-async fn answer(request: &Request<Incoming>, served: &Served) -> Response<Full<Bytes>> {
-    let query = request.uri().query().unwrap_or("");
-    let (status, body) = match (request.method(), request.uri().path()) {
-        (&Method::GET, "/health") => (StatusCode::OK, served.health.clone()),
-        (&Method::GET, "/metrics") => (StatusCode::OK, served.live.json(&served.pipeline)),
-        (&Method::POST, "/savepoint") => {
-            let flag = |name: &str| param(query, name).is_some_and(|v| v == "true" || v == "1");
-            let label = param(query, "label").filter(|l| !l.is_empty());
-            match request_savepoint(&served.savepoints, label, flag("stop"), flag("drain")).await
-            {
-                Ok(done) => (
-                    StatusCode::OK,
-                    serde_json::to_string(&done).unwrap_or_default(),
-                ),
-                Err(e) => (
-                    StatusCode::CONFLICT,
-                    serde_json::json!({ "error": e }).to_string(),
-                ),
+/// What a request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    Health,
+    Metrics,
+    Job,
+    Operator(String),
+    Checkpoints,
+    Savepoints,
+    TakeSavepoint,
+    /// A known path with another method: the one it takes.
+    WrongMethod(&'static str),
+    NotFound,
+}
+
+const ROUTES: &str = "GET /metrics (Prometheus), GET /api/job, GET /api/operators/{id}, GET /api/checkpoints, GET /api/savepoints, POST /api/savepoints?label=L&stop=true&drain=true, GET /health";
+
+impl Route {
+    fn of(method: &Method, path: &str) -> Self {
+        let get = method == Method::GET || method == Method::HEAD;
+        let read = |route: Route| {
+            if get {
+                route
+            } else {
+                Route::WrongMethod("GET")
             }
+        };
+        match path {
+            "/health" => read(Route::Health),
+            "/metrics" => read(Route::Metrics),
+            "/api/job" => read(Route::Job),
+            "/api/checkpoints" => read(Route::Checkpoints),
+            "/api/savepoints" | "/savepoint" if method == Method::POST => Route::TakeSavepoint,
+            "/api/savepoints" => read(Route::Savepoints),
+            "/savepoint" => Route::WrongMethod("POST"),
+            _ => match path.strip_prefix("/api/operators/") {
+                Some(id) if !id.is_empty() && !id.contains('/') => {
+                    read(Route::Operator(id.to_string()))
+                }
+                _ => Route::NotFound,
+            },
         }
-        _ => (
-            StatusCode::NOT_FOUND,
-            serde_json::json!({"error": "use POST /savepoint?label=L&stop=true&drain=true, GET /metrics or GET /health"})
-                .to_string(),
-        ),
+    }
+
+    /// Whether the request changes the job (and so needs the token).
+    fn changes_job(&self) -> bool {
+        matches!(self, Route::TakeSavepoint)
+    }
+}
+
+/// A response: status, content type and body.
+type Answer = (StatusCode, &'static str, String);
+
+const JSON: &str = "application/json";
+
+fn json_answer(status: StatusCode, value: &serde_json::Value) -> Answer {
+    (status, JSON, value.to_string())
+}
+
+fn error(status: StatusCode, message: impl std::fmt::Display) -> Answer {
+    json_answer(status, &serde_json::json!({ "error": message.to_string() }))
+}
+
+async fn answer(request: &Request<Incoming>, served: &Served) -> Response<Full<Bytes>> {
+    let route = Route::of(request.method(), request.uri().path());
+    let authorization = request
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let (status, content_type, body) = match served
+        .access
+        .check(route.changes_job(), bearer(authorization))
+    {
+        Ok(()) => respond(route, request.uri().query().unwrap_or(""), served).await,
+        Err(denied) => error(StatusCode::UNAUTHORIZED, denied),
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
+        hyper::header::HeaderValue::from_static(content_type),
     );
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            hyper::header::HeaderValue::from_static("Bearer"),
+        );
+    }
     response
+}
+
+async fn respond(route: Route, query: &str, served: &Served) -> Answer {
+    match route {
+        Route::Health => (StatusCode::OK, JSON, served.health.clone()),
+        Route::Metrics => match scrape::families(&served.live, &served.pipeline).encode() {
+            Ok(text) => (StatusCode::OK, exposition::CONTENT_TYPE, text),
+            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        },
+        Route::Job => json_answer(StatusCode::OK, &api::job(&served.live, &served.pipeline)),
+        Route::Operator(id) => match api::operator(&served.live, &id) {
+            Some(op) => json_answer(StatusCode::OK, &op),
+            None => error(
+                StatusCode::NOT_FOUND,
+                format!("no operator `{id}` in this job"),
+            ),
+        },
+        Route::Checkpoints => match api::checkpoints(&served.live, &served.store).await {
+            Ok(value) => json_answer(StatusCode::OK, &value),
+            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        },
+        Route::Savepoints => match api::savepoints(&served.store).await {
+            Ok(value) => json_answer(StatusCode::OK, &value),
+            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        },
+        Route::TakeSavepoint => {
+            let flag = |name: &str| param(query, name).is_some_and(|v| v == "true" || v == "1");
+            let label = param(query, "label").filter(|l| !l.is_empty());
+            match request_savepoint(&served.savepoints, label, flag("stop"), flag("drain")).await {
+                Ok(done) => (
+                    StatusCode::OK,
+                    JSON,
+                    serde_json::to_string(&done).unwrap_or_default(),
+                ),
+                Err(e) => error(StatusCode::CONFLICT, e),
+            }
+        }
+        Route::WrongMethod(allowed) => error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("this path takes {allowed}; use {ROUTES}"),
+        ),
+        Route::NotFound => error(StatusCode::NOT_FOUND, format!("use {ROUTES}")),
+    }
 }
 
 /// The value of `name` in a query string (`a=1&b=2`), as written.
@@ -158,11 +262,14 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap().to_string();
         let (savepoints, _requests) = crate::savepoint::savepoint_channel();
+        let root = riffle_state::StateRoot::parse("memory://").unwrap();
         let served = Arc::new(Served {
             savepoints,
             health: "{\"ok\":true}".into(),
             live: Arc::new(LiveMetrics::default()),
             pipeline: "p".into(),
+            store: CheckpointStore::new(root, "p"),
+            access: Access::new("t0ken".into(), address.parse().unwrap()),
         });
         let open = Arc::new(AtomicUsize::new(0));
         tokio::spawn(accept_loop(listener, served, limits, open.clone()));
@@ -179,6 +286,57 @@ mod tests {
         let mut answer = String::new();
         stream.read_to_string(&mut answer).unwrap();
         answer
+    }
+
+    #[test]
+    fn routes_are_told_by_method_and_path() {
+        assert_eq!(Route::of(&Method::GET, "/metrics"), Route::Metrics);
+        assert_eq!(Route::of(&Method::GET, "/api/job"), Route::Job);
+        assert_eq!(
+            Route::of(&Method::GET, "/api/operators/q5_counts"),
+            Route::Operator("q5_counts".into())
+        );
+        assert_eq!(Route::of(&Method::GET, "/api/operators/"), Route::NotFound);
+        assert_eq!(
+            Route::of(&Method::GET, "/api/operators/a/b"),
+            Route::NotFound
+        );
+        assert_eq!(
+            Route::of(&Method::GET, "/api/savepoints"),
+            Route::Savepoints
+        );
+        assert_eq!(
+            Route::of(&Method::POST, "/api/savepoints"),
+            Route::TakeSavepoint
+        );
+        assert_eq!(Route::of(&Method::POST, "/savepoint"), Route::TakeSavepoint);
+        assert_eq!(
+            Route::of(&Method::GET, "/savepoint"),
+            Route::WrongMethod("POST")
+        );
+        assert_eq!(
+            Route::of(&Method::POST, "/metrics"),
+            Route::WrongMethod("GET")
+        );
+        assert_eq!(
+            Route::of(&Method::DELETE, "/api/job"),
+            Route::WrongMethod("GET")
+        );
+        assert_eq!(Route::of(&Method::GET, "/nothing"), Route::NotFound);
+    }
+
+    #[test]
+    fn only_taking_a_savepoint_changes_the_job() {
+        assert!(Route::TakeSavepoint.changes_job());
+        for read in [
+            Route::Health,
+            Route::Metrics,
+            Route::Job,
+            Route::Checkpoints,
+            Route::Savepoints,
+        ] {
+            assert!(!read.changes_job(), "{read:?}");
+        }
     }
 
     #[test]

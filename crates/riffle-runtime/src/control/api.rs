@@ -1,0 +1,220 @@
+//! The REST API's JSON views, in the spirit of Flink's: `/api/job` (the graph with each
+//! operator's live numbers), `/api/operators/{id}`, `/api/checkpoints` (this run's
+//! history, the checkpoints retained on storage, the recovery records) and
+//! `/api/savepoints`.
+
+use super::live::LiveMetrics;
+use super::outline::OutlineOperator;
+use crate::metrics::SubtaskSample;
+use riffle_state::recovery::EpochFinding;
+use riffle_state::savepoints::SavepointFinding;
+use riffle_state::{CheckpointStore, Manifest};
+use serde_json::{json, Value};
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+fn now_ns() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// An event time (ns) as JSON milliseconds; `null` for none and the final watermark.
+fn event_ms(time: Option<i64>) -> Value {
+    time.filter(|t| *t > i64::MIN && *t < i64::MAX)
+        .map_or(Value::Null, |t| json!(t / 1_000_000))
+}
+
+/// The state files a manifest references and their bytes.
+fn files_and_bytes(manifest: &Manifest) -> (usize, u64) {
+    (
+        manifest.files().count(),
+        manifest.files().map(|f| f.bytes).sum(),
+    )
+}
+
+fn subtask_json(sample: &SubtaskSample, now: i64) -> Value {
+    let counters = sample.counters.unwrap_or_default();
+    let lag = sample
+        .flow
+        .watermark
+        .filter(|w| *w < i64::MAX)
+        .map(|w| now.saturating_sub(w) / 1_000_000);
+    json!({
+        "subtask": sample.subtask,
+        "rows_in": sample.flow.rows_in,
+        "rows_out": sample.flow.rows_out,
+        "batches_in": sample.flow.batches_in,
+        "batches_out": sample.flow.batches_out,
+        "watermark_ms": event_ms(sample.flow.watermark),
+        "watermark_lag_ms": lag,
+        "blocked_ms": sample.flow.blocked.as_secs_f64() * 1000.0,
+        "late_rows_dropped": counters.late_rows_dropped,
+        "windows_emitted": counters.windows_emitted,
+        "records_skipped": counters.records_skipped,
+    })
+}
+
+fn operator_json(
+    op: &OutlineOperator,
+    samples: &[SubtaskSample],
+    state: Option<(u64, u64)>,
+) -> Value {
+    let now = now_ns();
+    let mine: Vec<&SubtaskSample> = samples.iter().filter(|s| s.operator.0 == op.id).collect();
+    let sum = |f: fn(&SubtaskSample) -> u64| mine.iter().map(|s| f(s)).sum::<u64>();
+    let watermark = mine.iter().map(|s| s.flow.watermark).min().flatten();
+    json!({
+        "id": op.id,
+        "kind": op.kind,
+        "description": op.description,
+        "parallelism": op.parallelism,
+        "inputs": op.inputs,
+        "rows_in": sum(|s| s.flow.rows_in),
+        "rows_out": sum(|s| s.flow.rows_out),
+        "watermark_ms": event_ms(watermark),
+        "blocked_ms": mine.iter().map(|s| s.flow.blocked.as_secs_f64()).sum::<f64>() * 1000.0,
+        "state_rows": state.map(|s| s.0),
+        "state_bytes": state.map(|s| s.1),
+        "subtasks": mine.iter().map(|s| subtask_json(s, now)).collect::<Vec<_>>(),
+    })
+}
+
+/// `/api/job`: the pipeline, its counters, its checkpoint summary and every operator.
+pub(super) fn job(live: &LiveMetrics, pipeline: &str) -> Value {
+    let job = live.job();
+    let samples = job
+        .as_ref()
+        .map(|j| j.subtask_samples())
+        .unwrap_or_default();
+    let tally = live.checkpoints();
+    let state_of = |id: &str| {
+        tally
+            .state
+            .iter()
+            .find(|s| s.operator == id)
+            .map(|s| (s.rows, s.bytes))
+    };
+    let operators: Vec<Value> = live
+        .outline()
+        .operators
+        .iter()
+        .map(|op| operator_json(op, &samples, state_of(&op.id)))
+        .collect();
+    let last = tally.last_completed();
+    let mut report = json!({
+        "pipeline": pipeline,
+        "attempts": live.attempts(),
+        "restarts": live.attempts().saturating_sub(1),
+        "checkpoints": {
+            "committed": tally.committed,
+            "failed": tally.failed,
+            "last_epoch": last.map(|r| r.epoch),
+            "last_duration_ms": last.and_then(|r| r.duration_ms),
+            "last_bytes": last.and_then(|r| r.bytes),
+            "last_failure": tally.last_failed().and_then(|r| r.failure.clone()),
+            "savepoints": tally.savepoints,
+        },
+        "operators": operators,
+    });
+    if let Some(m) = job {
+        report["source_rows"] = m.source_rows.load(Ordering::Relaxed).into();
+        report["sink_rows"] = m.sink_rows.load(Ordering::Relaxed).into();
+        report["source_max_event_time_ms"] =
+            event_ms(Some(m.source_max_event_time.load(Ordering::Relaxed)));
+        report["sink_watermark_ms"] = event_ms(m.sink_watermark());
+    }
+    report
+}
+
+/// `/api/operators/{id}`: one operator of [`job`], or `None` when there is no such one.
+pub(super) fn operator(live: &LiveMetrics, id: &str) -> Option<Value> {
+    let op = live.outline().operators.iter().find(|op| op.id == id)?;
+    let samples = live.job().map(|j| j.subtask_samples()).unwrap_or_default();
+    let state = live
+        .checkpoints()
+        .state
+        .iter()
+        .find(|s| s.operator == id)
+        .map(|s| (s.rows, s.bytes));
+    Some(operator_json(op, &samples, state))
+}
+
+/// `/api/checkpoints`: this run's checkpoints (newest last), the checkpoints retained on
+/// storage and the recovery records of every start.
+///
+/// # Errors
+/// Reading the store.
+pub(super) async fn checkpoints(
+    live: &LiveMetrics,
+    store: &CheckpointStore,
+) -> Result<Value, String> {
+    let history = live
+        .checkpoints()
+        .history
+        .iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    let findings = store.findings(false).await.map_err(|e| e.to_string())?;
+    let retained: Vec<Value> = findings
+        .iter()
+        .map(|(epoch, finding)| match finding {
+            EpochFinding::Valid(m) => {
+                let (count, bytes) = files_and_bytes(m);
+                json!({
+                    "epoch": epoch.0,
+                    "status": format!("{:?}", m.status),
+                    "generation": m.generation,
+                    "triggered_at_ms": m.triggered_at_ms,
+                    "written_at_ms": m.written_at_ms,
+                    "watermark_ms": event_ms(m.watermark),
+                    "files": count,
+                    "bytes": bytes,
+                    "savepoint": m.savepoint,
+                })
+            }
+            EpochFinding::Partial => json!({ "epoch": epoch.0, "status": "Partial" }),
+            EpochFinding::Damaged(reason) => {
+                json!({ "epoch": epoch.0, "status": "Damaged", "reason": reason })
+            }
+        })
+        .collect();
+    let recovery: Vec<Value> = store
+        .recovery_records()
+        .await
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|text| serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone())))
+        .collect();
+    Ok(json!({ "history": history, "retained": retained, "recovery": recovery }))
+}
+
+/// `/api/savepoints`: every savepoint on storage.
+///
+/// # Errors
+/// Reading the store.
+pub(super) async fn savepoints(store: &CheckpointStore) -> Result<Value, String> {
+    let found = store.savepoints().await.map_err(|e| e.to_string())?;
+    let list: Vec<Value> = found
+        .iter()
+        .map(|(label, finding)| match finding {
+            SavepointFinding::Valid(m) => {
+                let (count, bytes) = files_and_bytes(m);
+                json!({
+                    "label": label,
+                    "status": "valid",
+                    "epoch": m.epoch.0,
+                    "written_at_ms": m.written_at_ms,
+                    "files": count,
+                    "bytes": bytes,
+                })
+            }
+            SavepointFinding::Incomplete => json!({ "label": label, "status": "incomplete" }),
+            SavepointFinding::Damaged(reason) => {
+                json!({ "label": label, "status": "damaged", "reason": reason })
+            }
+        })
+        .collect();
+    Ok(json!({ "savepoints": list }))
+}

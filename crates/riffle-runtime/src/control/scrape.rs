@@ -1,0 +1,182 @@
+//! `GET /metrics`: the live state as Prometheus metric families. Every name, type and
+//! label is documented in docs/operations.md ("Metrics"); a test keeps the two equal.
+
+use super::exposition::{Families, Labels};
+use super::live::LiveMetrics;
+use crate::metrics::SubtaskSample;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const NANOS: f64 = 1e9;
+
+/// Seconds since the Unix epoch, now.
+fn wall_clock_seconds() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+fn subtask_labels(sample: &SubtaskSample) -> Labels {
+    vec![
+        ("operator", sample.operator.0.clone()),
+        ("subtask", sample.subtask.to_string()),
+    ]
+}
+
+/// The metric families of `live` now, for pipeline `pipeline`.
+pub(super) fn families(live: &LiveMetrics, pipeline: &str) -> Families {
+    let mut out = Families::new(pipeline);
+    let samples = live.job().map(|j| j.subtask_samples()).unwrap_or_default();
+    operator_families(&mut out, &samples, wall_clock_seconds());
+    job_families(&mut out, live);
+    out
+}
+
+fn operator_families(out: &mut Families, samples: &[SubtaskSample], now: f64) {
+    let per = |value: fn(&SubtaskSample) -> Option<f64>| {
+        samples
+            .iter()
+            .filter_map(move |s| value(s).map(|v| (subtask_labels(s), v)))
+            .collect::<Vec<_>>()
+    };
+    out.counter(
+        "riffle_operator_rows_in_total",
+        "Rows that reached the operator subtask.",
+        per(|s| Some(s.flow.rows_in as f64)),
+    );
+    out.counter(
+        "riffle_operator_rows_out_total",
+        "Rows the operator subtask emitted.",
+        per(|s| Some(s.flow.rows_out as f64)),
+    );
+    out.counter(
+        "riffle_operator_batches_in_total",
+        "Batches that reached the operator subtask.",
+        per(|s| Some(s.flow.batches_in as f64)),
+    );
+    out.counter(
+        "riffle_operator_batches_out_total",
+        "Batches the operator subtask emitted.",
+        per(|s| Some(s.flow.batches_out as f64)),
+    );
+    out.counter(
+        "riffle_operator_output_blocked_seconds_total",
+        "Time the subtask's task waited on a full downstream channel (backpressure); counted on the operator whose output leaves the task.",
+        per(|s| Some(s.flow.blocked.as_secs_f64())),
+    );
+    // The final watermark (end of input) is not a time: no sample.
+    let watermark = |s: &SubtaskSample| s.flow.watermark.filter(|w| *w < i64::MAX);
+    out.gauge(
+        "riffle_operator_watermark_seconds",
+        "Event-time watermark the operator subtask has seen, in seconds since the Unix epoch.",
+        samples
+            .iter()
+            .filter_map(|s| watermark(s).map(|w| (subtask_labels(s), w as f64 / NANOS))),
+    );
+    out.gauge(
+        "riffle_operator_watermark_lag_seconds",
+        "Wall-clock time now minus the operator subtask's watermark.",
+        samples
+            .iter()
+            .filter_map(|s| watermark(s).map(|w| (subtask_labels(s), now - w as f64 / NANOS))),
+    );
+    out.counter(
+        "riffle_operator_late_rows_dropped_total",
+        "Rows dropped because every window they belonged to had closed (kept across restores).",
+        per(|s| s.counters.map(|c| c.late_rows_dropped as f64)),
+    );
+    out.counter(
+        "riffle_operator_windows_emitted_total",
+        "Windows (or sessions) fired and emitted (kept across restores).",
+        per(|s| s.counters.map(|c| c.windows_emitted as f64)),
+    );
+    out.counter(
+        "riffle_operator_records_skipped_total",
+        "Malformed input records skipped by a source told to skip them (kept across restores).",
+        per(|s| s.counters.map(|c| c.records_skipped as f64)),
+    );
+}
+
+fn job_families(out: &mut Families, live: &LiveMetrics) {
+    let one = |value: f64| [(Vec::new(), value)];
+    out.counter(
+        "riffle_job_restarts_total",
+        "Restarts of the job from its newest checkpoint within this process.",
+        one(live.attempts().saturating_sub(1) as f64),
+    );
+    let tally = live.checkpoints();
+    out.counter(
+        "riffle_checkpoints_completed_total",
+        "Checkpoints committed.",
+        one(tally.committed as f64),
+    );
+    out.counter(
+        "riffle_checkpoints_failed_total",
+        "Checkpoints that failed or were abandoned.",
+        one(tally.failed as f64),
+    );
+    out.counter(
+        "riffle_savepoints_total",
+        "Savepoints taken.",
+        one(tally.savepoints.len() as f64),
+    );
+    if let Some(last) = tally.last_completed() {
+        out.gauge(
+            "riffle_checkpoint_last_epoch",
+            "Epoch of the newest committed checkpoint.",
+            one(last.epoch as f64),
+        );
+        out.gauge(
+            "riffle_checkpoint_last_completed_timestamp_seconds",
+            "When the newest checkpoint committed, in seconds since the Unix epoch.",
+            one(last.at_ms as f64 / 1000.0),
+        );
+    }
+    out.histogram(
+        "riffle_checkpoint_duration_seconds",
+        "Checkpoint time from trigger to COMMITTED.",
+        &tally.durations,
+    );
+    out.histogram(
+        "riffle_checkpoint_alignment_seconds",
+        "Longest barrier alignment of any task, per checkpoint.",
+        &tally.alignments,
+    );
+    out.histogram(
+        "riffle_checkpoint_snapshot_seconds",
+        "Longest synchronous snapshot of any task (the task paused), per checkpoint.",
+        &tally.snapshots,
+    );
+    out.histogram(
+        "riffle_checkpoint_upload_seconds",
+        "Longest upload of any task's state files, per checkpoint.",
+        &tally.uploads,
+    );
+    out.histogram(
+        "riffle_checkpoint_commit_seconds",
+        "Commit time per checkpoint: PREPARED manifest, sink commits, COMMITTED manifest.",
+        &tally.commits,
+    );
+    out.histogram(
+        "riffle_checkpoint_size_bytes",
+        "State bytes uploaded per checkpoint (files reused from earlier epochs not counted).",
+        &tally.sizes,
+    );
+    let state = |value: fn(&crate::OperatorStateSize) -> u64| {
+        tally
+            .state
+            .iter()
+            .map(move |s| (vec![("operator", s.operator.clone())], value(s) as f64))
+            .collect::<Vec<_>>()
+    };
+    out.gauge(
+        "riffle_state_rows",
+        "Rows in the operator's checkpointed state at the newest checkpoint.",
+        state(|s| s.rows),
+    );
+    out.gauge(
+        "riffle_state_bytes",
+        "Bytes of the operator's checkpointed state files at the newest checkpoint.",
+        state(|s| s.bytes),
+    );
+}
