@@ -258,7 +258,7 @@ fn a_running_job_serves_metrics_promtool_accepts_and_a_rest_api() {
     let text = stderr(&stopped);
     assert!(stopped.status.success(), "{text}");
     assert!(
-        text.contains(&format!("control endpoint http://{address}/")),
+        text.contains(&format!("web page http://{address}/#token={token}")),
         "{text}"
     );
     assert!(!token_file.exists() && !control.exists());
@@ -267,6 +267,9 @@ fn a_running_job_serves_metrics_promtool_accepts_and_a_rest_api() {
 /// Everything the endpoint answers, from every path, concatenated.
 fn every_answer(address: &str, token: Option<&str>, operators: &[String]) -> String {
     let mut paths: Vec<String> = [
+        "/",
+        "/app.js",
+        "/style.css",
         "/metrics",
         "/health",
         "/api/job",
@@ -330,14 +333,14 @@ fn open_to_the_network_every_request_needs_the_token_and_no_answer_holds_a_secre
     let (port, token) = loop {
         let text = said.lock().unwrap().clone();
         let port = text
-            .split("control endpoint http://0.0.0.0:")
+            .split("web page http://0.0.0.0:")
             .nth(1)
             .and_then(|rest| rest.split('/').next())
             .map(str::to_string);
         let token = text
-            .split("Authorization: Bearer ")
+            .split("#token=")
             .nth(1)
-            .and_then(|rest| rest.split('`').next())
+            .and_then(|rest| rest.split(' ').next())
             .map(str::to_string);
         if let (Some(port), Some(token)) = (port, token) {
             break (port, token);
@@ -351,7 +354,11 @@ fn open_to_the_network_every_request_needs_the_token_and_no_answer_holds_a_secre
     let address = format!("127.0.0.1:{port}");
 
     // Without the token nothing is answered; with it everything is.
-    for path in ["/metrics", "/health", "/api/job"] {
+    // The page's own files hold no data and are served to anyone.
+    let page = request(&address, "GET", "/", None);
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("/app.js"), "{}", page.body);
+    for path in ["/metrics", "/health", "/api/job", "/api/checkpoints"] {
         let denied = request(&address, "GET", path, None);
         assert_eq!(denied.status, 401, "{path}: {}", denied.body);
         assert!(
@@ -539,6 +546,65 @@ fn prometheus_scrapes_a_running_job_and_every_dashboard_query_has_data() {
     let per_second: f64 = rate[0]["value"][1].as_str().unwrap().parse().unwrap();
     assert!(per_second > 1000.0, "{rate:?}");
     drop(prometheus);
+    ok(savepoint(&state, "nexmark-q5").args(["create", "--stop", "--label", "end"]));
+    assert!(job.wait_with_output().unwrap().status.success());
+}
+
+/// The web page in a real browser: headless Chromium driven by selenium
+/// (`tests/browser/page.py`; scripts/test installs Debian's chromium and
+/// chromium-driver and selenium from PyPI, `RIFFLE_SELENIUM_PYTHON` names the Python
+/// with selenium). It sees every operator in the graph and the table, numbers that
+/// move, a row per checkpoint and the recovery record; a savepoint asked without the
+/// token is refused, one with it is taken. Screenshots go to
+/// `{target}/tmp/observability-page/`.
+#[test]
+fn the_web_page_shows_the_running_job_in_chromium_and_takes_a_savepoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, state) = (dir.path().join("out"), dir.path().join("state"));
+    let job = common::savepoints::nexmark_run_slow("q5", "40M", &out, &state);
+    let control = state.join("nexmark-q5/_control.json");
+    let address = control_address(&control);
+    let token = std::fs::read_to_string(state.join("nexmark-q5/_control_token")).unwrap();
+    let operators: Vec<String> = get_metrics(&control)["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap().to_string())
+        .collect();
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("observability-page");
+    let python = std::env::var("RIFFLE_SELENIUM_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/page.py");
+    let run = Command::new(&python)
+        .arg(&script)
+        .args([&address, &token, &operators.join(",")])
+        .arg(&shots)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `{python}` ({e}): scripts/test installs selenium"));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(run.status.success(), "{said}");
+    let seen: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&run.stdout)
+            .lines()
+            .last()
+            .unwrap_or(""),
+    )
+    .unwrap_or_else(|e| panic!("{e}: {said}"));
+    assert!(seen["checkpoints"].as_u64().unwrap() >= 2, "{seen}");
+    for shot in ["page-running.png", "page-savepoint.png"] {
+        let png = std::fs::read(shots.join(shot)).unwrap();
+        assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{shot}");
+    }
+    // The savepoint the page took is on storage.
+    let listed = ok(savepoint(&state, "nexmark-q5").arg("list"));
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("from-page"),
+        "{}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
     ok(savepoint(&state, "nexmark-q5").args(["create", "--stop", "--label", "end"]));
     assert!(job.wait_with_output().unwrap().status.success());
 }

@@ -472,17 +472,18 @@ pub fn run(
     Ok(outcome?)
 }
 
-/// Says where the control endpoint serves; when it is open to the network, prints the
-/// token (this once: afterwards it is only in the 0600 token file).
+/// Says where the control endpoint serves. The page's URL carries the token in its
+/// fragment (which a browser never sends), so the page can take savepoints; this line is
+/// the only place the token is printed.
 fn announce(server: &ControlServer, store: &CheckpointStore, pipeline: &str) {
     eprintln!(
-        "riffle: control endpoint http://{}/ (Prometheus metrics at /metrics, REST API at /api/job)",
-        server.bound()
+        "riffle: web page http://{}/#token={} (Prometheus metrics at /metrics, REST API at /api/job)",
+        server.bound(),
+        server.token()
     );
     if !server.bound().ip().is_loopback() {
         eprintln!(
-            "riffle: every request needs `Authorization: Bearer {}` (also in `{pipeline}/_control_token` under {})",
-            server.token(),
+            "riffle: open to the network: every request but the page itself needs `Authorization: Bearer` with the token in the URL above (also in `{pipeline}/_control_token` under {})",
             store.root_url()
         );
     }

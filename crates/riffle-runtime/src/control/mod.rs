@@ -2,6 +2,7 @@
 //! otherwise, found through `{state root}/{pipeline}/_control.json`.
 //!
 //! ```text
+//!  GET  /                            → the web page (graph, rates, checkpoints, savepoints)
 //!  GET  /metrics                     → Prometheus text: rows, watermarks, backpressure, checkpoints
 //!  GET  /api/job                     → the graph with each operator's live numbers
 //!  GET  /api/operators/{id}          → one operator, per subtask
@@ -21,6 +22,7 @@ mod api;
 mod exposition;
 mod live;
 mod outline;
+mod page;
 mod scrape;
 mod serve;
 

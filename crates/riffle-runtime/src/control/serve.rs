@@ -8,6 +8,7 @@
 
 use super::access::{bearer, Access};
 use super::live::LiveMetrics;
+use super::page::{self, Asset};
 use super::{api, exposition, scrape};
 use crate::savepoint::{request_savepoint, SavepointSender};
 use bytes::Bytes;
@@ -110,6 +111,8 @@ async fn serve_connection(stream: TcpStream, served: Arc<Served>, head_timeout: 
 /// What a request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Route {
+    /// A file of the web page (`/`, `/app.js`, `/style.css`).
+    Page(&'static Asset),
     Health,
     Metrics,
     Job,
@@ -122,7 +125,7 @@ enum Route {
     NotFound,
 }
 
-const ROUTES: &str = "GET /metrics (Prometheus), GET /api/job, GET /api/operators/{id}, GET /api/checkpoints, GET /api/savepoints, POST /api/savepoints?label=L&stop=true&drain=true, GET /health";
+const ROUTES: &str = "GET / (the web page), GET /metrics (Prometheus), GET /api/job, GET /api/operators/{id}, GET /api/checkpoints, GET /api/savepoints, POST /api/savepoints?label=L&stop=true&drain=true, GET /health";
 
 impl Route {
     fn of(method: &Method, path: &str) -> Self {
@@ -134,6 +137,9 @@ impl Route {
                 Route::WrongMethod("GET")
             }
         };
+        if let Some(asset) = page::asset(path) {
+            return read(Route::Page(asset));
+        }
         match path {
             "/health" => read(Route::Health),
             "/metrics" => read(Route::Metrics),
@@ -154,6 +160,12 @@ impl Route {
     /// Whether the request changes the job (and so needs the token).
     fn changes_job(&self) -> bool {
         matches!(self, Route::TakeSavepoint)
+    }
+
+    /// Whether anyone who reaches the endpoint may have it: the page's files hold no
+    /// data of the job (what they show, they fetch from the API with the token).
+    fn is_public(&self) -> bool {
+        matches!(self, Route::Page(_))
     }
 }
 
@@ -176,10 +188,14 @@ async fn answer(request: &Request<Incoming>, served: &Served) -> Response<Full<B
         .headers()
         .get(hyper::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let (status, content_type, body) = match served
-        .access
-        .check(route.changes_job(), bearer(authorization))
-    {
+    let allowed = if route.is_public() {
+        Ok(())
+    } else {
+        served
+            .access
+            .check(route.changes_job(), bearer(authorization))
+    };
+    let (status, content_type, body) = match allowed {
         Ok(()) => respond(route, request.uri().query().unwrap_or(""), served).await,
         Err(denied) => error(StatusCode::UNAUTHORIZED, denied),
     };
@@ -188,6 +204,17 @@ async fn answer(request: &Request<Incoming>, served: &Served) -> Response<Full<B
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static(content_type),
+    );
+    // The page runs only its own script and is never framed by another site.
+    response.headers_mut().insert(
+        hyper::header::CONTENT_SECURITY_POLICY,
+        hyper::header::HeaderValue::from_static(
+            "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        ),
+    );
+    response.headers_mut().insert(
+        hyper::header::X_CONTENT_TYPE_OPTIONS,
+        hyper::header::HeaderValue::from_static("nosniff"),
     );
     if status == StatusCode::UNAUTHORIZED {
         response.headers_mut().insert(
@@ -200,6 +227,7 @@ async fn answer(request: &Request<Incoming>, served: &Served) -> Response<Full<B
 
 async fn respond(route: Route, query: &str, served: &Served) -> Answer {
     match route {
+        Route::Page(asset) => (StatusCode::OK, asset.content_type, asset.body.to_string()),
         Route::Health => (StatusCode::OK, JSON, served.health.clone()),
         Route::Metrics => match scrape::families(&served.live, &served.pipeline).encode() {
             Ok(text) => (StatusCode::OK, exposition::CONTENT_TYPE, text),
@@ -323,11 +351,15 @@ mod tests {
             Route::WrongMethod("GET")
         );
         assert_eq!(Route::of(&Method::GET, "/nothing"), Route::NotFound);
+        assert!(matches!(Route::of(&Method::GET, "/"), Route::Page(_)));
+        assert!(matches!(Route::of(&Method::GET, "/app.js"), Route::Page(_)));
+        assert_eq!(Route::of(&Method::POST, "/"), Route::WrongMethod("GET"));
     }
 
     #[test]
     fn only_taking_a_savepoint_changes_the_job() {
         assert!(Route::TakeSavepoint.changes_job());
+        assert!(!Route::TakeSavepoint.is_public() && !Route::Metrics.is_public());
         for read in [
             Route::Health,
             Route::Metrics,
