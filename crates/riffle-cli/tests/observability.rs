@@ -163,6 +163,10 @@ fn a_running_job_serves_metrics_promtool_accepts_and_a_rest_api() {
         "{text}"
     );
     assert_eq!(value(text, "riffle_job_restarts_total", ""), 0.0);
+    let upload_puts = "phase=\"upload\",kind=\"put\"";
+    assert!(value(text, "riffle_object_store_requests_total", upload_puts) > 0.0);
+    let written = "phase=\"upload\",direction=\"written\"";
+    assert!(value(text, "riffle_object_store_bytes_total", written) > 0.0);
     let state_bytes: f64 = samples(text, "riffle_state_bytes")
         .iter()
         .map(|(_, v)| v)
@@ -212,6 +216,36 @@ fn a_running_job_serves_metrics_promtool_accepts_and_a_rest_api() {
         1,
         "{checkpoints}"
     );
+
+    // What each checkpoint cost on the object store: writing its state is one PUT per
+    // state file the epoch wrote (as its manifest lists them in its own directory).
+    let retained = checkpoints["retained"].as_array().unwrap();
+    let newest = retained.last().unwrap()["epoch"].as_u64().unwrap();
+    let dir = format!("checkpoints/epoch={newest:06}/");
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(state.join("nexmark-q5").join(&dir).join("_manifest.json")).unwrap(),
+    )
+    .unwrap();
+    let written = manifest["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|o| o["subtasks"].as_array().unwrap())
+        .flat_map(|s| s["files"].as_array().unwrap())
+        .filter(|f| f["path"].as_str().unwrap().starts_with(&dir))
+        .count() as u64;
+    let record = history
+        .iter()
+        .find(|r| r["epoch"].as_u64() == Some(newest))
+        .unwrap_or_else(|| panic!("epoch {newest} not in {checkpoints}"));
+    let requests = &record["requests"];
+    assert_eq!(
+        requests["upload"]["put"].as_u64(),
+        Some(written),
+        "{record}"
+    );
+    assert_eq!(manifest["requests"], requests["upload"], "{manifest}");
+    assert!(requests["commit"]["put"].as_u64().unwrap() >= 2, "{record}");
 
     // Actions need the token, even on loopback; reading paths refuse actions' methods.
     let no_token = request(&address, "POST", "/api/savepoints?label=x", None);

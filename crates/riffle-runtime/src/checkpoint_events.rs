@@ -32,6 +32,8 @@ pub enum CheckpointEvent {
         /// Each operator's whole checkpointed state at this epoch (all files its
         /// manifest entry lists, written now or reused).
         state: Vec<OperatorStateSize>,
+        /// Its object-store requests, by phase.
+        requests: EpochRequests,
     },
     /// `epoch` failed (timeout, storage, sink commit); `consecutive` failures so far.
     Failed {
@@ -41,6 +43,18 @@ pub enum CheckpointEvent {
     },
     /// A committed epoch was promoted to a savepoint.
     Savepoint(crate::savepoint::SavepointDone),
+}
+
+/// The object-store requests of one epoch, by phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EpochRequests {
+    /// Writing the state files (trigger to the commit's start).
+    pub upload: riffle_state::RequestTally,
+    /// The commit protocol: generation checks, PREPARED and COMMITTED manifests,
+    /// `_latest.json`.
+    pub commit: riffle_state::RequestTally,
+    /// Deleting checkpoints no longer retained.
+    pub gc: riffle_state::RequestTally,
 }
 
 /// The size of one operator's checkpointed state at an epoch.

@@ -12,7 +12,9 @@
 //! complete within the timeout is abandoned (its files stay as a partial epoch, swept by
 //! the next recovery); more than `tolerable_failures` failed epochs in a row fail the job.
 
-use crate::checkpoint_events::{CheckpointEvent, CheckpointListener, OperatorStateSize};
+use crate::checkpoint_events::{
+    CheckpointEvent, CheckpointListener, EpochRequests, OperatorStateSize,
+};
 use crate::crash::{maybe_crash, CrashPoint};
 use crate::file_reuse::ReuseCache;
 use crate::job::{BarrierInjector, JobStopper, SnapshotAck};
@@ -88,6 +90,8 @@ pub struct CheckpointReport {
     pub snapshot: Vec<Duration>,
     /// Time spent encoding and writing state files per committed epoch (the job runs on).
     pub upload: Vec<Duration>,
+    /// Object-store requests per committed epoch, by phase.
+    pub requests: Vec<EpochRequests>,
     /// Why epochs failed.
     pub errors: Vec<String>,
     /// The end-of-input epoch committed: all output of a bounded run is published.
@@ -129,6 +133,8 @@ struct Pending {
     upload: Duration,
     /// The savepoint this epoch was triggered for, if any.
     savepoint: Option<PendingSavepoint>,
+    /// The store's request counts when the epoch was triggered.
+    requests_at_trigger: riffle_state::RequestTally,
 }
 
 fn now_ms() -> i64 {
@@ -159,6 +165,8 @@ pub struct CheckpointCoordinator {
     pub metrics: Option<Arc<crate::JobMetrics>>,
     /// Who hears about checkpoint events.
     pub listeners: Vec<Arc<dyn CheckpointListener>>,
+    /// Where `store` counts its requests (see [`CheckpointStore::counted`]).
+    pub requests: Arc<riffle_state::RequestCounts>,
 }
 
 /// Channels the coordinator reads and the job it may stop.
@@ -312,6 +320,7 @@ impl CheckpointCoordinator {
                 request,
                 requested,
             }),
+            requests_at_trigger: self.requests.tally(),
         }
     }
 
@@ -361,7 +370,7 @@ impl CheckpointCoordinator {
         maybe_crash(CrashPoint::AfterSnapshotUpload, done.epoch);
         let committing = Instant::now();
         match self.complete(&done, schedule.committables()).await {
-            Ok(manifest) => {
+            Ok((manifest, requests)) => {
                 let commit = committing.elapsed();
                 schedule.completed(Instant::now());
                 *reuse = std::mem::take(&mut done.reusable);
@@ -372,6 +381,7 @@ impl CheckpointCoordinator {
                 report.alignment.push(done.alignment);
                 report.snapshot.push(done.snapshot);
                 report.upload.push(done.upload);
+                report.requests.push(requests);
                 if done.kind == BarrierKind::EndOfInput {
                     report.end_of_input_committed = true;
                 }
@@ -384,6 +394,7 @@ impl CheckpointCoordinator {
                     upload: done.upload,
                     commit,
                     state: OperatorStateSize::of(&manifest),
+                    requests,
                 });
                 // A savepoint's epoch is committed: copy it out.
                 if let Some(sp) = done.savepoint.take() {
@@ -475,17 +486,27 @@ impl CheckpointCoordinator {
         &self,
         pending: &Pending,
         committables: &[Committable],
-    ) -> Result<Manifest, EpochIncomplete> {
-        let manifest = self.manifest(pending, committables);
-        let committed = EpochCommitter {
+    ) -> Result<(Manifest, EpochRequests), EpochIncomplete> {
+        let mut manifest = self.manifest(pending, committables);
+        let committing = self.requests.tally();
+        let upload = committing.since(pending.requests_at_trigger);
+        manifest.requests = Some(upload);
+        let committer = EpochCommitter {
             store: &self.store,
             sinks: &self.sinks,
             retain: self.config.retain,
             sink_commits: SinkCommits::Blocking,
             deadline: Some(pending.triggered + self.config.timeout),
-        }
-        .commit_epoch(&manifest)
-        .await;
+            requests: Some((&self.requests, std::sync::Mutex::new(None))),
+        };
+        let committed = committer.commit_epoch(&manifest).await;
+        let end = self.requests.tally();
+        let before_gc = committer.requests_before_gc().unwrap_or(end);
+        let requests = EpochRequests {
+            upload,
+            commit: before_gc.since(committing),
+            gc: end.since(before_gc),
+        };
         // Completion notification: sources may now commit offsets externally (also
         // when only the GC after `_latest.json` failed: the epoch is committed).
         let done = committed
@@ -496,6 +517,6 @@ impl CheckpointCoordinator {
                 .completed_epoch
                 .fetch_max(pending.epoch.0, std::sync::atomic::Ordering::Release);
         }
-        committed.map(|()| manifest)
+        committed.map(|()| (manifest, requests))
     }
 }

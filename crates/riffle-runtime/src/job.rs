@@ -476,8 +476,10 @@ pub fn start_with_checkpoints(
             )
         })
         .collect();
+    let requests = Arc::new(riffle_state::RequestCounts::default());
     let coordinator = crate::CheckpointCoordinator {
-        store,
+        store: store.counted(requests.clone()),
+        requests,
         config: checkpoints,
         pipeline: graph.name.clone(),
         operators,

@@ -38,7 +38,7 @@ mod task;
 pub mod watermark;
 
 pub use checkpoint_events::{
-    CheckpointEvent, CheckpointListener, OperatorStateSize, RecordingListener,
+    CheckpointEvent, CheckpointListener, EpochRequests, OperatorStateSize, RecordingListener,
 };
 pub use coordinator::{CheckpointConfig, CheckpointCoordinator, CheckpointReport};
 pub use crash::CrashPoint;

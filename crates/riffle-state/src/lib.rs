@@ -14,6 +14,7 @@
 //! as pure functions over manifests, with no storage calls.
 
 pub mod archive;
+pub mod counting;
 pub mod error;
 pub mod layout;
 pub mod manifest;
@@ -24,6 +25,7 @@ pub mod state_file;
 pub mod store;
 pub mod tables;
 
+pub use counting::{RequestCounts, RequestTally};
 pub use error::{StateError, StateResult};
 pub use manifest::{FileEntry, Manifest, ManifestStatus, OperatorEntry, FORMAT_VERSION};
 pub use root::StateRoot;

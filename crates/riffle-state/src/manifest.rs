@@ -107,6 +107,11 @@ pub struct Manifest {
     /// that pipeline and inherits the output it owns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_id: Option<String>,
+    /// Object-store requests and bytes of writing this epoch's state files, from the
+    /// trigger to the manifest (what the epoch costs on S3, less its few commit
+    /// requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<crate::RequestTally>,
 }
 
 impl Manifest {
@@ -130,6 +135,7 @@ impl Manifest {
             savepoint: None,
             restored_from: None,
             state_id: None,
+            requests: None,
         }
     }
 

@@ -60,6 +60,21 @@ impl CheckpointStore {
         &self.layout
     }
 
+    /// This store with every request counted into `counts` (what a checkpoint costs
+    /// on object storage); other handles on the same root are not counted.
+    pub fn counted(&self, counts: Arc<crate::RequestCounts>) -> Self {
+        let wrap = |store: &Arc<dyn ObjectStore>| -> Arc<dyn ObjectStore> {
+            Arc::new(crate::counting::CountingStore::new(
+                store.clone(),
+                counts.clone(),
+            ))
+        };
+        let mut counted = self.clone();
+        counted.root.store = wrap(&self.root.store);
+        counted.root.bulk = wrap(&self.root.bulk);
+        counted
+    }
+
     /// The object store under the state root.
     pub(crate) fn store(&self) -> &Arc<dyn ObjectStore> {
         &self.root.store

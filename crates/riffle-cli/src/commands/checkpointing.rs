@@ -500,6 +500,20 @@ pub fn print_report(report: &CheckpointReport) {
         percentile_ms(&report.durations, 0.99),
         bytes as f64 / (1024.0 * 1024.0)
     );
+    if !report.requests.is_empty() {
+        // What a checkpoint costs on an object store that bills per request.
+        let n = report.requests.len() as f64;
+        let per = |phase: fn(&riffle_runtime::EpochRequests) -> u64| {
+            report.requests.iter().map(phase).sum::<u64>() as f64 / n
+        };
+        eprintln!(
+            "  object store     {:.1} requests per checkpoint: {:.1} writing state, {:.1} committing, {:.1} collecting garbage",
+            per(|r| r.upload.requests() + r.commit.requests() + r.gc.requests()),
+            per(|r| r.upload.requests()),
+            per(|r| r.commit.requests()),
+            per(|r| r.gc.requests()),
+        );
+    }
     for e in &report.errors {
         eprintln!("    failed: {e}");
     }

@@ -83,8 +83,8 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
                 // Files of older epochs that a manifest still references (reused state).
                 let referenced = referenced_files(&findings, &[]);
                 println!(
-                    "{:>8}  {:<10} {:<23}  {:>5}  {:>12}  watermark (event time, UTC)",
-                    "epoch", "status", "written (UTC)", "files", "bytes"
+                    "{:>8}  {:<10} {:<23}  {:>5}  {:>12}  {:>8}  watermark (event time, UTC)",
+                    "epoch", "status", "written (UTC)", "files", "bytes", "requests"
                 );
                 for (epoch, finding) in &findings {
                     match finding {
@@ -99,8 +99,12 @@ pub fn run(args: CheckpointsArgs) -> Result<()> {
                                 .restored_from
                                 .as_ref()
                                 .map_or(String::new(), |f| format!("  (restored from {f})"));
+                            // Object-store requests of writing the epoch (older manifests: -).
+                            let requests = m
+                                .requests
+                                .map_or("-".into(), |r| r.requests().to_string());
                             println!(
-                                "{:>8}  {status:<10} {written:<23}  {files:>5}  {bytes:>12}  {watermark}{from}",
+                                "{:>8}  {status:<10} {written:<23}  {files:>5}  {bytes:>12}  {requests:>8}  {watermark}{from}",
                                 epoch.0
                             );
                         }

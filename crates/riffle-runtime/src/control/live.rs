@@ -5,8 +5,11 @@
 
 use super::exposition::Buckets;
 use super::outline::JobOutline;
-use crate::checkpoint_events::{CheckpointEvent, CheckpointListener, OperatorStateSize};
+use crate::checkpoint_events::{
+    CheckpointEvent, CheckpointListener, EpochRequests, OperatorStateSize,
+};
 use crate::metrics::JobMetrics;
+use riffle_state::RequestTally;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,6 +68,8 @@ pub(super) struct CheckpointRecord {
     pub failure: Option<String>,
     /// Promoted to this savepoint.
     pub savepoint: Option<String>,
+    /// Object-store requests by phase.
+    pub requests: Option<EpochRequests>,
 }
 
 /// [`OperatorStateSize`] as JSON.
@@ -90,6 +95,33 @@ pub(super) struct CheckpointTally {
     pub sizes: Buckets,
     /// The newest completed checkpoint's state sizes.
     pub state: Vec<OperatorStateSize>,
+    /// Object-store requests of completed checkpoints, by phase, summed.
+    pub requests: RequestsByPhase,
+}
+
+/// [`EpochRequests`] summed over checkpoints.
+#[derive(Debug, Default)]
+pub(super) struct RequestsByPhase {
+    pub upload: RequestTally,
+    pub commit: RequestTally,
+    pub gc: RequestTally,
+}
+
+impl RequestsByPhase {
+    fn push(&mut self, epoch: EpochRequests) {
+        self.upload = self.upload.plus(epoch.upload);
+        self.commit = self.commit.plus(epoch.commit);
+        self.gc = self.gc.plus(epoch.gc);
+    }
+
+    /// `(phase, tally)` in a fixed order.
+    pub(super) fn phases(&self) -> [(&'static str, RequestTally); 3] {
+        [
+            ("upload", self.upload),
+            ("commit", self.commit),
+            ("gc", self.gc),
+        ]
+    }
 }
 
 impl Default for CheckpointTally {
@@ -106,6 +138,7 @@ impl Default for CheckpointTally {
             commits: Buckets::new(SECONDS),
             sizes: Buckets::new(BYTES),
             state: Vec::new(),
+            requests: RequestsByPhase::default(),
         }
     }
 }
@@ -187,6 +220,7 @@ impl CheckpointListener for LiveMetrics {
                 upload,
                 commit,
                 state,
+                requests,
             } => {
                 tally.committed += 1;
                 tally.durations.observe(duration.as_secs_f64());
@@ -196,6 +230,7 @@ impl CheckpointListener for LiveMetrics {
                 tally.commits.observe(commit.as_secs_f64());
                 tally.sizes.observe(*bytes as f64);
                 tally.state = state.clone();
+                tally.requests.push(*requests);
                 tally.record(CheckpointRecord {
                     epoch: epoch.0,
                     status: "completed",
@@ -216,6 +251,7 @@ impl CheckpointListener for LiveMetrics {
                         .collect(),
                     failure: None,
                     savepoint: None,
+                    requests: Some(*requests),
                 });
             }
             CheckpointEvent::Failed { epoch, reason, .. } => {
@@ -233,6 +269,7 @@ impl CheckpointListener for LiveMetrics {
                     state: Vec::new(),
                     failure: Some(reason.clone()),
                     savepoint: None,
+                    requests: None,
                 });
             }
             CheckpointEvent::Savepoint(done) => {

@@ -169,6 +169,31 @@ fn job_families(out: &mut Families, live: &LiveMetrics) {
             .map(move |s| (vec![("operator", s.operator.clone())], value(s) as f64))
             .collect::<Vec<_>>()
     };
+    let phases = tally.requests.phases();
+    out.counter(
+        "riffle_object_store_requests_total",
+        "Object-store requests of committed checkpoints, by phase (upload, commit, gc) and kind (put, get, head, list, delete, copy).",
+        phases.iter().flat_map(|(phase, t)| {
+            t.by_kind().map(|(kind, n)| {
+                (
+                    vec![("phase", phase.to_string()), ("kind", kind.to_string())],
+                    n as f64,
+                )
+            })
+        }),
+    );
+    out.counter(
+        "riffle_object_store_bytes_total",
+        "Bytes moved to and from the object store by committed checkpoints, by phase and direction (written, read).",
+        phases.iter().flat_map(|(phase, t)| {
+            [("written", t.bytes_written), ("read", t.bytes_read)].map(|(direction, n)| {
+                (
+                    vec![("phase", phase.to_string()), ("direction", direction.to_string())],
+                    n as f64,
+                )
+            })
+        }),
+    );
     out.gauge(
         "riffle_state_rows",
         "Rows in the operator's checkpointed state at the newest checkpoint.",

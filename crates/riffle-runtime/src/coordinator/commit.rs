@@ -20,7 +20,7 @@
 use crate::crash::{maybe_crash, maybe_pause, CrashPoint};
 use riffle_core::{Committable, Epoch, SinkFactory};
 use riffle_state::recovery::{plan_gc, referenced_files};
-use riffle_state::{CheckpointStore, Manifest, StateError};
+use riffle_state::{CheckpointStore, Manifest, RequestCounts, RequestTally, StateError};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -190,9 +190,19 @@ pub struct EpochCommitter<'a> {
     /// When the epoch times out (its trigger plus `--checkpoint-timeout`): a step
     /// still running then fails, as far as [`CommitStep::has_deadline`] allows.
     pub deadline: Option<std::time::Instant>,
+    /// Where the store counts its requests, and their tally when garbage collection
+    /// started (set by [`commit_epoch`](Self::commit_epoch)), so that GC's requests
+    /// can be told from the commit's.
+    pub requests: Option<(&'a RequestCounts, std::sync::Mutex<Option<RequestTally>>)>,
 }
 
 impl EpochCommitter<'_> {
+    /// The request tally when garbage collection started, if it did.
+    pub fn requests_before_gc(&self) -> Option<RequestTally> {
+        let (_, mark) = self.requests.as_ref()?;
+        *mark.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Takes every [`CommitStep`] for `manifest` (PREPARED, of this run's generation),
     /// stopping at the first that fails.
     ///
@@ -201,6 +211,9 @@ impl EpochCommitter<'_> {
     pub async fn commit_epoch(&self, manifest: &Manifest) -> Result<(), EpochIncomplete> {
         let mut step = Some(CommitStep::CheckBeforePrepare);
         while let Some(now) = step {
+            if let (CommitStep::CollectGarbage, Some((counts, mark))) = (now, &self.requests) {
+                *mark.lock().unwrap_or_else(|e| e.into_inner()) = Some(counts.tally());
+            }
             let taken = match self.deadline.filter(|_| now.has_deadline()) {
                 Some(deadline) => {
                     let deadline = tokio::time::Instant::from_std(deadline);
@@ -426,6 +439,7 @@ mod tests {
             retain: 2,
             sink_commits: SinkCommits::Inline,
             deadline: Some(started + Duration::from_millis(200)),
+            requests: None,
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()

@@ -151,6 +151,7 @@ pub async fn run_actor(
         retain: RETAIN,
         sink_commits: SinkCommits::Inline,
         deadline: None,
+        requests: None,
     };
     let mut epoch = recovered.next_epoch;
     let mut carried = Vec::new();
