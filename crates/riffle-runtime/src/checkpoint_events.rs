@@ -32,8 +32,8 @@ pub enum CheckpointEvent {
         /// Each operator's whole checkpointed state at this epoch (all files its
         /// manifest entry lists, written now or reused).
         state: Vec<OperatorStateSize>,
-        /// Its object-store requests, by phase.
-        requests: EpochRequests,
+        /// Its object-store requests, by phase (boxed: the other events are small).
+        requests: Box<EpochRequests>,
     },
     /// `epoch` failed (timeout, storage, sink commit); `consecutive` failures so far.
     Failed {

@@ -394,7 +394,7 @@ impl CheckpointCoordinator {
                     upload: done.upload,
                     commit,
                     state: OperatorStateSize::of(&manifest),
-                    requests,
+                    requests: Box::new(requests),
                 });
                 // A savepoint's epoch is committed: copy it out.
                 if let Some(sp) = done.savepoint.take() {

@@ -230,7 +230,7 @@ impl CheckpointListener for LiveMetrics {
                 tally.commits.observe(commit.as_secs_f64());
                 tally.sizes.observe(*bytes as f64);
                 tally.state = state.clone();
-                tally.requests.push(*requests);
+                tally.requests.push(**requests);
                 tally.record(CheckpointRecord {
                     epoch: epoch.0,
                     status: "completed",
@@ -251,7 +251,7 @@ impl CheckpointListener for LiveMetrics {
                         .collect(),
                     failure: None,
                     savepoint: None,
-                    requests: Some(*requests),
+                    requests: Some(**requests),
                 });
             }
             CheckpointEvent::Failed { epoch, reason, .. } => {
