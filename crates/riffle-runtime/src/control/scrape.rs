@@ -39,31 +39,33 @@ fn operator_families(out: &mut Families, samples: &[SubtaskSample], now: f64) {
             .filter_map(move |s| value(s).map(|v| (subtask_labels(s), v)))
             .collect::<Vec<_>>()
     };
-    out.counter(
-        "riffle_operator_rows_in_total",
-        "Rows that reached the operator subtask.",
-        per(|s| Some(s.flow.rows_in as f64)),
+    type Counter = (
+        &'static str,
+        &'static str,
+        fn(&SubtaskSample) -> Option<f64>,
     );
-    out.counter(
-        "riffle_operator_rows_out_total",
-        "Rows the operator subtask emitted.",
-        per(|s| Some(s.flow.rows_out as f64)),
-    );
-    out.counter(
-        "riffle_operator_batches_in_total",
-        "Batches that reached the operator subtask.",
-        per(|s| Some(s.flow.batches_in as f64)),
-    );
-    out.counter(
-        "riffle_operator_batches_out_total",
-        "Batches the operator subtask emitted.",
-        per(|s| Some(s.flow.batches_out as f64)),
-    );
-    out.counter(
-        "riffle_operator_output_blocked_seconds_total",
-        "Time the subtask's task waited on a full downstream channel (backpressure); counted on the operator whose output leaves the task.",
-        per(|s| Some(s.flow.blocked.as_secs_f64())),
-    );
+    let flow: [Counter; 5] = [
+        ("riffle_operator_rows_in_total", "Rows that reached the operator subtask.", |s| {
+            Some(s.flow.rows_in as f64)
+        }),
+        ("riffle_operator_rows_out_total", "Rows the operator subtask emitted.", |s| {
+            Some(s.flow.rows_out as f64)
+        }),
+        ("riffle_operator_batches_in_total", "Batches that reached the operator subtask.", |s| {
+            Some(s.flow.batches_in as f64)
+        }),
+        ("riffle_operator_batches_out_total", "Batches the operator subtask emitted.", |s| {
+            Some(s.flow.batches_out as f64)
+        }),
+        (
+            "riffle_operator_output_blocked_seconds_total",
+            "Time the subtask's task waited on a full downstream channel (backpressure); counted on the operator whose output leaves the task.",
+            |s| Some(s.flow.blocked.as_secs_f64()),
+        ),
+    ];
+    for (name, help, value) in flow {
+        out.counter(name, help, per(value));
+    }
     // The final watermark (end of input) is not a time: no sample.
     let watermark = |s: &SubtaskSample| s.flow.watermark.filter(|w| *w < i64::MAX);
     out.gauge(
