@@ -540,3 +540,44 @@ fn tls_and_sasl_are_built_in() {
         }
     }
 }
+
+/// A source subtask reports how many records each partition has yet to read: the
+/// partition's end, as librdkafka's statistics report it, minus the next offset. Held
+/// behind by a rate cap, what it read and what it has yet to read add up to what the
+/// topic holds.
+#[test]
+fn each_partition_reports_the_records_it_has_yet_to_read() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("lagging", 2);
+    broker.produce("lagging", &bids(400, 2));
+    let mut config = source_config(&broker, "lagging");
+    config.bounded = false;
+    config.max_records_per_second = Some(40);
+    let factory = KafkaSourceFactory::new(config).unwrap();
+    let ctx = OperatorContext::detached("kafka", 0, 1);
+    let counters = ctx.counters.clone();
+    let mut source = factory.create(&ctx).unwrap();
+    let mut read = 0u64;
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while seen.len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pending records reported"
+        );
+        if let SourcePoll::Batch(b) = source.poll_next().unwrap() {
+            read += b.num_rows() as u64;
+        }
+        let pending = counters.pending();
+        let splits: Vec<&str> = pending.iter().map(|(s, _)| s.as_str()).collect();
+        if splits == ["lagging/0", "lagging/1"] {
+            let behind: u64 = pending.iter().map(|(_, n)| n).sum();
+            assert_eq!(read + behind, 400, "{pending:?} after {read} read");
+            if seen.last().is_none_or(|(r, _)| *r < read) {
+                seen.push((read, behind));
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(seen[1].1 < seen[0].1, "{seen:?}");
+}

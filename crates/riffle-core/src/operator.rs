@@ -29,6 +29,10 @@ pub struct OperatorCounters {
     pub windows_emitted: AtomicU64,
     /// Malformed input records skipped (sources configured to skip them).
     pub records_skipped: AtomicU64,
+    /// Records a source has yet to read, per split it reads (a Kafka partition as
+    /// `topic/partition`), as of its latest news from the system it reads. Not
+    /// checkpointed: it describes the outside world now.
+    pending: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 /// The values of [`OperatorCounters`] at one moment (checkpointed at each barrier).
@@ -61,6 +65,23 @@ impl OperatorCounters {
             windows_emitted: self.windows_emitted.load(Ordering::Relaxed),
             records_skipped: self.records_skipped.load(Ordering::Relaxed),
         }
+    }
+
+    /// Records split `split` has yet to read.
+    pub fn set_pending(&self, split: &str, records: u64) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        match pending.get_mut(split) {
+            Some(n) => *n = records,
+            None => {
+                pending.insert(split.to_string(), records);
+            }
+        }
+    }
+
+    /// Records each split has yet to read, by split.
+    pub fn pending(&self) -> Vec<(String, u64)> {
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.iter().map(|(s, n)| (s.clone(), *n)).collect()
     }
 
     /// Adds restored values (a resumed run continues the checkpoint's totals).

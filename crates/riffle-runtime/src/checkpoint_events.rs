@@ -34,6 +34,9 @@ pub enum CheckpointEvent {
         state: Vec<OperatorStateSize>,
         /// Its object-store requests, by phase (boxed: the other events are small).
         requests: Box<EpochRequests>,
+        /// Sink transactions it committed, per sink: `(sink, count)` (a PostgreSQL
+        /// prepared transaction, a Kafka transaction, a subtask's staged files).
+        sink_commits: Vec<(String, u64)>,
     },
     /// `epoch` failed (timeout, storage, sink commit); `consecutive` failures so far.
     Failed {

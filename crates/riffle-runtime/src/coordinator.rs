@@ -137,6 +137,15 @@ struct Pending {
     requests_at_trigger: riffle_state::RequestTally,
 }
 
+/// How many committables of each sink `manifest` commits.
+fn commits_per_sink(manifest: &Manifest) -> Vec<(String, u64)> {
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for c in &manifest.sink_committables {
+        *counts.entry(c.sink.clone()).or_default() += 1;
+    }
+    counts.into_iter().collect()
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -395,6 +404,7 @@ impl CheckpointCoordinator {
                     commit,
                     state: OperatorStateSize::of(&manifest),
                     requests: Box::new(requests),
+                    sink_commits: commits_per_sink(&manifest),
                 });
                 // A savepoint's epoch is committed: copy it out.
                 if let Some(sp) = done.savepoint.take() {

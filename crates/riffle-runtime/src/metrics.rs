@@ -101,6 +101,8 @@ pub struct SubtaskSample {
     pub flow: FlowValues,
     /// Its checkpointed counters (none for a sink).
     pub counters: Option<riffle_core::CounterValues>,
+    /// For a source: records each split it reads has yet to read.
+    pub pending: Vec<(String, u64)>,
 }
 
 /// Counters shared by every task of a job.
@@ -183,14 +185,18 @@ impl JobMetrics {
         sorted.sort_by_key(|(operator, subtask, _)| (rank(operator), *subtask));
         sorted
             .into_iter()
-            .map(|(operator, subtask, flow)| SubtaskSample {
-                operator: operator.clone(),
-                subtask: *subtask,
-                flow: flow.values(),
-                counters: operators
+            .map(|(operator, subtask, flow)| {
+                let counters = operators
                     .iter()
                     .find(|(o, s, _)| o == operator && s == subtask)
-                    .map(|(_, _, c)| c.values()),
+                    .map(|(_, _, c)| c);
+                SubtaskSample {
+                    operator: operator.clone(),
+                    subtask: *subtask,
+                    flow: flow.values(),
+                    counters: counters.map(|c| c.values()),
+                    pending: counters.map(|c| c.pending()).unwrap_or_default(),
+                }
             })
             .collect()
     }

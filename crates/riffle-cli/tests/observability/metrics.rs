@@ -7,7 +7,7 @@ use crate::wait_for_checkpoints;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Every sample of metric `name` in exposition `text`: its labels (as written) and value.
 fn samples(text: &str, name: &str) -> Vec<(String, f64)> {
@@ -148,19 +148,32 @@ fn a_running_job_serves_metrics_promtool_accepts_and_a_rest_api() {
         .map(|(_, v)| v)
         .sum();
     assert!(state_bytes > 0.0, "{text}");
-    // docs/operations.md documents every metric the job serves, and no other.
+    // docs/operations.md documents every metric the job serves, and no other; a job
+    // whose source cannot tell its backlog (Nexmark) serves all but that one. Sinks
+    // commit with a checkpoint that had output: ask until one has.
     let docs = include_str!("../../../../docs/operations.md");
-    let documented: BTreeSet<&str> = docs
+    let mut documented: BTreeSet<String> = docs
         .lines()
         .filter_map(|l| l.strip_prefix("| `riffle_"))
         .filter_map(|rest| rest.split('`').next())
+        .map(str::to_string)
         .collect();
-    let served: BTreeSet<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE riffle_"))
-        .filter_map(|rest| rest.split(' ').next())
-        .collect();
-    assert_eq!(documented, served, "docs/operations.md against /metrics");
+    assert!(documented.remove("source_pending_records"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = request(&address, "GET", "/metrics", None).body;
+        let served: BTreeSet<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE riffle_"))
+            .filter_map(|rest| rest.split(' ').next())
+            .map(str::to_string)
+            .collect();
+        if served == documented || Instant::now() > deadline {
+            assert_eq!(documented, served, "docs/operations.md against /metrics");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     std::thread::sleep(Duration::from_millis(300));
     let second = request(&address, "GET", "/metrics", None).body;
     assert!(value(&second, "riffle_operator_rows_out_total", &source) > source_rows);

@@ -53,6 +53,7 @@ fn subtask_json(sample: &SubtaskSample, now: i64) -> Value {
         "late_rows_dropped": counters.late_rows_dropped,
         "windows_emitted": counters.windows_emitted,
         "records_skipped": counters.records_skipped,
+        "pending": sample.pending.iter().map(|(split, n)| json!({ "split": split, "records": n })).collect::<Vec<_>>(),
     })
 }
 
@@ -141,21 +142,23 @@ pub(super) fn operator(live: &LiveMetrics, id: &str) -> Option<Value> {
     Some(operator_json(op, &samples, state))
 }
 
-/// `/api/checkpoints`: this run's checkpoints (newest last), the checkpoints retained on
-/// storage and the recovery records of every start.
-///
-/// # Errors
-/// Reading the store.
-pub(super) async fn checkpoints(
-    live: &LiveMetrics,
-    store: &CheckpointStore,
-) -> Result<Value, String> {
+/// `/api/checkpoints`: this run's checkpoints (newest last), with `stored`: the
+/// checkpoints retained on storage and the recovery records ([`stored_checkpoints`]).
+pub(super) fn checkpoints(live: &LiveMetrics, stored: &Value) -> Value {
     let history = live
         .checkpoints()
         .history
         .iter()
         .cloned()
         .collect::<Vec<_>>();
+    json!({ "history": history, "retained": stored["retained"], "recovery": stored["recovery"] })
+}
+
+/// The checkpoints retained on storage and the recovery records of every start.
+///
+/// # Errors
+/// Reading the store.
+pub(super) async fn stored_checkpoints(store: &CheckpointStore) -> Result<Value, String> {
     let findings = store.findings(false).await.map_err(|e| e.to_string())?;
     let retained: Vec<Value> = findings
         .iter()
@@ -187,7 +190,56 @@ pub(super) async fn checkpoints(
         .iter()
         .map(|text| serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone())))
         .collect();
-    Ok(json!({ "history": history, "retained": retained, "recovery": recovery }))
+    Ok(json!({ "retained": retained, "recovery": recovery }))
+}
+
+/// What the API reads from storage, read again only after this run changed storage (a
+/// checkpoint, a failure, a savepoint, a restart): a page polling every few seconds
+/// must not cost object-store requests of its own between checkpoints.
+#[derive(Default)]
+pub(super) struct StoredViews {
+    checkpoints: tokio::sync::Mutex<Option<(u64, Value)>>,
+    savepoints: tokio::sync::Mutex<Option<(u64, Value)>>,
+}
+
+impl StoredViews {
+    /// [`stored_checkpoints`], as of this run's latest change.
+    ///
+    /// # Errors
+    /// Reading the store.
+    pub(super) async fn checkpoints(
+        &self,
+        live: &LiveMetrics,
+        store: &CheckpointStore,
+    ) -> Result<Value, String> {
+        Self::cached(&self.checkpoints, live.changes(), stored_checkpoints(store)).await
+    }
+
+    /// [`savepoints`], as of this run's latest change.
+    ///
+    /// # Errors
+    /// Reading the store.
+    pub(super) async fn savepoints(
+        &self,
+        live: &LiveMetrics,
+        store: &CheckpointStore,
+    ) -> Result<Value, String> {
+        Self::cached(&self.savepoints, live.changes(), savepoints(store)).await
+    }
+
+    async fn cached(
+        slot: &tokio::sync::Mutex<Option<(u64, Value)>>,
+        changes: u64,
+        read: impl std::future::Future<Output = Result<Value, String>>,
+    ) -> Result<Value, String> {
+        let mut slot = slot.lock().await;
+        if let Some((_, value)) = slot.as_ref().filter(|(seen, _)| *seen == changes) {
+            return Ok(value.clone());
+        }
+        let value = read.await?;
+        *slot = Some((changes, value.clone()));
+        Ok(value)
+    }
 }
 
 /// `/api/savepoints`: every savepoint on storage.
@@ -217,4 +269,37 @@ pub(super) async fn savepoints(store: &CheckpointStore) -> Result<Value, String>
         })
         .collect();
     Ok(json!({ "savepoints": list }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint_events::{CheckpointEvent, CheckpointListener};
+    use riffle_core::Epoch;
+    use riffle_state::{RequestCounts, StateRoot};
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn storage_is_read_again_only_after_the_run_changed_it() {
+        let counts = Arc::new(RequestCounts::default());
+        let root = StateRoot::parse("memory://").unwrap();
+        let store = CheckpointStore::new(root, "p").counted(counts.clone());
+        let (live, views) = (LiveMetrics::default(), StoredViews::default());
+        views.checkpoints(&live, &store).await.unwrap();
+        views.savepoints(&live, &store).await.unwrap();
+        let first = counts.tally();
+        assert!(first.requests() > 0);
+        for _ in 0..5 {
+            views.checkpoints(&live, &store).await.unwrap();
+            views.savepoints(&live, &store).await.unwrap();
+        }
+        assert_eq!(counts.tally(), first, "polling read storage again");
+        live.on_event(&CheckpointEvent::Failed {
+            epoch: Epoch(1),
+            reason: "test".into(),
+            consecutive: 1,
+        });
+        views.checkpoints(&live, &store).await.unwrap();
+        assert!(counts.tally().requests() > first.requests());
+    }
 }

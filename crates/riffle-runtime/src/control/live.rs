@@ -97,6 +97,8 @@ pub(super) struct CheckpointTally {
     pub state: Vec<OperatorStateSize>,
     /// Object-store requests of completed checkpoints, by phase, summed.
     pub requests: RequestsByPhase,
+    /// Sink transactions committed, per sink.
+    pub sink_commits: std::collections::BTreeMap<String, u64>,
 }
 
 /// [`EpochRequests`] summed over checkpoints.
@@ -139,6 +141,7 @@ impl Default for CheckpointTally {
             sizes: Buckets::new(BYTES),
             state: Vec::new(),
             requests: RequestsByPhase::default(),
+            sink_commits: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -193,6 +196,13 @@ impl LiveMetrics {
         self.job.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// A number that grows whenever this run changed what is on storage: a checkpoint
+    /// completed or failed, a savepoint, an attempt started.
+    pub(super) fn changes(&self) -> u64 {
+        let tally = self.checkpoints();
+        tally.committed + tally.failed + tally.savepoints.len() as u64 + self.attempts()
+    }
+
     /// Attempts started so far (restarts are one fewer).
     pub(super) fn attempts(&self) -> u64 {
         self.attempts.load(Ordering::Relaxed)
@@ -221,6 +231,7 @@ impl CheckpointListener for LiveMetrics {
                 commit,
                 state,
                 requests,
+                sink_commits,
             } => {
                 tally.committed += 1;
                 tally.durations.observe(duration.as_secs_f64());
@@ -231,6 +242,9 @@ impl CheckpointListener for LiveMetrics {
                 tally.sizes.observe(*bytes as f64);
                 tally.state = state.clone();
                 tally.requests.push(**requests);
+                for (sink, n) in sink_commits {
+                    *tally.sink_commits.entry(sink.clone()).or_default() += n;
+                }
                 tally.record(CheckpointRecord {
                     epoch: epoch.0,
                     status: "completed",

@@ -152,6 +152,7 @@ impl ControlServer {
             pipeline: pipeline.to_string(),
             store: store.clone(),
             access: access::Access::new(token.clone(), bound),
+            stored: api::StoredViews::default(),
         });
         let open = Arc::new(AtomicUsize::new(0));
         let task = tokio::spawn(serve::accept_loop(

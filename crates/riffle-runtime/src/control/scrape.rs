@@ -82,6 +82,17 @@ fn operator_families(out: &mut Families, samples: &[SubtaskSample], now: f64) {
             .iter()
             .filter_map(|s| watermark(s).map(|w| (subtask_labels(s), now - w as f64 / NANOS))),
     );
+    out.gauge(
+        "riffle_source_pending_records",
+        "Records a source subtask has yet to read, per split (a Kafka partition: its last stable offset, as the broker last reported it, minus the next offset to read).",
+        samples.iter().flat_map(|s| {
+            s.pending.iter().map(|(split, n)| {
+                let mut labels = subtask_labels(s);
+                labels.push(("split", split.clone()));
+                (labels, *n as f64)
+            })
+        }),
+    );
     out.counter(
         "riffle_operator_late_rows_dropped_total",
         "Rows dropped because every window they belonged to had closed (kept across restores).",
@@ -171,6 +182,14 @@ fn job_families(out: &mut Families, live: &LiveMetrics) {
             .map(move |s| (vec![("operator", s.operator.clone())], value(s) as f64))
             .collect::<Vec<_>>()
     };
+    out.counter(
+        "riffle_sink_commits_total",
+        "Sink transactions committed with checkpoints: PostgreSQL prepared transactions, Kafka transactions, subtasks' staged files.",
+        tally
+            .sink_commits
+            .iter()
+            .map(|(sink, n)| (vec![("operator", sink.clone())], *n as f64)),
+    );
     let phases = tally.requests.phases();
     out.counter(
         "riffle_object_store_requests_total",
@@ -206,4 +225,27 @@ fn job_families(out: &mut Families, live: &LiveMetrics) {
         "Bytes of the operator's checkpointed state files at the newest checkpoint.",
         state(|s| s.bytes),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::JobMetrics;
+    use riffle_core::OperatorId;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_source_serves_the_records_each_split_has_yet_to_read() {
+        let metrics = Arc::new(JobMetrics::default());
+        let id = OperatorId("orders".into());
+        metrics.register_flow(&id, 1);
+        metrics.register_operator(&id, 1).set_pending("orders/3", 7);
+        let live = LiveMetrics::default();
+        live.set_job(metrics);
+        let text = families(&live, "p").encode().unwrap();
+        assert!(
+            text.contains("riffle_source_pending_records{pipeline=\"p\",operator=\"orders\",subtask=\"1\",split=\"orders/3\"} 7"),
+            "{text}"
+        );
+    }
 }

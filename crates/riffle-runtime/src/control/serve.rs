@@ -53,6 +53,7 @@ pub(super) struct Served {
     pub pipeline: String,
     pub store: CheckpointStore,
     pub access: Access,
+    pub stored: api::StoredViews,
 }
 
 /// Accepts and serves connections until the task is aborted; `open` counts those
@@ -241,11 +242,11 @@ async fn respond(route: Route, query: &str, served: &Served) -> Answer {
                 format!("no operator `{id}` in this job"),
             ),
         },
-        Route::Checkpoints => match api::checkpoints(&served.live, &served.store).await {
-            Ok(value) => json_answer(StatusCode::OK, &value),
+        Route::Checkpoints => match served.stored.checkpoints(&served.live, &served.store).await {
+            Ok(stored) => json_answer(StatusCode::OK, &api::checkpoints(&served.live, &stored)),
             Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
         },
-        Route::Savepoints => match api::savepoints(&served.store).await {
+        Route::Savepoints => match served.stored.savepoints(&served.live, &served.store).await {
             Ok(value) => json_answer(StatusCode::OK, &value),
             Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
         },
@@ -298,6 +299,7 @@ mod tests {
             pipeline: "p".into(),
             store: CheckpointStore::new(root, "p"),
             access: Access::new("t0ken".into(), address.parse().unwrap()),
+            stored: api::StoredViews::default(),
         });
         let open = Arc::new(AtomicUsize::new(0));
         tokio::spawn(accept_loop(listener, served, limits, open.clone()));

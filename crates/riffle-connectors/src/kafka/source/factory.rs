@@ -1,7 +1,7 @@
 //! What a Kafka source is configured with, and the factory that checks it and builds
 //! the subtasks.
 
-use super::KafkaSource;
+use super::{lag, KafkaSource};
 use crate::decode::{columns_to_read, reading_note};
 use crate::kafka::format::{ValueDecoder, ValueFormat};
 use crate::kafka::KafkaClient;
@@ -191,12 +191,15 @@ impl SourceFactory for KafkaSourceFactory {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("isolation.level", "read_committed")
-            .set("enable.partition.eof", "false");
-        let consumer: BaseConsumer = client.create().map_err(|e| {
-            config
-                .client
-                .error(format!("cannot create a consumer: {e}"))
-        })?;
+            .set("enable.partition.eof", "false")
+            .set("statistics.interval.ms", lag::STATISTICS_INTERVAL_MS);
+        let context = lag::LagContext::new(&config.topic);
+        let consumer: BaseConsumer<lag::LagContext> =
+            client.create_with_context(context).map_err(|e| {
+                config
+                    .client
+                    .error(format!("cannot create a consumer: {e}"))
+            })?;
         Ok(Box::new(KafkaSource {
             config: config.clone(),
             output: self.output.clone(),

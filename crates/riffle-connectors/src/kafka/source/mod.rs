@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod factory;
+mod lag;
 
 pub use factory::{KafkaSourceConfig, KafkaSourceFactory, KafkaStartup, KafkaTimestamp};
 
@@ -30,7 +31,7 @@ struct KafkaSource {
     config: Arc<KafkaSourceConfig>,
     output: StreamSchema,
     values: ValueDecoder,
-    consumer: BaseConsumer,
+    consumer: BaseConsumer<lag::LagContext>,
     subtask: usize,
     parallelism: usize,
     counters: Arc<riffle_core::operator::OperatorCounters>,
@@ -214,6 +215,19 @@ impl KafkaSource {
         }
     }
 
+    /// Reports each partition's records yet to read, as far as statistics have told.
+    fn report_pending(&self) {
+        let context = self.consumer.context();
+        for (p, position) in &self.partitions {
+            if let Some(end) = context.end_of(*p) {
+                let split = format!("{}/{p}", self.config.topic);
+                let end = if position.done() { position.next } else { end };
+                self.counters
+                    .set_pending(&split, lag::pending(end, position.next));
+            }
+        }
+    }
+
     /// Decodes polled records into an output batch; malformed ones fail or are skipped.
     fn decode_batch(&mut self, records: Vec<Polled>) -> Result<Option<RecordBatch>> {
         let skip = self.config.on_malformed == MalformedRecords::Skip;
@@ -363,6 +377,7 @@ impl Source for KafkaSource {
         if let Some((_, read)) = &mut self.throttle {
             *read += records.len() as u64;
         }
+        self.report_pending();
         let now = Instant::now();
         if self.idle_timeout().is_some() {
             // Records come in runs per partition: one update per run, not per record.
