@@ -25,7 +25,7 @@ pub enum CheckpointEvent {
         alignment: Duration,
         /// Longest synchronous snapshot of any task (the task paused).
         snapshot: Duration,
-        /// Longest upload of any task's state files.
+        /// Time spent writing the epoch's state files (every task's, one after another).
         upload: Duration,
         /// The commit: PREPARED manifest, sink commits, COMMITTED manifest.
         commit: Duration,
@@ -37,6 +37,8 @@ pub enum CheckpointEvent {
         /// Sink transactions it committed, per sink: `(sink, count)` (a PostgreSQL
         /// prepared transaction, a Kafka transaction, a subtask's staged files).
         sink_commits: Vec<(String, u64)>,
+        /// Each task's times and bytes, in the order their acks arrived.
+        subtasks: Vec<SubtaskTiming>,
     },
     /// `epoch` failed (timeout, storage, sink commit); `consecutive` failures so far.
     Failed {
@@ -46,6 +48,30 @@ pub enum CheckpointEvent {
     },
     /// A committed epoch was promoted to a savepoint.
     Savepoint(crate::savepoint::SavepointDone),
+}
+
+/// One task's part in a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SubtaskTiming {
+    /// The task (its chain's head operator).
+    pub task: String,
+    /// The subtask.
+    pub subtask: usize,
+    /// From its first input's barrier to its last one's.
+    #[serde(serialize_with = "millis")]
+    pub alignment: Duration,
+    /// The task paused: snapshot and sink pre-commit.
+    #[serde(serialize_with = "millis")]
+    pub snapshot: Duration,
+    /// Writing its state files.
+    #[serde(serialize_with = "millis")]
+    pub upload: Duration,
+    /// State bytes it wrote.
+    pub bytes: u64,
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
 }
 
 /// The object-store requests of one epoch, by phase.

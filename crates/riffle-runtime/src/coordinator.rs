@@ -13,7 +13,7 @@
 //! the next recovery); more than `tolerable_failures` failed epochs in a row fail the job.
 
 use crate::checkpoint_events::{
-    CheckpointEvent, CheckpointListener, EpochRequests, OperatorStateSize,
+    CheckpointEvent, CheckpointListener, EpochRequests, OperatorStateSize, SubtaskTiming,
 };
 use crate::crash::{maybe_crash, CrashPoint};
 use crate::file_reuse::ReuseCache;
@@ -135,6 +135,8 @@ struct Pending {
     savepoint: Option<PendingSavepoint>,
     /// The store's request counts when the epoch was triggered.
     requests_at_trigger: riffle_state::RequestTally,
+    /// Each acked task's times and bytes.
+    timings: Vec<SubtaskTiming>,
 }
 
 /// How many committables of each sink `manifest` commits.
@@ -330,6 +332,7 @@ impl CheckpointCoordinator {
                 requested,
             }),
             requests_at_trigger: self.requests.tally(),
+            timings: Vec::new(),
         }
     }
 
@@ -405,6 +408,7 @@ impl CheckpointCoordinator {
                     state: OperatorStateSize::of(&manifest),
                     requests: Box::new(requests),
                     sink_commits: commits_per_sink(&manifest),
+                    subtasks: std::mem::take(&mut done.timings),
                 });
                 // A savepoint's epoch is committed: copy it out.
                 if let Some(sp) = done.savepoint.take() {

@@ -39,6 +39,7 @@ pub mod watermark;
 
 pub use checkpoint_events::{
     CheckpointEvent, CheckpointListener, EpochRequests, OperatorStateSize, RecordingListener,
+    SubtaskTiming,
 };
 pub use coordinator::{CheckpointConfig, CheckpointCoordinator, CheckpointReport};
 pub use crash::CrashPoint;

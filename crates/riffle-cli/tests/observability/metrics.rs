@@ -228,6 +228,21 @@ fn a_running_job_serves_metrics_promtool_accepts_and_a_rest_api() {
         .find(|r| r["epoch"].as_u64() == Some(newest))
         .unwrap_or_else(|| panic!("epoch {newest} not in {checkpoints}"));
     let requests = &record["requests"];
+    // Every task's part: one entry per task subtask, their bytes adding up.
+    let tasks = record["subtasks"].as_array().unwrap();
+    let task_bytes: u64 = tasks.iter().map(|t| t["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(Some(task_bytes), record["bytes"].as_u64(), "{record}");
+    let named: BTreeSet<(String, u64)> = tasks
+        .iter()
+        .map(|t| {
+            (
+                t["task"].as_str().unwrap().to_string(),
+                t["subtask"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(named.len(), tasks.len(), "{record}");
+    assert!(named.contains(&(ids[0].to_string(), 1)), "{record}");
     assert_eq!(
         requests["upload"]["put"].as_u64(),
         Some(written),

@@ -6,7 +6,7 @@
 use super::exposition::Buckets;
 use super::outline::JobOutline;
 use crate::checkpoint_events::{
-    CheckpointEvent, CheckpointListener, EpochRequests, OperatorStateSize,
+    CheckpointEvent, CheckpointListener, EpochRequests, OperatorStateSize, SubtaskTiming,
 };
 use crate::metrics::JobMetrics;
 use riffle_state::RequestTally;
@@ -70,6 +70,8 @@ pub(super) struct CheckpointRecord {
     pub savepoint: Option<String>,
     /// Object-store requests by phase.
     pub requests: Option<EpochRequests>,
+    /// Each task's alignment, snapshot and upload times and bytes.
+    pub subtasks: Vec<SubtaskTiming>,
 }
 
 /// [`OperatorStateSize`] as JSON.
@@ -232,6 +234,7 @@ impl CheckpointListener for LiveMetrics {
                 state,
                 requests,
                 sink_commits,
+                subtasks,
             } => {
                 tally.committed += 1;
                 tally.durations.observe(duration.as_secs_f64());
@@ -266,6 +269,7 @@ impl CheckpointListener for LiveMetrics {
                     failure: None,
                     savepoint: None,
                     requests: Some(**requests),
+                    subtasks: subtasks.clone(),
                 });
             }
             CheckpointEvent::Failed { epoch, reason, .. } => {
@@ -284,6 +288,7 @@ impl CheckpointListener for LiveMetrics {
                     failure: Some(reason.clone()),
                     savepoint: None,
                     requests: None,
+                    subtasks: Vec::new(),
                 });
             }
             CheckpointEvent::Savepoint(done) => {

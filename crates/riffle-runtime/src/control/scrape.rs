@@ -162,7 +162,7 @@ fn job_families(out: &mut Families, live: &LiveMetrics) {
     );
     out.histogram(
         "riffle_checkpoint_upload_seconds",
-        "Longest upload of any task's state files, per checkpoint.",
+        "Time writing a checkpoint's state files (every task's, one after another).",
         &tally.uploads,
     );
     out.histogram(

@@ -3,6 +3,7 @@
 //! all of them.
 
 use super::{now_ms, CheckpointCoordinator, OperatorInfo, Pending};
+use crate::checkpoint_events::SubtaskTiming;
 use crate::file_reuse::{reuse_files, ReuseCache};
 use crate::job::SnapshotAck;
 use riffle_core::{Committable, CounterValues, OperatorId};
@@ -21,6 +22,9 @@ impl CheckpointCoordinator {
         pending.alignment = pending.alignment.max(ack.alignment);
         pending.snapshot = pending.snapshot.max(ack.snapshot);
         let started = Instant::now();
+        let bytes_before = pending.bytes;
+        let (task, subtask) = (ack.task.0.clone(), ack.subtask);
+        let (alignment, snapshot) = (ack.alignment, ack.snapshot);
         for (operator, values) in ack.counters {
             let total = pending.counters.entry(operator.0).or_default();
             *total = total.plus(values);
@@ -70,7 +74,16 @@ impl CheckpointCoordinator {
                     watermark: (ack.watermark > i64::MIN).then_some(ack.watermark),
                 });
         }
-        pending.upload += started.elapsed();
+        let upload = started.elapsed();
+        pending.upload += upload;
+        pending.timings.push(SubtaskTiming {
+            task,
+            subtask,
+            alignment,
+            snapshot,
+            upload,
+            bytes: pending.bytes - bytes_before,
+        });
         Ok(())
     }
 
