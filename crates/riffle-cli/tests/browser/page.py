@@ -88,6 +88,11 @@ try:
     epochs = [row.get_attribute("data-epoch") for row in checkpoints]
     if len(set(epochs)) != len(epochs):
         fail(f"a checkpoint is listed twice: {epochs}")
+    slowest = checkpoints[0].find_element(By.CSS_SELECTOR, ".slowest-task").text
+    if not any(slowest.startswith(op + "[") for op in operators):
+        fail(f"the slowest task names no operator: {slowest!r}")
+    if not checkpoints[0].find_element(By.CSS_SELECTOR, ".requests").text.isdigit():
+        fail("no request count for the newest checkpoint")
     bars = driver.find_elements(By.CSS_SELECTOR, "#chart rect.bar")
     if not bars:
         fail("no bar in the checkpoint chart")

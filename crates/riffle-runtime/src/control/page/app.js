@@ -184,9 +184,29 @@ function drawCheckpoints(data) {
       el("td", {}, r.epoch), el("td", {}, r.status), el("td", {}, utc(r.at_ms)),
       el("td", {}, millis(r.duration_ms)), el("td", {}, millis(r.alignment_ms)), el("td", {}, millis(r.snapshot_ms)),
       el("td", {}, millis(r.upload_ms)), el("td", {}, millis(r.commit_ms)), el("td", {}, bytes(r.bytes)),
+      el("td", { class: "requests" }, requests(r.requests)), slowestTask(r.subtasks || []),
       el("td", {}, r.failure || (r.savepoint ? "savepoint " + r.savepoint : "")))));
 
   document.getElementById("recovery").replaceChildren(...data.recovery.map(describeRecovery));
+}
+
+// Object-store requests of one checkpoint, all phases; the split in the tooltip.
+function requests(byPhase) {
+  if (!byPhase) return "–";
+  const total = (t) => t.put + t.get + t.head + t.list + t.delete + t.copy;
+  const all = ["upload", "commit", "gc"].reduce((n, phase) => n + total(byPhase[phase]), 0);
+  return String(all);
+}
+
+// The task whose alignment, snapshot and upload took longest; every task in the tooltip.
+function slowestTask(tasks) {
+  if (!tasks.length) return el("td", {}, "–");
+  const cost = (t) => t.alignment + t.snapshot + t.upload;
+  const slowest = tasks.reduce((a, b) => (cost(b) > cost(a) ? b : a));
+  const cell = el("td", { class: "slowest-task" }, `${slowest.task}[${slowest.subtask}] ${millis(cost(slowest))}`);
+  cell.title = tasks.map((t) =>
+    `${t.task}[${t.subtask}]: align ${millis(t.alignment)}, snapshot ${millis(t.snapshot)}, upload ${millis(t.upload)}, ${bytes(t.bytes)}`).join("\n");
+  return cell;
 }
 
 // One recovery record (`{state}/{pipeline}/recovery/`) in a line.
