@@ -85,7 +85,7 @@ pub struct CheckpointArgs {
     /// Wait before a restart (the first one, for `exponential`).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub restart_delay: Duration,
-    /// Serve the control endpoint (Prometheus /metrics, the REST API, savepoints) on
+    /// Serve the control endpoint (the web page, Prometheus /metrics, the REST API) on
     /// this address instead of a free port on 127.0.0.1, e.g. 127.0.0.1:8081 or
     /// 0.0.0.0:8081. Any address but loopback makes every request need the job's token
     /// (printed at start, and in {state}/{pipeline}/_control_token).
