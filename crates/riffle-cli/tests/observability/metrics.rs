@@ -178,10 +178,18 @@ fn a_running_job_serves_metrics_promtool_accepts_and_a_rest_api() {
     let second = request(&address, "GET", "/metrics", None).body;
     assert!(value(&second, "riffle_operator_rows_out_total", &source) > source_rows);
 
-    // One operator, and one that does not exist.
+    // One operator, and one that does not exist; asked again a second later, it has
+    // rates.
     let one = request(&address, "GET", &format!("/api/operators/{}", ids[1]), None);
     assert_eq!(one.status, 200, "{}", one.body);
     assert_eq!(one.json()["id"], ids[1]);
+    std::thread::sleep(Duration::from_millis(1100));
+    let again = request(&address, "GET", &format!("/api/operators/{}", ids[1]), None).json();
+    assert!(
+        again["rows_in_per_second"].as_f64().unwrap() > 0.0,
+        "{again}"
+    );
+    assert!(again["blocked_share"].as_f64().is_some(), "{again}");
     assert_eq!(
         request(&address, "GET", "/api/operators/nope", None).status,
         404

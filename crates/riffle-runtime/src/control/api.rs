@@ -5,13 +5,15 @@
 
 use super::live::LiveMetrics;
 use super::outline::OutlineOperator;
+use super::rates::{OperatorRates, Totals};
 use crate::metrics::SubtaskSample;
 use riffle_state::recovery::EpochFinding;
 use riffle_state::savepoints::SavepointFinding;
 use riffle_state::{CheckpointStore, Manifest};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 fn now_ns() -> i64 {
     let since = SystemTime::now()
@@ -57,10 +59,35 @@ fn subtask_json(sample: &SubtaskSample, now: i64) -> Value {
     })
 }
 
+/// Each operator's totals over its subtasks, for [`Rates`].
+fn totals(samples: &[SubtaskSample], outline: &[OutlineOperator]) -> BTreeMap<String, Totals> {
+    let mut totals: BTreeMap<String, Totals> = BTreeMap::new();
+    for s in samples {
+        let t = totals.entry(s.operator.0.clone()).or_default();
+        t.rows_in += s.flow.rows_in;
+        t.rows_out += s.flow.rows_out;
+        t.blocked += s.flow.blocked;
+    }
+    for op in outline {
+        if let Some(t) = totals.get_mut(&op.id) {
+            t.parallelism = op.parallelism;
+        }
+    }
+    totals
+}
+
+/// The operators' rates now (`null`s until the API has been asked a second ago).
+fn rates_now(live: &LiveMetrics, samples: &[SubtaskSample]) -> BTreeMap<String, OperatorRates> {
+    let outline = &live.outline().operators;
+    live.rates()
+        .observe(Instant::now(), totals(samples, outline))
+}
+
 fn operator_json(
     op: &OutlineOperator,
     samples: &[SubtaskSample],
     state: Option<(u64, u64)>,
+    rates: Option<&OperatorRates>,
 ) -> Value {
     let now = now_ns();
     let mine: Vec<&SubtaskSample> = samples.iter().filter(|s| s.operator.0 == op.id).collect();
@@ -74,6 +101,9 @@ fn operator_json(
         "inputs": op.inputs,
         "rows_in": sum(|s| s.flow.rows_in),
         "rows_out": sum(|s| s.flow.rows_out),
+        "rows_in_per_second": rates.map(|r| r.rows_in_per_second),
+        "rows_out_per_second": rates.map(|r| r.rows_out_per_second),
+        "blocked_share": rates.map(|r| r.blocked_share),
         "watermark_ms": event_ms(watermark),
         "blocked_ms": mine.iter().map(|s| s.flow.blocked.as_secs_f64()).sum::<f64>() * 1000.0,
         "state_rows": state.map(|s| s.0),
@@ -89,6 +119,7 @@ pub(super) fn job(live: &LiveMetrics, pipeline: &str) -> Value {
         .as_ref()
         .map(|j| j.subtask_samples())
         .unwrap_or_default();
+    let rates = rates_now(live, &samples);
     let tally = live.checkpoints();
     let state_of = |id: &str| {
         tally
@@ -101,7 +132,7 @@ pub(super) fn job(live: &LiveMetrics, pipeline: &str) -> Value {
         .outline()
         .operators
         .iter()
-        .map(|op| operator_json(op, &samples, state_of(&op.id)))
+        .map(|op| operator_json(op, &samples, state_of(&op.id), rates.get(&op.id)))
         .collect();
     let last = tally.last_completed();
     let mut report = json!({
@@ -133,13 +164,14 @@ pub(super) fn job(live: &LiveMetrics, pipeline: &str) -> Value {
 pub(super) fn operator(live: &LiveMetrics, id: &str) -> Option<Value> {
     let op = live.outline().operators.iter().find(|op| op.id == id)?;
     let samples = live.job().map(|j| j.subtask_samples()).unwrap_or_default();
+    let rates = rates_now(live, &samples);
     let state = live
         .checkpoints()
         .state
         .iter()
         .find(|s| s.operator == id)
         .map(|s| (s.rows, s.bytes));
-    Some(operator_json(op, &samples, state))
+    Some(operator_json(op, &samples, state, rates.get(id)))
 }
 
 /// `/api/checkpoints`: this run's checkpoints (newest last), with `stored`: the

@@ -46,6 +46,7 @@ pub struct LiveMetrics {
     job: Mutex<Option<Arc<JobMetrics>>>,
     attempts: AtomicU64,
     checkpoints: Mutex<CheckpointTally>,
+    rates: super::rates::Rates,
 }
 
 /// One checkpoint as `/api/checkpoints` lists it.
@@ -208,6 +209,11 @@ impl LiveMetrics {
     /// Attempts started so far (restarts are one fewer).
     pub(super) fn attempts(&self) -> u64 {
         self.attempts.load(Ordering::Relaxed)
+    }
+
+    /// Rates per second over the API's recent readings.
+    pub(super) fn rates(&self) -> &super::rates::Rates {
+        &self.rates
     }
 
     pub(super) fn outline(&self) -> &JobOutline {

@@ -23,6 +23,7 @@ mod exposition;
 mod live;
 mod outline;
 mod page;
+mod rates;
 mod scrape;
 mod serve;
 
