@@ -83,24 +83,29 @@ try:
     seen["rows_out"] = [first, second]
     seen["rate_out"] = rate
 
-    checkpoints = wait_for("two checkpoint rows", lambda: (lambda rows: rows if len(rows) >= 2 else None)(
-        driver.find_elements(By.CSS_SELECTOR, "#checkpoints tr.checkpoint")))
-    epochs = [row.get_attribute("data-epoch") for row in checkpoints]
+    # The tables are drawn anew every few seconds: read one whole in a single script,
+    # so that it cannot be redrawn halfway through the reading.
+    def checkpoint_rows():
+        rows = driver.execute_script(
+            "return [...document.querySelectorAll('#checkpoints tr.checkpoint')].map(r =>"
+            " [r.dataset.epoch, r.querySelector('.slowest-task')?.textContent ?? '',"
+            "  r.querySelector('.requests')?.textContent ?? ''])")
+        return rows if len(rows) >= 2 else None
+
+    checkpoints = wait_for("two checkpoint rows", checkpoint_rows)
+    epochs = [epoch for epoch, _, _ in checkpoints]
     if len(set(epochs)) != len(epochs):
         fail(f"a checkpoint is listed twice: {epochs}")
-    slowest = checkpoints[0].find_element(By.CSS_SELECTOR, ".slowest-task").text
+    _, slowest, requests = checkpoints[0]
     if not any(slowest.startswith(op + "[") for op in operators):
         fail(f"the slowest task names no operator: {slowest!r}")
-    if not checkpoints[0].find_element(By.CSS_SELECTOR, ".requests").text.isdigit():
-        fail("no request count for the newest checkpoint")
-    bars = driver.find_elements(By.CSS_SELECTOR, "#chart rect.bar")
-    if not bars:
-        fail("no bar in the checkpoint chart")
-    recovery = driver.find_elements(By.CSS_SELECTOR, "#recovery li.recovery")
-    if not recovery or "generation" not in recovery[0].text:
-        fail("no recovery record")
+    if not requests.isdigit():
+        fail(f"no request count for the newest checkpoint: {requests!r}")
+    wait_for("a bar in the checkpoint chart", lambda: driver.find_elements(By.CSS_SELECTOR, "#chart rect.bar"))
+    recovery = wait_for("the recovery record", lambda: (lambda t: t if "generation" in t else None)(
+        driver.find_element(By.CSS_SELECTOR, "#recovery li.recovery").text))
     seen["checkpoints"] = len(epochs)
-    seen["recovery"] = recovery[0].text
+    seen["recovery"] = recovery
     driver.save_screenshot(os.path.join(shots, "page-running.png"))
 
     # A savepoint from the page.

@@ -215,14 +215,28 @@ fn a_running_job_serves_metrics_promtool_accepts_and_a_rest_api() {
     );
 
     // What each checkpoint cost on the object store: writing its state is one PUT per
-    // state file the epoch wrote (as its manifest lists them in its own directory).
-    let retained = checkpoints["retained"].as_array().unwrap();
-    let newest = retained.last().unwrap()["epoch"].as_u64().unwrap();
-    let dir = format!("checkpoints/epoch={newest:06}/");
-    let manifest: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(state.join("nexmark-q5").join(&dir).join("_manifest.json")).unwrap(),
-    )
-    .unwrap();
+    // state file the epoch wrote (as its manifest lists them in its own directory). The
+    // job runs on and GC deletes old epochs: take the newest retained one whose
+    // manifest is still there.
+    let (checkpoints, newest, dir, manifest) = (0..100)
+        .find_map(|attempt| {
+            if attempt > 0 {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let checkpoints = request(&address, "GET", "/api/checkpoints", None).json();
+            let newest = checkpoints["retained"]
+                .as_array()?
+                .iter()
+                .rev()
+                .find(|r| r["files"].is_u64())?["epoch"]
+                .as_u64()?;
+            let dir = format!("checkpoints/epoch={newest:06}/");
+            let path = state.join("nexmark-q5").join(&dir).join("_manifest.json");
+            let manifest = std::fs::read(path).ok()?;
+            let manifest: serde_json::Value = serde_json::from_slice(&manifest).ok()?;
+            Some((checkpoints, newest, dir, manifest))
+        })
+        .expect("a retained checkpoint with its manifest");
     let written = manifest["operators"]
         .as_array()
         .unwrap()
@@ -231,6 +245,7 @@ fn a_running_job_serves_metrics_promtool_accepts_and_a_rest_api() {
         .flat_map(|s| s["files"].as_array().unwrap())
         .filter(|f| f["path"].as_str().unwrap().starts_with(&dir))
         .count() as u64;
+    let history = checkpoints["history"].as_array().unwrap();
     let record = history
         .iter()
         .find(|r| r["epoch"].as_u64() == Some(newest))
