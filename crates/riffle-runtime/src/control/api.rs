@@ -3,7 +3,7 @@
 //! history, the checkpoints retained on storage, the recovery records) and
 //! `/api/savepoints`.
 
-use super::live::LiveMetrics;
+use super::live::{since_unix_epoch, LiveMetrics};
 use super::outline::OutlineOperator;
 use super::rates::{OperatorRates, Totals};
 use crate::metrics::SubtaskSample;
@@ -13,13 +13,10 @@ use riffle_state::{CheckpointStore, Manifest};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 fn now_ns() -> i64 {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
+    i64::try_from(since_unix_epoch().as_nanos()).unwrap_or(i64::MAX)
 }
 
 /// An event time (ns) as JSON milliseconds; `null` for none and the final watermark.
@@ -120,20 +117,14 @@ pub(super) fn job(live: &LiveMetrics, pipeline: &str) -> Value {
         .map(|j| j.subtask_samples())
         .unwrap_or_default();
     let rates = rates_now(live, &samples);
-    let tally = live.checkpoints();
-    let state_of = |id: &str| {
-        tally
-            .state
-            .iter()
-            .find(|s| s.operator == id)
-            .map(|s| (s.rows, s.bytes))
-    };
     let operators: Vec<Value> = live
         .outline()
         .operators
         .iter()
-        .map(|op| operator_json(op, &samples, state_of(&op.id), rates.get(&op.id)))
+        .map(|op| operator_json(op, &samples, live.state_of(&op.id), rates.get(&op.id)))
         .collect();
+    // After the operators: `state_of` takes the same lock.
+    let tally = live.checkpoints();
     let last = tally.last_completed();
     let mut report = json!({
         "pipeline": pipeline,
@@ -165,13 +156,12 @@ pub(super) fn operator(live: &LiveMetrics, id: &str) -> Option<Value> {
     let op = live.outline().operators.iter().find(|op| op.id == id)?;
     let samples = live.job().map(|j| j.subtask_samples()).unwrap_or_default();
     let rates = rates_now(live, &samples);
-    let state = live
-        .checkpoints()
-        .state
-        .iter()
-        .find(|s| s.operator == id)
-        .map(|s| (s.rows, s.bytes));
-    Some(operator_json(op, &samples, state, rates.get(id)))
+    Some(operator_json(
+        op,
+        &samples,
+        live.state_of(id),
+        rates.get(id),
+    ))
 }
 
 /// `/api/checkpoints`: this run's checkpoints (newest last), with `stored`: the

@@ -168,11 +168,16 @@ impl CheckpointTally {
     }
 }
 
-fn now_ms() -> u64 {
-    let since = SystemTime::now()
+/// Wall-clock time now, since the Unix epoch (what the endpoint's views stamp and lag
+/// against).
+pub(super) fn since_unix_epoch() -> Duration {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        .unwrap_or_default()
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(since_unix_epoch().as_millis()).unwrap_or(u64::MAX)
 }
 
 fn ms(duration: Duration) -> Option<f64> {
@@ -218,6 +223,13 @@ impl LiveMetrics {
 
     pub(super) fn outline(&self) -> &JobOutline {
         &self.outline
+    }
+
+    /// Rows and bytes of `operator`'s state at the newest checkpoint, if it has any.
+    pub(super) fn state_of(&self, operator: &str) -> Option<(u64, u64)> {
+        let tally = self.checkpoints();
+        let state = tally.state.iter().find(|s| s.operator == operator)?;
+        Some((state.rows, state.bytes))
     }
 
     pub(super) fn checkpoints(&self) -> MutexGuard<'_, CheckpointTally> {

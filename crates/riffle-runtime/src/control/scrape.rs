@@ -2,19 +2,10 @@
 //! label is documented in docs/operations.md ("Metrics"); a test keeps the two equal.
 
 use super::exposition::{Families, Labels};
-use super::live::LiveMetrics;
+use super::live::{since_unix_epoch, LiveMetrics};
 use crate::metrics::SubtaskSample;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 const NANOS: f64 = 1e9;
-
-/// Seconds since the Unix epoch, now.
-fn wall_clock_seconds() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs_f64()
-}
 
 fn subtask_labels(sample: &SubtaskSample) -> Labels {
     vec![
@@ -27,7 +18,7 @@ fn subtask_labels(sample: &SubtaskSample) -> Labels {
 pub(super) fn families(live: &LiveMetrics, pipeline: &str) -> Families {
     let mut out = Families::new(pipeline);
     let samples = live.job().map(|j| j.subtask_samples()).unwrap_or_default();
-    operator_families(&mut out, &samples, wall_clock_seconds());
+    operator_families(&mut out, &samples, since_unix_epoch().as_secs_f64());
     job_families(&mut out, live);
     out
 }
