@@ -9,6 +9,7 @@
 //! Every source here is replayable from an offset and splits over parallel subtasks so
 //! that the union of subtasks' output equals a single subtask's.
 
+mod date_time_text;
 mod decode;
 pub mod file_source;
 mod io_runtime;

@@ -4,7 +4,7 @@
 use super::compression::Compression;
 use super::lines::{is_blank, newlines_before, LineBlocks};
 use super::split::TO_END;
-use crate::decode::{event_time_nanos, field_of, widen, RecordDecoder};
+use crate::decode::{event_time_nanos, field_of, utc_unit_cast, widen, RecordDecoder};
 use crate::sinks::FileFormat;
 use riffle_core::arrow::array::Array;
 use riffle_core::arrow::array::{ArrayRef, RecordBatchOptions};
@@ -378,14 +378,16 @@ fn as_declared(
             if column.data_type() == field.data_type() {
                 return Ok(column);
             }
-            cast_with_options(&column, field.data_type(), &exact).map_err(|e| {
-                bad(format!(
+            utc_unit_cast(&column, field.data_type(), &exact)
+                .unwrap_or_else(|| cast_with_options(&column, field.data_type(), &exact))
+                .map_err(|e| {
+                    bad(format!(
                     "column `{}` is {} in the file and {} in the table, and does not convert: {e}",
                     field.name(),
                     column.data_type(),
                     field.data_type()
                 ))
-            })
+                })
         })
         .collect::<Result<Vec<_>>>()?;
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
