@@ -57,6 +57,47 @@ impl ValueFormat {
     }
 }
 
+/// The values of one poll's records in one buffer, each followed by a newline: the
+/// buffer is a batch of text records as it stands, so a value is copied once out of
+/// the client's buffer and nothing is allocated per record.
+#[derive(Debug, Default)]
+pub(crate) struct Values {
+    text: Vec<u8>,
+    /// Where each value lies in `text`; `None`: the record has no value.
+    spans: Vec<Option<std::ops::Range<usize>>>,
+}
+
+impl Values {
+    pub(crate) fn push(&mut self, value: Option<&[u8]>) {
+        self.spans.push(value.map(|v| {
+            let start = self.text.len();
+            self.text.extend_from_slice(v);
+            self.text.push(b'\n');
+            start..start + v.len()
+        }));
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub(crate) fn get(&self, index: usize) -> Option<&[u8]> {
+        self.spans[index].clone().map(|span| &self.text[span])
+    }
+
+    fn each(&self) -> Vec<Option<&[u8]>> {
+        (0..self.len()).map(|i| self.get(i)).collect()
+    }
+}
+
+impl<'a> FromIterator<Option<&'a [u8]>> for Values {
+    fn from_iter<I: IntoIterator<Item = Option<&'a [u8]>>>(values: I) -> Self {
+        let mut all = Values::default();
+        values.into_iter().for_each(|v| all.push(v));
+        all
+    }
+}
+
 /// A record that could not be decoded: its index in the input, the field, the reason.
 pub(crate) struct BadRecord {
     pub index: usize,
@@ -88,25 +129,20 @@ impl ValueDecoder {
     /// first one is the error.
     pub(crate) fn decode(
         &mut self,
-        values: &[Option<&[u8]>],
+        values: &Values,
         skip: bool,
     ) -> std::result::Result<(RecordBatch, Vec<usize>), BadRecord> {
         if self.format == ValueFormat::Raw {
-            return decode_raw(&self.schema, values, skip);
+            return decode_raw(&self.schema, &values.each(), skip);
         }
-        if values.iter().all(Option::is_some) {
-            let mut all = Vec::new();
-            for v in values.iter().flatten() {
-                all.extend_from_slice(v);
-                all.push(b'\n');
-            }
-            if let Ok(Some(batch)) = self.records.decode(&all, values.len()) {
+        if values.spans.iter().all(Option::is_some) {
+            if let Ok(Some(batch)) = self.records.decode(&values.text, values.len()) {
                 if batch.num_rows() == values.len() {
                     return Ok((batch, Vec::new()));
                 }
             }
         }
-        decode_one_by_one(&self.records, &self.schema, values, skip)
+        decode_one_by_one(&self.records, &self.schema, &values.each(), skip)
     }
 }
 
@@ -266,6 +302,7 @@ mod tests {
             Some(b"{\"id\": 2} {\"id\": 9}"),
             Some(b"{\"id\": 3}"),
         ];
+        let batch: Values = batch.into_iter().collect();
         let bad = values.decode(&batch, false).expect_err("must be bad");
         assert_eq!(bad.index, 1);
         let Ok((rows, skipped)) = values.decode(&batch, true) else {
@@ -275,7 +312,8 @@ mod tests {
         let ids: Vec<i64> = rows.column(0).as_primitive::<Int64Type>().values().to_vec();
         assert_eq!(ids, vec![1, 3]);
         // The decoder goes on after a bad batch.
-        let Ok((rows, _)) = values.decode(&batch[2..], false) else {
+        let last: Values = [batch.get(2)].into_iter().collect();
+        let Ok((rows, _)) = values.decode(&last, false) else {
             panic!("a good batch must decode")
         };
         assert_eq!(rows.num_rows(), 1);
@@ -291,6 +329,7 @@ mod tests {
             Some(b"{\"id\": 1, \"note\": \"not a number\"}"),
             Some(b"{\"id\": 2, \"note\": 5}"),
         ];
+        let batch: Values = batch.into_iter().collect();
         let mut all = ValueDecoder::new(ValueFormat::Json, schema.clone(), None);
         assert_eq!(all.decode(&batch, false).expect_err("bad note").index, 0);
         let mut ids = ValueDecoder::new(ValueFormat::Json, schema, Some(vec![0]));

@@ -215,6 +215,7 @@ impl SourceFactory for KafkaSourceFactory {
             throttle: None,
             last_delivery: BTreeMap::new(),
             caught_up: BTreeMap::new(),
+            split_names: BTreeMap::new(),
             drained_at: None,
         }))
     }

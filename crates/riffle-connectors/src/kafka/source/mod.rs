@@ -4,7 +4,7 @@
 //! partition that is not idle. Consumer-group offsets are committed (advisory, for
 //! monitoring tools) only once a checkpoint holding them is COMMITTED.
 
-use super::format::ValueDecoder;
+use super::format::{ValueDecoder, Values};
 use super::offsets::{decode_positions, encode_positions, PartitionPosition};
 use super::REQUEST_TIMEOUT;
 use crate::decode::event_time_nanos;
@@ -52,6 +52,8 @@ struct KafkaSource {
     /// merely has not been fetched yet (after a restore, under a rate cap) would
     /// otherwise stop holding the watermark and have its records dropped as late.
     caught_up: BTreeMap<i32, (Instant, bool)>,
+    /// Each partition's split name for the metrics (`topic/partition`), made once.
+    split_names: BTreeMap<i32, String>,
     /// When a poll last found nothing more fetched: every partition was caught up.
     drained_at: Option<Instant>,
 }
@@ -216,24 +218,30 @@ impl KafkaSource {
     }
 
     /// Reports each partition's records yet to read, as far as statistics have told.
-    fn report_pending(&self) {
+    fn report_pending(&mut self) {
         let context = self.consumer.context();
         for (p, position) in &self.partitions {
             if let Some(end) = context.end_of(*p) {
-                let split = format!("{}/{p}", self.config.topic);
+                let split = self
+                    .split_names
+                    .entry(*p)
+                    .or_insert_with(|| format!("{}/{p}", self.config.topic));
                 let end = if position.done() { position.next } else { end };
                 self.counters
-                    .set_pending(&split, lag::pending(end, position.next));
+                    .set_pending(split, lag::pending(end, position.next));
             }
         }
     }
 
     /// Decodes polled records into an output batch; malformed ones fail or are skipped.
-    fn decode_batch(&mut self, records: Vec<Polled>) -> Result<Option<RecordBatch>> {
+    fn decode_batch(
+        &mut self,
+        records: Vec<Polled>,
+        values: &Values,
+    ) -> Result<Option<RecordBatch>> {
         let skip = self.config.on_malformed == MalformedRecords::Skip;
-        let values: Vec<Option<&[u8]>> = records.iter().map(|r| r.value.as_deref()).collect();
         let (batch, skipped) =
-            self.values.decode(&values, skip).map_err(
+            self.values.decode(values, skip).map_err(
                 |bad| {
                     let r = &records[bad.index];
                     Error::MalformedMessage {
@@ -314,11 +322,10 @@ impl KafkaSource {
     }
 }
 
-/// A record read from the broker, copied out of librdkafka's buffer.
+/// A record read from the broker (its value is copied into the poll's [`Values`]).
 struct Polled {
     partition: i32,
     offset: i64,
-    value: Option<Vec<u8>>,
     timestamp_ms: Option<i64>,
 }
 
@@ -346,6 +353,7 @@ impl Source for KafkaSource {
             limit = limit.min((allowed - read) as usize).max(1);
         }
         let mut records = Vec::new();
+        let mut values = Values::default();
         let mut wait = Duration::from_millis(50);
         while records.len() < limit {
             let Some(message) = self.consumer.poll(wait) else {
@@ -370,9 +378,9 @@ impl Source for KafkaSource {
             records.push(Polled {
                 partition,
                 offset,
-                value: message.payload().map(<[u8]>::to_vec),
                 timestamp_ms: message.timestamp().to_millis(),
             });
+            values.push(message.payload());
         }
         if let Some((_, read)) = &mut self.throttle {
             *read += records.len() as u64;
@@ -396,7 +404,7 @@ impl Source for KafkaSource {
         if records.is_empty() {
             return Ok(SourcePoll::Pending);
         }
-        Ok(match self.decode_batch(records)? {
+        Ok(match self.decode_batch(records, &values)? {
             Some(batch) => SourcePoll::Batch(batch),
             None => SourcePoll::Pending,
         })
