@@ -8,7 +8,7 @@
 use riffle_core::arrow::array::{ArrayRef, TimestampNanosecondArray};
 use riffle_core::{
     Epoch, EventTime, OperatorContext, OperatorState, RecordBatch, Result, Source, SourceFactory,
-    SourcePoll, StreamSchema,
+    SourcePoll, StreamSchema, TimeBounds,
 };
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -44,6 +44,15 @@ impl SourceFactory for ProcessingTimeSourceFactory {
 
     fn reading_only(&self, used: &[usize]) -> Option<Arc<dyn SourceFactory>> {
         let inner = self.inner.reading_only(used)?;
+        Some(Arc::new(Self::new(inner)))
+    }
+
+    fn reading_times_within(
+        &self,
+        column: usize,
+        bounds: TimeBounds,
+    ) -> Option<Arc<dyn SourceFactory>> {
+        let inner = self.inner.reading_times_within(column, bounds)?;
         Some(Arc::new(Self::new(inner)))
     }
 

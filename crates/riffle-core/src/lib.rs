@@ -35,6 +35,6 @@ pub use sink::{
     Committable, OutputOwner, Sink, SinkContext, SinkFactory, SinkSummary, StagedOutput,
     Unpublished,
 };
-pub use source::{Source, SourceFactory, SourcePoll};
+pub use source::{Source, SourceFactory, SourcePoll, TimeBounds};
 pub use state::OperatorState;
 pub use time::{EventTime, Watermark};

@@ -65,6 +65,34 @@ pub trait Source: Send {
     }
 }
 
+/// A range of instants, in nanoseconds since the Unix epoch (UTC), both ends included;
+/// `None`: unbounded on that side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimeBounds {
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+}
+
+impl TimeBounds {
+    /// Whether nothing in `[min, max]` can lie within these bounds.
+    pub fn excludes(&self, min: i64, max: i64) -> bool {
+        self.from.is_some_and(|from| max < from) || self.to.is_some_and(|to| min > to)
+    }
+
+    /// The smallest range holding both.
+    pub fn union(self, other: TimeBounds) -> TimeBounds {
+        TimeBounds {
+            from: self.from.zip(other.from).map(|(a, b)| a.min(b)),
+            to: self.to.zip(other.to).map(|(a, b)| a.max(b)),
+        }
+    }
+
+    /// Whether it is bounded on some side.
+    pub fn is_bounded(&self) -> bool {
+        self.from.is_some() || self.to.is_some()
+    }
+}
+
 /// Builds source subtasks and describes the stream they produce.
 pub trait SourceFactory: Send + Sync {
     /// Short description for `explain`, e.g. `nexmark(bid, 10000000 events)`.
@@ -96,10 +124,70 @@ pub trait SourceFactory: Send + Sync {
         None
     }
 
+    /// This source allowed to leave out rows whose timestamp column `column` (an index
+    /// into the output schema) lies outside `bounds`, where whole parts of its input can
+    /// be passed over unread (Parquet row groups, by their statistics). The rows it does
+    /// read are not filtered: the pipeline's own filter stays, so this only saves work.
+    /// Rows passed over do not advance the watermark. `None` (the default) when the
+    /// source cannot pass anything over. The SQL planner asks when every scan of a
+    /// table filters such a column to a range.
+    fn reading_times_within(
+        &self,
+        column: usize,
+        bounds: TimeBounds,
+    ) -> Option<Arc<dyn SourceFactory>> {
+        let _ = (column, bounds);
+        None
+    }
+
     /// Creates subtask `ctx.subtask` of `ctx.parallelism`; the union of all subtasks'
     /// rows is the source's whole output.
     ///
     /// # Errors
     /// Configuration or input that cannot be opened.
     fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Source>>;
+}
+
+#[cfg(test)]
+mod time_bounds_tests {
+    use super::TimeBounds;
+
+    #[test]
+    fn bounds_exclude_only_ranges_wholly_outside_them() {
+        let b = TimeBounds {
+            from: Some(10),
+            to: Some(20),
+        };
+        assert!(b.excludes(0, 9));
+        assert!(b.excludes(21, 30));
+        assert!(!b.excludes(0, 10));
+        assert!(!b.excludes(20, 30));
+        assert!(!b.excludes(12, 15));
+        assert!(!TimeBounds::default().excludes(i64::MIN, i64::MAX));
+        let from_only = TimeBounds {
+            from: Some(10),
+            to: None,
+        };
+        assert!(from_only.excludes(0, 9) && !from_only.excludes(0, i64::MAX));
+    }
+
+    #[test]
+    fn a_union_is_unbounded_where_either_is() {
+        let a = TimeBounds {
+            from: Some(10),
+            to: Some(20),
+        };
+        let b = TimeBounds {
+            from: Some(5),
+            to: None,
+        };
+        assert_eq!(
+            a.union(b),
+            TimeBounds {
+                from: Some(5),
+                to: None
+            }
+        );
+        assert_eq!(a.union(a), a);
+    }
 }

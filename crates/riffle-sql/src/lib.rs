@@ -18,6 +18,7 @@ pub mod error;
 mod functions;
 mod pipeline;
 pub mod script;
+mod time_bounds;
 mod translate;
 mod tvf;
 pub mod windows;

@@ -4,6 +4,7 @@ use crate::connectors::{ConnectorRegistry, RunSettings, SinkTable, SourceTable};
 use crate::ddl::{object_name, start_of, table_def, TableDef};
 use crate::error::{Location, Result, SqlError};
 use crate::script;
+use crate::time_bounds::time_bounds;
 use crate::translate::{field_expr, Stream, Translator};
 use crate::windows::window_udfs;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
@@ -290,6 +291,13 @@ fn plan_text(
         if let Some(source) = sources.get_mut(&table) {
             if let Some(reading) = source.factory.reading_only(&used) {
                 source.factory = reading;
+            }
+        }
+    }
+    for (table, (column, bounds)) in time_bounds(inserts.iter().map(|(_, plan, _)| plan))? {
+        if let Some(source) = sources.get_mut(&table) {
+            if let Some(pruning) = source.factory.reading_times_within(column, bounds) {
+                source.factory = pruning;
             }
         }
     }

@@ -353,8 +353,8 @@ fn a_restored_source_replays_from_its_offset() {
 /// Each old subtask reads `s + 2` batches, then a checkpoint; the new subtasks restore
 /// it. Returns the ids read before and after, sorted together.
 fn read_across_restore(
-    before: &FileSourceFactory,
-    after: &FileSourceFactory,
+    before: &dyn SourceFactory,
+    after: &dyn SourceFactory,
     old: usize,
     new: usize,
 ) -> Vec<i64> {

@@ -184,3 +184,83 @@ fn parquet_is_split_between_row_groups_and_restored() {
         assert_eq!(all, ids_written, "p{old} → p{new}");
     }
 }
+
+/// A time range passes over Parquet row groups outside it, and positions still count
+/// the split's rows: restores at other parallelisms read each kept row once, and a run
+/// that prunes after one that did not (or the other way round) repeats no row and
+/// loses none of the kept ones.
+#[test]
+fn parquet_row_groups_outside_a_time_range_are_passed_over_across_restores() {
+    use riffle_core::arrow::array::TimestampMillisecondArray;
+    use riffle_core::arrow::datatypes::TimeUnit;
+    use riffle_core::TimeBounds;
+
+    let dir = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            false,
+        ),
+    ]));
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(10))
+        .build();
+    let file = std::fs::File::create(dir.path().join("t.parquet")).unwrap();
+    let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).unwrap();
+    let ids_written: Vec<i64> = (0..100).collect();
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from(ids_written.clone())),
+            Arc::new(TimestampMillisecondArray::from_iter_values(
+                ids_written.iter().map(|i| i * 1000),
+            )),
+        ],
+    )
+    .unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    // Two row groups a split; the range [25 s, 54.999 s] keeps groups 2–5 (rows 20–59).
+    let whole = cut_into(dir.path(), FileFormat::Parquet, 2);
+    let bounds = TimeBounds {
+        from: Some(25_000_000_000),
+        to: Some(54_999_000_000),
+    };
+    let pruned = whole
+        .reading_times_within(1, bounds)
+        .expect("a timestamp column");
+    assert!(pruned
+        .describe()
+        .contains("passing over row groups with `ts`"));
+    let kept: Vec<i64> = (20..60).collect();
+    for (old, new) in [(2, 3), (3, 1), (1, 2)] {
+        assert_eq!(
+            read_across_restore(pruned.as_ref(), pruned.as_ref(), old, new),
+            kept,
+            "pruned p{old} → p{new}"
+        );
+        // Pruning only after the restore: what was read before stays read once, the
+        // rest of the kept groups follow; nothing is read twice.
+        let mixed = read_across_restore(&whole, pruned.as_ref(), old, new);
+        let mut unique = mixed.clone();
+        unique.dedup();
+        assert_eq!(unique, mixed, "no row twice, whole p{old} → pruned p{new}");
+        assert!(kept.iter().all(|id| mixed.contains(id)), "{mixed:?}");
+        // And the other way round: the groups passed over before the checkpoint count
+        // as read (as rows a filter dropped would), the rest is read whole, once.
+        let widened = read_across_restore(pruned.as_ref(), &whole, old, new);
+        let mut unique = widened.clone();
+        unique.dedup();
+        assert_eq!(
+            unique, widened,
+            "no row twice, pruned p{old} → whole p{new}"
+        );
+        assert!(kept.iter().all(|id| widened.contains(id)), "{widened:?}");
+        assert!(
+            widened.contains(&99),
+            "the groups after are read: {widened:?}"
+        );
+    }
+}

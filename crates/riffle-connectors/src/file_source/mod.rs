@@ -18,6 +18,7 @@ mod lines;
 mod offsets;
 mod presence;
 pub(crate) mod reader;
+mod row_groups;
 mod split;
 mod subtask;
 
@@ -29,7 +30,8 @@ use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use riffle_core::arrow::json::reader::infer_json_schema;
 use riffle_core::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use riffle_core::{
-    Error, OperatorContext, Result, Source, SourceFactory, StreamSchema, TIMESTAMP_FIELD,
+    Error, OperatorContext, Result, Source, SourceFactory, StreamSchema, TimeBounds,
+    TIMESTAMP_FIELD,
 };
 use split::{assign, plan, split_size, Layout};
 use std::collections::HashMap;
@@ -84,6 +86,9 @@ pub struct FileSourceFactory {
     presence: Option<Arc<ColumnPresence>>,
     /// The columns read (ascending), when not all; the others are NULL.
     read: Option<Vec<usize>>,
+    /// Parquet: a timestamp column and the range outside which row groups are passed
+    /// over.
+    times: Option<(usize, TimeBounds)>,
 }
 
 /// Lists the files a path names, in order.
@@ -230,6 +235,7 @@ impl FileSourceFactory {
             schema,
             presence,
             read: None,
+            times: None,
         })
     }
 
@@ -242,8 +248,16 @@ impl FileSourceFactory {
 impl SourceFactory for FileSourceFactory {
     fn describe(&self) -> String {
         let columns = reading_note(self.read.as_deref(), self.file_schema.fields().len());
+        let times = match self.times {
+            Some((column, bounds)) => format!(
+                ", passing over row groups with `{}` outside {}",
+                self.file_schema.field(column).name(),
+                describe_bounds(bounds)
+            ),
+            None => String::new(),
+        };
         format!(
-            "files({}, {}, {} files{columns})",
+            "files({}, {}, {} files{columns}{times})",
             self.config.format.extension(),
             self.config.path,
             self.files.len()
@@ -265,6 +279,33 @@ impl SourceFactory for FileSourceFactory {
             schema: self.schema.clone(),
             presence,
             read: Some(read),
+            times: self.times,
+        }))
+    }
+
+    /// Parquet only: its row groups carry min/max statistics.
+    fn reading_times_within(
+        &self,
+        column: usize,
+        bounds: TimeBounds,
+    ) -> Option<Arc<dyn SourceFactory>> {
+        let is_time = matches!(
+            self.file_schema.fields().get(column)?.data_type(),
+            DataType::Timestamp(..)
+        );
+        if self.config.format != FileFormat::Parquet || !is_time || !bounds.is_bounded() {
+            return None;
+        }
+        Some(Arc::new(Self {
+            config: self.config.clone(),
+            files: self.files.clone(),
+            layouts: self.layouts.clone(),
+            file_schema: self.file_schema.clone(),
+            event_time_index: self.event_time_index,
+            schema: self.schema.clone(),
+            presence: self.presence.clone(),
+            read: self.read.clone(),
+            times: Some((column, bounds)),
         }))
     }
 
@@ -328,6 +369,17 @@ impl SourceFactory for FileSourceFactory {
             presence: self.presence.clone(),
             reported: false,
             read: self.read.clone(),
+            times: self.times,
         }))
     }
+}
+
+/// `[2025-01-01T00:00:00, …)`-style text of a range, for `explain`.
+fn describe_bounds(bounds: TimeBounds) -> String {
+    let at = |nanos: Option<i64>| {
+        nanos
+            .and_then(riffle_core::arrow::temporal_conversions::timestamp_ns_to_datetime)
+            .map_or("…".to_string(), |t| t.to_string())
+    };
+    format!("[{}, {}]", at(bounds.from), at(bounds.to))
 }

@@ -3,6 +3,7 @@
 
 use super::compression::Compression;
 use super::lines::{is_blank, newlines_before, LineBlocks};
+use super::row_groups::{groups_within, SplitGroups};
 use super::split::TO_END;
 use crate::decode::{event_time_nanos, field_of, utc_unit_cast, widen, RecordDecoder};
 use crate::sinks::FileFormat;
@@ -16,7 +17,8 @@ use riffle_core::parquet::arrow::arrow_reader::{
     ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
 use riffle_core::parquet::arrow::ProjectionMask;
-use riffle_core::{Error, RecordBatch, Result, StreamSchema};
+use riffle_core::parquet::file::metadata::RowGroupMetaData;
+use riffle_core::{Error, RecordBatch, Result, StreamSchema, TimeBounds};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -70,19 +72,23 @@ enum Kind {
         /// Where each line of the current batch ends (kept for its allocation).
         ends: Vec<usize>,
     },
-    /// Parquet: rows of the extent already returned, the rows of the file before the
-    /// extent, and the columns read (ascending) if not all.
+    /// Parquet: the position (rows of the extent read or passed over), the rows of
+    /// the file before the extent, the columns read (ascending) if not all, and which
+    /// of the extent's row groups are read.
     Parquet {
         reader: ParquetRecordBatchReader,
         rows: u64,
         rows_before: u64,
         read: Option<Vec<usize>>,
+        groups: SplitGroups,
     },
 }
 
 impl FileReader {
     /// Opens the `extent` of `path` where it was left, to read the columns `read`
-    /// (ascending indices into `schema`; the others NULL) or all.
+    /// (ascending indices into `schema`; the others NULL) or all. With `times`
+    /// (a timestamp column and a range), Parquet row groups whose statistics put that
+    /// column wholly outside the range are passed over.
     pub(crate) fn open(
         path: &Path,
         format: FileFormat,
@@ -90,10 +96,11 @@ impl FileReader {
         batch_rows: usize,
         extent: Extent,
         read: Option<Vec<usize>>,
+        times: Option<(usize, TimeBounds)>,
     ) -> Result<Self> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let kind = match format {
-            FileFormat::Parquet => open_parquet(path, file, batch_rows, extent, read)?,
+            FileFormat::Parquet => open_parquet(path, file, batch_rows, extent, read, times)?,
             FileFormat::Jsonl | FileFormat::Csv => {
                 let header = u64::from(format == FileFormat::Csv);
                 let io = |e| Error::io(path, e);
@@ -236,12 +243,20 @@ impl FileReader {
                 rows,
                 rows_before,
                 read,
+                groups,
             } => match reader.next() {
                 None => return Ok(None),
                 Some(batch) => {
+                    let before = *rows_before;
+                    let numbered = |rows: Vec<u64>| -> Vec<u64> {
+                        rows.into_iter().map(|r| before + r + 1).collect()
+                    };
                     let batch = batch.map_err(|e| Error::MalformedRecord {
                         file: self.path.clone(),
-                        line: *rows_before + *rows + 1,
+                        line: numbered(groups.next_rows(*rows, 1))
+                            .first()
+                            .copied()
+                            .unwrap_or(0),
                         field: None,
                         message: format!("unreadable Parquet data: {e}"),
                     })?;
@@ -250,10 +265,23 @@ impl FileReader {
                         None => batch.columns().to_vec(),
                     };
                     let batch = as_declared(&self.path, columns, &self.schema, batch.num_rows())?;
-                    let first = *rows_before + *rows + 1;
-                    *rows += batch.num_rows() as u64;
-                    let lines: Vec<u64> = (first..first + batch.num_rows() as u64).collect();
-                    (batch, lines)
+                    let handed_out = groups.next_rows(*rows, batch.num_rows());
+                    if handed_out.len() != batch.num_rows() {
+                        return Err(Error::MalformedRecord {
+                            file: self.path.clone(),
+                            line: 0,
+                            field: None,
+                            message: format!(
+                                "the row groups hold fewer rows than their metadata says ({} read past row {})",
+                                batch.num_rows(),
+                                *rows_before + *rows
+                            ),
+                        });
+                    }
+                    if let Some(last) = handed_out.last() {
+                        *rows = last + 1;
+                    }
+                    (batch, numbered(handed_out))
                 }
             },
             Kind::Lines {
@@ -302,13 +330,15 @@ impl LineBase {
     }
 }
 
-/// Row groups `[start, end)` of a Parquet file, from row `position` of them.
+/// Row groups `[start, end)` of a Parquet file, from row `position` of them, passing
+/// over those `times` rules out.
 fn open_parquet(
     path: &Path,
     file: File,
     batch_rows: usize,
     extent: Extent,
     read: Option<Vec<usize>>,
+    times: Option<(usize, TimeBounds)>,
 ) -> Result<Kind> {
     let unreadable = |e: riffle_core::parquet::errors::ParquetError| Error::MalformedRecord {
         file: path.into(),
@@ -322,18 +352,30 @@ fn open_parquet(
         .unwrap_or(usize::MAX)
         .min(groups.len());
     let start = usize::try_from(extent.start).unwrap_or(usize::MAX).min(end);
-    let rows_before = groups[..start]
-        .iter()
-        .map(|g| u64::try_from(g.num_rows()).unwrap_or(0))
-        .sum();
+    let rows_of = |g: &RowGroupMetaData| u64::try_from(g.num_rows()).unwrap_or(0);
+    let rows_before = groups[..start].iter().map(rows_of).sum();
+    let rows: Vec<u64> = groups[start..end].iter().map(rows_of).collect();
+    let kept = match times {
+        Some((column, bounds)) => groups_within(
+            builder.metadata(),
+            builder.schema(),
+            builder.parquet_schema(),
+            column,
+            start..end,
+            bounds,
+        ),
+        None => vec![true; rows.len()],
+    };
+    let groups = SplitGroups::new(start, &rows, &kept);
+    let (read_groups, offset) = groups.resume(extent.position);
     let columns = match &read {
         Some(read) => ProjectionMask::roots(builder.parquet_schema(), read.clone()),
         None => ProjectionMask::all(),
     };
     let reader = builder
         .with_batch_size(batch_rows)
-        .with_row_groups((start..end).collect())
-        .with_offset(usize::try_from(extent.position).unwrap_or(usize::MAX))
+        .with_row_groups(read_groups)
+        .with_offset(usize::try_from(offset).unwrap_or(usize::MAX))
         .with_projection(columns)
         .build()
         .map_err(unreadable)?;
@@ -342,6 +384,7 @@ fn open_parquet(
         rows: extent.position,
         rows_before,
         read,
+        groups,
     })
 }
 

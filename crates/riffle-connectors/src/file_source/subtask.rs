@@ -44,6 +44,9 @@ pub(super) struct FileSource {
     pub reported: bool,
     /// The columns read (ascending), when not all.
     pub read: Option<Vec<usize>>,
+    /// A timestamp column and the range outside which Parquet row groups are passed
+    /// over (see `SourceFactory::reading_times_within`).
+    pub times: Option<(usize, riffle_core::TimeBounds)>,
 }
 
 impl Source for FileSource {
@@ -181,6 +184,7 @@ impl FileSource {
                     self.config.batch_rows,
                     extent,
                     self.read.clone(),
+                    self.times,
                 )?);
                 self.next_split += 1;
             }

@@ -51,6 +51,7 @@ impl FileLookupFactory {
                 8192,
                 Extent::WHOLE,
                 None,
+                None,
             )?;
             while let Some((batch, _lines)) = reader.next_records(false, &counters)? {
                 parts.push(batch);
