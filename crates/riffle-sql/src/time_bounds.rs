@@ -170,3 +170,76 @@ fn intersection(a: TimeBounds, b: TimeBounds) -> TimeBounds {
         to: tighter(a.to, b.to, i64::min),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::logical_expr::{col, lit};
+
+    fn ts(seconds: i64) -> Expr {
+        lit(ScalarValue::TimestampSecond(Some(seconds), None))
+    }
+
+    fn bounds(from: Option<i64>, to: Option<i64>) -> TimeBounds {
+        let nanos = |s: Option<i64>| s.map(|s| s * 1_000_000_000);
+        TimeBounds {
+            from: nanos(from),
+            to: nanos(to),
+        }
+    }
+
+    #[test]
+    fn comparisons_with_timestamp_literals_state_ranges_either_way_round() {
+        let range = |e: Expr| range_of(&e);
+        assert_eq!(
+            range(col("ts").gt_eq(ts(10))),
+            Some(("ts".into(), bounds(Some(10), None)))
+        );
+        assert_eq!(
+            range(ts(10).gt(col("ts"))),
+            Some(("ts".into(), bounds(None, Some(10))))
+        );
+        assert_eq!(
+            range(col("ts").between(ts(5), ts(9))),
+            Some(("ts".into(), bounds(Some(5), Some(9))))
+        );
+        assert_eq!(
+            range(col("ts").eq(ts(7))),
+            Some(("ts".into(), bounds(Some(7), Some(7))))
+        );
+        // Not a range: another operator, a negation, a non-literal, another zone.
+        assert_eq!(range(col("ts").not_eq(ts(7))), None);
+        assert_eq!(range(col("ts").not_between(ts(5), ts(9))), None);
+        assert_eq!(range(col("ts").gt(col("other"))), None);
+        let zoned = lit(ScalarValue::TimestampSecond(Some(1), Some("+01:00".into())));
+        assert_eq!(range(col("ts").gt(zoned)), None);
+        assert_eq!(range(col("n").gt(lit(5i64))), None);
+    }
+
+    #[test]
+    fn conjuncts_on_one_column_narrow_the_range() {
+        assert_eq!(
+            intersection(bounds(Some(1), Some(9)), bounds(Some(3), None)),
+            bounds(Some(3), Some(9))
+        );
+        assert_eq!(
+            intersection(bounds(None, Some(9)), bounds(None, Some(4))),
+            bounds(None, Some(4))
+        );
+    }
+
+    #[test]
+    fn literals_past_the_nanosecond_range_state_nothing() {
+        assert_eq!(
+            utc_nanos(&ScalarValue::TimestampSecond(Some(i64::MAX / 10), None)),
+            None
+        );
+        assert_eq!(
+            utc_nanos(&ScalarValue::TimestampMillisecond(
+                Some(2),
+                Some("UTC".into())
+            )),
+            Some(2_000_000)
+        );
+    }
+}
