@@ -212,6 +212,48 @@ fn date_format_understands_flink_patterns() {
     assert_eq!(rows[1]["at"], "23:59:59.000");
 }
 
+/// Flink's TIMESTAMPADD and TIMESTAMPDIFF run in SQL with the unit as Flink writes it
+/// (a bare word); the values are Flink 2.3's for the same arguments. An unknown unit is
+/// refused, named.
+#[test]
+fn timestampadd_and_timestampdiff_take_flinks_units() {
+    let rows = EventsPipeline::new(
+        "{\"id\": 1, \"ts\": \"2025-01-31T10:00:00Z\"}\n",
+        "SELECT id,
+           DATE_FORMAT(TIMESTAMPADD(MONTH, 1, ts), 'yyyy-MM-dd HH:mm:ss') AS next_month,
+           DATE_FORMAT(TIMESTAMPADD(day, -13, ts), 'yyyy-MM-dd HH:mm:ss') AS back,
+           TIMESTAMPDIFF(MONTH, ts, TIMESTAMP '2025-02-28 09:59:59') AS months,
+           TIMESTAMPDIFF(SECOND, ts, TIMESTAMP '2025-02-28 09:59:59') AS seconds,
+           TIMESTAMPDIFF(YEAR, TIMESTAMP '2020-06-15 08:00:00', ts) AS years
+         FROM events",
+    )
+    .rows();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["next_month"], "2025-02-28 10:00:00");
+    assert_eq!(rows[0]["back"], "2025-01-18 10:00:00");
+    assert_eq!(rows[0]["months"], 0);
+    assert_eq!(rows[0]["seconds"], 2419199);
+    assert_eq!(rows[0]["years"], 4);
+    let bad = EventsPipeline::new(
+        "{\"id\": 1, \"ts\": \"2025-01-31T10:00:00Z\"}\n",
+        "SELECT TIMESTAMPDIFF(FORTNIGHT, ts, ts) AS f FROM events",
+    );
+    let options = PlanOptions {
+        name: "units".into(),
+        parallelism: 1,
+        max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
+        settings: Default::default(),
+    };
+    let Err(err) = plan_pipeline(&bad.text, &options, &ConnectorRegistry::default()) else {
+        panic!("FORTNIGHT is no unit")
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains("FORTNIGHT") && err.contains("QUARTER"),
+        "{err}"
+    );
+}
+
 /// A JSON number in a TIMESTAMP column is epoch milliseconds (it was read as
 /// nanoseconds: 1700000003217 became 1970-01-01T00:28:20); text keeps its sub-millisecond
 /// digits; neither is refused with the field named.

@@ -19,6 +19,7 @@ mod regexp_extract;
 mod regexp_replace;
 mod spellings;
 mod split_index;
+mod timestamp_units;
 mod to_timestamp;
 
 use crate::error::{Result, SqlError};
@@ -45,6 +46,8 @@ pub fn flink_udfs() -> Vec<ScalarUDF> {
         proctime::proctime_udf(),
         to_timestamp::to_timestamp_udf(),
         java_text::java_number_text_udf(),
+        timestamp_units::timestampadd_udf(),
+        timestamp_units::timestampdiff_udf(),
     ]
 }
 
@@ -216,6 +219,27 @@ fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
                 message: format!("TO_TIMESTAMP_LTZ precision `{}`", args[1]),
                 hint: Some("write 0 (seconds) or 3 (milliseconds)".into()),
             })?
+        }
+        "timestampadd" | "timestampdiff" => {
+            let usage = match name.as_str() {
+                "timestampadd" => "TIMESTAMPADD(unit, n, timestamp)",
+                _ => "TIMESTAMPDIFF(unit, timestamp1, timestamp2)",
+            };
+            arity(3, usage)?;
+            let unit = args[0].to_string();
+            if timestamp_units::Unit::parse(&unit).is_none() {
+                return Err(SqlError::Plan {
+                    at: None,
+                    message: format!("{} has no unit `{unit}`", name.to_uppercase()),
+                    hint: Some(format!("write {usage} with unit one of {}", timestamp_units::UNITS)),
+                });
+            }
+            format!(
+                "riffle_{name}('{}', {}, {})",
+                unit.to_uppercase(),
+                args[1],
+                args[2]
+            )
         }
         "truncate" => {
             if !(1..=2).contains(&args.len()) {
