@@ -4,7 +4,7 @@
 //! from the file's start.
 
 use super::*;
-use riffle_core::arrow::array::{BooleanArray, UInt64Array};
+use riffle_core::arrow::array::{ArrayRef, BooleanArray, UInt64Array};
 use riffle_core::parquet::arrow::ArrowWriter;
 use riffle_core::parquet::file::properties::WriterProperties;
 
@@ -150,31 +150,33 @@ fn an_earlier_versions_line_positions_restore() {
     }
 }
 
-#[test]
-fn parquet_is_split_between_row_groups_and_restored() {
-    let dir = tempfile::tempdir().unwrap();
+/// `t.parquet` in `dir`: ids 0–99 and the column `ts`, in row groups of ten rows.
+fn write_hundred_rows(dir: &Path, ts: ArrayRef) -> Vec<i64> {
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
-        Field::new("ts", DataType::Int64, false),
+        Field::new("ts", ts.data_type().clone(), false),
     ]));
     let props = WriterProperties::builder()
         .set_max_row_group_row_count(Some(10))
         .build();
-    let file = std::fs::File::create(dir.path().join("t.parquet")).unwrap();
+    let file = std::fs::File::create(dir.join("t.parquet")).unwrap();
     let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).unwrap();
-    let ids_written: Vec<i64> = (0..100).collect();
-    let batch = RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(Int64Array::from(ids_written.clone())),
-            Arc::new(Int64Array::from_iter_values(
-                ids_written.iter().map(|i| i * 1000),
-            )),
-        ],
-    )
-    .unwrap();
-    writer.write(&batch).unwrap();
+    let ids: Vec<i64> = (0..100).collect();
+    let columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(ids.clone())), ts];
+    writer
+        .write(&RecordBatch::try_new(schema, columns).unwrap())
+        .unwrap();
     writer.close().unwrap();
+    ids
+}
+
+#[test]
+fn parquet_is_split_between_row_groups_and_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids_written = write_hundred_rows(
+        dir.path(),
+        Arc::new(Int64Array::from_iter_values((0..100).map(|i| i * 1000))),
+    );
     // One row group a split: ten splits.
     let factory = cut_into(dir.path(), FileFormat::Parquet, 1);
     let parts = per_subtask(&factory, 3);
@@ -192,36 +194,15 @@ fn parquet_is_split_between_row_groups_and_restored() {
 #[test]
 fn parquet_row_groups_outside_a_time_range_are_passed_over_across_restores() {
     use riffle_core::arrow::array::TimestampMillisecondArray;
-    use riffle_core::arrow::datatypes::TimeUnit;
     use riffle_core::TimeBounds;
 
     let dir = tempfile::tempdir().unwrap();
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new(
-            "ts",
-            DataType::Timestamp(TimeUnit::Millisecond, None),
-            false,
-        ),
-    ]));
-    let props = WriterProperties::builder()
-        .set_max_row_group_row_count(Some(10))
-        .build();
-    let file = std::fs::File::create(dir.path().join("t.parquet")).unwrap();
-    let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).unwrap();
-    let ids_written: Vec<i64> = (0..100).collect();
-    let batch = RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(Int64Array::from(ids_written.clone())),
-            Arc::new(TimestampMillisecondArray::from_iter_values(
-                ids_written.iter().map(|i| i * 1000),
-            )),
-        ],
-    )
-    .unwrap();
-    writer.write(&batch).unwrap();
-    writer.close().unwrap();
+    write_hundred_rows(
+        dir.path(),
+        Arc::new(TimestampMillisecondArray::from_iter_values(
+            (0..100).map(|i| i * 1000),
+        )),
+    );
     // Two row groups a split; the range [25 s, 54.999 s] keeps groups 2–5 (rows 20–59).
     let whole = cut_into(dir.path(), FileFormat::Parquet, 2);
     let bounds = TimeBounds {

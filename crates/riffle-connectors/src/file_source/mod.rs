@@ -73,7 +73,7 @@ pub struct FileSourceConfig {
 }
 
 /// Builds file source subtasks.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct FileSourceFactory {
     config: FileSourceConfig,
     files: Vec<PathBuf>,
@@ -271,15 +271,9 @@ impl SourceFactory for FileSourceFactory {
         })?;
         let presence = self.presence.as_ref().map(|p| Arc::new(p.only(&read)));
         Some(Arc::new(Self {
-            config: self.config.clone(),
-            files: self.files.clone(),
-            layouts: self.layouts.clone(),
-            file_schema: self.file_schema.clone(),
-            event_time_index: self.event_time_index,
-            schema: self.schema.clone(),
             presence,
             read: Some(read),
-            times: self.times,
+            ..self.clone()
         }))
     }
 
@@ -297,15 +291,8 @@ impl SourceFactory for FileSourceFactory {
             return None;
         }
         Some(Arc::new(Self {
-            config: self.config.clone(),
-            files: self.files.clone(),
-            layouts: self.layouts.clone(),
-            file_schema: self.file_schema.clone(),
-            event_time_index: self.event_time_index,
-            schema: self.schema.clone(),
-            presence: self.presence.clone(),
-            read: self.read.clone(),
             times: Some((column, bounds)),
+            ..self.clone()
         }))
     }
 
