@@ -254,6 +254,26 @@ fn timestampadd_and_timestampdiff_take_flinks_units() {
     );
 }
 
+/// CEIL and FLOOR keep an integer an integer and round a DECIMAL to scale 0, as Flink
+/// does (DataFusion's gave a DOUBLE: `5.0` in the output).
+#[test]
+fn ceil_and_floor_keep_flinks_types() {
+    let rows = EventsPipeline::new(
+        "{\"id\": 5, \"ts\": \"2025-01-31T10:00:00Z\"}\n",
+        "SELECT CEIL(id) AS c, FLOOR(id - 10) AS f,
+           CAST(CEIL(CAST(-2.25 AS DECIMAL(10, 2)) + id) AS VARCHAR) AS d,
+           FLOOR(CAST(id AS DOUBLE) / 2) AS half
+         FROM events",
+    )
+    .rows();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(rows[0]["c"].is_i64() && rows[0]["f"].is_i64(), "{rows:?}");
+    assert_eq!(rows[0]["c"], 5);
+    assert_eq!(rows[0]["f"], -5);
+    assert_eq!(rows[0]["d"], "3");
+    assert_eq!(rows[0]["half"], 2.0);
+}
+
 /// A JSON number in a TIMESTAMP column is epoch milliseconds (it was read as
 /// nanoseconds: 1700000003217 became 1970-01-01T00:28:20); text keeps its sub-millisecond
 /// digits; neither is refused with the field named.

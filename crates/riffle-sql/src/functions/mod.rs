@@ -11,6 +11,7 @@
 //!   registered under Flink's names ([`flink_udfs`]).
 
 mod avg;
+mod ceil_floor;
 mod date_format;
 mod java_text;
 mod macros;
@@ -46,6 +47,8 @@ pub fn flink_udfs() -> Vec<ScalarUDF> {
         proctime::proctime_udf(),
         to_timestamp::to_timestamp_udf(),
         java_text::java_number_text_udf(),
+        ceil_floor::ceil_udf(),
+        ceil_floor::floor_udf(),
         timestamp_units::timestampadd_udf(),
         timestamp_units::timestampdiff_udf(),
     ]
