@@ -73,22 +73,27 @@ fn totals(samples: &[SubtaskSample], outline: &[OutlineOperator]) -> BTreeMap<St
     totals
 }
 
-/// The operators' rates now (`null`s until the API has been asked a second ago).
-fn rates_now(live: &LiveMetrics, samples: &[SubtaskSample]) -> BTreeMap<String, OperatorRates> {
-    let outline = &live.outline().operators;
-    live.rates()
-        .observe(Instant::now(), totals(samples, outline))
+/// Each operator's totals, and its rates now (none until the API has been asked a
+/// second ago).
+fn totals_and_rates(
+    live: &LiveMetrics,
+    samples: &[SubtaskSample],
+) -> (BTreeMap<String, Totals>, BTreeMap<String, OperatorRates>) {
+    let totals = totals(samples, &live.outline().operators);
+    let rates = live.rates().observe(Instant::now(), totals.clone());
+    (totals, rates)
 }
 
 fn operator_json(
     op: &OutlineOperator,
     samples: &[SubtaskSample],
+    totals: Option<&Totals>,
     state: Option<(u64, u64)>,
     rates: Option<&OperatorRates>,
 ) -> Value {
     let now = now_ns();
     let mine: Vec<&SubtaskSample> = samples.iter().filter(|s| s.operator.0 == op.id).collect();
-    let sum = |f: fn(&SubtaskSample) -> u64| mine.iter().map(|s| f(s)).sum::<u64>();
+    let totals = totals.copied().unwrap_or_default();
     let watermark = mine.iter().map(|s| s.flow.watermark).min().flatten();
     json!({
         "id": op.id,
@@ -96,13 +101,13 @@ fn operator_json(
         "description": op.description,
         "parallelism": op.parallelism,
         "inputs": op.inputs,
-        "rows_in": sum(|s| s.flow.rows_in),
-        "rows_out": sum(|s| s.flow.rows_out),
+        "rows_in": totals.rows_in,
+        "rows_out": totals.rows_out,
         "rows_in_per_second": rates.map(|r| r.rows_in_per_second),
         "rows_out_per_second": rates.map(|r| r.rows_out_per_second),
         "blocked_share": rates.map(|r| r.blocked_share),
         "watermark_ms": event_ms(watermark),
-        "blocked_ms": mine.iter().map(|s| s.flow.blocked.as_secs_f64()).sum::<f64>() * 1000.0,
+        "blocked_ms": totals.blocked.as_secs_f64() * 1000.0,
         "state_rows": state.map(|s| s.0),
         "state_bytes": state.map(|s| s.1),
         "subtasks": mine.iter().map(|s| subtask_json(s, now)).collect::<Vec<_>>(),
@@ -116,12 +121,21 @@ pub(super) fn job(live: &LiveMetrics, pipeline: &str) -> Value {
         .as_ref()
         .map(|j| j.subtask_samples())
         .unwrap_or_default();
-    let rates = rates_now(live, &samples);
+    let (totals, rates) = totals_and_rates(live, &samples);
     let operators: Vec<Value> = live
         .outline()
         .operators
         .iter()
-        .map(|op| operator_json(op, &samples, live.state_of(&op.id), rates.get(&op.id)))
+        .map(|op| {
+            let id = op.id.as_str();
+            operator_json(
+                op,
+                &samples,
+                totals.get(id),
+                live.state_of(id),
+                rates.get(id),
+            )
+        })
         .collect();
     // After the operators: `state_of` takes the same lock.
     let tally = live.checkpoints();
@@ -155,10 +169,11 @@ pub(super) fn job(live: &LiveMetrics, pipeline: &str) -> Value {
 pub(super) fn operator(live: &LiveMetrics, id: &str) -> Option<Value> {
     let op = live.outline().operators.iter().find(|op| op.id == id)?;
     let samples = live.job().map(|j| j.subtask_samples()).unwrap_or_default();
-    let rates = rates_now(live, &samples);
+    let (totals, rates) = totals_and_rates(live, &samples);
     Some(operator_json(
         op,
         &samples,
+        totals.get(id),
         live.state_of(id),
         rates.get(id),
     ))
