@@ -87,6 +87,18 @@ impl TimeBounds {
         }
     }
 
+    /// The range both hold: the tighter bound on each side.
+    pub fn intersection(self, other: TimeBounds) -> TimeBounds {
+        let tighter = |a: Option<i64>, b: Option<i64>, pick: fn(i64, i64) -> i64| match (a, b) {
+            (Some(a), Some(b)) => Some(pick(a, b)),
+            (a, None) | (None, a) => a,
+        };
+        TimeBounds {
+            from: tighter(self.from, other.from, i64::max),
+            to: tighter(self.to, other.to, i64::min),
+        }
+    }
+
     /// Whether it is bounded on some side.
     pub fn is_bounded(&self) -> bool {
         self.from.is_some() || self.to.is_some()
@@ -189,5 +201,18 @@ mod time_bounds_tests {
             }
         );
         assert_eq!(a.union(a), a);
+    }
+
+    #[test]
+    fn an_intersection_takes_the_tighter_bound_on_each_side() {
+        let bounds = |from, to| TimeBounds { from, to };
+        assert_eq!(
+            bounds(Some(1), Some(9)).intersection(bounds(Some(3), None)),
+            bounds(Some(3), Some(9))
+        );
+        assert_eq!(
+            bounds(None, Some(9)).intersection(bounds(None, Some(4))),
+            bounds(None, Some(4))
+        );
     }
 }

@@ -22,31 +22,30 @@ use std::collections::{BTreeMap, HashMap};
 pub(crate) fn time_bounds<'a>(
     plans: impl Iterator<Item = &'a LogicalPlan>,
 ) -> datafusion::common::Result<HashMap<String, (usize, TimeBounds)>> {
-    // Each scan (by address) with the ranges its filter puts on columns.
-    let mut filtered: HashMap<*const LogicalPlan, BTreeMap<usize, TimeBounds>> = HashMap::new();
+    // Each scan (by address) with the conjuncts of the filter right above it.
+    let mut filtered: HashMap<*const LogicalPlan, Vec<Expr>> = HashMap::new();
     let mut scans: Vec<(String, BTreeMap<usize, TimeBounds>)> = Vec::new();
     for plan in plans {
         plan.apply_with_subqueries(|node| {
             match node {
                 LogicalPlan::Filter(filter) => {
-                    if let LogicalPlan::TableScan(scan) = filter.input.as_ref() {
-                        let conjuncts = split_conjunction(&filter.predicate);
+                    if let LogicalPlan::TableScan(_) = filter.input.as_ref() {
                         filtered.insert(
                             std::ptr::from_ref(filter.input.as_ref()),
-                            ranges(scan, conjuncts.into_iter()),
+                            split_conjunction(&filter.predicate)
+                                .into_iter()
+                                .cloned()
+                                .collect(),
                         );
                     }
                 }
                 LogicalPlan::TableScan(scan) => {
-                    let mut on = filtered
+                    let above = filtered
                         .remove(&std::ptr::from_ref(node))
                         .unwrap_or_default();
-                    // Filters pushed into the scan itself, were a table to take them.
-                    for (column, bounds) in ranges(scan, scan.filters.iter()) {
-                        on.entry(column)
-                            .and_modify(|b| *b = intersection(*b, bounds))
-                            .or_insert(bounds);
-                    }
+                    // With the filters pushed into the scan itself, were a table to take
+                    // them.
+                    let on = ranges(scan, above.iter().chain(&scan.filters));
                     scans.push((scan.table_name.table().to_string(), on));
                 }
                 _ => {}
@@ -90,7 +89,7 @@ fn ranges<'e>(
             continue;
         };
         on.entry(column)
-            .and_modify(|b| *b = intersection(*b, bounds))
+            .and_modify(|b| *b = b.intersection(bounds))
             .or_insert(bounds);
     }
     on
@@ -160,17 +159,6 @@ fn utc_nanos(value: &ScalarValue) -> Option<i64> {
     v.as_ref()?.checked_mul(per_unit)
 }
 
-fn intersection(a: TimeBounds, b: TimeBounds) -> TimeBounds {
-    let tighter = |x: Option<i64>, y: Option<i64>, pick: fn(i64, i64) -> i64| match (x, y) {
-        (Some(x), Some(y)) => Some(pick(x, y)),
-        (x, None) | (None, x) => x,
-    };
-    TimeBounds {
-        from: tighter(a.from, b.from, i64::max),
-        to: tighter(a.to, b.to, i64::min),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,18 +202,6 @@ mod tests {
         let zoned = lit(ScalarValue::TimestampSecond(Some(1), Some("+01:00".into())));
         assert_eq!(range(col("ts").gt(zoned)), None);
         assert_eq!(range(col("n").gt(lit(5i64))), None);
-    }
-
-    #[test]
-    fn conjuncts_on_one_column_narrow_the_range() {
-        assert_eq!(
-            intersection(bounds(Some(1), Some(9)), bounds(Some(3), None)),
-            bounds(Some(3), Some(9))
-        );
-        assert_eq!(
-            intersection(bounds(None, Some(9)), bounds(None, Some(4))),
-            bounds(None, Some(4))
-        );
     }
 
     #[test]
