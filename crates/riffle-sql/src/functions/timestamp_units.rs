@@ -132,9 +132,34 @@ fn add_months_to_date(d: NaiveDate, months: i64) -> Option<NaiveDate> {
     add_months(d.and_time(chrono::NaiveTime::MIN), months).map(|t| t.date())
 }
 
+/// Which of the two functions a [`TimestampUnits`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Call {
+    Add,
+    Diff,
+}
+
+impl Call {
+    /// The name the rewrite calls.
+    fn udf_name(self) -> &'static str {
+        match self {
+            Call::Add => "riffle_timestampadd",
+            Call::Diff => "riffle_timestampdiff",
+        }
+    }
+
+    /// The name the user wrote, for errors.
+    fn shown(self) -> &'static str {
+        match self {
+            Call::Add => "TIMESTAMPADD",
+            Call::Diff => "TIMESTAMPDIFF",
+        }
+    }
+}
+
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct TimestampUnits {
-    name: &'static str,
+    call: Call,
     signature: Signature,
 }
 
@@ -160,7 +185,7 @@ fn naive(micros: i64) -> Option<NaiveDateTime> {
 
 impl ScalarUDFImpl for TimestampUnits {
     fn name(&self) -> &str {
-        self.name
+        self.call.udf_name()
     }
 
     fn signature(&self) -> &Signature {
@@ -168,10 +193,10 @@ impl ScalarUDFImpl for TimestampUnits {
     }
 
     fn return_type(&self, args: &[DataType]) -> datafusion::common::Result<DataType> {
-        match (self.name, args) {
-            ("riffle_timestampdiff", _) => Ok(DataType::Int32),
-            (_, [_, _, t]) => Ok(t.clone()),
-            _ => plan_err!("TIMESTAMPADD(unit, n, timestamp)"),
+        match (self.call, args) {
+            (Call::Diff, _) => Ok(DataType::Int32),
+            (Call::Add, [_, _, t]) => Ok(t.clone()),
+            (Call::Add, _) => plan_err!("TIMESTAMPADD(unit, n, timestamp)"),
         }
     }
 
@@ -179,24 +204,25 @@ impl ScalarUDFImpl for TimestampUnits {
         &self,
         args: ReturnFieldArgs,
     ) -> datafusion::common::Result<FieldRef> {
-        let shown = self.name.trim_start_matches("riffle_").to_uppercase();
+        let shown = self.call.shown();
         let time = |t: &DataType| matches!(t, DataType::Timestamp(..) | DataType::Null);
         let [unit, a, b] = args.arg_fields else {
             return plan_err!("{shown} takes three arguments");
         };
-        unit_of(args.scalar_arguments[0], &shown)?;
-        let fits = match self.name {
-            "riffle_timestampdiff" => time(a.data_type()) && time(b.data_type()),
-            _ => a.data_type().is_integer() && time(b.data_type()),
+        unit_of(args.scalar_arguments[0], shown)?;
+        let (fits, wanted) = match self.call {
+            Call::Diff => (
+                time(a.data_type()) && time(b.data_type()),
+                "timestamp, timestamp",
+            ),
+            Call::Add => (
+                a.data_type().is_integer() && time(b.data_type()),
+                "integer, timestamp",
+            ),
         };
         if !fits || !matches!(unit.data_type(), DataType::Utf8) {
             return plan_err!(
-                "{shown} takes (unit, {}): got {} and {}",
-                if shown == "TIMESTAMPDIFF" {
-                    "timestamp, timestamp"
-                } else {
-                    "integer, timestamp"
-                },
+                "{shown} takes (unit, {wanted}): got {} and {}",
                 a.data_type(),
                 b.data_type()
             );
@@ -217,16 +243,16 @@ impl ScalarUDFImpl for TimestampUnits {
         &self,
         args: ScalarFunctionArgs,
     ) -> datafusion::common::Result<ColumnarValue> {
-        let shown = self.name.trim_start_matches("riffle_").to_uppercase();
+        let shown = self.call.shown();
         let unit = match &args.args[0] {
-            ColumnarValue::Scalar(v) => unit_of(Some(v), &shown)?,
+            ColumnarValue::Scalar(v) => unit_of(Some(v), shown)?,
             _ => return exec_err!("{shown} takes its unit as a literal"),
         };
         let rows = args.number_rows;
         let a = args.args[1].to_array(rows)?;
         let b = as_naive_micros(&args.args[2].to_array(rows)?)?;
         let b = b.as_primitive::<datafusion::arrow::datatypes::TimestampMicrosecondType>();
-        if self.name == "riffle_timestampdiff" {
+        if self.call == Call::Diff {
             let a = as_naive_micros(&a)?;
             let a = a.as_primitive::<datafusion::arrow::datatypes::TimestampMicrosecondType>();
             let mut out = Int32Builder::with_capacity(rows);
@@ -260,7 +286,7 @@ impl ScalarUDFImpl for TimestampUnits {
 /// `riffle_timestampadd(unit, n, t)`, what `TIMESTAMPADD` is rewritten to.
 pub fn timestampadd_udf() -> ScalarUDF {
     ScalarUDF::from(TimestampUnits {
-        name: "riffle_timestampadd",
+        call: Call::Add,
         signature: Signature::any(3, Volatility::Immutable),
     })
 }
@@ -268,7 +294,7 @@ pub fn timestampadd_udf() -> ScalarUDF {
 /// `riffle_timestampdiff(unit, t1, t2)`, what `TIMESTAMPDIFF` is rewritten to.
 pub fn timestampdiff_udf() -> ScalarUDF {
     ScalarUDF::from(TimestampUnits {
-        name: "riffle_timestampdiff",
+        call: Call::Diff,
         signature: Signature::any(3, Volatility::Immutable),
     })
 }
