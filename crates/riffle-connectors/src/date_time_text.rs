@@ -8,11 +8,9 @@
 //! with Arrow as before. A differential test keeps the two equal wherever the plain
 //! form applies.
 
-use riffle_core::arrow::array::{Array, ArrayRef, PrimitiveArray, StringArray};
-use riffle_core::arrow::datatypes::{
-    DataType, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
-    TimestampNanosecondType, TimestampSecondType,
-};
+use crate::decode::retyped;
+use riffle_core::arrow::array::{Array, ArrayRef, Int64Array, StringArray};
+use riffle_core::arrow::datatypes::{DataType, TimeUnit};
 use std::sync::Arc;
 
 /// `text` as a count of `unit` since the Unix epoch, when it is
@@ -82,22 +80,8 @@ pub(crate) fn plain_column(text: &StringArray, target: &DataType) -> Option<Arra
             false => Some(None),
         })
         .collect::<Option<Vec<Option<i64>>>>()?;
-    let zone = zone.clone();
-    let array: ArrayRef = match unit {
-        TimeUnit::Second => {
-            Arc::new(PrimitiveArray::<TimestampSecondType>::from(values).with_timezone_opt(zone))
-        }
-        TimeUnit::Millisecond => Arc::new(
-            PrimitiveArray::<TimestampMillisecondType>::from(values).with_timezone_opt(zone),
-        ),
-        TimeUnit::Microsecond => Arc::new(
-            PrimitiveArray::<TimestampMicrosecondType>::from(values).with_timezone_opt(zone),
-        ),
-        TimeUnit::Nanosecond => Arc::new(
-            PrimitiveArray::<TimestampNanosecondType>::from(values).with_timezone_opt(zone),
-        ),
-    };
-    Some(array)
+    let values: ArrayRef = Arc::new(Int64Array::from(values));
+    retyped(values, target).ok()
 }
 
 fn is_leap_year(year: i64) -> bool {
@@ -130,7 +114,7 @@ mod tests {
     use super::*;
     use riffle_core::arrow::array::AsArray;
     use riffle_core::arrow::compute::kernels::cast::{cast_with_options, CastOptions};
-    use riffle_core::arrow::datatypes::Int64Type;
+    use riffle_core::arrow::datatypes::{Int64Type, TimestampMillisecondType};
 
     /// Arrow's answer for `text` as `target`, as an i64 (`None`: not a time).
     fn arrow(text: &str, target: &DataType) -> Option<i64> {

@@ -334,15 +334,24 @@ pub(crate) fn utc_unit_cast(
     if !is_utc(from) || !is_utc(to) {
         return None;
     }
-    let retyped = |naive: ArrayRef| {
-        let data = naive
-            .into_data()
-            .into_builder()
-            .data_type(target.clone())
-            .build()?;
-        Ok(make_array(data))
-    };
-    Some(cast_with_options(column, &DataType::Timestamp(*unit, None), options).and_then(retyped))
+    Some(
+        cast_with_options(column, &DataType::Timestamp(*unit, None), options)
+            .and_then(|naive| retyped(naive, target)),
+    )
+}
+
+/// `values` as `target`, a type of the same layout (64-bit integers as a timestamp of
+/// any unit and zone): only the type changes, not a value.
+pub(crate) fn retyped(
+    values: ArrayRef,
+    target: &DataType,
+) -> std::result::Result<ArrayRef, riffle_core::arrow::error::ArrowError> {
+    let data = values
+        .into_data()
+        .into_builder()
+        .data_type(target.clone())
+        .build()?;
+    Ok(make_array(data))
 }
 
 /// An event-time column as UTC nanoseconds: epoch milliseconds (BIGINT), timestamps,
