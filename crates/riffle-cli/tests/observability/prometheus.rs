@@ -63,6 +63,13 @@ impl Prometheus {
         let path = format!("/api/v1/query?query={encoded}");
         let answer = try_request(&self.address, "GET", &path, None)
             .map_err(|e| format!("Prometheus is not answering yet: {e}"))?;
+        // While it starts (opening its database), Prometheus answers 503 in plain text.
+        if answer.status == 503 {
+            return Err(format!(
+                "Prometheus is not ready yet: {}",
+                answer.body.trim()
+            ));
+        }
         let json = answer.json();
         if json["status"] != "success" {
             return Err(format!("{query}: {json}"));
