@@ -10,15 +10,18 @@
 use riffle_core::RecordBatch;
 
 /// Longest chain of batches before a full rewrite (bounds files per window and restore work).
-const MAX_CHAIN: usize = 32;
+pub(crate) const MAX_CHAIN: usize = 32;
 
 /// Batches written for one unit of state and the groups changed since the last one.
 #[derive(Debug, Default)]
 pub(crate) struct DeltaLog {
     /// The batches to restore in order; empty until the first snapshot.
     pub(crate) batches: Vec<RecordBatch>,
-    /// Rows over all `batches`, overwritten ones included.
-    chain_rows: usize,
+    /// Groups over all `batches`, overwritten ones included (a batch may hold several
+    /// rows per group, as a Top-N's ranks).
+    chain_groups: usize,
+    /// Groups in the batch the caller is making from the last `take_changed`.
+    taken: usize,
     /// Groups `0..written` are in `batches`; newer ids are new since the last snapshot.
     written: usize,
     /// Per written group: changed since the last snapshot.
@@ -47,29 +50,32 @@ impl DeltaLog {
         let delta_rows = self.changed.len() + len.saturating_sub(self.written);
         let full = self.batches.is_empty()
             || self.batches.len() >= MAX_CHAIN
-            || self.chain_rows + delta_rows > 2 * len;
+            || self.chain_groups + delta_rows > 2 * len;
         for &g in &self.changed {
             self.dirty[g as usize] = false;
         }
         let mut changed = std::mem::take(&mut self.changed);
         self.dirty.resize(len, false);
         if delta_rows == 0 && !self.batches.is_empty() {
+            self.taken = 0;
             return Vec::new();
         }
         if full {
             self.batches.clear();
-            self.chain_rows = 0;
+            self.chain_groups = 0;
+            self.taken = len;
             return (0..len as u32).collect();
         }
         changed.sort_unstable();
         changed.extend(self.written as u32..len as u32);
+        self.taken = changed.len();
         changed
     }
 
     /// Records the batch written for the groups [`take_changed`](Self::take_changed)
     /// returned, when the unit had `len` groups.
     pub(crate) fn push(&mut self, batch: RecordBatch, len: usize) {
-        self.chain_rows += batch.num_rows();
+        self.chain_groups += self.taken;
         self.batches.push(batch);
         self.written = len;
     }

@@ -5,8 +5,14 @@
 //! side's retention: no row that arrives in time could still match it.
 //! Output: chosen left columns, chosen right columns, `_timestamp` = the later of the
 //! two rows' event times.
+//!
+//! Snapshots are incremental (docs/state-format.md, "Incremental checkpoints"): each stored
+//! batch's state batch is made once and handed to every later snapshot unchanged, so a
+//! checkpoint writes only the rows that arrived since the last; after [`MAX_CHAIN`]
+//! snapshots a side is written whole again, bounding its files.
 
 use crate::aggregate::GroupKeys;
+use crate::delta_log::MAX_CHAIN;
 use riffle_core::arrow::array::{Array, ArrayRef, AsArray, StructArray, UInt16Array};
 use riffle_core::arrow::compute::{cast, interleave};
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampNanosecondType};
@@ -127,6 +133,9 @@ impl OperatorFactory for StreamJoinFactory {
     fn is_stateful(&self) -> bool {
         true
     }
+    fn stable_state(&self) -> bool {
+        true // a stored batch's state batch is made once and handed back unchanged
+    }
     fn key_columns(&self, input: usize) -> Option<Vec<usize>> {
         Some(self.keys[input.min(1)].clone())
     }
@@ -144,6 +153,7 @@ impl OperatorFactory for StreamJoinFactory {
             operator: ctx.operator_id.0.clone(),
             retention: self.retention,
             compacted_at: EventTime::MIN,
+            snapshots: Default::default(),
         }))
     }
 }
@@ -165,6 +175,17 @@ struct StreamJoin {
     retention: [Option<i64>; 2],
     /// Watermark of the last compaction.
     compacted_at: EventTime,
+    /// Per side, what earlier snapshots handed out.
+    snapshots: [SideSnapshots; 2],
+}
+
+/// The state batches of one side's stored batches, made for earlier snapshots.
+#[derive(Default)]
+struct SideSnapshots {
+    /// `batches[i]` is the state batch of stored batch `i`.
+    batches: Vec<RecordBatch>,
+    /// Snapshots that added batches since the side was last written whole (files).
+    chain: usize,
 }
 
 impl StreamJoin {
@@ -185,9 +206,11 @@ impl StreamJoin {
         for (side, kept) in kept.iter_mut().enumerate() {
             let batches = std::mem::take(&mut self.stored[side]);
             let Some(keep_for) = self.retention[side] else {
+                // Kept whole and in order: their state batches stay valid.
                 *kept = batches;
                 continue;
             };
+            self.snapshots[side] = SideSnapshots::default();
             let horizon = watermark.saturating_sub(keep_for);
             for b in batches {
                 let ts = b
@@ -211,6 +234,28 @@ impl StreamJoin {
             }
         }
         Ok(())
+    }
+
+    /// `rows` of `side` as a state batch: their key groups, and the rows as a struct
+    /// column (sharing their arrays) named after the side.
+    fn state_batch(&self, side: usize, rows: &RecordBatch) -> Result<RecordBatch> {
+        let name = if side == 0 { "left" } else { "right" };
+        let row_fields = self.sides[side].schema.fields().clone();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
+            Field::new(name, DataType::Struct(row_fields.clone()), false),
+        ]));
+        let keys = self.key_columns(side, rows)?;
+        let (_, kg) =
+            crate::window::key_group_column(&keys, rows.num_rows(), self.max_parallelism)?;
+        let kg: UInt16Array = kg
+            .as_primitive::<riffle_core::arrow::datatypes::UInt16Type>()
+            .clone();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(kg),
+            Arc::new(StructArray::new(row_fields, rows.columns().to_vec(), None)),
+        ];
+        Ok(RecordBatch::try_new(schema, columns)?)
     }
 
     fn key_columns(&self, side: usize, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
@@ -316,29 +361,22 @@ impl Operator for StreamJoin {
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
         let mut batches = Vec::new();
         for side in 0..2 {
-            let name = if side == 0 { "left" } else { "right" };
-            let row_fields = self.sides[side].schema.fields().clone();
-            let schema = Arc::new(Schema::new(vec![
-                Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
-                Field::new(name, DataType::Struct(row_fields.clone()), false),
-            ]));
-            for rows in &self.stored[side] {
-                let keys = self.key_columns(side, rows)?;
-                let (_, kg) =
-                    crate::window::key_group_column(&keys, rows.num_rows(), self.max_parallelism)?;
-                let kg: UInt16Array = kg
-                    .as_primitive::<riffle_core::arrow::datatypes::UInt16Type>()
-                    .clone();
-                let columns: Vec<ArrayRef> = vec![
-                    Arc::new(kg),
-                    Arc::new(StructArray::new(
-                        row_fields.clone(),
-                        rows.columns().to_vec(),
-                        None,
-                    )),
-                ];
-                batches.push(RecordBatch::try_new(schema.clone(), columns)?);
+            let mut made = std::mem::take(&mut self.snapshots[side]);
+            if made.chain >= MAX_CHAIN {
+                // New arrays for every row: written whole, as one file.
+                made = SideSnapshots::default();
             }
+            // On an error `made` is dropped: the next snapshot writes the side whole.
+            let fresh = self.stored[side][made.batches.len()..]
+                .iter()
+                .map(|rows| self.state_batch(side, rows))
+                .collect::<Result<Vec<_>>>()?;
+            if !fresh.is_empty() {
+                made.chain += 1;
+                made.batches.extend(fresh);
+            }
+            batches.extend(made.batches.iter().cloned());
+            self.snapshots[side] = made;
         }
         Ok(OperatorState { batches })
     }

@@ -8,14 +8,20 @@
 //! Rows that tie in the order keep their arrival order: a new row goes after the rows
 //! it ties with (so with `ORDER BY time DESC`, of two rows at the same time the first
 //! to arrive stays first).
+//!
+//! Snapshots are incremental (docs/state-format.md, "Incremental checkpoints"): after the
+//! first, one holds only the partitions changed since the last, each whole (every rank),
+//! and the earlier batches are handed back unchanged so their files are reused. A restore
+//! reads them in order; a partition in a later batch replaces its earlier top.
 
 use crate::aggregate::GroupKeys;
+use crate::delta_log::DeltaLog;
 use crate::window::{
     fields_but_timestamp, key_schema, keyed_rows_state, state_columns, whole_rows,
 };
 use riffle_core::arrow::array::{ArrayRef, Int64Array};
 use riffle_core::arrow::compute::SortOptions;
-use riffle_core::arrow::datatypes::{DataType, Field, SchemaRef};
+use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use riffle_core::arrow::row::{OwnedRow, RowConverter, SortField};
 use riffle_core::{
     Epoch, Error, Operator, OperatorContext, OperatorFactory, OperatorState, RecordBatch, Result,
@@ -160,6 +166,7 @@ impl TopNFactory {
             rank: self.rank.clone(),
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
+            delta: DeltaLog::default(),
         })
     }
 }
@@ -192,6 +199,11 @@ impl OperatorFactory for TopNFactory {
     fn is_stateful(&self) -> bool {
         true
     }
+    fn stable_state(&self) -> bool {
+        // An unwindowed Top-N hands back its earlier snapshot batches; a window's state
+        // is written whole (it lives only until the window closes).
+        self.window_end.is_none()
+    }
     fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
         Some(self.partition.clone())
     }
@@ -223,6 +235,8 @@ pub(crate) struct TopN {
     rank: String,
     max_parallelism: u16,
     operator: String,
+    /// What earlier snapshots wrote, and the partitions changed since.
+    delta: DeltaLog,
 }
 
 impl TopN {
@@ -274,7 +288,64 @@ impl TopN {
                 }
             }
         }
+        let ids: Vec<u32> = changed.iter().map(|&(id, _)| id).collect();
+        self.delta.touch(&ids);
         Ok(changed)
+    }
+
+    /// The whole top of each partition in `ids`, with ranks, as a state batch whose rows
+    /// are identified by the partition and the rank.
+    pub(crate) fn state_batch(&self, ids: &[u32]) -> Result<RecordBatch> {
+        let all: Vec<(u32, usize)> = ids.iter().map(|&id| (id, 0)).collect();
+        let (columns, rank) = self.rows_from(&all)?;
+        let rank: ArrayRef = Arc::new(Int64Array::from(rank));
+        let batch = keyed_rows_state(
+            &self.input,
+            columns,
+            &self.partition,
+            vec![(Field::new(&self.rank, DataType::Int64, false), rank)],
+            self.max_parallelism,
+        )?;
+        let mut row_key: Vec<&str> = self
+            .partition
+            .iter()
+            .map(|&i| self.input.schema.field(i).name().as_str())
+            .collect();
+        row_key.push(&self.rank);
+        let metadata = std::collections::HashMap::from([(
+            riffle_core::state::ROW_KEY_METADATA.to_string(),
+            row_key.join(","),
+        )]);
+        let schema = Schema::new_with_metadata(batch.schema().fields().clone(), metadata);
+        Ok(batch.with_schema(Arc::new(schema))?)
+    }
+
+    /// Every partition's whole top as one state batch.
+    pub(crate) fn full_state(&self) -> Result<RecordBatch> {
+        let all: Vec<u32> = (0..self.tops.len() as u32).collect();
+        self.state_batch(&all)
+    }
+
+    /// Restores rows of a state batch (best first per partition): the partitions it holds
+    /// lose what earlier batches gave them, as a later snapshot's top replaces an
+    /// earlier one's.
+    pub(crate) fn restore_rows(&mut self, rows: &RecordBatch) -> Result<()> {
+        let keys: Vec<ArrayRef> = self
+            .partition
+            .iter()
+            .map(|&i| rows.column(i).clone())
+            .collect();
+        let all: Vec<u32> = (0..rows.num_rows() as u32).collect();
+        let mut ids = Vec::with_capacity(all.len());
+        self.partitions.intern(&keys, &all, &mut ids)?;
+        if self.tops.len() < self.partitions.len() {
+            self.tops.resize_with(self.partitions.len(), Vec::new);
+        }
+        for &id in &ids {
+            self.tops[id as usize].clear();
+        }
+        self.offer(rows)?;
+        Ok(())
     }
 
     /// How many partitions it has seen.
@@ -316,19 +387,14 @@ impl Operator for TopN {
     }
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
-        // Every kept row with its rank, keyed by its partition's key group.
-        let all: Vec<(u32, usize)> = (0..self.tops.len() as u32).map(|id| (id, 0)).collect();
-        let (columns, rank) = self.rows_from(&all)?;
-        let rank: ArrayRef = Arc::new(Int64Array::from(rank));
-        let batch = keyed_rows_state(
-            &self.input,
-            columns,
-            &self.partition,
-            vec![(Field::new(&self.rank, DataType::Int64, false), rank)],
-            self.max_parallelism,
-        )?;
+        let len = self.tops.len();
+        let ids = self.delta.take_changed(len);
+        if !ids.is_empty() {
+            let batch = self.state_batch(&ids)?;
+            self.delta.push(batch, len);
+        }
         Ok(OperatorState {
-            batches: vec![batch],
+            batches: self.delta.batches.clone(),
         })
     }
 
@@ -337,7 +403,7 @@ impl Operator for TopN {
             let columns = state_columns(&batch, self.input.schema.fields(), &self.operator)?;
             let rows = RecordBatch::try_new(self.input.schema.clone(), columns)?;
             // Rows come back best first per partition, so ties keep their order.
-            self.offer(&rows)?;
+            self.restore_rows(&rows)?;
         }
         Ok(())
     }

@@ -1,10 +1,16 @@
 //! An unbounded keyed aggregate (`GROUP BY` without a window) that emits, after each
 //! input batch, the new values of every group that batch changed: an upsert stream
 //! keyed by the group columns (the newest row for a key replaces older ones).
+//!
+//! Snapshots are incremental (docs/state-format.md, "Incremental checkpoints"): after the
+//! first, one adds only the groups changed since the last to the earlier batches, whose
+//! files are reused; a restore reads them in order, a later row of a group replacing an
+//! earlier one.
 
 use crate::aggregate::{
     bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
 };
+use crate::delta_log::DeltaLog;
 use crate::window::{key_group_column, state_columns, timestamp_array, timestamps};
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::datatypes::{Schema, SchemaRef};
@@ -76,6 +82,9 @@ impl OperatorFactory for UpdatingAggregateFactory {
     fn is_stateful(&self) -> bool {
         true
     }
+    fn stable_state(&self) -> bool {
+        true // earlier snapshot batches are handed back unchanged (delta snapshots)
+    }
     fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
         Some(self.keys.clone())
     }
@@ -90,6 +99,7 @@ impl OperatorFactory for UpdatingAggregateFactory {
             schema: self.schema.clone(),
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
+            delta: DeltaLog::default(),
         }))
     }
 }
@@ -105,6 +115,37 @@ struct UpdatingAggregate {
     schema: StreamSchema,
     max_parallelism: u16,
     operator: String,
+    /// What earlier snapshots wrote, and the groups changed since.
+    delta: DeltaLog,
+}
+
+impl UpdatingAggregate {
+    /// The groups `ids` (keys and accumulator state) as a state batch whose rows are
+    /// identified by the group keys.
+    fn state_batch(&self, ids: &[u32]) -> Result<RecordBatch> {
+        let keys = self.table.keys(ids)?;
+        let (kg_field, kg) = key_group_column(&keys, ids.len(), self.max_parallelism)?;
+        let mut fields = vec![kg_field];
+        let mut columns = vec![kg];
+        fields.extend(self.key_schema.fields().iter().map(|f| f.as_ref().clone()));
+        columns.extend(keys);
+        for (f, c) in self.accumulators.state(ids)? {
+            fields.push(f);
+            columns.push(c);
+        }
+        let row_key: Vec<&str> = self
+            .key_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        let metadata = std::collections::HashMap::from([(
+            riffle_core::state::ROW_KEY_METADATA.to_string(),
+            row_key.join(","),
+        )]);
+        let schema = Schema::new_with_metadata(fields, metadata);
+        Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+    }
 }
 
 impl Operator for UpdatingAggregate {
@@ -143,6 +184,7 @@ impl Operator for UpdatingAggregate {
             return Ok(());
         }
         let ids: Vec<u32> = latest.iter().map(|(g, _)| *g).collect();
+        self.delta.touch(&ids);
         let mut columns = self.table.keys(&ids)?;
         columns.extend(self.accumulators.finish(&ids)?);
         columns.push(timestamp_array(latest.iter().map(|(_, t)| *t).collect()));
@@ -151,25 +193,16 @@ impl Operator for UpdatingAggregate {
     }
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
-        let ids: Vec<u32> = (0..self.table.len() as u32).collect();
-        let keys = self.table.keys(&ids)?;
-        let (kg_field, kg) = key_group_column(&keys, ids.len(), self.max_parallelism)?;
-        let mut fields = vec![kg_field];
-        let mut columns = vec![kg];
-        fields.extend(self.key_schema.fields().iter().map(|f| f.as_ref().clone()));
-        columns.extend(keys);
-        for (f, c) in self.accumulators.state(&ids)? {
-            fields.push(f);
-            columns.push(c);
+        let len = self.table.len();
+        let ids = self.delta.take_changed(len);
+        if !ids.is_empty() {
+            let batch = self.state_batch(&ids)?;
+            self.delta.push(batch, len);
         }
         Ok(OperatorState {
-            batches: vec![RecordBatch::try_new(
-                Arc::new(Schema::new(fields)),
-                columns,
-            )?],
+            batches: self.delta.batches.clone(),
         })
     }
-
     fn restore(&mut self, state: OperatorState) -> Result<()> {
         for batch in state.batches {
             let keys = state_columns(&batch, self.key_schema.fields(), &self.operator)?;

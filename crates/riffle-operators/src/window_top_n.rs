@@ -96,11 +96,12 @@ impl Operator for WindowTopN {
         Ok(())
     }
 
-    fn snapshot(&mut self, epoch: Epoch) -> Result<OperatorState> {
-        let mut batches = Vec::new();
-        for top in self.windows.values_mut() {
-            batches.extend(top.snapshot(epoch)?.batches);
-        }
+    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+        let batches = self
+            .windows
+            .values()
+            .map(TopN::full_state)
+            .collect::<Result<_>>()?;
         Ok(OperatorState { batches })
     }
 

@@ -112,6 +112,13 @@ fn updating_aggregate_restores() {
         AggregateSpec::new(AggregateFunction::Sum, "v", "sum"),
         AggregateSpec::new(AggregateFunction::CountDistinct, "s", "distinct_s"),
     ];
+    let agg = UpdatingAggregateFactory::new(&s, &["k"], specs.clone()).unwrap();
+    check(&agg, &input);
+    // Many keys: each snapshot in the chain holds only some of them.
+    let input: Vec<(usize, RecordBatch)> = rows(7, 400, 200, 0)
+        .chunks(30)
+        .map(|c| (0, to_batch(&s, c)))
+        .collect();
     let agg = UpdatingAggregateFactory::new(&s, &["k"], specs).unwrap();
     check(&agg, &input);
 }

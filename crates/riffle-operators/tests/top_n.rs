@@ -1,13 +1,14 @@
 //! Top-N against a reference: the upsert stream per (partition, rank) it emits, reduced
 //! to the newest row per key, is the first N rows of each partition in the order
-//! (ties in arrival order), for several batch sizes and across a snapshot and restore.
+//! (ties in arrival order), for several batch sizes and across a snapshot and restore,
+//! also from a chain of incremental snapshots.
 
 mod common;
 
-use common::{drive, rows, schema, to_batch, Row};
+use common::{drive, drive_checkpointed, rows, schema, to_batch, Row};
 use riffle_core::arrow::array::{Array, AsArray};
 use riffle_core::arrow::datatypes::Int64Type;
-use riffle_core::RecordBatch;
+use riffle_core::{Epoch, OperatorContext, OperatorFactory, RecordBatch};
 use riffle_operators::{OrderColumn, TopNFactory};
 use std::collections::BTreeMap;
 
@@ -67,9 +68,9 @@ fn factory(n: usize) -> TopNFactory {
 
 #[test]
 fn the_newest_row_per_rank_is_the_top_n_of_each_partition() {
-    for seed in [1u64, 2, 3] {
+    for (seed, keys) in [(1u64, 5), (2, 5), (3, 60)] {
         // Values in -300..700 over 400 rows: ties happen, NULLs too.
-        let input = rows(seed, 400, 5, 0);
+        let input = rows(seed, 400, keys, 0);
         for n in [1usize, 3, 10] {
             let expected = reference(&input, n);
             for size in [1usize, 7, 100, 400] {
@@ -84,6 +85,12 @@ fn the_newest_row_per_rank_is_the_top_n_of_each_partition() {
                 assert_eq!(
                     restored, expected,
                     "seed {seed}, top {n}, batch {size}, restored"
+                );
+                let cut = batches.len() / 2;
+                let chained = newest_per_rank(&drive_checkpointed(&factory(n), &batches, 0, cut));
+                assert_eq!(
+                    chained, expected,
+                    "seed {seed}, top {n}, batch {size}, restored from incremental snapshots"
                 );
             }
         }
@@ -122,4 +129,49 @@ fn only_changed_ranks_are_emitted() {
     let out = drive(&factory(2), &batches, 0, None);
     let emitted: Vec<usize> = out.iter().map(|b| b.num_rows()).collect();
     assert_eq!(emitted, [1, 1, 1]);
+}
+
+#[test]
+fn a_snapshot_adds_only_the_changed_partitions_to_the_earlier_ones() {
+    let row = |k: i64, v: i64| Row {
+        k,
+        v: Some(v),
+        s: "x".into(),
+        ts: 0,
+    };
+    let factory = factory(2);
+    assert!(factory.stable_state());
+    let mut op = factory
+        .create(&OperatorContext::detached("op", 0, 1))
+        .unwrap();
+    let mut out = Vec::new();
+    let first: Vec<Row> = (0..10).flat_map(|k| [row(k, 1), row(k, 2)]).collect();
+    op.on_batch(0, to_batch(&schema(), &first), &mut out)
+        .unwrap();
+    let one = op.snapshot(Epoch(1)).unwrap();
+    assert_eq!(one.rows(), 20, "every partition's two ranks");
+    // Partition 3 gets a new best row; partition 4 a row below its top 2.
+    op.on_batch(0, to_batch(&schema(), &[row(3, 9), row(4, 0)]), &mut out)
+        .unwrap();
+    let two = op.snapshot(Epoch(2)).unwrap();
+    assert_eq!(two.batches.len(), 2);
+    let (earlier, delta) = (&two.batches[0], &two.batches[1]);
+    assert!(
+        earlier
+            .column(0)
+            .to_data()
+            .ptr_eq(&one.batches[0].column(0).to_data()),
+        "the first snapshot's batch is handed back as it was, so its file is reused"
+    );
+    let keys = delta
+        .column_by_name("k")
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    assert_eq!(
+        keys.values().to_vec(),
+        [3, 3],
+        "partition 3's two ranks only"
+    );
+    let three = op.snapshot(Epoch(3)).unwrap();
+    assert_eq!(three.batches.len(), 2, "nothing changed: nothing added");
 }
