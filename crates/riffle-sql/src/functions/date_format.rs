@@ -4,8 +4,13 @@
 //! riffle replaces it. The pattern is translated to strftime at planning time, and a
 //! letter riffle does not know is refused there, naming it.
 
-use datafusion::arrow::array::{Array, ArrayRef, StringBuilder};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use chrono::format::{Item, StrftimeItems};
+use chrono::{DateTime, NaiveDateTime};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use datafusion::arrow::datatypes::{
+    DataType, Field, FieldRef, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType,
+};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::{exec_err, plan_err, ScalarValue};
 use datafusion::logical_expr::{
@@ -164,21 +169,81 @@ impl ScalarUDFImpl for DateFormat {
         };
         let format = Self::pattern(Some(pattern))?;
         let array: ArrayRef = value.to_array(args.number_rows)?;
-        let options = FormatOptions::new()
-            .with_timestamp_format(Some(&format))
-            .with_timestamp_tz_format(Some(&format))
-            .with_date_format(Some(&format));
-        let formatter = ArrayFormatter::try_new(array.as_ref(), &options)?;
-        let mut out = StringBuilder::with_capacity(array.len(), array.len() * format.len());
-        for i in 0..array.len() {
-            if array.is_null(i) {
-                out.append_null();
-            } else {
-                out.append_value(formatter.value(i).to_string());
-            }
-        }
-        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+        let formatted = match format_utc_timestamps(&array, &format) {
+            Some(formatted) => formatted,
+            None => format_any(&array, &format)?,
+        };
+        Ok(ColumnarValue::Array(formatted))
     }
+}
+
+/// Any timestamp or date, through Arrow's display of temporal values.
+fn format_any(array: &ArrayRef, format: &str) -> datafusion::common::Result<ArrayRef> {
+    let options = FormatOptions::new()
+        .with_timestamp_format(Some(format))
+        .with_timestamp_tz_format(Some(format))
+        .with_date_format(Some(format));
+    let formatter = ArrayFormatter::try_new(array.as_ref(), &options)?;
+    let mut out = StringBuilder::with_capacity(array.len(), array.len() * format.len());
+    for i in 0..array.len() {
+        if array.is_null(i) {
+            out.append_null();
+        } else {
+            out.append_value(formatter.value(i).to_string());
+        }
+    }
+    Ok(Arc::new(out.finish()))
+}
+
+/// Timestamps without a zone or in UTC (riffle reads a time without a zone as UTC),
+/// formatted with the strftime items parsed once: Arrow's formatter parses the format
+/// again for every value, which was most of the function's time. `None` for other
+/// types and zones, and for a format chrono does not parse (the general path reports it).
+fn format_utc_timestamps(array: &ArrayRef, format: &str) -> Option<ArrayRef> {
+    let DataType::Timestamp(unit, zone) = array.data_type() else {
+        return None;
+    };
+    if zone.as_deref().is_some_and(|z| z != "UTC" && z != "+00:00") {
+        return None;
+    }
+    let items = StrftimeItems::new(format).parse_to_owned().ok()?;
+    let values = match unit {
+        TimeUnit::Second => array.as_primitive::<TimestampSecondType>().values(),
+        TimeUnit::Millisecond => array.as_primitive::<TimestampMillisecondType>().values(),
+        TimeUnit::Microsecond => array.as_primitive::<TimestampMicrosecondType>().values(),
+        TimeUnit::Nanosecond => array.as_primitive::<TimestampNanosecondType>().values(),
+    };
+    let to_time = |v: i64| -> Option<NaiveDateTime> {
+        let time = match unit {
+            TimeUnit::Second => DateTime::from_timestamp(v, 0),
+            TimeUnit::Millisecond => DateTime::from_timestamp_millis(v),
+            TimeUnit::Microsecond => DateTime::from_timestamp_micros(v),
+            TimeUnit::Nanosecond => Some(DateTime::from_timestamp_nanos(v)),
+        };
+        time.map(|t| t.naive_utc())
+    };
+    let mut out = StringBuilder::with_capacity(array.len(), array.len() * format.len());
+    for (i, &v) in values.iter().enumerate() {
+        if array.is_null(i) {
+            out.append_null();
+            continue;
+        }
+        // A value chrono cannot represent: the general path reports it.
+        let time = to_time(v)?;
+        write_items(&mut out, time, &items).ok()?;
+        out.append_value("");
+    }
+    Some(Arc::new(out.finish()))
+}
+
+/// Appends `time` formatted by `items` to the builder's current value.
+fn write_items(
+    out: &mut StringBuilder,
+    time: NaiveDateTime,
+    items: &[Item<'_>],
+) -> std::fmt::Result {
+    use std::fmt::Write;
+    write!(out, "{}", time.format_with_items(items.iter()))
 }
 
 /// `date_format` with Java patterns, to register with the planner (it replaces
@@ -191,7 +256,63 @@ pub fn date_format_udf() -> ScalarUDF {
 
 #[cfg(test)]
 mod tests {
-    use super::java_to_strftime;
+    use super::{format_any, format_utc_timestamps, java_to_strftime};
+    use datafusion::arrow::array::{
+        ArrayRef, TimestampMicrosecondArray, TimestampMillisecondArray, TimestampNanosecondArray,
+        TimestampSecondArray,
+    };
+    use std::sync::Arc;
+
+    #[test]
+    fn formatting_with_parsed_items_equals_arrows_display() {
+        // Times from 1900 to 2100 (negative ones too), with fractions, and a NULL.
+        let mut state = 7u64;
+        let mut seconds: Vec<Option<i64>> = (0..2000)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                Some((state >> 11) as i64 % 6_311_390_400 - 2_208_988_800)
+            })
+            .collect();
+        seconds.push(None);
+        let scaled = |factor: i64, extra: i64| -> Vec<Option<i64>> {
+            seconds
+                .iter()
+                .map(|s| s.map(|s| s * factor + extra))
+                .collect()
+        };
+        let arrays: Vec<ArrayRef> = vec![
+            Arc::new(TimestampSecondArray::from(seconds.clone())),
+            Arc::new(TimestampMillisecondArray::from(scaled(1_000, 123))),
+            Arc::new(
+                TimestampMicrosecondArray::from(scaled(1_000_000, 456_789)).with_timezone("UTC"),
+            ),
+            Arc::new(TimestampNanosecondArray::from(scaled(
+                1_000_000_000,
+                987_654_321,
+            ))),
+        ];
+        for pattern in [
+            "yyyy-MM-dd",
+            "HH:mm",
+            "yyyy-MM-dd HH:mm:ss.SSS",
+            "EEE, d MMM yy",
+            "hh 'o''clock' a",
+        ] {
+            let format = java_to_strftime(pattern).unwrap();
+            for array in &arrays {
+                let fast = format_utc_timestamps(array, &format).expect("a UTC timestamp");
+                let general = format_any(array, &format).unwrap();
+                assert_eq!(&fast, &general, "{pattern} over {}", array.data_type());
+            }
+        }
+        let zoned: ArrayRef = Arc::new(TimestampSecondArray::from(vec![0]).with_timezone("+08:00"));
+        assert!(
+            format_utc_timestamps(&zoned, "%H").is_none(),
+            "another zone: the general path"
+        );
+    }
 
     #[test]
     fn flink_patterns_become_strftime() {
