@@ -17,7 +17,7 @@
 use crate::aggregate::GroupKeys;
 use crate::delta_log::DeltaLog;
 use crate::window::{
-    fields_but_timestamp, key_schema, keyed_rows_state, state_columns, whole_rows,
+    fields_but_timestamp, key_schema, keyed_rows_state, state_columns, take_rows, whole_rows,
 };
 use riffle_core::arrow::array::{ArrayRef, Int64Array};
 use riffle_core::arrow::compute::SortOptions;
@@ -218,7 +218,16 @@ impl OperatorFactory for TopNFactory {
 /// A row kept in a partition's top: its order key and the whole input row.
 struct Entry {
     order: OwnedRow,
-    row: OwnedRow,
+    row: Held,
+}
+
+/// A kept row's values. While a batch is offered, a row that enters a top is held as its
+/// index in the batch; once the batch is through, only the rows still in a top are
+/// converted to row bytes: most rows of a large partition never enter its top, and
+/// converting whole rows (strings and all) was most of a Top-N's time (Nexmark q9).
+enum Held {
+    Row(OwnedRow),
+    Pending(u32),
 }
 
 pub(crate) struct TopN {
@@ -258,7 +267,6 @@ impl TopN {
             .map(|&i| batch.column(i).clone())
             .collect();
         let order = self.order_rows.convert_columns(&order)?;
-        let rows = self.rows.convert_columns(batch.columns())?;
         if self.tops.len() < self.partitions.len() {
             self.tops.resize_with(self.partitions.len(), Vec::new);
         }
@@ -276,7 +284,7 @@ impl TopN {
                 position,
                 Entry {
                     order: key.owned(),
-                    row: rows.row(r).owned(),
+                    row: Held::Pending(r as u32),
                 },
             );
             top.truncate(self.limit);
@@ -288,9 +296,51 @@ impl TopN {
                 }
             }
         }
+        self.convert_pending(batch, &changed)?;
         let ids: Vec<u32> = changed.iter().map(|&(id, _)| id).collect();
         self.delta.touch(&ids);
         Ok(changed)
+    }
+
+    /// Converts the rows of `batch` still held as indices in the `changed` partitions'
+    /// tops to row bytes.
+    fn convert_pending(&mut self, batch: &RecordBatch, changed: &[(u32, usize)]) -> Result<()> {
+        let mut pending: Vec<u32> = changed
+            .iter()
+            .flat_map(|&(id, _)| self.tops[id as usize].iter())
+            .filter_map(|e| match e.row {
+                Held::Pending(r) => Some(r),
+                Held::Row(_) => None,
+            })
+            .collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        // Each row enters at most once, so after sorting, as many indices as rows are
+        // every row: the batch is converted as it is, without a copy.
+        pending.sort_unstable();
+        let whole = pending.len() == batch.num_rows();
+        let rows = if whole {
+            self.rows.convert_columns(batch.columns())?
+        } else {
+            self.rows
+                .convert_columns(&take_rows(batch.columns(), &pending)?)?
+        };
+        for &(id, _) in changed {
+            for e in &mut self.tops[id as usize] {
+                if let Held::Pending(r) = e.row {
+                    let k = if whole {
+                        Some(r as usize)
+                    } else {
+                        pending.binary_search(&r).ok()
+                    };
+                    if let Some(k) = k {
+                        e.row = Held::Row(rows.row(k).owned());
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The whole top of each partition in `ids`, with ranks, as a state batch whose rows
@@ -359,7 +409,13 @@ impl TopN {
         let mut rank = Vec::new();
         for &(id, from) in ranks {
             for (k, e) in self.tops[id as usize].iter().enumerate().skip(from) {
-                picked.push(e.row.row());
+                let Held::Row(row) = &e.row else {
+                    return Err(Error::State {
+                        operator: self.operator.clone(),
+                        message: "a kept row was never converted (an earlier batch failed)".into(),
+                    });
+                };
+                picked.push(row.row());
                 rank.push(k as i64 + 1);
             }
         }

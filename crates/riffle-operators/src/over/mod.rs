@@ -229,6 +229,12 @@ impl OperatorFactory for OverAggregateFactory {
         true
     }
 
+    fn stable_state(&self) -> bool {
+        // Over updates, a snapshot adds the partitions changed since the last to the
+        // earlier batches (`updating`); over event time it is written whole.
+        matches!(self.mode, Mode::Updating { .. })
+    }
+
     fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
         Some(self.config.partition.clone())
     }

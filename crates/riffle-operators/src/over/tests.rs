@@ -179,6 +179,62 @@ fn an_upsert_re_emits_every_row_whose_frame_it_changed() {
 }
 
 #[test]
+fn updating_state_snapshots_add_only_changed_partitions_and_restore_the_current_rows() {
+    let mode = OverInput::Updating {
+        key: vec!["k".into()],
+        order: vec![OrderColumn {
+            column: "v".into(),
+            descending: false,
+            nulls_first: true,
+        }],
+    };
+    let aggregates = [OverAggregate {
+        function: OverFunction::Sum,
+        input: Some("v".into()),
+        output: "total".into(),
+        output_type: DataType::Int64,
+    }];
+    let factory =
+        OverAggregateFactory::new(&input(), &["k"], OverFrame::Rows(None), &aggregates, mode)
+            .unwrap();
+    assert!(factory.stable_state());
+    let ctx = OperatorContext::detached("over", 0, 1);
+    let mut op = factory.create(&ctx).unwrap();
+    let mut out = Vec::new();
+    op.on_batch(0, rows(&[("a", 1, 1), ("b", 2, 2), ("c", 3, 3)]), &mut out)
+        .unwrap();
+    let first = op.snapshot(riffle_core::Epoch(1)).unwrap();
+    op.on_batch(0, rows(&[("b", 7, 4)]), &mut out).unwrap();
+    let second = op.snapshot(riffle_core::Epoch(2)).unwrap();
+    assert_eq!(second.batches.len(), 2);
+    assert!(second.batches[0]
+        .column(0)
+        .to_data()
+        .ptr_eq(&first.batches[0].column(0).to_data()));
+    assert_eq!(second.batches[1].num_rows(), 1, "partition `b` only");
+    let mut restored = factory.create(&ctx).unwrap();
+    restored.restore(second).unwrap();
+    let values = |state: &riffle_core::OperatorState| -> Vec<i64> {
+        let mut v: Vec<i64> = state
+            .batches
+            .iter()
+            .flat_map(|b| {
+                let v = b.column_by_name("v").unwrap().as_primitive::<Int64Type>();
+                v.values().to_vec()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let whole = restored.snapshot(riffle_core::Epoch(3)).unwrap();
+    assert_eq!(
+        values(&whole),
+        [1, 3, 7],
+        "b's row replaced, not kept beside"
+    );
+}
+
+#[test]
 fn a_partition_outside_the_key_of_updating_rows_is_refused() {
     let mode = OverInput::Updating {
         key: vec!["k".into()],

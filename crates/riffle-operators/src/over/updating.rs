@@ -4,13 +4,19 @@
 //! of the partition is emitted again with its aggregate, keyed as the input was, so the
 //! newest row per key is always the batch answer over the current rows. Only `ROWS`
 //! frames: over updates, order values need not be times.
+//!
+//! Snapshots are incremental (docs/state-format.md, "Incremental checkpoints"): after the
+//! first, one adds the partitions changed since the last, each whole, to the earlier
+//! batches; a restore upserts them in order, so a key's later row replaces its earlier.
 
 use super::{Acc, OverConfig, OverFrame};
 use crate::aggregate::GroupKeys;
+use crate::delta_log::DeltaLog;
 use crate::window::{keyed_rows_state, state_columns, whole_rows};
 use datafusion_common::ScalarValue;
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::compute::SortOptions;
+use riffle_core::arrow::datatypes::Schema;
 use riffle_core::arrow::row::{OwnedRow, RowConverter, SortField};
 use riffle_core::{Epoch, Operator, OperatorContext, OperatorState, RecordBatch, Result};
 use std::collections::{BTreeMap, HashMap};
@@ -45,6 +51,8 @@ pub(super) struct UpdatingOver {
     rows: RowConverter,
     max_parallelism: u16,
     operator: String,
+    /// What earlier snapshots wrote, and the partitions changed since.
+    delta: DeltaLog,
 }
 
 impl UpdatingOver {
@@ -75,6 +83,7 @@ impl UpdatingOver {
             rows,
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
+            delta: DeltaLog::default(),
         })
     }
 
@@ -139,6 +148,8 @@ impl UpdatingOver {
         }
         let mut changed: Vec<(u32, Place)> = changed.into_iter().collect();
         changed.sort();
+        let ids: Vec<u32> = changed.iter().map(|(id, _)| *id).collect();
+        self.delta.touch(&ids);
         Ok(changed)
     }
 
@@ -198,6 +209,36 @@ impl UpdatingOver {
     }
 }
 
+impl UpdatingOver {
+    /// Every current row of the partitions `ids`, keyed by its partition's key group,
+    /// as a state batch whose rows are identified by the input's key.
+    fn state_batch(&self, ids: &[u32]) -> Result<RecordBatch> {
+        let rows: Vec<_> = ids
+            .iter()
+            .flat_map(|&id| self.parts[id as usize].values().map(|c| c.row.row()))
+            .collect();
+        let columns = self.rows.convert_rows(rows)?;
+        let batch = keyed_rows_state(
+            &self.config.input,
+            columns,
+            &self.config.partition,
+            Vec::new(),
+            self.max_parallelism,
+        )?;
+        let row_key: Vec<&str> = self
+            .key
+            .iter()
+            .map(|&i| self.config.input.schema.field(i).name().as_str())
+            .collect();
+        let metadata = std::collections::HashMap::from([(
+            riffle_core::state::ROW_KEY_METADATA.to_string(),
+            row_key.join(","),
+        )]);
+        let schema = Schema::new_with_metadata(batch.schema().fields().clone(), metadata);
+        Ok(batch.with_schema(Arc::new(schema))?)
+    }
+}
+
 impl Operator for UpdatingOver {
     fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
         let changed = self.upsert(&batch)?;
@@ -208,25 +249,14 @@ impl Operator for UpdatingOver {
     }
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
-        // Every current row, keyed by its partition's key group.
-        let rows: Vec<_> = self
-            .parts
-            .iter()
-            .flat_map(|p| p.values().map(|c| c.row.row()))
-            .collect();
-        if rows.is_empty() {
-            return Ok(OperatorState::default());
+        let len = self.parts.len();
+        let ids = self.delta.take_changed(len);
+        if !ids.is_empty() {
+            let batch = self.state_batch(&ids)?;
+            self.delta.push(batch, len);
         }
-        let columns = self.rows.convert_rows(rows)?;
-        let batch = keyed_rows_state(
-            &self.config.input,
-            columns,
-            &self.config.partition,
-            Vec::new(),
-            self.max_parallelism,
-        )?;
         Ok(OperatorState {
-            batches: vec![batch],
+            batches: self.delta.batches.clone(),
         })
     }
 
