@@ -22,6 +22,8 @@ pub(crate) struct DeltaLog {
     chain_groups: usize,
     /// Groups in the batch the caller is making from the last `take_changed`.
     taken: usize,
+    /// Whether that batch starts a new chain (holds every group whole).
+    whole: bool,
     /// Groups `0..written` are in `batches`; newer ids are new since the last snapshot.
     written: usize,
     /// Per written group: changed since the last snapshot.
@@ -56,6 +58,7 @@ impl DeltaLog {
         }
         let mut changed = std::mem::take(&mut self.changed);
         self.dirty.resize(len, false);
+        self.whole = full;
         if delta_rows == 0 && !self.batches.is_empty() {
             self.taken = 0;
             return Vec::new();
@@ -70,6 +73,12 @@ impl DeltaLog {
         changed.extend(self.written as u32..len as u32);
         self.taken = changed.len();
         changed
+    }
+
+    /// Whether the batch for the groups [`take_changed`](Self::take_changed) returned
+    /// starts a new chain: it must hold each group whole, not only what changed.
+    pub(crate) fn writes_whole(&self) -> bool {
+        self.whole
     }
 
     /// Records the batch written for the groups [`take_changed`](Self::take_changed)

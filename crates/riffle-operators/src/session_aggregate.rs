@@ -5,7 +5,7 @@
 //! window_end − 1ns`. A row whose own window `[t, t + gap)` has already closed is late.
 
 use crate::aggregate::{
-    bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
+    bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, DistinctValues, GroupKeys,
 };
 use crate::window::{key_group_column, nanos, timestamp_array, timestamps, window_fields};
 use riffle_core::arrow::array::{ArrayRef, AsArray};
@@ -266,7 +266,7 @@ impl Operator for SessionAggregate {
         fields.extend(window_fields());
         columns.push(timestamp_array(open.iter().map(|(_, s)| s.start).collect()));
         columns.push(timestamp_array(open.iter().map(|(_, s)| s.end).collect()));
-        for (f, c) in self.accumulators.state(&slots)? {
+        for (f, c) in self.accumulators.state(&slots, DistinctValues::All)? {
             fields.push(f);
             columns.push(c);
         }

@@ -8,7 +8,7 @@
 //! earlier one.
 
 use crate::aggregate::{
-    bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
+    bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, DistinctValues, GroupKeys,
 };
 use crate::delta_log::DeltaLog;
 use crate::window::{key_group_column, state_columns, timestamp_array, timestamps};
@@ -122,14 +122,20 @@ struct UpdatingAggregate {
 impl UpdatingAggregate {
     /// The groups `ids` (keys and accumulator state) as a state batch whose rows are
     /// identified by the group keys.
-    fn state_batch(&self, ids: &[u32]) -> Result<RecordBatch> {
+    fn state_batch(&mut self, ids: &[u32]) -> Result<RecordBatch> {
         let keys = self.table.keys(ids)?;
         let (kg_field, kg) = key_group_column(&keys, ids.len(), self.max_parallelism)?;
         let mut fields = vec![kg_field];
         let mut columns = vec![kg];
         fields.extend(self.key_schema.fields().iter().map(|f| f.as_ref().clone()));
         columns.extend(keys);
-        for (f, c) in self.accumulators.state(ids)? {
+        // A delta holds only what distinct sets gained; a new chain holds them whole.
+        let distinct = if self.delta.writes_whole() {
+            DistinctValues::All
+        } else {
+            DistinctValues::Added
+        };
+        for (f, c) in self.accumulators.state(ids, distinct)? {
             fields.push(f);
             columns.push(c);
         }

@@ -14,7 +14,7 @@
 
 use crate::aggregate::normalize_inputs;
 use crate::aggregate::{
-    bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
+    bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, DistinctValues, GroupKeys,
 };
 use crate::delta_log::DeltaLog;
 use crate::window::{
@@ -299,7 +299,12 @@ impl WindowAggregate {
 
 impl WindowAggregate {
     /// The state rows of `ids` in the pane starting at `start`.
-    fn state_batch(&self, start: EventTime, state: &PaneState, ids: &[u32]) -> Result<RecordBatch> {
+    fn state_batch(
+        &self,
+        start: EventTime,
+        state: &mut PaneState,
+        ids: &[u32],
+    ) -> Result<RecordBatch> {
         let keys = state.keys.keys(ids)?;
         let (kg_field, kg) = key_group_column(&keys, ids.len(), self.max_parallelism)?;
         let mut fields = vec![kg_field];
@@ -308,7 +313,13 @@ impl WindowAggregate {
         columns.extend(keys);
         fields.push(Field::new(PANE_START, timestamp_type(), false));
         columns.push(timestamp_array(vec![start; ids.len()]));
-        for (f, c) in state.accumulators.state(ids)? {
+        // A delta holds only what distinct sets gained; a new chain holds them whole.
+        let distinct = if state.delta.writes_whole() {
+            DistinctValues::All
+        } else {
+            DistinctValues::Added
+        };
+        for (f, c) in state.accumulators.state(ids, distinct)? {
             fields.push(f);
             columns.push(c);
         }

@@ -111,6 +111,7 @@ fn updating_aggregate_restores() {
         AggregateSpec::count_star("n"),
         AggregateSpec::new(AggregateFunction::Sum, "v", "sum"),
         AggregateSpec::new(AggregateFunction::CountDistinct, "s", "distinct_s"),
+        AggregateSpec::new(AggregateFunction::CountDistinct, "v", "distinct_v"),
     ];
     let agg = UpdatingAggregateFactory::new(&s, &["k"], specs.clone()).unwrap();
     check(&agg, &input);

@@ -3,15 +3,18 @@
 //!
 //! Files are read in manifest order and checked like a restore checks them. Where an
 //! operator writes deltas (its state schema names the columns that identify a row in
-//! the metadata key [`ROW_KEY_METADATA`]), only the last row per key is kept: the table
-//! shows the state a restore would see.
+//! the metadata key [`ROW_KEY_METADATA`]), only the last row per key is kept, except that
+//! its list columns (count DISTINCT's values, of which a delta holds only what a group
+//! gained) are the concatenation of the key's lists: the table shows the state a
+//! restore would see.
 
 use crate::error::{StateError, StateResult};
 use crate::manifest::Manifest;
 use crate::store::CheckpointStore;
-use riffle_core::arrow::array::{ArrayRef, UInt32Array};
-use riffle_core::arrow::compute::{concat_batches, take_record_batch};
-use riffle_core::arrow::datatypes::{Schema, SchemaRef};
+use riffle_core::arrow::array::{Array, ArrayRef, AsArray, ListArray, UInt32Array};
+use riffle_core::arrow::buffer::OffsetBuffer;
+use riffle_core::arrow::compute::{concat, concat_batches, take_record_batch};
+use riffle_core::arrow::datatypes::{DataType, Schema, SchemaRef};
 use riffle_core::arrow::row::{RowConverter, SortField};
 use riffle_core::state::INTERNAL_METADATA;
 use riffle_core::RecordBatch;
@@ -126,5 +129,102 @@ fn last_per_key(batch: &RecordBatch, key: &str) -> Result<RecordBatch, String> {
         .map(|i| i as u32)
         .collect();
     keep.reverse();
-    take_record_batch(batch, &UInt32Array::from(keep)).map_err(|e| e.to_string())
+    let kept =
+        take_record_batch(batch, &UInt32Array::from(keep.clone())).map_err(|e| e.to_string())?;
+    if !batch
+        .columns()
+        .iter()
+        .any(|c| matches!(c.data_type(), DataType::List(_)))
+    {
+        return Ok(kept);
+    }
+    // Every row of each kept key, in order, for the lists.
+    let position: std::collections::HashMap<_, usize> = keep
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| (rows.row(i as usize), k))
+        .collect();
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); keep.len()];
+    for i in 0..batch.num_rows() {
+        if let Some(&k) = position.get(&rows.row(i)) {
+            members[k].push(i);
+        }
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(kept.columns())
+        .map(|(all, kept)| match all.as_list_opt::<i32>() {
+            Some(lists) => concatenated_lists(lists, &members),
+            None => Ok(kept.clone()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(kept.schema(), columns).map_err(|e| e.to_string())
+}
+
+/// Per entry of `members`, one list: the values of those rows' lists, in order.
+fn concatenated_lists(lists: &ListArray, members: &[Vec<usize>]) -> Result<ArrayRef, String> {
+    let mut parts: Vec<ArrayRef> = Vec::new();
+    let mut lengths = Vec::with_capacity(members.len());
+    for rows in members {
+        let before = parts.len();
+        parts.extend(rows.iter().map(|&i| lists.value(i)));
+        lengths.push(parts[before..].iter().map(|p| p.len()).sum::<usize>());
+    }
+    let values = if parts.is_empty() {
+        lists.values().slice(0, 0)
+    } else {
+        let refs: Vec<&dyn Array> = parts.iter().map(|p| p.as_ref()).collect();
+        concat(&refs).map_err(|e| e.to_string())?
+    };
+    let DataType::List(field) = lists.data_type() else {
+        return Err("not a list".into());
+    };
+    let list = ListArray::try_new(
+        field.clone(),
+        OffsetBuffer::from_lengths(lengths),
+        values,
+        None,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(Arc::new(list))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_per_key;
+    use riffle_core::arrow::array::{Array, ArrayRef, AsArray, Int64Array, ListArray, StringArray};
+    use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema};
+    use riffle_core::RecordBatch;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_last_row_per_key_holds_every_list_value_of_the_key() {
+        let lists = ListArray::from_iter_primitive::<Int64Type, _, _>(vec![
+            Some(vec![Some(1), Some(2)]),
+            Some(vec![Some(5)]),
+            Some(vec![Some(3)]),
+        ]);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, false),
+            Field::new("n__count", DataType::Int64, false),
+            Field::new("d__value", lists.data_type().clone(), false),
+        ]));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec!["a", "b", "a"])),
+            Arc::new(Int64Array::from(vec![2, 1, 3])),
+            Arc::new(lists),
+        ];
+        let batch = RecordBatch::try_new(schema, columns).unwrap();
+        let got = last_per_key(&batch, "k").unwrap();
+        let keys = got.column(0).as_string::<i32>();
+        assert_eq!(keys.iter().flatten().collect::<Vec<_>>(), ["b", "a"]);
+        let counts = got.column(1).as_primitive::<Int64Type>();
+        assert_eq!(counts.values().to_vec(), [1, 3], "the last row's count");
+        let lists = got.column(2).as_list::<i32>();
+        let values = |i: usize| lists.value(i).as_primitive::<Int64Type>().values().to_vec();
+        assert_eq!(values(0), [5]);
+        assert_eq!(values(1), [1, 2, 3], "a's lists concatenated in order");
+        assert_eq!(lists.len(), 2);
+    }
 }

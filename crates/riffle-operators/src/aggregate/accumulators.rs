@@ -1,5 +1,6 @@
 //! Columnar accumulators: one vector per aggregate, indexed by group id.
 
+use super::distinct_sets::{DistinctSets, DistinctValues};
 use super::text_extremes::TextExtremes;
 use super::{AggregateFunction, BoundAggregate, NumericKind};
 use riffle_core::arrow::array::{
@@ -9,10 +10,6 @@ use riffle_core::arrow::array::{
 use riffle_core::arrow::compute::cast;
 use riffle_core::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
 use riffle_core::{Error, Result};
-
-/// The value sets of count DISTINCT, hashed with foldhash: inserting into them is most of
-/// an aggregate's time with std's SipHash (Nexmark q16). Seeded per process.
-type HashSet<T> = foldhash::HashSet<T>;
 use std::sync::Arc;
 
 /// A batch's input column, normalised for accumulation.
@@ -31,9 +28,9 @@ enum Column {
     /// Float sum/min/max/avg with the count of non-null inputs.
     Float { values: Vec<f64>, seen: Vec<i64> },
     /// Distinct integer values.
-    DistinctInt(Vec<HashSet<i64>>),
+    DistinctInt(DistinctSets<i64>),
     /// Distinct strings.
-    DistinctText(Vec<HashSet<Box<str>>>),
+    DistinctText(DistinctSets<Box<str>>),
     /// min/max of strings.
     Text(TextExtremes),
 }
@@ -52,8 +49,8 @@ impl AccumulatorSet {
             .iter()
             .map(|a| match (a.function, a.kind) {
                 (F::CountStar | F::Count, _) => Column::Count(Vec::new()),
-                (F::CountDistinct, NumericKind::Text) => Column::DistinctText(Vec::new()),
-                (F::CountDistinct, _) => Column::DistinctInt(Vec::new()),
+                (F::CountDistinct, NumericKind::Text) => Column::DistinctText(DistinctSets::new()),
+                (F::CountDistinct, _) => Column::DistinctInt(DistinctSets::new()),
                 (F::Min | F::Max, NumericKind::Text) => {
                     Column::Text(TextExtremes::new(a.function == F::Max))
                 }
@@ -109,8 +106,8 @@ impl AccumulatorSet {
                     values.resize(groups, f);
                     seen.resize(groups, 0);
                 }
-                Column::DistinctInt(v) => v.resize_with(groups, HashSet::default),
-                Column::DistinctText(v) => v.resize_with(groups, HashSet::default),
+                Column::DistinctInt(v) => v.resize(groups),
+                Column::DistinctText(v) => v.resize(groups),
                 Column::Text(t) => t.resize(groups),
             }
         }
@@ -132,8 +129,8 @@ impl AccumulatorSet {
                     values[g] = f;
                     seen[g] = 0;
                 }
-                Column::DistinctInt(v) => v[g].clear(),
-                Column::DistinctText(v) => v[g].clear(),
+                Column::DistinctInt(v) => v.clear(g),
+                Column::DistinctText(v) => v.clear(g),
                 Column::Text(t) => t.reset(g),
             }
         }
@@ -209,7 +206,7 @@ impl AccumulatorSet {
                 (Column::DistinctInt(sets), Input::Int(a)) => {
                     for (&g, &r) in groups.iter().zip(rows) {
                         if a.is_valid(r as usize) {
-                            sets[g as usize].insert(a.value(r as usize));
+                            sets.insert(g as usize, a.value(r as usize));
                         }
                     }
                 }
@@ -219,7 +216,7 @@ impl AccumulatorSet {
                     let s = a.as_string::<i32>();
                     for (&g, &r) in groups.iter().zip(rows) {
                         if s.is_valid(r as usize) {
-                            sets[g as usize].insert(s.value(r as usize).into());
+                            sets.insert(g as usize, s.value(r as usize).into());
                         }
                     }
                 }
@@ -243,12 +240,12 @@ impl AccumulatorSet {
                         fold_float(agg.function, (values[d], seen[d]), (values[s], seen[s]));
                 }
                 Column::DistinctInt(v) => {
-                    let moved = std::mem::take(&mut v[s]);
-                    v[d].extend(moved);
+                    let moved = v.take(s);
+                    v.extend(d, moved);
                 }
                 Column::DistinctText(v) => {
-                    let moved = std::mem::take(&mut v[s]);
-                    v[d].extend(moved);
+                    let moved = v.take(s);
+                    v.extend(d, moved);
                 }
                 Column::Text(t) => t.merge(d, s),
             }
@@ -287,10 +284,10 @@ impl AccumulatorSet {
                     fold_float(f, a, b)
                 }),
                 (Column::DistinctInt(v), Column::DistinctInt(o)) => {
-                    pairs().for_each(|(s, d)| v[d].extend(o[s].iter().copied()))
+                    pairs().for_each(|(s, d)| v.extend(d, o.values(s).copied()))
                 }
                 (Column::DistinctText(v), Column::DistinctText(o)) => {
-                    pairs().for_each(|(s, d)| v[d].extend(o[s].iter().cloned()))
+                    pairs().for_each(|(s, d)| v.extend(d, o.values(s).cloned()))
                 }
                 (Column::Text(t), Column::Text(o)) => t.merge_from(o, pairs()),
                 _ => {}
@@ -327,10 +324,10 @@ impl AccumulatorSet {
                     })))
                 }
                 Column::DistinctInt(v) => Arc::new(Int64Array::from_iter_values(
-                    groups.iter().map(|&g| v[g as usize].len() as i64),
+                    groups.iter().map(|&g| v.len(g as usize) as i64),
                 )),
                 Column::DistinctText(v) => Arc::new(Int64Array::from_iter_values(
-                    groups.iter().map(|&g| v[g as usize].len() as i64),
+                    groups.iter().map(|&g| v.len(g as usize) as i64),
                 )),
                 Column::Text(t) => t.finish(groups),
             };
@@ -345,11 +342,32 @@ impl AccumulatorSet {
     }
 
     /// State columns of slots `groups`, for snapshots: per aggregate `{name}__value`
-    /// (Int64/Float64 or a list of distinct values) and `{name}__count`.
+    /// (Int64/Float64 or a list of distinct values: all, or those `distinct` says) and
+    /// `{name}__count`. From the first call on, sets note what they gain until the next.
     ///
     /// # Errors
     /// Arrow failures building lists.
-    pub fn state(&self, groups: &[u32]) -> Result<Vec<(Field, ArrayRef)>> {
+    pub fn state(
+        &mut self,
+        groups: &[u32],
+        distinct: DistinctValues,
+    ) -> Result<Vec<(Field, ArrayRef)>> {
+        let out = self.state_columns(groups, distinct)?;
+        for column in &mut self.columns {
+            match column {
+                Column::DistinctInt(v) => v.snapshot_taken(),
+                Column::DistinctText(v) => v.snapshot_taken(),
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
+    fn state_columns(
+        &self,
+        groups: &[u32],
+        distinct: DistinctValues,
+    ) -> Result<Vec<(Field, ArrayRef)>> {
         let mut out = Vec::new();
         for (column, agg) in self.columns.iter().zip(&self.aggregates) {
             let name = agg.output.name();
@@ -392,9 +410,9 @@ impl AccumulatorSet {
                 Column::DistinctInt(v) => {
                     let mut b = ListBuilder::new(Int64Builder::new());
                     for &g in groups {
-                        let mut values: Vec<i64> = v[g as usize].iter().copied().collect();
-                        values.sort_unstable();
-                        b.values().append_slice(&values);
+                        for value in v.snapshot_values(g as usize, distinct) {
+                            b.values().append_value(*value);
+                        }
                         b.append(true);
                     }
                     let list = b.finish();
@@ -410,9 +428,7 @@ impl AccumulatorSet {
                 Column::DistinctText(v) => {
                     let mut b = ListBuilder::new(StringBuilder::new());
                     for &g in groups {
-                        let mut values: Vec<&str> = v[g as usize].iter().map(|s| &**s).collect();
-                        values.sort_unstable();
-                        for s in values {
+                        for s in v.snapshot_values(g as usize, distinct) {
                             b.values().append_value(s);
                         }
                         b.append(true);
@@ -490,7 +506,8 @@ impl AccumulatorSet {
                         let values = values
                             .as_primitive_opt::<Int64Type>()
                             .ok_or_else(|| missing(&value_name))?;
-                        v[g as usize] = values.values().iter().copied().collect();
+                        // A union: a group's later rows may hold only what it gained.
+                        v.extend(g as usize, values.values().iter().copied());
                     }
                 }
                 Column::Text(t) => batch
@@ -507,7 +524,7 @@ impl AccumulatorSet {
                         let values = values
                             .as_string_opt::<i32>()
                             .ok_or_else(|| missing(&value_name))?;
-                        v[g as usize] = values.iter().flatten().map(Into::into).collect();
+                        v.extend(g as usize, values.iter().flatten().map(Into::into));
                     }
                 }
             }

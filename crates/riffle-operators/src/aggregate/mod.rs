@@ -2,11 +2,13 @@
 //! the windowed, session and updating aggregates.
 
 mod accumulators;
+mod distinct_sets;
 mod group_keys;
 mod text_extremes;
 
 pub(crate) use accumulators::normalize_inputs;
 pub use accumulators::AccumulatorSet;
+pub use distinct_sets::DistinctValues;
 pub use group_keys::GroupKeys;
 
 use riffle_core::arrow::datatypes::{DataType, Field};
