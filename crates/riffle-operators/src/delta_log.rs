@@ -12,6 +12,13 @@ use riffle_core::RecordBatch;
 /// Longest chain of batches before a full rewrite (bounds files per window and restore work).
 pub(crate) const MAX_CHAIN: usize = 32;
 
+/// Chains of at most this many group rows are not rewritten for being mostly
+/// overwritten: they cost little to restore, and a group's row may stand for much more
+/// than itself (a count DISTINCT list holds what the group gained, its whole set only in
+/// a full rewrite), so a few busy groups would otherwise rewrite their sets every other
+/// snapshot.
+const SMALL_CHAIN_ROWS: usize = 4096;
+
 /// Batches written for one unit of state and the groups changed since the last one.
 #[derive(Debug, Default)]
 pub(crate) struct DeltaLog {
@@ -52,7 +59,8 @@ impl DeltaLog {
         let delta_rows = self.changed.len() + len.saturating_sub(self.written);
         let full = self.batches.is_empty()
             || self.batches.len() >= MAX_CHAIN
-            || self.chain_groups + delta_rows > 2 * len;
+            || (self.chain_groups + delta_rows > 2 * len
+                && self.chain_groups + delta_rows > SMALL_CHAIN_ROWS);
         for &g in &self.changed {
             self.dirty[g as usize] = false;
         }
@@ -126,15 +134,31 @@ mod tests {
 
     #[test]
     fn mostly_overwritten_chain_is_rewritten_in_full() {
+        let n = SMALL_CHAIN_ROWS as u32;
+        let all: Vec<u32> = (0..n).collect();
+        let mut log = DeltaLog::default();
+        snapshot(&mut log, n as usize);
+        log.touch(&all);
+        // n rows chained + n changed = 2n, not above 2n: still a delta.
+        assert_eq!(snapshot(&mut log, n as usize), all);
+        assert!(!log.writes_whole());
+        log.touch(&[0]);
+        // 2n + 1 > 2n: the whole unit again, as the only batch.
+        assert_eq!(snapshot(&mut log, n as usize), all);
+        assert!(log.writes_whole());
+        assert_eq!(log.batches.len(), 1);
+    }
+
+    #[test]
+    fn a_small_chain_is_not_rewritten_for_being_overwritten() {
         let mut log = DeltaLog::default();
         snapshot(&mut log, 4);
-        log.touch(&[0, 1, 2, 3]);
-        // 4 rows chained + 4 changed = 8, not above 2 × 4: still a delta.
-        assert_eq!(snapshot(&mut log, 4), vec![0, 1, 2, 3]);
-        log.touch(&[0]);
-        // 8 + 1 > 8: the whole unit again, as the only batch.
-        assert_eq!(snapshot(&mut log, 4), vec![0, 1, 2, 3]);
-        assert_eq!(log.batches.len(), 1);
+        for _ in 0..10 {
+            log.touch(&[0, 1, 2, 3]);
+            assert_eq!(snapshot(&mut log, 4), vec![0, 1, 2, 3]);
+            assert!(!log.writes_whole(), "a delta: only what changed");
+        }
+        assert_eq!(log.batches.len(), 11);
     }
 
     #[test]
