@@ -421,3 +421,22 @@ fn a_timestamp_as_text_is_refused_because_its_text_would_differ_from_flinks() {
     ))
     .unwrap();
 }
+
+#[test]
+fn convert_tz_refuses_zones_flink_would_read_as_gmt() {
+    let sink = "CREATE TABLE out WITH ('connector' = 'stdout');\n";
+    let call = |args: &str| {
+        format!(
+            "{BID}{sink}INSERT INTO out SELECT CONVERT_TZ(DATE_FORMAT(date_time, 'yyyy-MM-dd HH:mm:ss'), {args}) AS t FROM bid;"
+        )
+    };
+    plan(&call("'UTC', 'America/Los_Angeles'")).expect("IANA names plan");
+    let e = error(&call("'UTC', '+08:00'"));
+    assert_mentions(&e, &["CONVERT_TZ", "'+08:00'", "GMT+08:00"]);
+    let e = error(&call("'UTC', channel"));
+    assert_mentions(&e, &["CONVERT_TZ", "string literal"]);
+    let e = error(&format!(
+        "{BID}{sink}INSERT INTO out SELECT CONVERT_TZ(date_time, 'UTC', 'UTC') AS t FROM bid;"
+    ));
+    assert_mentions(&e, &["CONVERT_TZ", "DATE_FORMAT"]);
+}

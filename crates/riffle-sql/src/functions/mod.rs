@@ -6,12 +6,13 @@
 //!   statement into the DataFusion expression that computes the same value, before
 //!   DataFusion plans it ([`rewrite_flink_calls`]). DataFusion then types and runs them.
 //! - **Kernels** (`DATE_FORMAT`, `TO_TIMESTAMP`, `SPLIT_INDEX`, `REGEXP_EXTRACT`,
-//!   `REGEXP_REPLACE`, `PROCTIME`)
+//!   `REGEXP_REPLACE`, `PROCTIME`, `CONVERT_TZ`, …)
 //!   are scalar UDFs
 //!   registered under Flink's names ([`flink_udfs`]).
 
 mod avg;
 mod ceil_floor;
+mod convert_tz;
 mod date_format;
 mod java_text;
 mod macros;
@@ -51,6 +52,7 @@ pub fn flink_udfs() -> Vec<ScalarUDF> {
         ceil_floor::floor_udf(),
         timestamp_units::timestampadd_udf(),
         timestamp_units::timestampdiff_udf(),
+        convert_tz::convert_tz_udf(),
     ]
 }
 
