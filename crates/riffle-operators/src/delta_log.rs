@@ -7,6 +7,7 @@
 //! again unchanged, so their files are reused instead of rewritten. When the chain grows
 //! long or holds mostly overwritten rows, the next snapshot writes the unit in full.
 
+use crate::aggregate::DistinctValues;
 use riffle_core::RecordBatch;
 
 /// Longest chain of batches before a full rewrite (bounds files per window and restore work).
@@ -83,10 +84,15 @@ impl DeltaLog {
         changed
     }
 
-    /// Whether the batch for the groups [`take_changed`](Self::take_changed) returned
-    /// starts a new chain: it must hold each group whole, not only what changed.
-    pub(crate) fn writes_whole(&self) -> bool {
-        self.whole
+    /// Which count DISTINCT values the batch for the groups
+    /// [`take_changed`](Self::take_changed) returned holds: a delta only what each set
+    /// gained, a batch that starts a new chain whole sets.
+    pub(crate) fn distinct_values(&self) -> DistinctValues {
+        if self.whole {
+            DistinctValues::All
+        } else {
+            DistinctValues::Added
+        }
     }
 
     /// Records the batch written for the groups [`take_changed`](Self::take_changed)
@@ -141,11 +147,11 @@ mod tests {
         log.touch(&all);
         // n rows chained + n changed = 2n, not above 2n: still a delta.
         assert_eq!(snapshot(&mut log, n as usize), all);
-        assert!(!log.writes_whole());
+        assert_eq!(log.distinct_values(), DistinctValues::Added);
         log.touch(&[0]);
         // 2n + 1 > 2n: the whole unit again, as the only batch.
         assert_eq!(snapshot(&mut log, n as usize), all);
-        assert!(log.writes_whole());
+        assert_eq!(log.distinct_values(), DistinctValues::All);
         assert_eq!(log.batches.len(), 1);
     }
 
@@ -156,7 +162,7 @@ mod tests {
         for _ in 0..10 {
             log.touch(&[0, 1, 2, 3]);
             assert_eq!(snapshot(&mut log, 4), vec![0, 1, 2, 3]);
-            assert!(!log.writes_whole(), "a delta: only what changed");
+            assert_eq!(log.distinct_values(), DistinctValues::Added, "a delta");
         }
         assert_eq!(log.batches.len(), 11);
     }

@@ -18,10 +18,11 @@ use crate::aggregate::GroupKeys;
 use crate::delta_log::DeltaLog;
 use crate::window::{
     fields_but_timestamp, key_schema, keyed_rows_state, state_columns, take_rows, whole_rows,
+    with_row_key,
 };
 use riffle_core::arrow::array::{ArrayRef, Int64Array};
 use riffle_core::arrow::compute::SortOptions;
-use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use riffle_core::arrow::datatypes::{DataType, Field, SchemaRef};
 use riffle_core::arrow::row::{OwnedRow, RowConverter, SortField};
 use riffle_core::{
     Epoch, Error, Operator, OperatorContext, OperatorFactory, OperatorState, RecordBatch, Result,
@@ -362,12 +363,7 @@ impl TopN {
             .map(|&i| self.input.schema.field(i).name().as_str())
             .collect();
         row_key.push(&self.rank);
-        let metadata = std::collections::HashMap::from([(
-            riffle_core::state::ROW_KEY_METADATA.to_string(),
-            row_key.join(","),
-        )]);
-        let schema = Schema::new_with_metadata(batch.schema().fields().clone(), metadata);
-        Ok(batch.with_schema(Arc::new(schema))?)
+        with_row_key(batch, &row_key)
     }
 
     /// Every partition's whole top as one state batch.

@@ -8,10 +8,10 @@
 //! earlier one.
 
 use crate::aggregate::{
-    bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, DistinctValues, GroupKeys,
+    bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
 };
 use crate::delta_log::DeltaLog;
-use crate::window::{key_group_column, state_columns, timestamp_array, timestamps};
+use crate::window::{key_group_column, state_columns, timestamp_array, timestamps, with_row_key};
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::datatypes::{Schema, SchemaRef};
 use riffle_core::{
@@ -129,13 +129,7 @@ impl UpdatingAggregate {
         let mut columns = vec![kg];
         fields.extend(self.key_schema.fields().iter().map(|f| f.as_ref().clone()));
         columns.extend(keys);
-        // A delta holds only what distinct sets gained; a new chain holds them whole.
-        let distinct = if self.delta.writes_whole() {
-            DistinctValues::All
-        } else {
-            DistinctValues::Added
-        };
-        for (f, c) in self.accumulators.state(ids, distinct)? {
+        for (f, c) in self.accumulators.state(ids, self.delta.distinct_values())? {
             fields.push(f);
             columns.push(c);
         }
@@ -145,12 +139,8 @@ impl UpdatingAggregate {
             .iter()
             .map(|f| f.name().as_str())
             .collect();
-        let metadata = std::collections::HashMap::from([(
-            riffle_core::state::ROW_KEY_METADATA.to_string(),
-            row_key.join(","),
-        )]);
-        let schema = Schema::new_with_metadata(fields, metadata);
-        Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+        with_row_key(batch, &row_key)
     }
 }
 

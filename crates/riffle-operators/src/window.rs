@@ -271,6 +271,18 @@ pub(crate) fn window_state_schema(
     Arc::new(Schema::new_with_metadata(fields, metadata))
 }
 
+/// `batch` with schema metadata naming `row_key` as the columns that identify a row
+/// ([`ROW_KEY_METADATA`](riffle_core::state::ROW_KEY_METADATA)): a row in a later snapshot
+/// batch with the same values replaces it (incremental snapshots).
+pub(crate) fn with_row_key(batch: RecordBatch, row_key: &[&str]) -> Result<RecordBatch> {
+    let metadata = std::collections::HashMap::from([(
+        riffle_core::state::ROW_KEY_METADATA.to_string(),
+        row_key.join(","),
+    )]);
+    let schema = Schema::new_with_metadata(batch.schema().fields().clone(), metadata);
+    Ok(batch.with_schema(Arc::new(schema))?)
+}
+
 /// The columns `fields` names, found by name in a state batch of `operator`.
 ///
 /// # Errors

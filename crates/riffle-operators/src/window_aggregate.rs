@@ -14,7 +14,7 @@
 
 use crate::aggregate::normalize_inputs;
 use crate::aggregate::{
-    bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, DistinctValues, GroupKeys,
+    bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
 };
 use crate::delta_log::DeltaLog;
 use crate::window::{
@@ -313,12 +313,7 @@ impl WindowAggregate {
         columns.extend(keys);
         fields.push(Field::new(PANE_START, timestamp_type(), false));
         columns.push(timestamp_array(vec![start; ids.len()]));
-        // A delta holds only what distinct sets gained; a new chain holds them whole.
-        let distinct = if state.delta.writes_whole() {
-            DistinctValues::All
-        } else {
-            DistinctValues::Added
-        };
+        let distinct = state.delta.distinct_values();
         for (f, c) in state.accumulators.state(ids, distinct)? {
             fields.push(f);
             columns.push(c);

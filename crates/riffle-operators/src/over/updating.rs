@@ -12,11 +12,10 @@
 use super::{Acc, OverConfig, OverFrame};
 use crate::aggregate::GroupKeys;
 use crate::delta_log::DeltaLog;
-use crate::window::{keyed_rows_state, state_columns, whole_rows};
+use crate::window::{keyed_rows_state, state_columns, whole_rows, with_row_key};
 use datafusion_common::ScalarValue;
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::compute::SortOptions;
-use riffle_core::arrow::datatypes::Schema;
 use riffle_core::arrow::row::{OwnedRow, RowConverter, SortField};
 use riffle_core::{Epoch, Operator, OperatorContext, OperatorState, RecordBatch, Result};
 use std::collections::{BTreeMap, HashMap};
@@ -230,12 +229,7 @@ impl UpdatingOver {
             .iter()
             .map(|&i| self.config.input.schema.field(i).name().as_str())
             .collect();
-        let metadata = std::collections::HashMap::from([(
-            riffle_core::state::ROW_KEY_METADATA.to_string(),
-            row_key.join(","),
-        )]);
-        let schema = Schema::new_with_metadata(batch.schema().fields().clone(), metadata);
-        Ok(batch.with_schema(Arc::new(schema))?)
+        with_row_key(batch, &row_key)
     }
 }
 
