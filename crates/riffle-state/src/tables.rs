@@ -57,13 +57,12 @@ pub async fn load_state_tables(
                     }
                     let row_key = batch.schema().metadata().get(ROW_KEY_METADATA).cloned();
                     let plain = Arc::new(Schema::new(batch.schema().fields().clone()));
-                    let batch =
-                        batch
-                            .with_schema(plain.clone())
-                            .map_err(|e| StateError::Corrupt {
-                                path: file.path.clone(),
-                                reason: e.to_string(),
-                            })?;
+                    // Rebuilt, not `with_schema`: that refuses a schema with less metadata.
+                    let batch = RecordBatch::try_new(plain.clone(), batch.columns().to_vec())
+                        .map_err(|e| StateError::Corrupt {
+                            path: file.path.clone(),
+                            reason: e.to_string(),
+                        })?;
                     match groups.iter_mut().find(|(s, _, _)| *s == plain) {
                         Some((_, batches, key)) => {
                             batches.push(batch);
