@@ -1,6 +1,7 @@
 //! Columnar accumulators: one vector per aggregate, indexed by group id.
 
 use super::distinct_sets::{DistinctSets, DistinctValues};
+use super::inputs::{normalize_inputs, Input};
 use super::text_extremes::TextExtremes;
 use super::{AggregateFunction, BoundAggregate, NumericKind};
 use riffle_core::arrow::array::{
@@ -11,14 +12,6 @@ use riffle_core::arrow::compute::cast;
 use riffle_core::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
 use riffle_core::{Error, Result};
 use std::sync::Arc;
-
-/// A batch's input column, normalised for accumulation.
-pub(crate) enum Input {
-    None,
-    Int(Int64Array),
-    Float(Float64Array),
-    Text(ArrayRef),
-}
 
 enum Column {
     /// Count of rows (count(*)) or of non-null values (count(col)).
@@ -531,35 +524,6 @@ impl AccumulatorSet {
         }
         Ok(())
     }
-}
-
-/// Widens each aggregate's input column of a batch to the type its accumulator uses.
-pub(crate) fn normalize_inputs(
-    aggregates: &[BoundAggregate],
-    columns: &[ArrayRef],
-) -> Result<Vec<Input>> {
-    aggregates
-        .iter()
-        .map(|a| {
-            let Some(i) = a.input else {
-                return Ok(Input::None);
-            };
-            let c = &columns[i];
-            Ok(match a.kind {
-                NumericKind::Int => Input::Int(
-                    cast(c, &DataType::Int64)?
-                        .as_primitive::<Int64Type>()
-                        .clone(),
-                ),
-                NumericKind::Float => Input::Float(
-                    cast(c, &DataType::Float64)?
-                        .as_primitive::<Float64Type>()
-                        .clone(),
-                ),
-                NumericKind::Text => Input::Text(c.clone()),
-            })
-        })
-        .collect()
 }
 
 /// An integer sum/min/max `(value, non-null count)` folded with another.

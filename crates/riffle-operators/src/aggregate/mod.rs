@@ -4,12 +4,13 @@
 mod accumulators;
 mod distinct_sets;
 mod group_keys;
+mod inputs;
 mod text_extremes;
 
-pub(crate) use accumulators::normalize_inputs;
 pub use accumulators::AccumulatorSet;
 pub use distinct_sets::DistinctValues;
 pub use group_keys::GroupKeys;
+pub(crate) use inputs::normalize_inputs;
 
 use riffle_core::arrow::datatypes::{DataType, Field};
 use riffle_core::{Error, Result, StreamSchema};
