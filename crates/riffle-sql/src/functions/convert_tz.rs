@@ -126,20 +126,16 @@ pub enum Reading {
 
 /// Reads `yyyy-MM-dd HH:mm:ss` at the start of `text`; what follows is ignored.
 pub fn read_local(text: &str) -> Reading {
-    let Some(date_time) = text.get(..19) else {
+    let prefix = text.get(..19).filter(|d| d.as_bytes()[10] == b' ');
+    let Some(date_time) = prefix else {
+        // Java's parse fails without a space before the time: Flink's NULL. Any other
+        // text with a space may be one its lenient parser reads.
         return if text.contains(' ') {
             Reading::Unsupported
         } else {
             Reading::Null
         };
     };
-    if date_time.as_bytes()[10] != b' ' {
-        return if text.contains(' ') {
-            Reading::Unsupported
-        } else {
-            Reading::Null
-        };
-    }
     match NaiveDateTime::parse_from_str(date_time, "%Y-%m-%d %H:%M:%S") {
         Ok(t) if date_time.bytes().take(4).all(|b| b.is_ascii_digit()) => Reading::Time(t),
         _ => Reading::Unsupported,
