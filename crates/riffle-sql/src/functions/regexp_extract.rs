@@ -14,13 +14,21 @@ use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility,
 };
-use regex::Regex;
+use regex::{CaptureLocations, Regex};
 use std::sync::Arc;
 
-/// Group `group` of the first match of `regex` in `text`, as Flink returns it.
-pub fn regexp_extract<'t>(regex: &Regex, text: &'t str, group: i64) -> Option<&'t str> {
+/// Group `group` of the first match of `regex` in `text`, as Flink returns it; `slots`
+/// (`regex.capture_locations()`) is reused from one text to the next.
+pub fn regexp_extract<'t>(
+    regex: &Regex,
+    slots: &mut CaptureLocations,
+    text: &'t str,
+    group: i64,
+) -> Option<&'t str> {
     let group = usize::try_from(group).ok()?;
-    regex.captures(text)?.get(group).map(|m| m.as_str())
+    regex.captures_read(slots, text)?;
+    let (start, end) = slots.get(group)?;
+    text.get(start..end)
 }
 
 fn pattern(value: Option<&ScalarValue>) -> Result<Regex> {
@@ -80,6 +88,7 @@ impl ScalarUDFImpl for RegexpExtract {
         };
         let group = group.as_ref().map(|g| g.as_primitive::<Int64Type>());
         let mut out = StringBuilder::with_capacity(n, n * 8);
+        let mut slots = regex.capture_locations();
         for i in 0..n {
             let g = match group {
                 Some(g) if g.is_null(i) => None,
@@ -88,7 +97,7 @@ impl ScalarUDFImpl for RegexpExtract {
             };
             match g {
                 Some(g) if !text.is_null(i) => {
-                    out.append_option(regexp_extract(&regex, text.value(i), g))
+                    out.append_option(regexp_extract(&regex, &mut slots, text.value(i), g))
                 }
                 _ => out.append_null(),
             }
@@ -112,21 +121,48 @@ mod tests {
     fn flinks_documented_example_and_nexmark_q21() {
         // Flink's documentation: REGEXP_EXTRACT('foothebar', 'foo(.*?)(bar)', 2) = 'bar'.
         let r = Regex::new("foo(.*?)(bar)").unwrap();
-        assert_eq!(regexp_extract(&r, "foothebar", 2), Some("bar"));
-        assert_eq!(regexp_extract(&r, "foothebar", 1), Some("the"));
-        assert_eq!(regexp_extract(&r, "foothebar", 0), Some("foothebar"));
+        assert_eq!(
+            regexp_extract(&r, &mut r.capture_locations(), "foothebar", 2),
+            Some("bar")
+        );
+        assert_eq!(
+            regexp_extract(&r, &mut r.capture_locations(), "foothebar", 1),
+            Some("the")
+        );
+        assert_eq!(
+            regexp_extract(&r, &mut r.capture_locations(), "foothebar", 0),
+            Some("foothebar")
+        );
         let q21 = Regex::new("(&|^)channel_id=([^&]*)").unwrap();
-        assert_eq!(regexp_extract(&q21, "channel_id=9&x=1", 2), Some("9"));
-        assert_eq!(regexp_extract(&q21, "a=1&channel_id=abc", 2), Some("abc"));
-        assert_eq!(regexp_extract(&q21, "a=1", 2), None);
+        assert_eq!(
+            regexp_extract(&q21, &mut q21.capture_locations(), "channel_id=9&x=1", 2),
+            Some("9")
+        );
+        assert_eq!(
+            regexp_extract(&q21, &mut q21.capture_locations(), "a=1&channel_id=abc", 2),
+            Some("abc")
+        );
+        assert_eq!(
+            regexp_extract(&q21, &mut q21.capture_locations(), "a=1", 2),
+            None
+        );
     }
 
     #[test]
     fn missing_or_idle_groups_are_null() {
         let r = Regex::new("a(b)?(c)").unwrap();
-        assert_eq!(regexp_extract(&r, "ac", 1), None);
-        assert_eq!(regexp_extract(&r, "ac", 3), None);
-        assert_eq!(regexp_extract(&r, "ac", -1), None);
+        assert_eq!(
+            regexp_extract(&r, &mut r.capture_locations(), "ac", 1),
+            None
+        );
+        assert_eq!(
+            regexp_extract(&r, &mut r.capture_locations(), "ac", 3),
+            None
+        );
+        assert_eq!(
+            regexp_extract(&r, &mut r.capture_locations(), "ac", -1),
+            None
+        );
     }
 
     #[test]
