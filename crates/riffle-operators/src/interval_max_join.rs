@@ -10,6 +10,7 @@
 //! interval end.
 
 use crate::aggregate::GroupKeys;
+use crate::gather::Referenced;
 use crate::window::{key_group_column, take_rows, timestamp_array, timestamps};
 use riffle_core::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array};
 use riffle_core::arrow::compute::cast;
@@ -201,22 +202,21 @@ impl StoredRows {
 
     /// The rows at `at`, as one batch of `schema`.
     fn gather(&self, schema: &SchemaRef, at: &[(u32, u32)]) -> Result<RecordBatch> {
-        let mut ids: Vec<u32> = at.iter().map(|(b, _)| *b).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let position: HashMap<u32, usize> =
-            ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-        let batches: Vec<&RecordBatch> = ids
-            .iter()
-            .filter_map(|id| self.batches.get(id).map(|e| &e.0))
-            .collect();
-        let indices: Vec<(usize, usize)> =
-            at.iter().map(|(b, r)| (position[b], *r as usize)).collect();
+        let at = Referenced::new(at.iter().map(|&(b, r)| (b as usize, r as usize)));
+        let mut batches = Vec::with_capacity(at.batches().len());
+        for &id in at.batches() {
+            let Some((batch, _)) = self.batches.get(&(id as u32)) else {
+                return Err(Error::State {
+                    operator: "interval max join".into(),
+                    message: format!("a row references stored batch {id}, which is gone"),
+                });
+            };
+            batches.push(batch);
+        }
         let mut columns = Vec::with_capacity(schema.fields().len());
         for c in 0..schema.fields().len() {
-            let arrays: Vec<&dyn riffle_core::arrow::array::Array> =
-                batches.iter().map(|b| b.column(c).as_ref()).collect();
-            columns.push(riffle_core::arrow::compute::interleave(&arrays, &indices)?);
+            let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+            columns.push(at.column(&arrays)?);
         }
         Ok(RecordBatch::try_new(schema.clone(), columns)?)
     }

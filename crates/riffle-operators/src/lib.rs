@@ -17,6 +17,7 @@ pub mod aggregate;
 mod delta_log;
 pub mod expr;
 pub mod filter;
+mod gather;
 pub mod interval_max_join;
 pub mod lookup_join;
 pub mod over;

@@ -13,8 +13,9 @@
 
 use crate::aggregate::GroupKeys;
 use crate::delta_log::MAX_CHAIN;
+use crate::gather::Referenced;
 use riffle_core::arrow::array::{Array, ArrayRef, AsArray, StructArray, UInt16Array};
-use riffle_core::arrow::compute::{cast, interleave};
+use riffle_core::arrow::compute::cast;
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampNanosecondType};
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{
@@ -266,12 +267,11 @@ impl StreamJoin {
             .collect()
     }
 
-    fn gather(&self, side: usize, column: usize, rows: &[(usize, usize)]) -> Result<ArrayRef> {
-        let arrays: Vec<&dyn Array> = self.stored[side]
-            .iter()
-            .map(|b| b.column(column).as_ref())
+    fn gather(&self, side: usize, column: usize, rows: &Referenced) -> Result<ArrayRef> {
+        let arrays: Vec<&dyn Array> = (rows.batches().iter())
+            .map(|&b| self.stored[side][b].column(column).as_ref())
             .collect();
-        Ok(interleave(&arrays, rows)?)
+        Ok(rows.column(&arrays)?)
     }
 
     fn add(&mut self, side: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
@@ -311,6 +311,7 @@ impl StreamJoin {
         if mine.is_empty() {
             return Ok(());
         }
+        let (mine, theirs) = (Referenced::new(mine), Referenced::new(theirs));
         let (left_rows, right_rows) = if side == 0 {
             (&mine, &theirs)
         } else {
