@@ -4,7 +4,8 @@
 //!   rows ─▶ Filter / Project (DataFusion physical expressions, stateless, chainable)
 //!        ─▶ WindowAggregate (tumbling | hopping, keyed, fired by watermark)
 //!        ─▶ SessionAggregate (gap-based sessions per key)
-//!        ─▶ WindowJoin (equi-join of two streams inside one tumbling window)
+//!        ─▶ WindowExpand (a row per hopping / cumulating window holding it)
+//!        ─▶ WindowJoin (equi-join of two streams inside one window)
 //!        ─▶ WindowMaxRows (rows carrying a window's maximum: the q5/q7 pattern)
 //!        ─▶ UpdatingAggregate (unbounded GROUP BY emitting updated rows)
 //!        ─▶ StreamJoin (unbounded equi-join) / IntervalMaxJoin (max over a validity interval)
@@ -28,6 +29,7 @@ pub mod top_n;
 pub mod updating_aggregate;
 pub mod window;
 pub mod window_aggregate;
+pub mod window_expand;
 pub mod window_join;
 pub mod window_max_rows;
 mod window_top_n;
@@ -44,5 +46,6 @@ pub use top_n::{OrderColumn, TopNFactory};
 pub use updating_aggregate::UpdatingAggregateFactory;
 pub use window::WindowSpec;
 pub use window_aggregate::WindowAggregateFactory;
+pub use window_expand::{WindowBound, WindowExpandFactory};
 pub use window_join::{JoinKind, WindowJoinFactory};
 pub use window_max_rows::WindowMaxRowsFactory;

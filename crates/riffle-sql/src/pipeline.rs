@@ -472,6 +472,8 @@ fn attach_sink(
             )));
         }
     }
+    // Rows of a HOP or CUMULATE table function reach a table once per window.
+    let stream = &t.expand_windows(stream, None)?;
     let schema = t.graph.schema(stream.node).schema.clone();
     if !sink.nested {
         let nested = (0..names.len()).find(|&i| {

@@ -11,7 +11,6 @@ use datafusion::logical_expr::expr::AggregateFunction as DfAggregate;
 use datafusion::logical_expr::{Aggregate, Expr, Join, LogicalPlan};
 use riffle_operators::{
     JoinKind, ProjectFactory, StreamJoinFactory, WindowJoinFactory, WindowMaxRowsFactory,
-    WindowSpec,
 };
 use std::sync::Arc;
 
@@ -41,6 +40,9 @@ impl Translator<'_> {
         }
         let right = self.translate(&j.right)?;
         refuse_updating(&right)?;
+        // Rows of a HOP or CUMULATE table function are joined once per window.
+        let left = self.expand_windows(&left, None)?;
+        let right = self.expand_windows(&right, None)?;
         let (ls, rs) = (j.left.schema(), j.right.schema());
         let mut window: Option<WindowColumn> = None;
         let mut keys: Vec<(usize, usize)> = Vec::new();
@@ -138,17 +140,6 @@ impl Translator<'_> {
         let p = Some(self.parallelism());
         let node = match window {
             Some(w) => {
-                // A row is in several hopping or cumulating windows; the window join
-                // pairs rows of one window, so joining them per row would pair each
-                // pair once instead of once per shared window.
-                if w.origin == WindowOrigin::PerRow
-                    && !matches!(w.spec, WindowSpec::Tumbling { .. })
-                {
-                    return Err(SqlError::unsupported(
-                        format!("a window join of rows on their {} windows", w.spec.describe()),
-                        "join TUMBLE windows, or aggregate each side per window first (GROUP BY window_start, window_end) and join the results",
-                    ));
-                }
                 let granule = w.granule().ok_or_else(|| {
                     SqlError::unsupported(
                         "joining session windows",

@@ -7,6 +7,7 @@
 //! dataflow that feeds both consumers.
 
 mod aggregate;
+mod expand;
 mod interval;
 mod join;
 mod lookup;
@@ -213,6 +214,7 @@ impl<'a> Translator<'a> {
                 "filter before aggregating, or aggregate over a tumble/hop/session window",
             ));
         }
+        let input = &self.expand_if_read(input, [predicate], schema)?;
         let predicate = self.rewrite(predicate, input, schema)?;
         let factory = FilterFactory::new(self.graph.schema(input.node), predicate)?;
         let node = self.add("filter", Arc::new(factory), None, &[input.node])?;
@@ -222,6 +224,7 @@ impl<'a> Translator<'a> {
     fn projection(&mut self, p: &Projection) -> Result<Stream> {
         let input = self.translate(&p.input)?;
         let in_schema = p.input.schema();
+        let input = self.expand_if_read(&input, &p.expr, in_schema)?;
         let mut out = input.clone();
         out.columns.clear();
         out.windows.clear();
@@ -325,6 +328,7 @@ impl<'a> Translator<'a> {
         stream: &Stream,
         keep: Option<WindowSpec>,
     ) -> Result<Stream> {
+        let stream = &self.expand_windows(stream, keep)?;
         let needed = |i: usize| stream.is_virtual(i) && stream.windows[i].map(|w| w.spec) != keep;
         if !(0..stream.columns.len()).any(needed) {
             return Ok(stream.clone());
