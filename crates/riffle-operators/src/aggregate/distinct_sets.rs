@@ -85,18 +85,22 @@ impl<T: Hash + Eq + Clone + Ord> DistinctSets<T> {
         self.sets[slot].iter()
     }
 
-    /// Slot `slot`'s values for a snapshot, sorted.
+    /// Slot `slot`'s values for a snapshot: a whole set sorted (hash order differs from
+    /// one process to the next), the values added in the order they came (already the
+    /// same on every run over the same input; sorting them was a tenth of q16's time).
     pub(crate) fn snapshot_values(&self, slot: usize, which: DistinctValues) -> Vec<&T> {
-        let mut values: Vec<&T> = match which {
-            DistinctValues::All => self.sets[slot].iter().collect(),
+        match which {
+            DistinctValues::All => {
+                let mut values: Vec<&T> = self.sets[slot].iter().collect();
+                values.sort_unstable();
+                values
+            }
             DistinctValues::Added => self
                 .added
                 .get(slot)
                 .map(|a| a.iter().collect())
                 .unwrap_or_default(),
-        };
-        values.sort_unstable();
-        values
+        }
     }
 
     /// A snapshot was taken: from now on every slot's gains are since this one.
@@ -121,7 +125,7 @@ mod tests {
         sets.snapshot_taken();
         sets.extend(0, [1, 7, 5]);
         sets.insert(1, 2);
-        assert_eq!(sets.snapshot_values(0, DistinctValues::Added), [&5, &7]);
+        assert_eq!(sets.snapshot_values(0, DistinctValues::Added), [&7, &5]);
         assert_eq!(sets.snapshot_values(1, DistinctValues::Added), [&2]);
         sets.snapshot_taken();
         assert!(sets.snapshot_values(0, DistinctValues::Added).is_empty());
