@@ -118,31 +118,32 @@ pub trait EventSink {
 pub struct EventGenerator {
     config: NexmarkConfig,
     /// Letters a–z with a 1-in-13 chance of a space: slices of it are random strings.
-    text_pool: Vec<u8>,
+    text_pool: String,
     /// Letters only, for email parts.
-    letter_pool: Vec<u8>,
+    letter_pool: String,
     full_names: Vec<String>,
     channel_names: Vec<String>,
     channel_urls: Vec<String>,
 }
 
-fn pool(salt: u64, spaces: bool) -> Vec<u8> {
+fn pool(salt: u64, spaces: bool) -> String {
     let mut rng = EventRng::for_salt(salt);
     (0..POOL_BYTES)
         .map(|_| {
             if spaces && rng.one_in(13) {
-                b' '
+                ' '
             } else {
-                b'a' + rng.below(26) as u8
+                char::from(b'a' + rng.below(26) as u8)
             }
         })
         .collect()
 }
 
-fn pool_str<'a>(pool: &'a [u8], rng: &mut EventRng, len: usize) -> &'a str {
+/// `len` characters of `pool` from a random place. The pools hold ASCII only, so any
+/// byte range is text: slicing checks two boundaries where `from_utf8` read every byte.
+fn pool_str<'a>(pool: &'a str, rng: &mut EventRng, len: usize) -> &'a str {
     let start = rng.below((pool.len() - len) as u64) as usize;
-    // The pools hold ASCII only.
-    std::str::from_utf8(&pool[start..start + len]).unwrap_or_default()
+    pool.get(start..start + len).unwrap_or_default()
 }
 
 impl EventGenerator {
