@@ -182,6 +182,12 @@ fn window_functions_are_checked() {
     plan(&cumulate).unwrap();
     let hop = format!("{BID}{sink}INSERT INTO out SELECT b.auction FROM TABLE(HOP(TABLE bid, DESCRIPTOR(date_time), INTERVAL '1' SECOND, INTERVAL '2' SECOND)) b JOIN TABLE(HOP(TABLE bid, DESCRIPTOR(date_time), INTERVAL '1' SECOND, INTERVAL '2' SECOND)) c ON b.auction = c.auction AND b.window_start = c.window_start AND b.window_end = c.window_end;");
     plan(&hop).unwrap();
+    // A row's own tumble beside its hopping windows: which window would it be?
+    let e = error(&format!("{BID}{sink}INSERT INTO out SELECT b.auction, b.window_start, tumble(INTERVAL '1' SECOND) AS w FROM TABLE(HOP(TABLE bid, DESCRIPTOR(date_time), INTERVAL '1' SECOND, INTERVAL '2' SECOND)) b;"));
+    assert_mentions(
+        &e,
+        &["rows in two kinds of windows at once (hop(2s, 1s) and tumble(1s))"],
+    );
     // Windows of two shapes are not one window.
     let e = error(&hop.replacen("INTERVAL '2' SECOND", "INTERVAL '4' SECOND", 1));
     assert_mentions(&e, &["joins windows of different shapes"]);

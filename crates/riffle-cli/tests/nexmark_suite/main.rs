@@ -70,8 +70,9 @@ const SUITE: [(&str, Status); 23] = [
 
 /// Queries in the suite's style for what its 23 do not cover (`more/`), compared the
 /// same way.
-const MORE: [(&str, Status); 12] = [
+const MORE: [(&str, Status); 13] = [
     ("window_top_n", APPEND),
+    ("hop_top_n_rows", APPEND),
     ("hop_window_join", APPEND),
     ("cumulate_rows", APPEND),
     ("cumulate", APPEND),
@@ -87,8 +88,9 @@ const MORE: [(&str, Status); 12] = [
 
 /// The compared queries that keep state: also run through crashes and restores at
 /// other parallelisms.
-const STATEFUL: [&str; 24] = [
+const STATEFUL: [&str; 25] = [
     "window_top_n",
+    "hop_top_n_rows",
     "hop_window_join",
     "cumulate",
     "cumulate_top_n",

@@ -60,7 +60,13 @@ impl Translator<'_> {
         let Some(&(_, first)) = fields.first() else {
             return Ok(stream.clone());
         };
-        if let Some((_, other)) = fields.iter().find(|(_, w)| w.spec != first.spec) {
+        // Every per-row window must be this one: another's parts would be computed from
+        // the copies' time.
+        let other = (0..stream.columns.len())
+            .filter(|&i| stream.is_virtual(i))
+            .filter_map(|i| stream.windows[i])
+            .find(|w| w.spec != first.spec);
+        if let Some(other) = other {
             return Err(SqlError::unsupported(
                 format!(
                     "rows in two kinds of windows at once ({} and {})",
@@ -100,19 +106,7 @@ impl Translator<'_> {
         let mut out = Stream::of_node(node, out_columns);
         // The copies carry their window's last instant as event time: the row's own
         // time column no longer is the event time, the window parts are real columns.
-        // Other windows' fields are plain values now.
-        for (i, w) in stream.windows.iter().enumerate() {
-            if w.is_some() && stream.is_virtual(i) && !fields.iter().any(|(f, _)| *f == i) {
-                return Err(SqlError::unsupported(
-                    format!(
-                        "`{}` beside the rows of a {} window",
-                        stream.columns[i],
-                        first.spec.describe()
-                    ),
-                    "apply one window table function to a table",
-                ));
-            }
-        }
+        // Columns of other windows' parts are plain values now.
         out.windows = (0..stream.columns.len())
             .map(|i| {
                 let (_, w) = fields.iter().find(|(f, _)| *f == i)?;
