@@ -191,10 +191,7 @@ impl ScalarUDFImpl for ConvertTz {
         let [text, _, _] = args.arg_fields else {
             return plan_err!("CONVERT_TZ takes a date-time text and two zones");
         };
-        if !matches!(
-            text.data_type(),
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
-        ) {
+        if !super::is_text(text.data_type()) {
             return plan_err!(
                 "CONVERT_TZ converts a date-time text ('yyyy-MM-dd HH:mm:ss'), not {}; \
                  format a timestamp with DATE_FORMAT first",

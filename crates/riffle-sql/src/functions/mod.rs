@@ -104,6 +104,15 @@ fn replace_expressions<N: VisitMut>(
     }
 }
 
+/// Whether an argument of type `t` is text (or an untyped NULL) for a text kernel.
+fn is_text(t: &datafusion::arrow::datatypes::DataType) -> bool {
+    use datafusion::arrow::datatypes::DataType;
+    matches!(
+        t,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
+    )
+}
+
 /// The text of a string literal argument (a pattern), if it is one.
 fn string_literal(value: Option<&datafusion::common::ScalarValue>) -> Option<&str> {
     use datafusion::common::ScalarValue;

@@ -86,12 +86,7 @@ impl ScalarUDFImpl for SplitIndex {
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
         let types: Vec<&DataType> = args.arg_fields.iter().map(|f| f.data_type()).collect();
-        let text = |t: &DataType| {
-            matches!(
-                t,
-                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
-            )
-        };
+        let text = super::is_text;
         match types.as_slice() {
             [a, b, c] if text(a) && text(b) && (c.is_integer() || **c == DataType::Null) => {
                 Ok(Arc::new(Field::new(self.name(), DataType::Utf8, true)))

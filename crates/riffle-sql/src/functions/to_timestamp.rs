@@ -73,12 +73,7 @@ impl ScalarUDFImpl for ToTimestamp {
         &self,
         args: ReturnFieldArgs,
     ) -> datafusion::common::Result<FieldRef> {
-        let text = |t: &DataType| {
-            matches!(
-                t,
-                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
-            )
-        };
+        let text = super::is_text;
         match args.arg_fields {
             [s] if text(s.data_type()) => {}
             [s, p] if text(s.data_type()) && text(p.data_type()) => {
