@@ -117,52 +117,29 @@ pub fn regexp_extract_udf() -> ScalarUDF {
 mod tests {
     use super::*;
 
+    fn extract<'t>(regex: &Regex, text: &'t str, group: i64) -> Option<&'t str> {
+        regexp_extract(regex, &mut regex.capture_locations(), text, group)
+    }
+
     #[test]
     fn flinks_documented_example_and_nexmark_q21() {
         // Flink's documentation: REGEXP_EXTRACT('foothebar', 'foo(.*?)(bar)', 2) = 'bar'.
         let r = Regex::new("foo(.*?)(bar)").unwrap();
-        assert_eq!(
-            regexp_extract(&r, &mut r.capture_locations(), "foothebar", 2),
-            Some("bar")
-        );
-        assert_eq!(
-            regexp_extract(&r, &mut r.capture_locations(), "foothebar", 1),
-            Some("the")
-        );
-        assert_eq!(
-            regexp_extract(&r, &mut r.capture_locations(), "foothebar", 0),
-            Some("foothebar")
-        );
+        assert_eq!(extract(&r, "foothebar", 2), Some("bar"));
+        assert_eq!(extract(&r, "foothebar", 1), Some("the"));
+        assert_eq!(extract(&r, "foothebar", 0), Some("foothebar"));
         let q21 = Regex::new("(&|^)channel_id=([^&]*)").unwrap();
-        assert_eq!(
-            regexp_extract(&q21, &mut q21.capture_locations(), "channel_id=9&x=1", 2),
-            Some("9")
-        );
-        assert_eq!(
-            regexp_extract(&q21, &mut q21.capture_locations(), "a=1&channel_id=abc", 2),
-            Some("abc")
-        );
-        assert_eq!(
-            regexp_extract(&q21, &mut q21.capture_locations(), "a=1", 2),
-            None
-        );
+        assert_eq!(extract(&q21, "channel_id=9&x=1", 2), Some("9"));
+        assert_eq!(extract(&q21, "a=1&channel_id=abc", 2), Some("abc"));
+        assert_eq!(extract(&q21, "a=1", 2), None);
     }
 
     #[test]
     fn missing_or_idle_groups_are_null() {
         let r = Regex::new("a(b)?(c)").unwrap();
-        assert_eq!(
-            regexp_extract(&r, &mut r.capture_locations(), "ac", 1),
-            None
-        );
-        assert_eq!(
-            regexp_extract(&r, &mut r.capture_locations(), "ac", 3),
-            None
-        );
-        assert_eq!(
-            regexp_extract(&r, &mut r.capture_locations(), "ac", -1),
-            None
-        );
+        assert_eq!(extract(&r, "ac", 1), None);
+        assert_eq!(extract(&r, "ac", 3), None);
+        assert_eq!(extract(&r, "ac", -1), None);
     }
 
     #[test]
