@@ -131,6 +131,9 @@ impl WindowGeometry {
     }
 }
 
+/// How far before its window's end a row's `window_time` is: 1 ms, as in Flink.
+pub const WINDOW_TIME_BEFORE_END_NANOS: i64 = 1_000_000;
+
 /// A nanosecond length for display: `10s`, `500ms`.
 pub(crate) fn display_nanos(ns: i64) -> String {
     format!("{:?}", Duration::from_nanos(ns.max(0) as u64))

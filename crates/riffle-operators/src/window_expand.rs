@@ -7,9 +7,11 @@
 //! time falls in, as for the rows of a window aggregate (docs/engine.md, "Window
 //! aggregates"), so a window join pairs the copies of one window only.
 
-use crate::window::{fields_but_timestamp, timestamp_array, timestamps, WindowGeometry};
-use riffle_core::arrow::array::{ArrayRef, UInt32Array};
-use riffle_core::arrow::compute::take;
+use crate::window::{
+    fields_but_timestamp, take_rows, timestamp_array, timestamps, WindowGeometry,
+    WINDOW_TIME_BEFORE_END_NANOS,
+};
+use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::datatypes::{Field, Schema};
 use riffle_core::{
     timestamp_type, Error, Operator, OperatorContext, OperatorFactory, RecordBatch, Result,
@@ -126,18 +128,16 @@ impl Operator for WindowExpand {
                 ends.push(end);
             }
         }
-        let rows = UInt32Array::from(rows);
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.schema.fields().len());
-        for (i, column) in batch.columns().iter().enumerate() {
-            if i != self.input_timestamp {
-                columns.push(take(column.as_ref(), &rows, None)?);
-            }
-        }
+        let passed: Vec<ArrayRef> = (batch.columns().iter().enumerate())
+            .filter(|(i, _)| *i != self.input_timestamp)
+            .map(|(_, c)| c.clone())
+            .collect();
+        let mut columns = take_rows(&passed, &rows)?;
         for bound in &self.bounds {
             let values = ends.iter().map(|&end| match bound {
                 WindowBound::Start => self.geometry.start_of(end),
                 WindowBound::End => end,
-                WindowBound::Time => end - WINDOW_TIME_BEFORE_END,
+                WindowBound::Time => end - WINDOW_TIME_BEFORE_END_NANOS,
             });
             columns.push(timestamp_array(values.collect()));
         }
@@ -146,9 +146,6 @@ impl Operator for WindowExpand {
         Ok(())
     }
 }
-
-/// Flink's `window_time` is the window's end less one millisecond.
-const WINDOW_TIME_BEFORE_END: i64 = 1_000_000;
 
 #[cfg(test)]
 mod tests {

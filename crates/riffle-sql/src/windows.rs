@@ -217,8 +217,7 @@ impl ScalarUDFImpl for WindowTime {
     }
 }
 
-/// How far before the window's end its `window_time` is: 1 ms, as in Flink.
-pub const WINDOW_TIME_BEFORE_END_NANOS: i64 = 1_000_000;
+pub use riffle_operators::window::WINDOW_TIME_BEFORE_END_NANOS;
 
 /// `window_time`, to register with the planner.
 pub fn window_time_udf() -> ScalarUDF {
