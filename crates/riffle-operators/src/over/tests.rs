@@ -29,13 +29,30 @@ fn rows(rows: &[(&str, i64, i64)]) -> RecordBatch {
     .unwrap()
 }
 
-fn sum(frame: OverFrame, mode: OverInput) -> Box<dyn Operator> {
-    let aggregates = [OverAggregate {
+/// `sum(v) AS total`.
+fn sum_of_v() -> [OverAggregate; 1] {
+    [OverAggregate {
         function: OverFunction::Sum,
         input: Some("v".into()),
         output: "total".into(),
         output_type: DataType::Int64,
-    }];
+    }]
+}
+
+/// Rows that are upserts keyed by `k`, ordered by `v` in their partition.
+fn upserts_by_k() -> OverInput {
+    OverInput::Updating {
+        key: vec!["k".into()],
+        order: vec![OrderColumn {
+            column: "v".into(),
+            descending: false,
+            nulls_first: true,
+        }],
+    }
+}
+
+fn sum(frame: OverFrame, mode: OverInput) -> Box<dyn Operator> {
+    let aggregates = sum_of_v();
     OverAggregateFactory::new(&input(), &["k"], frame, &aggregates, mode)
         .unwrap()
         .create(&OperatorContext::detached("over", 0, 1))
@@ -131,25 +148,16 @@ fn event_time_state_restores_into_a_fresh_operator_with_the_same_answers() {
 
 #[test]
 fn an_upsert_re_emits_every_row_whose_frame_it_changed() {
-    let order = vec![OrderColumn {
-        column: "v".into(),
-        descending: false,
-        nulls_first: true,
-    }];
-    let mode = || OverInput::Updating {
-        key: vec!["k".into()],
-        order: order.clone(),
-    };
-    let aggregates = [OverAggregate {
-        function: OverFunction::Sum,
-        input: Some("v".into()),
-        output: "total".into(),
-        output_type: DataType::Int64,
-    }];
+    let aggregates = sum_of_v();
     // Partitioned by nothing: one partition of rows keyed by `k`, ordered by `v`.
-    let factory =
-        OverAggregateFactory::new(&input(), &[], OverFrame::Rows(Some(1)), &aggregates, mode())
-            .unwrap();
+    let factory = OverAggregateFactory::new(
+        &input(),
+        &[],
+        OverFrame::Rows(Some(1)),
+        &aggregates,
+        upserts_by_k(),
+    )
+    .unwrap();
     let mut op = factory
         .create(&OperatorContext::detached("over", 0, 1))
         .unwrap();
@@ -180,23 +188,15 @@ fn an_upsert_re_emits_every_row_whose_frame_it_changed() {
 
 #[test]
 fn updating_state_snapshots_add_only_changed_partitions_and_restore_the_current_rows() {
-    let mode = OverInput::Updating {
-        key: vec!["k".into()],
-        order: vec![OrderColumn {
-            column: "v".into(),
-            descending: false,
-            nulls_first: true,
-        }],
-    };
-    let aggregates = [OverAggregate {
-        function: OverFunction::Sum,
-        input: Some("v".into()),
-        output: "total".into(),
-        output_type: DataType::Int64,
-    }];
-    let factory =
-        OverAggregateFactory::new(&input(), &["k"], OverFrame::Rows(None), &aggregates, mode)
-            .unwrap();
+    let aggregates = sum_of_v();
+    let factory = OverAggregateFactory::new(
+        &input(),
+        &["k"],
+        OverFrame::Rows(None),
+        &aggregates,
+        upserts_by_k(),
+    )
+    .unwrap();
     assert!(factory.stable_state());
     let ctx = OperatorContext::detached("over", 0, 1);
     let mut op = factory.create(&ctx).unwrap();
