@@ -46,6 +46,19 @@ pub struct Committable {
     pub payload: String,
 }
 
+/// `committables` grouped by sink, each sink's in their order, the sinks in the order
+/// they first appear (the order sinks commit in: see the manifest's sorting).
+pub fn committables_by_sink(committables: &[Committable]) -> Vec<(&str, Vec<&Committable>)> {
+    let mut groups: Vec<(&str, Vec<&Committable>)> = Vec::new();
+    for c in committables {
+        match groups.iter_mut().find(|(sink, _)| *sink == c.sink) {
+            Some((_, group)) => group.push(c),
+            None => groups.push((&c.sink, vec![c])),
+        }
+    }
+    groups
+}
+
 /// Where one committable of a PREPARED epoch stands, as its sink sees it at recovery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StagedOutput {
@@ -142,6 +155,18 @@ pub trait SinkFactory: Send + Sync {
         Ok(())
     }
 
+    /// Publishes everything this sink's subtasks staged for one PREPARED manifest (one
+    /// epoch, or several when timed-out epochs commit with a later one), in manifest
+    /// order. Idempotent like [`commit`](SinkFactory::commit), which it calls for each
+    /// by default; a sink that publishes one transaction per epoch group (an Iceberg
+    /// snapshot) overrides it.
+    ///
+    /// # Errors
+    /// As [`commit`](SinkFactory::commit).
+    fn commit_all(&self, committables: &[&Committable]) -> Result<()> {
+        committables.iter().try_for_each(|c| self.commit(c))
+    }
+
     /// Whether staged output can still be committed by another process after the one
     /// that staged it died. Files and PostgreSQL's prepared transactions can; a Kafka
     /// producer's transaction cannot (librdkafka cannot resume another producer's
@@ -223,5 +248,41 @@ pub trait SinkFactory: Send + Sync {
     /// Storage failures.
     fn abort_staged(&self, _generation: u64) -> Result<usize> {
         Ok(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn committable(sink: &str, epoch: u64, subtask: usize) -> Committable {
+        Committable {
+            sink: sink.into(),
+            subtask,
+            epoch: Epoch(epoch),
+            payload: String::new(),
+        }
+    }
+
+    #[test]
+    fn committables_are_grouped_by_sink_in_first_appearance_order() {
+        let all = [
+            committable("kafka", 3, 0),
+            committable("files", 3, 0),
+            committable("kafka", 3, 1),
+            committable("files", 4, 1),
+        ];
+        let groups = committables_by_sink(&all);
+        let shape: Vec<(&str, Vec<(u64, usize)>)> = groups
+            .iter()
+            .map(|(sink, cs)| (*sink, cs.iter().map(|c| (c.epoch.0, c.subtask)).collect()))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                ("kafka", vec![(3, 0), (3, 1)]),
+                ("files", vec![(3, 0), (4, 1)])
+            ]
+        );
     }
 }

@@ -457,20 +457,20 @@ async fn finish(
     }
     let mut recommitted = 0;
     if let Some(m) = manifest.as_ref().filter(|_| plan.roll_forward) {
-        for c in &m.sink_committables {
-            let sink = sinks.get(&c.sink).ok_or_else(|| {
+        for (id, group) in riffle_core::committables_by_sink(&m.sink_committables) {
+            let sink = sinks.get(id).ok_or_else(|| {
                 RuntimeError::Checkpoint(format!(
-                    "epoch {} is PREPARED with output of sink `{}`, which the job no longer has",
-                    m.epoch, c.sink
+                    "epoch {} is PREPARED with output of sink `{id}`, which the job no longer has",
+                    m.epoch
                 ))
             })?;
-            sink.commit(c).map_err(|e| {
+            sink.commit_all(&group).map_err(|e| {
                 RuntimeError::Checkpoint(format!(
-                    "rolling epoch {} forward: committing sink `{}` subtask {}: {e}",
-                    m.epoch, c.sink, c.subtask
+                    "rolling epoch {} forward: committing sink `{id}`: {e}",
+                    m.epoch
                 ))
             })?;
-            recommitted += 1;
+            recommitted += group.len();
         }
         store.commit(m).await.map_err(state_error)?;
     }

@@ -18,7 +18,7 @@
 //! (`tests/simulation.rs`), so that the steps it interleaves are the real ones.
 
 use crate::crash::{maybe_crash, maybe_pause, CrashPoint};
-use riffle_core::{Committable, Epoch, SinkFactory};
+use riffle_core::{committables_by_sink, Committable, Epoch, SinkFactory};
 use riffle_state::recovery::{plan_gc, referenced_files};
 use riffle_state::{CheckpointStore, Manifest, RequestCounts, RequestTally, StateError};
 use std::collections::HashMap;
@@ -287,12 +287,12 @@ impl EpochCommitter<'_> {
     async fn publish(&self, committables: Vec<Committable>) -> Result<(), String> {
         let sinks = self.sinks.clone();
         let commit_all = move || {
-            for c in &committables {
-                match sinks.get(&c.sink) {
-                    Some(sink) => sink.commit(c).map_err(|e| {
-                        format!("committing sink `{}` subtask {}: {e}", c.sink, c.subtask)
-                    })?,
-                    None => return Err(format!("no sink `{}` to commit", c.sink)),
+            for (id, group) in committables_by_sink(&committables) {
+                match sinks.get(id) {
+                    Some(sink) => sink
+                        .commit_all(&group)
+                        .map_err(|e| format!("committing sink `{id}`: {e}"))?,
+                    None => return Err(format!("no sink `{id}` to commit")),
                 }
             }
             Ok(())
