@@ -31,7 +31,7 @@ fn runtime() -> Result<&'static Runtime> {
 ///
 /// # Errors
 /// The runtime cannot start, or the future panicked.
-pub(crate) fn block_on<F>(future: F) -> Result<F::Output>
+pub fn block_on<F>(future: F) -> Result<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,

@@ -14,7 +14,7 @@ pub use stdout::{StdoutFormat, StdoutSinkFactory};
 use riffle_core::{RecordBatch, Result, TIMESTAMP_FIELD};
 
 /// Drops the internal `_timestamp` column: outputs carry only the user's columns.
-pub(crate) fn without_timestamp(batch: &RecordBatch) -> Result<RecordBatch> {
+pub fn without_timestamp(batch: &RecordBatch) -> Result<RecordBatch> {
     match batch.schema().index_of(TIMESTAMP_FIELD) {
         Ok(i) => {
             let keep: Vec<usize> = (0..batch.num_columns()).filter(|c| *c != i).collect();
