@@ -46,7 +46,7 @@ impl TableDef {
         self.options.get("connector").map(String::as_str).ok_or_else(|| {
             SqlError::connector(
                 &self.name,
-                "no connector: add WITH ('connector' = 'nexmark' | 'kafka' | 'filesystem' | 'postgres' | 'stdout' | 'blackhole', …)",
+                "no connector: add WITH ('connector' = 'nexmark' | 'kafka' | 'filesystem' | 'postgres' | 'iceberg' | 'stdout' | 'blackhole', …)",
             )
         })
     }

@@ -3,6 +3,7 @@
 //! are checked against its list before it builds a source or a sink.
 
 mod filesystem;
+mod iceberg;
 mod kafka;
 mod nexmark;
 mod postgres;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use filesystem::FilesystemConnector;
+pub use iceberg::IcebergConnector;
 pub use kafka::KafkaConnector;
 pub use nexmark::NexmarkConnector;
 pub use postgres::PostgresConnector;
@@ -136,6 +138,7 @@ impl Default for ConnectorRegistry {
         registry.register(Arc::new(BlackholeConnector));
         registry.register(Arc::new(PostgresConnector));
         registry.register(Arc::new(KafkaConnector));
+        registry.register(Arc::new(IcebergConnector));
         registry
     }
 }

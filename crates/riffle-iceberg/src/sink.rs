@@ -1,0 +1,516 @@
+//! The Iceberg sink: subtasks write Parquet data files; the committer appends them to
+//! the table as one snapshot per checkpoint's epoch group, exactly once
+//! (docs/connectors.md, "iceberg").
+//!
+//! ```text
+//!  subtask 0 ─ data files ─┐  committables      one fast-append snapshot per
+//!  subtask 1 ─ data files ─┼─ (in the manifest) ─▶ PREPARED manifest, summary
+//!  …                       ┘                    riffle.sink-id + riffle.epochs
+//! ```
+//!
+//! Before every commit the committer reads, from the table's own snapshot ancestry,
+//! which epochs of this sink it already holds and appends only the others; when a
+//! commit fails, it reads the table again before deciding whether the epochs landed.
+
+use crate::catalog::{self, iceberg_error, CatalogConfig};
+use crate::data_files::{data_file_generation, unhex, DataFileTarget, DataFileWriter, WrittenFile};
+use crate::ledger;
+use crate::schema::{match_table, new_table_schema};
+use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Datum, Type};
+use iceberg::table::Table;
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use iceberg::{Catalog, TableIdent};
+use iceberg_catalog_sql::SqlCatalog;
+use riffle_connectors::io_runtime::block_on;
+use riffle_connectors::sinks::without_timestamp;
+use riffle_core::arrow::datatypes::{Schema, SchemaRef};
+use riffle_core::{
+    Committable, Epoch, Error, OutputOwner, RecordBatch, Result, Sink, SinkContext, SinkFactory,
+    SinkSummary, StagedOutput, StreamSchema, Unpublished,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// What an Iceberg sink writes where.
+#[derive(Debug, Clone)]
+pub struct IcebergSinkConfig {
+    /// The catalog.
+    pub catalog: CatalogConfig,
+    /// `namespace.name`.
+    pub table: String,
+    /// Create the table (and its namespace) from the declared columns when missing.
+    pub create: bool,
+    /// Roll data files at this size.
+    pub target_file_bytes: u64,
+    /// The sink's id in snapshot summaries: stable across runs of one pipeline
+    /// (`pipeline/table`).
+    pub sink_id: String,
+}
+
+/// Builds Iceberg sink subtasks and commits what they wrote.
+pub struct IcebergSinkFactory {
+    committer: Arc<Committer>,
+}
+
+/// The table's one writer of snapshots: the coordinator's commits, recovery's, and a
+/// run without checkpoints at end of input.
+struct Committer {
+    config: IcebergSinkConfig,
+    ident: TableIdent,
+    /// The declared columns, for creating the table.
+    declared: SchemaRef,
+    catalog: Mutex<Option<Arc<SqlCatalog>>>,
+}
+
+/// The committable of one subtask's epoch: its finished data files.
+#[derive(Debug, Serialize, Deserialize)]
+struct StagedFiles {
+    files: Vec<WrittenFile>,
+}
+
+impl StagedFiles {
+    fn of(committable: &Committable) -> Result<Self> {
+        serde_json::from_str(&committable.payload).map_err(|e| {
+            Error::config(
+                "sink committable",
+                format!(
+                    "epoch {} of sink `{}` subtask {}: not a list of Iceberg data files: {e}",
+                    committable.epoch, committable.sink, committable.subtask
+                ),
+            )
+        })
+    }
+}
+
+impl IcebergSinkFactory {
+    /// A sink writing `config.table`, whose declared columns are `declared`.
+    ///
+    /// # Errors
+    /// A table name without namespace; a warehouse that is not a local directory; a
+    /// declared column Iceberg cannot hold.
+    pub fn new(config: IcebergSinkConfig, declared: SchemaRef) -> Result<Self> {
+        let ident = catalog::table_ident(&config.table)?;
+        if !config.catalog.warehouse.starts_with("file:///") {
+            return Err(Error::config(
+                "warehouse",
+                format!(
+                    "'{}': riffle writes Iceberg tables into a local directory, 'file:///path' (s3:// warehouses are not supported yet)",
+                    config.catalog.warehouse
+                ),
+            ));
+        }
+        if !(config.catalog.uri.starts_with("sqlite:")
+            || config.catalog.uri.starts_with("postgres"))
+        {
+            return Err(Error::config(
+                "catalog.uri",
+                format!(
+                    "'{}': use 'sqlite:///path/catalog.db' or 'postgresql://user@host:port/database'",
+                    config.catalog.uri
+                ),
+            ));
+        }
+        new_table_schema(&declared).map_err(|e| Error::config("columns", e.to_string()))?;
+        Ok(Self {
+            committer: Arc::new(Committer {
+                config,
+                ident,
+                declared,
+                catalog: Mutex::new(None),
+            }),
+        })
+    }
+}
+
+impl Committer {
+    /// The catalog, opened once.
+    fn catalog(&self) -> Result<Arc<SqlCatalog>> {
+        let mut opened = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(catalog) = opened.as_ref() {
+            return Ok(catalog.clone());
+        }
+        let config = self.config.catalog.clone();
+        let catalog = block_on(async move { catalog::open(&config).await })??;
+        *opened = Some(catalog.clone());
+        Ok(catalog)
+    }
+
+    /// Runs `work` with the catalog and table identifier on the I/O runtime.
+    fn with_catalog<T, F, Fut>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Arc<SqlCatalog>, TableIdent) -> Fut,
+        Fut: std::future::Future<Output = Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let catalog = self.catalog()?;
+        block_on(work(catalog, self.ident.clone()))?
+    }
+
+    /// The table, created from the declared columns when missing and `create` is set.
+    fn table(&self) -> Result<Table> {
+        let schema = if self.config.create {
+            Some(
+                new_table_schema(&self.declared)
+                    .map_err(|e| Error::config("columns", e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        self.with_catalog(move |catalog, ident| async move {
+            catalog::ensure_table(&catalog, &ident, schema.as_ref()).await
+        })
+    }
+
+    fn existing_table(&self) -> Result<Option<Table>> {
+        self.with_catalog(|catalog, ident| async move {
+            let exists = catalog
+                .table_exists(&ident)
+                .await
+                .map_err(|e| iceberg_error(&format!("looking up table {ident}"), e))?;
+            if exists {
+                catalog::load(&catalog, &ident).await.map(Some)
+            } else {
+                Ok(None)
+            }
+        })
+    }
+
+    /// Appends the data files of those `committables` whose epochs the table does not
+    /// hold yet, as one snapshot.
+    fn append(&self, committables: &[&Committable]) -> Result<()> {
+        let table = self.table()?;
+        let committed = catalog::committed_epochs(&table, &self.config.sink_id);
+        let left = ledger::uncommitted(committables, &committed);
+        if left.is_empty() {
+            return Ok(());
+        }
+        let epochs: BTreeSet<u64> = left.iter().map(|c| c.epoch.0).collect();
+        let mut files = Vec::new();
+        for c in &left {
+            files.extend(StagedFiles::of(c)?.files);
+        }
+        self.append_files(table, &files, epochs)
+    }
+
+    /// Appends `files` as one snapshot holding `epochs` (none: a run without
+    /// checkpoints, at end of input).
+    fn append_files(
+        &self,
+        table: Table,
+        files: &[WrittenFile],
+        epochs: BTreeSet<u64>,
+    ) -> Result<()> {
+        let data_files = files
+            .iter()
+            .map(|f| data_file(&table, f))
+            .collect::<Result<Vec<_>>>()?;
+        let mut properties =
+            HashMap::from([(ledger::SINK_ID.to_string(), self.config.sink_id.clone())]);
+        if !epochs.is_empty() {
+            properties.insert(ledger::EPOCHS.to_string(), ledger::format_epochs(&epochs));
+        }
+        let sink_id = self.config.sink_id.clone();
+        self.with_catalog(move |catalog, ident| async move {
+            let tx = Transaction::new(&table);
+            let tx = tx
+                .fast_append()
+                .add_data_files(data_files)
+                .set_snapshot_properties(properties)
+                .apply(tx)
+                .map_err(|e| iceberg_error("preparing the append", e))?;
+            // The crate retries a commit only when the catalog refused it as a conflict
+            // (then nothing landed); any other failure may have landed, so the table is
+            // read again before deciding.
+            let answer = match tx.commit(catalog.as_ref()).await {
+                Ok(_) if answer_lost_for_test(&epochs) => Err(iceberg::Error::new(
+                    iceberg::ErrorKind::Unexpected,
+                    "the catalog's answer was lost (RIFFLE_ICEBERG_LOSE_FIRST_ANSWER)",
+                )),
+                other => other.map(|_| ()),
+            };
+            match answer {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    let now = catalog::load(&catalog, &ident).await?;
+                    let landed = catalog::committed_epochs(&now, &sink_id);
+                    if !epochs.is_empty() && epochs.is_subset(&landed) {
+                        tracing::warn!(
+                            "appending epoch(s) {} to {ident} failed ({e}), but the table holds them: the commit had landed",
+                            ledger::format_epochs(&epochs)
+                        );
+                        Ok(())
+                    } else {
+                        Err(iceberg_error(
+                            &format!("appending epoch(s) {} to {ident}", ledger::format_epochs(&epochs)),
+                            e,
+                        ))
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Test hook: with `RIFFLE_ICEBERG_LOSE_FIRST_ANSWER=1` the process's first successful
+/// commit of epochs is turned into a failure, as if the catalog's answer had been lost
+/// on the way back, so that tests reach the re-check.
+fn answer_lost_for_test(epochs: &BTreeSet<u64>) -> bool {
+    static LOST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    !epochs.is_empty()
+        && std::env::var_os("RIFFLE_ICEBERG_LOSE_FIRST_ANSWER").is_some_and(|v| v == "1")
+        && !LOST.swap(true, std::sync::atomic::Ordering::SeqCst)
+}
+
+/// The iceberg crate's descriptor of a data file riffle wrote.
+fn data_file(table: &Table, file: &WrittenFile) -> Result<iceberg::spec::DataFile> {
+    let schema = table.metadata().current_schema();
+    let mut column_sizes = HashMap::new();
+    let mut value_counts = HashMap::new();
+    let mut null_counts = HashMap::new();
+    let mut lower = HashMap::new();
+    let mut upper = HashMap::new();
+    for (id, facts) in &file.columns {
+        column_sizes.insert(*id, facts.bytes);
+        value_counts.insert(*id, facts.values);
+        null_counts.insert(*id, facts.nulls);
+        let Some(field) = schema.field_by_id(*id) else {
+            continue;
+        };
+        let Type::Primitive(t) = field.field_type.as_ref() else {
+            continue;
+        };
+        let bound = |hex: &Option<String>| -> Option<Datum> {
+            let bytes = unhex(hex.as_deref()?)?;
+            Datum::try_from_bytes(&bytes, t.clone()).ok()
+        };
+        if let Some(d) = bound(&facts.lower) {
+            lower.insert(*id, d);
+        }
+        if let Some(d) = bound(&facts.upper) {
+            upper.insert(*id, d);
+        }
+    }
+    DataFileBuilder::default()
+        .content(DataContentType::Data)
+        .file_path(file.location.clone())
+        .file_format(DataFileFormat::Parquet)
+        .record_count(file.records)
+        .file_size_in_bytes(file.bytes)
+        .partition_spec_id(table.metadata().default_partition_spec_id())
+        .column_sizes(column_sizes)
+        .value_counts(value_counts)
+        .null_value_counts(null_counts)
+        .lower_bounds(lower)
+        .upper_bounds(upper)
+        .build()
+        .map_err(|e| Error::external("iceberg", format!("describing {}: {e}", file.location)))
+}
+
+/// The table's data directory on this machine and as its locations spell it.
+fn data_dir(table: &Table) -> Result<(PathBuf, String)> {
+    let location = table.metadata().location().trim_end_matches('/');
+    let local = location
+        .strip_prefix("file://")
+        .filter(|p| p.starts_with('/'))
+        .ok_or_else(|| {
+            Error::config(
+                "warehouse",
+                format!("the table's location {location} is not a local directory (file:///…)"),
+            )
+        })?;
+    Ok((
+        PathBuf::from(local).join("data"),
+        format!("{location}/data"),
+    ))
+}
+
+impl SinkFactory for IcebergSinkFactory {
+    fn describe(&self) -> String {
+        let c = &self.committer;
+        format!("iceberg({}, {})", c.ident, c.config.catalog.uri)
+    }
+
+    fn is_transactional(&self) -> bool {
+        true
+    }
+
+    fn create(&self, schema: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
+        let table = self.committer.table()?;
+        let output: Schema = {
+            let fields = schema
+                .schema
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != schema.timestamp_index)
+                .map(|(_, f)| f.as_ref().clone())
+                .collect::<Vec<_>>();
+            Schema::new(fields)
+        };
+        let columns = match_table(&output, table.metadata().current_schema()).map_err(|e| {
+            Error::config(
+                format!("Iceberg table {}", self.committer.ident),
+                e.to_string(),
+            )
+        })?;
+        let (dir, location) = data_dir(&table)?;
+        let target = DataFileTarget {
+            dir,
+            location,
+            columns,
+            target_file_bytes: self.committer.config.target_file_bytes,
+        };
+        Ok(Box::new(IcebergSink {
+            writer: DataFileWriter::new(target, ctx.subtask, ctx.generation),
+            committer: (!ctx.exactly_once).then(|| self.committer.clone()),
+            rows: 0,
+            files: Vec::new(),
+        }))
+    }
+
+    fn commit(&self, committable: &Committable) -> Result<()> {
+        self.committer.append(&[committable])
+    }
+
+    fn commit_all(&self, committables: &[&Committable]) -> Result<()> {
+        self.committer.append(committables)
+    }
+
+    fn staged_output(&self, committable: &Committable) -> Result<StagedOutput> {
+        let c = &self.committer;
+        let table = c.table()?;
+        if catalog::committed_epochs(&table, &c.config.sink_id).contains(&committable.epoch.0) {
+            return Ok(StagedOutput::Published);
+        }
+        let staged = StagedFiles::of(committable)?;
+        let all_there = staged.files.iter().all(|f| {
+            f.location
+                .strip_prefix("file://")
+                .is_some_and(|p| std::path::Path::new(p).exists())
+        });
+        Ok(if all_there {
+            StagedOutput::Staged
+        } else {
+            StagedOutput::Lost
+        })
+    }
+
+    fn unpublish(&self, after: Epoch) -> Result<Unpublished> {
+        Ok(Unpublished::Cannot(format!(
+            "the Iceberg sink cannot take back the snapshots it appended to {} after epoch {after}; roll the table back to the snapshot before them with the catalog's tools (e.g. Spark's rollback_to_snapshot), or drop the table",
+            self.committer.ident
+        )))
+    }
+
+    fn published(&self) -> Result<usize> {
+        let c = &self.committer;
+        Ok(match c.existing_table()? {
+            Some(table) => catalog::committed_epochs(&table, &c.config.sink_id).len(),
+            None => 0,
+        })
+    }
+
+    fn output_owner(&self) -> Result<Option<OutputOwner>> {
+        match self.committer.existing_table()? {
+            Some(table) => catalog::recorded_owner(&table),
+            None => Ok(None),
+        }
+    }
+
+    fn claim_output(&self, owner: &OutputOwner, replace: bool) -> Result<Option<OutputOwner>> {
+        self.committer.table()?;
+        let owner = owner.clone();
+        self.committer
+            .with_catalog(move |catalog, ident| async move {
+                catalog::claim(&catalog, &ident, &owner, replace)
+                    .await
+                    .map(Some)
+            })
+    }
+
+    // Data files of runs before `generation` that no snapshot lists were written for
+    // epochs that never committed.
+    fn abort_staged(&self, generation: u64) -> Result<usize> {
+        let Some(table) = self.committer.existing_table()? else {
+            return Ok(0);
+        };
+        let (dir, location) = data_dir(&table)?;
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(Error::io(&dir, e)),
+        };
+        let referenced = {
+            let table = table.clone();
+            block_on(async move { catalog::referenced_files(&table).await })??
+        };
+        let mut removed = 0;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let older = data_file_generation(&name).is_some_and(|g| g < generation);
+            if older && !referenced.contains(&format!("{location}/{name}")) {
+                let path = entry.path();
+                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// One subtask of the Iceberg sink.
+struct IcebergSink {
+    writer: DataFileWriter,
+    /// Without checkpoints: the committer that appends everything at end of input.
+    committer: Option<Arc<Committer>>,
+    rows: u64,
+    files: Vec<PathBuf>,
+}
+
+impl Sink for IcebergSink {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let batch = without_timestamp(batch)?;
+        self.rows += batch.num_rows() as u64;
+        self.writer.write(&batch)
+    }
+
+    fn pre_commit(&mut self, _epoch: Epoch) -> Result<Option<String>> {
+        let files = self.writer.take_finished()?;
+        if files.is_empty() {
+            return Ok(None);
+        }
+        self.note_files(&files);
+        serde_json::to_string(&StagedFiles { files })
+            .map(Some)
+            .map_err(|e| Error::external("sink committable", e))
+    }
+
+    // With checkpoints, rows after the last barrier stay unpublished (the next run
+    // replays them); without, everything is appended now, at least once.
+    fn finish(&mut self) -> Result<SinkSummary> {
+        if let Some(committer) = &self.committer {
+            let files = self.writer.take_finished()?;
+            if !files.is_empty() {
+                committer.append_files(committer.table()?, &files, BTreeSet::new())?;
+                self.note_files(&files);
+            }
+        }
+        Ok(SinkSummary {
+            rows: self.rows,
+            files: self.files.clone(),
+        })
+    }
+}
+
+impl IcebergSink {
+    fn note_files(&mut self, files: &[WrittenFile]) {
+        self.files.extend(
+            files
+                .iter()
+                .map(|f| PathBuf::from(f.location.trim_start_matches("file://"))),
+        );
+    }
+}

@@ -1,0 +1,107 @@
+//! `iceberg`: an Apache Iceberg table written exactly once, through a SQL catalog
+//! (SQLite file or PostgreSQL). Built with the cargo feature `iceberg` (`cargo build
+//! --release -p riffle-cli --features iceberg`; the test suite builds it); without it,
+//! naming the connector says how to get it.
+
+use super::{Connector, OptionSpec, SinkTable};
+use crate::ddl::TableDef;
+use crate::error::{Result, SqlError};
+
+/// An Iceberg table.
+pub struct IcebergConnector;
+
+const OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        name: "catalog.type",
+        help: "sql (the default: a catalog in a SQLite file or a PostgreSQL database)",
+    },
+    OptionSpec {
+        name: "catalog.uri",
+        help: "sqlite:///path/catalog.db or postgresql://user@host:port/database (required)",
+    },
+    OptionSpec {
+        name: "catalog.name",
+        help: "the catalog's name; readers open the catalog under the same name (default riffle)",
+    },
+    OptionSpec {
+        name: "warehouse",
+        help: "where new tables go: file:///path (required)",
+    },
+    OptionSpec {
+        name: "table",
+        help: "namespace.name of the Iceberg table (required)",
+    },
+    OptionSpec {
+        name: "create",
+        help: "true to create the table (and namespace) from the declared columns when missing (default false)",
+    },
+    OptionSpec {
+        name: "target-file-size",
+        help: "roll data files at this size, e.g. 128mb (default 128mb)",
+    },
+];
+
+impl Connector for IcebergConnector {
+    fn name(&self) -> &'static str {
+        "iceberg"
+    }
+
+    fn options(&self) -> &'static [OptionSpec] {
+        OPTIONS
+    }
+
+    #[cfg(feature = "iceberg")]
+    fn sink(&self, table: &TableDef, pipeline: &str) -> Result<SinkTable> {
+        use super::{bytes_option, choice_option, required};
+        use riffle_core::arrow::datatypes::Schema;
+        use riffle_iceberg::{CatalogConfig, IcebergSinkConfig, IcebergSinkFactory};
+        use std::sync::Arc;
+
+        choice_option(table, "catalog.type", &["sql"], "sql").map_err(|_| {
+            SqlError::connector(
+                &table.name,
+                "'catalog.type': riffle has the SQL catalog ('sql', on SQLite or PostgreSQL); REST catalogs are not supported yet",
+            )
+        })?;
+        if table.columns.is_empty() {
+            return Err(SqlError::connector(
+                &table.name,
+                "an Iceberg table needs its columns declared: CREATE TABLE name (auction BIGINT, price BIGINT, …) WITH ('connector' = 'iceberg', …)",
+            ));
+        }
+        let config = IcebergSinkConfig {
+            catalog: CatalogConfig {
+                name: table
+                    .options
+                    .get("catalog.name")
+                    .cloned()
+                    .unwrap_or_else(|| "riffle".into()),
+                uri: required(table, "catalog.uri", "sqlite:///var/lib/riffle/catalog.db")?.into(),
+                warehouse: required(table, "warehouse", "file:///var/lib/riffle/warehouse")?.into(),
+            },
+            table: required(table, "table", "nexmark.bids")?.into(),
+            create: choice_option(table, "create", &["true", "false"], "false")? == "true",
+            target_file_bytes: bytes_option(table, "target-file-size")?.unwrap_or(128 << 20),
+            sink_id: format!("{pipeline}/{}", table.name),
+        };
+        let declared = Arc::new(Schema::new(table.columns.clone()));
+        let factory = IcebergSinkFactory::new(config, declared)
+            .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
+        Ok(SinkTable {
+            factory: Arc::new(factory),
+            updates: Err(format!(
+                "`{}` is an Iceberg table, which riffle appends to; an updating result needs row-level deletes, which riffle does not write to Iceberg yet: aggregate over a window (GROUP BY window_start, window_end, …) to append final rows",
+                table.name
+            )),
+            nested: false,
+        })
+    }
+
+    #[cfg(not(feature = "iceberg"))]
+    fn sink(&self, table: &TableDef, _pipeline: &str) -> Result<SinkTable> {
+        Err(SqlError::connector(
+            &table.name,
+            "this riffle was built without Iceberg support; build it with `cargo build --release -p riffle-cli --features iceberg`",
+        ))
+    }
+}
