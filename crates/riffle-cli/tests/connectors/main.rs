@@ -15,6 +15,8 @@ mod kafka;
 mod postgres;
 
 mod errors;
+#[cfg(feature = "iceberg")]
+mod iceberg;
 mod kafka_rescale;
 mod kafka_sink;
 mod kafka_to_postgres;

@@ -1,0 +1,345 @@
+//! Nexmark in, Iceberg out: every table is read back with PyIceberg (a reader riffle
+//! did not write), through the SQL catalog on the same SQLite file. Crashes at every
+//! step of the checkpoint protocol with restores at other parallelisms, a second
+//! writer's snapshot in the middle, and a second pipeline refused.
+
+use super::common::stderr;
+use super::kafka::KafkaBroker;
+use super::{crash, example, pipeline, run, succeed, CRASH_POINTS};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A catalog (SQLite file) and warehouse directory.
+struct Lake {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+    warehouse: PathBuf,
+    root: PathBuf,
+}
+
+/// What PyIceberg reads from a table.
+#[derive(Debug)]
+struct Read {
+    /// Rows as text, sorted.
+    rows: Vec<String>,
+    /// Snapshot summaries, newest first.
+    snapshots: Vec<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl Lake {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        Self {
+            db: root.join("catalog.db"),
+            warehouse: root.join("warehouse"),
+            root,
+            _dir: dir,
+        }
+    }
+
+    /// Bids (`events` Nexmark events, about 100K events/s, in batches of 500 so that
+    /// every checkpoint epoch carries rows) into `nexmark.{table}`.
+    fn bids_pipeline(&self, name: &str, table: &str, events: &str) -> PathBuf {
+        let text = format!(
+            "CREATE TABLE bid (
+  WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND
+) WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '{events}', 'throttle' = '100K',
+    'block_events' = '500');
+
+CREATE TABLE bids (
+  auction BIGINT,
+  bidder BIGINT,
+  price BIGINT,
+  channel VARCHAR,
+  date_time TIMESTAMP
+) WITH (
+  'connector' = 'iceberg',
+  'catalog.uri' = 'sqlite://{db}',
+  'warehouse' = 'file://{warehouse}',
+  'table' = 'nexmark.{table}',
+  'create' = 'true'
+);
+
+INSERT INTO bids SELECT auction, bidder, price, channel, date_time FROM bid;
+",
+            db = self.db.display(),
+            warehouse = self.warehouse.display(),
+        );
+        pipeline(&self.root, name, &text)
+    }
+
+    fn state(&self, name: &str) -> PathBuf {
+        self.root.join(format!("state-{name}"))
+    }
+
+    fn reader(&self, table: &str) -> Command {
+        let python = std::env::var("RIFFLE_PYICEBERG_PYTHON")
+            .expect("RIFFLE_PYICEBERG_PYTHON: a Python with pyiceberg (scripts/test installs it)");
+        let mut cmd = Command::new(python);
+        cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/connectors/read_iceberg.py"))
+            .arg("riffle")
+            .arg(&self.db)
+            .arg(&self.warehouse)
+            .arg(format!("nexmark.{table}"));
+        cmd
+    }
+
+    /// The table as PyIceberg reads it.
+    fn read(&self, table: &str) -> Read {
+        parse(self.reader(table).output().unwrap())
+    }
+
+    /// Appends one row as another writer (PyIceberg) would.
+    fn append_foreign_row(&self, table: &str) -> Read {
+        let row = r#"{"auction": -1, "bidder": -1, "price": -1, "channel": "foreign", "date_time": null}"#;
+        parse(self.reader(table).args(["append", row]).output().unwrap())
+    }
+}
+
+fn parse(out: std::process::Output) -> Read {
+    assert!(out.status.success(), "pyiceberg: {}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    Read {
+        rows: json["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect(),
+        snapshots: json["snapshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_object().unwrap().clone())
+            .collect(),
+    }
+}
+
+/// riffle's snapshots each name the sink and the epochs they hold, and no epoch is in
+/// two of them; returns how many of riffle's snapshots there are.
+fn assert_each_epoch_once(read: &Read) -> usize {
+    assert_each_epoch_once_of(read, "/bids")
+}
+
+/// [`assert_each_epoch_once`] for a sink table named `sink_suffix` (`/table`).
+fn assert_each_epoch_once_of(read: &Read, sink_suffix: &str) -> usize {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut ours = 0;
+    for summary in &read.snapshots {
+        let Some(sink) = summary.get("riffle.sink-id") else {
+            continue;
+        };
+        ours += 1;
+        assert_eq!(summary["operation"], "append", "{summary:?}");
+        assert!(sink.as_str().unwrap().ends_with(sink_suffix), "{sink}");
+        let epochs = summary["riffle.epochs"].as_str().unwrap();
+        for epoch in epochs.split(',') {
+            assert!(
+                seen.insert(epoch.parse::<u64>().unwrap()),
+                "epoch {epoch} committed twice: {:?}",
+                read.snapshots
+            );
+        }
+    }
+    ours
+}
+
+/// Bids among `events` Nexmark events (46 of every 50).
+fn bids_of(events: usize) -> usize {
+    events / 50 * 46
+}
+
+#[test]
+fn iceberg_tables_hold_every_bid_once_at_any_parallelism() {
+    let lake = Lake::new();
+    let p2 = lake.bids_pipeline("p2", "bids_p2", "40K");
+    let text = succeed(&mut run(&p2, &lake.state("p2"), 2));
+    assert!(text.contains("/nexmark/bids_p2/data/riffle-00"), "{text}");
+    let read = lake.read("bids_p2");
+    assert_eq!(read.rows.len(), bids_of(40_000));
+    let snapshots = assert_each_epoch_once(&read);
+    assert!(snapshots >= 2, "{:?}", read.snapshots);
+    assert_eq!(snapshots, read.snapshots.len());
+
+    let p1 = lake.bids_pipeline("p1", "bids_p1", "40K");
+    succeed(&mut run(&p1, &lake.state("p1"), 1));
+    assert_eq!(lake.read("bids_p1").rows, read.rows);
+}
+
+#[test]
+fn iceberg_tables_hold_the_crash_free_rows_after_every_crash_point_and_a_restore_at_another_parallelism(
+) {
+    let lake = Lake::new();
+    let clean = lake.bids_pipeline("clean", "bids_clean", "30K");
+    succeed(&mut run(&clean, &lake.state("clean"), 2));
+    let expected = lake.read("bids_clean").rows;
+    assert_eq!(expected.len(), bids_of(30_000));
+
+    for (i, point) in CRASH_POINTS.iter().enumerate() {
+        let table = format!("bids_crash{i}");
+        let file = lake.bids_pipeline(&table, &table, "30K");
+        let state = lake.state(&table);
+        crash(&mut run(&file, &state, 2), point);
+        // Another writer appends between riffle's commits (after the crash, before
+        // recovery rolls the PREPARED epoch forward): riffle must still find its own
+        // epochs in the ancestry.
+        let foreign = i == 2;
+        if foreign {
+            let before = lake.append_foreign_row(&table);
+            assert!(before.rows.iter().any(|r| r.contains("foreign")));
+        }
+        let parallelism = if i % 2 == 0 { 3 } else { 1 };
+        succeed(&mut run(&file, &state, parallelism));
+        let read = lake.read(&table);
+        let mut rows = read.rows.clone();
+        if foreign {
+            let at = rows.iter().position(|r| r.contains("foreign")).unwrap();
+            rows.remove(at);
+        }
+        assert_eq!(rows.len(), expected.len(), "after crash at {point}");
+        assert!(rows == expected, "after crash at {point}: rows differ");
+        assert_each_epoch_once(&read);
+        // From the PREPARED manifest on, epoch 3 is rolled forward, not replayed: the
+        // crash hit an epoch with rows, which one snapshot holds.
+        assert!(
+            point == &"after-snapshot-upload:3"
+                || read.snapshots.iter().any(|s| s
+                    .get("riffle.epochs")
+                    .and_then(|e| e.as_str())
+                    .is_some_and(|e| e.split(',').any(|e| e == "3"))),
+            "{:?}",
+            read.snapshots
+        );
+    }
+}
+
+#[test]
+fn a_second_pipeline_writing_the_same_table_is_refused() {
+    let lake = Lake::new();
+    let first = lake.bids_pipeline("first", "bids", "5K");
+    succeed(&mut run(&first, &lake.state("first"), 1));
+    let second = lake.bids_pipeline("second", "bids", "5K");
+    let out = run(&second, &lake.state("second"), 1).output().unwrap();
+    assert!(!out.status.success());
+    let text = stderr(&out);
+    assert!(text.contains("belongs to"), "{text}");
+    assert_eq!(lake.read("bids").rows.len(), bids_of(5_000));
+}
+
+#[test]
+fn a_lost_commit_answer_is_checked_against_the_table_not_retried() {
+    let lake = Lake::new();
+    let file = lake.bids_pipeline("lost", "bids", "20K");
+    let out = run(&file, &lake.state("lost"), 2)
+        .env("RIFFLE_ICEBERG_LOSE_FIRST_ANSWER", "1")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("but the table holds them: the commit had landed"),
+        "{text}"
+    );
+    let read = lake.read("bids");
+    assert_eq!(read.rows.len(), bids_of(20_000));
+    assert_each_epoch_once(&read);
+}
+
+/// The README's `examples/kafka_to_iceberg.sql` with the catalog and warehouse in `lake`
+/// and the broker's address; reading at `rate` records per second.
+fn kafka_to_iceberg(lake: &Lake, broker: &KafkaBroker, table: &str, rate: &str) -> String {
+    let text = example("kafka_to_iceberg");
+    for needle in [
+        "'scan.max-records-per-second' = '10K'",
+        "sqlite:///tmp/riffle-lake/catalog.db",
+        "file:///tmp/riffle-lake/warehouse",
+        "nexmark.bid_windows",
+    ] {
+        assert!(text.contains(needle), "the example changed: {needle}");
+    }
+    text.replace(
+        "'scan.max-records-per-second' = '10K'",
+        &format!("'scan.max-records-per-second' = '{rate}'"),
+    )
+    .replace("127.0.0.1:9092", &broker.bootstrap)
+    .replace("'riffle-bid-windows'", &format!("'riffle-{table}'"))
+    .replace(
+        "sqlite:///tmp/riffle-lake/catalog.db",
+        &format!("sqlite://{}", lake.db.display()),
+    )
+    .replace(
+        "file:///tmp/riffle-lake/warehouse",
+        &format!("file://{}", lake.warehouse.display()),
+    )
+    .replace("nexmark.bid_windows", &format!("nexmark.{table}"))
+}
+
+#[test]
+fn kafka_to_iceberg_survives_twenty_random_kills() {
+    let broker = KafkaBroker::start();
+    let lake = Lake::new();
+    broker.create_topic("bids", 3);
+    let input = example("nexmark_to_kafka")
+        .replace("127.0.0.1:9092", &broker.bootstrap)
+        .replace("'events' = '50K'", "'events' = '30K'");
+    let producer = pipeline(&lake.root, "produce", &input);
+    succeed(&mut run(&producer, &lake.state("produce"), 1));
+
+    let clean = pipeline(
+        &lake.root,
+        "clean",
+        &kafka_to_iceberg(&lake, &broker, "windows_clean", "1G"),
+    );
+    succeed(&mut run(&clean, &lake.state("clean"), 2));
+    let expected = lake.read("windows_clean").rows;
+    assert!(expected.len() > 1_000, "{}", expected.len());
+
+    // At 3K records/s the 27.6K bids take 9 s: the job outlasts the kills.
+    let soak = pipeline(
+        &lake.root,
+        "soak",
+        &kafka_to_iceberg(&lake, &broker, "windows_soak", "3K"),
+    );
+    let state = lake.state("soak");
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    for kills in 0..20 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let delay = Duration::from_millis(100 + seed % 500);
+        let mut child = run(&soak, &state, 2)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while started.elapsed() < delay {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the job finished after {kills} kills: make the input bigger"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    let last = succeed(&mut run(&soak, &state, 3));
+    assert!(last.contains("from checkpoint epoch"), "{last}");
+    let read = lake.read("windows_soak");
+    assert!(
+        read.rows == expected,
+        "after 20 kills: {} rows, expected {}\n{last}",
+        read.rows.len(),
+        expected.len()
+    );
+    let snapshots = read
+        .snapshots
+        .iter()
+        .filter(|s| s.contains_key("riffle.sink-id"))
+        .count();
+    assert!(snapshots > 1, "{:?}", read.snapshots);
+    assert_each_epoch_once_of(&read, "/bid_windows");
+}
