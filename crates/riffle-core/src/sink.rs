@@ -59,6 +59,25 @@ pub fn committables_by_sink(committables: &[Committable]) -> Vec<(&str, Vec<&Com
     groups
 }
 
+impl Committable {
+    /// The sink-defined payload decoded as `T`; `what` says what it should be ("a file
+    /// list"), for the error.
+    ///
+    /// # Errors
+    /// The payload is not a `T` (a committable of another sink, or a damaged manifest).
+    pub fn decode<T: serde::de::DeserializeOwned>(&self, what: &str) -> Result<T> {
+        serde_json::from_str(&self.payload).map_err(|e| {
+            crate::Error::config(
+                "sink committable",
+                format!(
+                    "epoch {} of sink `{}` subtask {}: not {what}: {e}",
+                    self.epoch, self.sink, self.subtask
+                ),
+            )
+        })
+    }
+}
+
 /// Where one committable of a PREPARED epoch stands, as its sink sees it at recovery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StagedOutput {

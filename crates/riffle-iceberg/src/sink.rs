@@ -72,15 +72,7 @@ struct StagedFiles {
 
 impl StagedFiles {
     fn of(committable: &Committable) -> Result<Self> {
-        serde_json::from_str(&committable.payload).map_err(|e| {
-            Error::config(
-                "sink committable",
-                format!(
-                    "epoch {} of sink `{}` subtask {}: not a list of Iceberg data files: {e}",
-                    committable.epoch, committable.sink, committable.subtask
-                ),
-            )
-        })
+        committable.decode("a list of Iceberg data files")
     }
 }
 

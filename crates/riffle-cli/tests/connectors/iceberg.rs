@@ -5,15 +5,18 @@
 
 use super::common::stderr;
 use super::kafka::KafkaBroker;
-use super::{crash, example, pipeline, run, succeed, CRASH_POINTS};
+use super::postgres::PgServer;
+use super::{crash, example, kill_randomly, pipeline, run, succeed, CRASH_POINTS};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-/// A catalog (SQLite file) and warehouse directory.
+/// A catalog (a SQLite file, or a PostgreSQL database) and a warehouse directory.
 struct Lake {
     _dir: tempfile::TempDir,
-    db: PathBuf,
+    /// The catalog as riffle's `'catalog.uri'` names it.
+    catalog_uri: String,
+    /// The same catalog as PyIceberg (SQLAlchemy) names it.
+    reader_uri: String,
     warehouse: PathBuf,
     root: PathBuf,
 }
@@ -28,11 +31,33 @@ struct Read {
 }
 
 impl Lake {
+    /// The catalog in a SQLite file (the embedded default).
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("catalog.db");
+        Self::with_catalog(
+            dir,
+            format!("sqlite://{}", db.display()),
+            format!("sqlite:///{}", db.display()),
+        )
+    }
+
+    /// The catalog in `server`'s database.
+    fn in_postgres(server: &PgServer) -> Self {
+        let url = server.url();
+        let at = url.trim_start_matches("postgres://");
+        Self::with_catalog(
+            tempfile::tempdir().unwrap(),
+            format!("postgresql://{at}"),
+            format!("postgresql+psycopg2://{at}"),
+        )
+    }
+
+    fn with_catalog(dir: tempfile::TempDir, catalog_uri: String, reader_uri: String) -> Self {
         let root = dir.path().to_path_buf();
         Self {
-            db: root.join("catalog.db"),
+            catalog_uri,
+            reader_uri,
             warehouse: root.join("warehouse"),
             root,
             _dir: dir,
@@ -56,7 +81,7 @@ CREATE TABLE bids (
   date_time TIMESTAMP
 ) WITH (
   'connector' = 'iceberg',
-  'catalog.uri' = 'sqlite://{db}',
+  'catalog.uri' = '{catalog}',
   'warehouse' = 'file://{warehouse}',
   'table' = 'nexmark.{table}',
   'create' = 'true'
@@ -64,7 +89,7 @@ CREATE TABLE bids (
 
 INSERT INTO bids SELECT auction, bidder, price, channel, date_time FROM bid;
 ",
-            db = self.db.display(),
+            catalog = self.catalog_uri,
             warehouse = self.warehouse.display(),
         );
         pipeline(&self.root, name, &text)
@@ -80,7 +105,7 @@ INSERT INTO bids SELECT auction, bidder, price, channel, date_time FROM bid;
         let mut cmd = Command::new(python);
         cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/connectors/read_iceberg.py"))
             .arg("riffle")
-            .arg(&self.db)
+            .arg(&self.reader_uri)
             .arg(&self.warehouse)
             .arg(format!("nexmark.{table}"));
         cmd
@@ -266,10 +291,7 @@ fn kafka_to_iceberg(lake: &Lake, broker: &KafkaBroker, table: &str, rate: &str) 
     )
     .replace("127.0.0.1:9092", &broker.bootstrap)
     .replace("'riffle-bid-windows'", &format!("'riffle-{table}'"))
-    .replace(
-        "sqlite:///tmp/riffle-lake/catalog.db",
-        &format!("sqlite://{}", lake.db.display()),
-    )
+    .replace("sqlite:///tmp/riffle-lake/catalog.db", &lake.catalog_uri)
     .replace(
         "file:///tmp/riffle-lake/warehouse",
         &format!("file://{}", lake.warehouse.display()),
@@ -304,28 +326,7 @@ fn kafka_to_iceberg_survives_twenty_random_kills() {
         &kafka_to_iceberg(&lake, &broker, "windows_soak", "3K"),
     );
     let state = lake.state("soak");
-    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-    for kills in 0..20 {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let delay = Duration::from_millis(100 + seed % 500);
-        let mut child = run(&soak, &state, 2)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        while started.elapsed() < delay {
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "the job finished after {kills} kills: make the input bigger"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-    }
+    kill_randomly(20, 0x2545_f491_4f6c_dd1d, || run(&soak, &state, 2));
     let last = succeed(&mut run(&soak, &state, 3));
     assert!(last.contains("from checkpoint epoch"), "{last}");
     let read = lake.read("windows_soak");
@@ -342,4 +343,22 @@ fn kafka_to_iceberg_survives_twenty_random_kills() {
         .count();
     assert!(snapshots > 1, "{:?}", read.snapshots);
     assert_each_epoch_once_of(&read, "/bid_windows");
+}
+
+#[test]
+fn the_catalog_can_live_in_postgresql() {
+    let server = PgServer::start();
+    let lake = Lake::in_postgres(&server);
+    let file = lake.bids_pipeline("pg", "bids", "20K");
+    let state = lake.state("pg");
+    crash(&mut run(&file, &state, 2), "after-sink-commit:3");
+    succeed(&mut run(&file, &state, 1));
+    let read = lake.read("bids");
+    assert_eq!(read.rows.len(), bids_of(20_000));
+    assert!(assert_each_epoch_once(&read) >= 2, "{:?}", read.snapshots);
+    // The catalog's tables are in PostgreSQL.
+    assert_eq!(
+        server.rows("SELECT table_name FROM iceberg_tables WHERE table_namespace = 'nexmark'"),
+        ["bids"]
+    );
 }

@@ -5,7 +5,9 @@ use super::common::stderr;
 use super::common::stop_with_savepoint;
 use super::kafka::KafkaBroker;
 use super::postgres::PgServer;
-use super::{example, kafka_to_postgres, live_bids, pipeline, run, run_restarting, succeed};
+use super::{
+    example, kafka_to_postgres, kill_randomly, live_bids, pipeline, run, run_restarting, succeed,
+};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -57,37 +59,8 @@ fn kafka_to_postgres_survives_twenty_random_kills() {
     assert!(!soak.contains("PRIMARY KEY"));
     let soak = pipeline(dir.path(), "soak", &soak);
     let state = dir.path().join("state-soak");
-    let mut kills = 0;
-    // A fixed pseudo-random sequence of delays, 100..600 ms: some kills land in recovery
-    // and start-up, most mid-run.
-    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-    while kills < 20 {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let delay = Duration::from_millis(100 + seed % 500);
-        let mut child = run(&soak, &state, 2)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        let mut finished = false;
-        while started.elapsed() < delay {
-            if child.try_wait().unwrap().is_some() {
-                finished = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(
-            !finished,
-            "the job finished after {kills} kills: make the input bigger"
-        );
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        kills += 1;
-    }
+    let kills = 20;
+    kill_randomly(kills, 0x9e37_79b9_7f4a_7c15, || run(&soak, &state, 2));
     let last = succeed(&mut run(&soak, &state, 2));
     assert!(last.contains("from checkpoint epoch"), "{last}");
     let got = query("stats_soak");

@@ -26,7 +26,8 @@ use common::{riffle, stderr};
 use kafka::KafkaBroker;
 use postgres::PgServer;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 const CRASH_POINTS: [&str; 5] = [
     "after-snapshot-upload:3",
@@ -66,6 +67,34 @@ fn run(file: &Path, state: &Path, parallelism: usize) -> Command {
     let mut cmd = run_restarting(file, state, parallelism);
     cmd.args(["--restart", "none"]);
     cmd
+}
+
+/// Starts `job()` `kills` times and kills each (SIGKILL) after a delay from a fixed
+/// pseudo-random sequence (xorshift from `seed`) of 100..600 ms: some kills land in
+/// recovery and start-up, most mid-run. Fails when a job finishes before its kill (the
+/// input is too small for the test).
+fn kill_randomly(kills: usize, mut seed: u64, job: impl Fn() -> Command) {
+    for kill in 0..kills {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let delay = Duration::from_millis(100 + seed % 500);
+        let mut child = job()
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while started.elapsed() < delay {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the job finished after {kill} kills: make the input bigger"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
 }
 
 fn succeed(cmd: &mut Command) -> String {

@@ -2,7 +2,9 @@
 the table's rows as sorted text lines, and its snapshots' summaries from the current
 snapshot back through its ancestors.
 
-usage: read_iceberg.py CATALOG_NAME CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE [append ROW_JSON]
+usage: read_iceberg.py CATALOG_NAME CATALOG_URI WAREHOUSE_DIR NAMESPACE.TABLE [append ROW_JSON]
+
+CATALOG_URI is SQLAlchemy's: sqlite:////path/catalog.db, postgresql+psycopg2://user@host:port/db.
 
 With `append`, first appends one row (JSON object) as another writer would.
 """
@@ -12,8 +14,8 @@ import sys
 import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 
-name, db, warehouse, ident = sys.argv[1:5]
-catalog = SqlCatalog(name, uri=f"sqlite:///{db}", warehouse=f"file://{warehouse}")
+name, uri, warehouse, ident = sys.argv[1:5]
+catalog = SqlCatalog(name, uri=uri, warehouse=f"file://{warehouse}")
 table = catalog.load_table(ident)
 
 if len(sys.argv) > 5 and sys.argv[5] == "append":

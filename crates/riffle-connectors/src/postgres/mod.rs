@@ -280,16 +280,7 @@ impl SinkFactory for PostgresSinkFactory {
     }
 
     fn commit(&self, committable: &Committable) -> Result<()> {
-        let staged: PreparedTransaction =
-            serde_json::from_str(&committable.payload).map_err(|e| {
-                Error::config(
-                    "sink committable",
-                    format!(
-                        "epoch {} of sink `{}` subtask {}: not a PostgreSQL transaction: {e}",
-                        committable.epoch, committable.sink, committable.subtask
-                    ),
-                )
-            })?;
+        let staged: PreparedTransaction = committable.decode("a PostgreSQL transaction")?;
         let epoch = committable.epoch.0 as i64;
         let subtask = committable.subtask as i32;
         self.with_admin(|client, config| {

@@ -267,15 +267,7 @@ struct StagedFiles {
 impl StagedFiles {
     /// The file list a committable of this sink carries.
     fn of(committable: &Committable) -> Result<Self> {
-        serde_json::from_str(&committable.payload).map_err(|e| {
-            Error::config(
-                "sink committable",
-                format!(
-                    "epoch {} of sink `{}` subtask {}: not a file list: {e}",
-                    committable.epoch, committable.sink, committable.subtask
-                ),
-            )
-        })
+        committable.decode("a file list")
     }
 }
 
