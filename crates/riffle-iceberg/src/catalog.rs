@@ -102,10 +102,16 @@ pub async fn ensure_table(
         .await
         .map_err(|e| iceberg_error(&format!("looking up namespace {namespace:?}"), e))?;
     if !has_namespace {
-        catalog
-            .create_namespace(namespace, HashMap::new())
-            .await
-            .map_err(|e| iceberg_error(&format!("creating namespace {namespace:?}"), e))?;
+        if let Err(e) = catalog.create_namespace(namespace, HashMap::new()).await {
+            // Created by another subtask or process meanwhile (the SQL catalog reports a
+            // lost race as a failed insert, not as "already exists")?
+            if !catalog.namespace_exists(namespace).await.unwrap_or(false) {
+                return Err(iceberg_error(
+                    &format!("creating namespace {namespace:?}"),
+                    e,
+                ));
+            }
+        }
     }
     let creation = TableCreation::builder()
         .name(ident.name().to_string())
@@ -113,9 +119,11 @@ pub async fn ensure_table(
         .build();
     match catalog.create_table(namespace, creation).await {
         Ok(table) => Ok(table),
-        // Created by another subtask or process meanwhile.
-        Err(e) if e.kind() == iceberg::ErrorKind::TableAlreadyExists => load(catalog, ident).await,
-        Err(e) => Err(iceberg_error(&format!("creating table {ident}"), e)),
+        // Created by another subtask or process meanwhile?
+        Err(e) => match catalog.table_exists(ident).await {
+            Ok(true) => load(catalog, ident).await,
+            _ => Err(iceberg_error(&format!("creating table {ident}"), e)),
+        },
     }
 }
 

@@ -197,14 +197,16 @@ fn iceberg_tables_hold_every_bid_once_at_any_parallelism() {
 fn iceberg_tables_hold_the_crash_free_rows_after_every_crash_point_and_a_restore_at_another_parallelism(
 ) {
     let lake = Lake::new();
-    let clean = lake.bids_pipeline("clean", "bids_clean", "30K");
+    // 40K events at 100K/s: about 8 epochs of 50 ms, so that even on a loaded machine
+    // the run reaches epoch 3 before its input ends.
+    let clean = lake.bids_pipeline("clean", "bids_clean", "40K");
     succeed(&mut run(&clean, &lake.state("clean"), 2));
     let expected = lake.read("bids_clean").rows;
-    assert_eq!(expected.len(), bids_of(30_000));
+    assert_eq!(expected.len(), bids_of(40_000));
 
     for (i, point) in CRASH_POINTS.iter().enumerate() {
         let table = format!("bids_crash{i}");
-        let file = lake.bids_pipeline(&table, &table, "30K");
+        let file = lake.bids_pipeline(&table, &table, "40K");
         let state = lake.state(&table);
         crash(&mut run(&file, &state, 2), point);
         // Another writer appends between riffle's commits (after the crash, before
@@ -349,16 +351,38 @@ fn kafka_to_iceberg_survives_twenty_random_kills() {
 fn the_catalog_can_live_in_postgresql() {
     let server = PgServer::start();
     let lake = Lake::in_postgres(&server);
-    let file = lake.bids_pipeline("pg", "bids", "20K");
+    let file = lake.bids_pipeline("pg", "bids", "40K");
     let state = lake.state("pg");
     crash(&mut run(&file, &state, 2), "after-sink-commit:3");
     succeed(&mut run(&file, &state, 1));
     let read = lake.read("bids");
-    assert_eq!(read.rows.len(), bids_of(20_000));
+    assert_eq!(read.rows.len(), bids_of(40_000));
     assert!(assert_each_epoch_once(&read) >= 2, "{:?}", read.snapshots);
     // The catalog's tables are in PostgreSQL.
     assert_eq!(
         server.rows("SELECT table_name FROM iceberg_tables WHERE table_namespace = 'nexmark'"),
         ["bids"]
     );
+}
+
+#[test]
+fn without_checkpoints_every_subtask_appends_at_end_of_input() {
+    let lake = Lake::new();
+    let file = lake.bids_pipeline("plain", "bids", "10K");
+    // Two subtasks create the namespace and table at once on a fresh catalog.
+    let out = super::common::riffle()
+        .arg("run")
+        .arg(&file)
+        .args(["--parallelism", "2", "--restart", "none"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let read = lake.read("bids");
+    assert_eq!(read.rows.len(), bids_of(10_000));
+    // One snapshot per subtask, naming the sink but no epochs.
+    assert_eq!(read.snapshots.len(), 2, "{:?}", read.snapshots);
+    assert!(read
+        .snapshots
+        .iter()
+        .all(|s| s.contains_key("riffle.sink-id") && !s.contains_key("riffle.epochs")));
 }
