@@ -1,6 +1,6 @@
 //! The event-time column every stream carries.
 
-use datafusion_common::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion_common::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef, TimeUnit};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -44,6 +44,16 @@ impl StreamSchema {
             schema,
             timestamp_index,
         })
+    }
+
+    /// The stream's own columns, in order: every field but [`TIMESTAMP_FIELD`].
+    pub fn user_fields(&self) -> impl Iterator<Item = &FieldRef> + '_ {
+        self.schema
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| *i != self.timestamp_index)
+            .map(|(_, f)| f)
     }
 
     /// Builds a stream schema from user fields, appending [`TIMESTAMP_FIELD`].

@@ -83,12 +83,8 @@ pub async fn ensure_table(
     ident: &TableIdent,
     schema: Option<&IcebergSchema>,
 ) -> Result<Table> {
-    let exists = catalog
-        .table_exists(ident)
-        .await
-        .map_err(|e| iceberg_error(&format!("looking up table {ident}"), e))?;
-    if exists {
-        return load(catalog, ident).await;
+    if let Some(table) = load_if_exists(catalog, ident).await? {
+        return Ok(table);
     }
     let Some(schema) = schema else {
         return Err(Error::config(
@@ -124,6 +120,22 @@ pub async fn ensure_table(
             Ok(true) => load(catalog, ident).await,
             _ => Err(iceberg_error(&format!("creating table {ident}"), e)),
         },
+    }
+}
+
+/// The table's current metadata, if the table exists.
+///
+/// # Errors
+/// Catalog failures.
+pub async fn load_if_exists(catalog: &SqlCatalog, ident: &TableIdent) -> Result<Option<Table>> {
+    let exists = catalog
+        .table_exists(ident)
+        .await
+        .map_err(|e| iceberg_error(&format!("looking up table {ident}"), e))?;
+    if exists {
+        load(catalog, ident).await.map(Some)
+    } else {
+        Ok(None)
     }
 }
 

@@ -185,6 +185,14 @@ impl DataFileWriter {
     }
 }
 
+/// The local path of a `file:///…` location; `None` for other locations.
+pub fn local_path(location: &str) -> Option<PathBuf> {
+    location
+        .strip_prefix("file://")
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+}
+
 /// A data file's name (see the module comment).
 pub fn data_file_name(subtask: usize, generation: u64, sequence: u64) -> String {
     format!("riffle-{subtask:03}-g{generation}-{sequence:05}.parquet")
@@ -375,5 +383,10 @@ mod tests {
             None
         );
         assert_eq!(unhex(&hex(&[0, 255, 16])), Some(vec![0, 255, 16]));
+        assert_eq!(
+            local_path("file:///w/t/data"),
+            Some(PathBuf::from("/w/t/data"))
+        );
+        assert_eq!(local_path("s3://b/t/data"), None);
     }
 }

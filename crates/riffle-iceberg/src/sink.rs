@@ -13,13 +13,17 @@
 //! commit fails, it reads the table again before deciding whether the epochs landed.
 
 use crate::catalog::{self, iceberg_error, CatalogConfig};
-use crate::data_files::{data_file_generation, unhex, DataFileTarget, DataFileWriter, WrittenFile};
+use crate::data_files::{
+    data_file_generation, local_path, unhex, DataFileTarget, DataFileWriter, WrittenFile,
+};
 use crate::ledger;
 use crate::schema::{match_table, new_table_schema};
-use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Datum, Type};
+use iceberg::spec::{
+    DataContentType, DataFileBuilder, DataFileFormat, Datum, Schema as IcebergSchema, Type,
+};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
-use iceberg::{Catalog, TableIdent};
+use iceberg::TableIdent;
 use iceberg_catalog_sql::SqlCatalog;
 use riffle_connectors::io_runtime::block_on;
 use riffle_connectors::sinks::without_timestamp;
@@ -59,8 +63,9 @@ pub struct IcebergSinkFactory {
 struct Committer {
     config: IcebergSinkConfig,
     ident: TableIdent,
-    /// The declared columns, for creating the table.
-    declared: SchemaRef,
+    /// The schema a missing table is created with (from the declared columns); `None`
+    /// when the table is not to be created.
+    creation_schema: Option<IcebergSchema>,
     catalog: Mutex<Option<Arc<SqlCatalog>>>,
 }
 
@@ -104,12 +109,13 @@ impl IcebergSinkFactory {
                 ),
             ));
         }
-        new_table_schema(&declared).map_err(|e| Error::config("columns", e.to_string()))?;
+        let schema =
+            new_table_schema(&declared).map_err(|e| Error::config("columns", e.to_string()))?;
         Ok(Self {
             committer: Arc::new(Committer {
+                creation_schema: config.create.then_some(schema),
                 config,
                 ident,
-                declared,
                 catalog: Mutex::new(None),
             }),
         })
@@ -142,30 +148,16 @@ impl Committer {
 
     /// The table, created from the declared columns when missing and `create` is set.
     fn table(&self) -> Result<Table> {
-        let schema = if self.config.create {
-            Some(
-                new_table_schema(&self.declared)
-                    .map_err(|e| Error::config("columns", e.to_string()))?,
-            )
-        } else {
-            None
-        };
+        let schema = self.creation_schema.clone();
         self.with_catalog(move |catalog, ident| async move {
             catalog::ensure_table(&catalog, &ident, schema.as_ref()).await
         })
     }
 
+    /// The table, if it exists.
     fn existing_table(&self) -> Result<Option<Table>> {
         self.with_catalog(|catalog, ident| async move {
-            let exists = catalog
-                .table_exists(&ident)
-                .await
-                .map_err(|e| iceberg_error(&format!("looking up table {ident}"), e))?;
-            if exists {
-                catalog::load(&catalog, &ident).await.map(Some)
-            } else {
-                Ok(None)
-            }
+            catalog::load_if_exists(&catalog, &ident).await
         })
     }
 
@@ -303,19 +295,13 @@ fn data_file(table: &Table, file: &WrittenFile) -> Result<iceberg::spec::DataFil
 /// The table's data directory on this machine and as its locations spell it.
 fn data_dir(table: &Table) -> Result<(PathBuf, String)> {
     let location = table.metadata().location().trim_end_matches('/');
-    let local = location
-        .strip_prefix("file://")
-        .filter(|p| p.starts_with('/'))
-        .ok_or_else(|| {
-            Error::config(
-                "warehouse",
-                format!("the table's location {location} is not a local directory (file:///…)"),
-            )
-        })?;
-    Ok((
-        PathBuf::from(local).join("data"),
-        format!("{location}/data"),
-    ))
+    let local = local_path(location).ok_or_else(|| {
+        Error::config(
+            "warehouse",
+            format!("the table's location {location} is not a local directory (file:///…)"),
+        )
+    })?;
+    Ok((local.join("data"), format!("{location}/data")))
 }
 
 impl SinkFactory for IcebergSinkFactory {
@@ -330,17 +316,7 @@ impl SinkFactory for IcebergSinkFactory {
 
     fn create(&self, schema: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
         let table = self.committer.table()?;
-        let output: Schema = {
-            let fields = schema
-                .schema
-                .fields()
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != schema.timestamp_index)
-                .map(|(_, f)| f.as_ref().clone())
-                .collect::<Vec<_>>();
-            Schema::new(fields)
-        };
+        let output = Schema::new(schema.user_fields().cloned().collect::<Vec<_>>());
         let columns = match_table(&output, table.metadata().current_schema()).map_err(|e| {
             Error::config(
                 format!("Iceberg table {}", self.committer.ident),
@@ -377,11 +353,10 @@ impl SinkFactory for IcebergSinkFactory {
             return Ok(StagedOutput::Published);
         }
         let staged = StagedFiles::of(committable)?;
-        let all_there = staged.files.iter().all(|f| {
-            f.location
-                .strip_prefix("file://")
-                .is_some_and(|p| std::path::Path::new(p).exists())
-        });
+        let all_there = staged
+            .files
+            .iter()
+            .all(|f| local_path(&f.location).is_some_and(|p| p.exists()));
         Ok(if all_there {
             StagedOutput::Staged
         } else {
@@ -434,10 +409,7 @@ impl SinkFactory for IcebergSinkFactory {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(Error::io(&dir, e)),
         };
-        let referenced = {
-            let table = table.clone();
-            block_on(async move { catalog::referenced_files(&table).await })??
-        };
+        let referenced = block_on(async move { catalog::referenced_files(&table).await })??;
         let mut removed = 0;
         for entry in entries {
             let entry = entry.map_err(|e| Error::io(&dir, e))?;
@@ -499,10 +471,7 @@ impl Sink for IcebergSink {
 
 impl IcebergSink {
     fn note_files(&mut self, files: &[WrittenFile]) {
-        self.files.extend(
-            files
-                .iter()
-                .map(|f| PathBuf::from(f.location.trim_start_matches("file://"))),
-        );
+        self.files
+            .extend(files.iter().filter_map(|f| local_path(&f.location)));
     }
 }

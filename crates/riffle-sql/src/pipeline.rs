@@ -198,10 +198,7 @@ fn plan_text(
         let mut fields: Vec<_> = source
             .factory
             .output_schema()
-            .schema
-            .fields()
-            .iter()
-            .filter(|f| f.name() != TIMESTAMP_FIELD)
+            .user_fields()
             .map(|f| f.as_ref().clone())
             .collect();
         // SQL may read the columns by other names; the translator maps fields to the

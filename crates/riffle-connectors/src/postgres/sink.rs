@@ -10,7 +10,6 @@ use riffle_core::arrow::compute::{concat_batches, take_record_batch};
 use riffle_core::arrow::row::{RowConverter, SortField};
 use riffle_core::{
     Epoch, Error, RecordBatch, Result, Sink, SinkContext, SinkSummary, StreamSchema,
-    TIMESTAMP_FIELD,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,10 +19,7 @@ use tokio_postgres::Client;
 /// The output columns (all but `_timestamp`) and the PostgreSQL type of each.
 pub(super) fn output_columns(schema: &StreamSchema) -> Result<Vec<(String, PgType)>> {
     schema
-        .schema
-        .fields()
-        .iter()
-        .filter(|f| f.name() != TIMESTAMP_FIELD)
+        .user_fields()
         .map(|f| Ok((f.name().clone(), PgType::of(f)?)))
         .collect()
 }
