@@ -4,7 +4,7 @@
 //! on the connectors' I/O runtime.
 
 use crate::ledger;
-use iceberg::io::LocalFsStorageFactory;
+use crate::storage::WarehouseStorageFactory;
 use iceberg::spec::{Schema as IcebergSchema, TableMetadata};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
@@ -26,7 +26,7 @@ pub struct CatalogConfig {
     pub name: String,
     /// `sqlite:///path/catalog.db` or `postgresql://user@host/db`.
     pub uri: String,
-    /// Where new tables go: `file:///path`.
+    /// Where new tables go: `file:///path` or `s3://bucket/prefix`.
     pub warehouse: String,
 }
 
@@ -59,7 +59,7 @@ pub async fn open(config: &CatalogConfig) -> Result<Arc<SqlCatalog>> {
         .uri(uri)
         .warehouse_location(config.warehouse.clone())
         .sql_bind_style(style)
-        .with_storage_factory(Arc::new(LocalFsStorageFactory))
+        .with_storage_factory(Arc::new(WarehouseStorageFactory))
         .load(config.name.clone(), HashMap::new())
         .await
         .map_err(|e| iceberg_error(&format!("opening the catalog at {}", config.uri), e))?;

@@ -1,14 +1,19 @@
 //! One sink subtask's Parquet data files: rows are cast to the table's types and written
 //! with riffle's own Parquet writer straight under their final names in the table's
-//! data directory. A data file is invisible to readers until a snapshot lists it, so
-//! nothing is renamed at commit (docs/connectors.md, "iceberg").
+//! data directory (a local file, or an S3 object put whole when the file closes). A data
+//! file is invisible to readers until a snapshot lists it, so nothing is renamed at
+//! commit (docs/connectors.md, "iceberg").
 //!
 //! Names are `riffle-{subtask:03}-g{generation}-{sequence:05}.parquet`: two runs (a
 //! zombie and its successor) never write one name, and recovery can tell the data
 //! files of older runs (which no snapshot lists) from those of the running one.
 
 use crate::schema::{file_schema, TableColumn};
+use crate::storage::{upload, Location};
 use iceberg::spec::PrimitiveType;
+use object_store::path::Path as ObjectPath;
+use object_store::ObjectStore;
+use riffle_connectors::io_runtime::block_on;
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::compute::cast;
 use riffle_core::arrow::datatypes::SchemaRef;
@@ -22,6 +27,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// A finished data file, as its committable describes it to the committer: plain
 /// values, from which the committer builds the iceberg crate's data-file descriptor.
@@ -53,9 +59,10 @@ pub struct ColumnFacts {
 /// Where and how a subtask writes its data files.
 #[derive(Debug, Clone)]
 pub struct DataFileTarget {
-    /// The table's data directory on this machine.
-    pub dir: PathBuf,
-    /// The same directory as the table's locations spell it (`file:///…/data`).
+    /// The table's data directory.
+    pub dir: Location,
+    /// The same directory as the table's locations spell it (`file:///…/data`,
+    /// `s3://bucket/…/data`).
     pub location: String,
     /// The table's columns the output writes, in output column order.
     pub columns: Vec<TableColumn>,
@@ -65,8 +72,59 @@ pub struct DataFileTarget {
 
 struct OpenFile {
     name: String,
-    writer: ArrowWriter<BufWriter<File>>,
+    writer: ArrowWriter<Spool>,
     records: u64,
+}
+
+/// Where an open data file's bytes go: its local file, or memory until the whole
+/// object is put (at most the target file size, or one epoch's rows).
+enum Spool {
+    File {
+        path: PathBuf,
+        file: BufWriter<File>,
+    },
+    Object {
+        store: Arc<dyn ObjectStore>,
+        key: ObjectPath,
+        bytes: Vec<u8>,
+    },
+}
+
+impl Write for Spool {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Spool::File { file, .. } => file.write(buf),
+            Spool::Object { bytes, .. } => bytes.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Spool::File { file, .. } => file.flush(),
+            Spool::Object { .. } => Ok(()),
+        }
+    }
+}
+
+impl Spool {
+    /// Makes the finished file durable where it belongs; returns its size.
+    fn land(&mut self) -> Result<u64> {
+        match self {
+            Spool::File { path, file } => {
+                file.flush().map_err(|e| Error::io(&*path, e))?;
+                let file = file.get_ref();
+                file.sync_all().map_err(|e| Error::io(&*path, e))?;
+                Ok(file.metadata().map_err(|e| Error::io(&*path, e))?.len())
+            }
+            Spool::Object { store, key, bytes } => {
+                let bytes = std::mem::take(bytes);
+                let size = bytes.len() as u64;
+                let (store, key) = (Arc::clone(store), key.clone());
+                block_on(async move { upload(&store, &key, bytes.into()).await })??;
+                Ok(size)
+            }
+        }
+    }
 }
 
 /// Writes one subtask's rows into rolling data files.
@@ -143,19 +201,28 @@ impl DataFileWriter {
     }
 
     fn open(&mut self) -> Result<OpenFile> {
-        std::fs::create_dir_all(&self.target.dir).map_err(|e| Error::io(&self.target.dir, e))?;
         let name = data_file_name(self.subtask, self.generation, self.sequence);
         self.sequence += 1;
-        let path = self.target.dir.join(&name);
-        let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+        let spool = match &self.target.dir {
+            Location::Local(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+                let path = dir.join(&name);
+                let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+                Spool::File {
+                    path,
+                    file: BufWriter::with_capacity(1 << 20, file),
+                }
+            }
+            Location::Object { store, key } => Spool::Object {
+                store: Arc::clone(store),
+                key: key.clone().join(name.as_str()),
+                bytes: Vec::new(),
+            },
+        };
         let properties = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .build();
-        let writer = ArrowWriter::try_new(
-            BufWriter::with_capacity(1 << 20, file),
-            self.schema.clone(),
-            Some(properties),
-        )?;
+        let writer = ArrowWriter::try_new(spool, self.schema.clone(), Some(properties))?;
         Ok(OpenFile {
             name,
             writer,
@@ -167,14 +234,9 @@ impl DataFileWriter {
         let Some(open) = self.current.take() else {
             return Ok(());
         };
-        let path = self.target.dir.join(&open.name);
         let mut writer = open.writer;
         let metadata = writer.finish()?;
-        let buffered = writer.inner_mut();
-        buffered.flush().map_err(|e| Error::io(&path, e))?;
-        let file = buffered.get_ref();
-        file.sync_all().map_err(|e| Error::io(&path, e))?;
-        let bytes = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+        let bytes = writer.inner_mut().land()?;
         self.finished.push(WrittenFile {
             location: format!("{}/{}", self.target.location, open.name),
             records: open.records,
@@ -183,14 +245,6 @@ impl DataFileWriter {
         });
         Ok(())
     }
-}
-
-/// The local path of a `file:///…` location; `None` for other locations.
-pub fn local_path(location: &str) -> Option<PathBuf> {
-    location
-        .strip_prefix("file://")
-        .filter(|p| p.starts_with('/'))
-        .map(PathBuf::from)
 }
 
 /// A data file's name (see the module comment).
@@ -297,7 +351,7 @@ mod tests {
 
     fn target(dir: &std::path::Path, bytes: u64) -> DataFileTarget {
         DataFileTarget {
-            dir: dir.to_path_buf(),
+            dir: Location::Local(dir.to_path_buf()),
             location: format!("file://{}", dir.display()),
             columns: vec![
                 TableColumn {
@@ -383,10 +437,5 @@ mod tests {
             None
         );
         assert_eq!(unhex(&hex(&[0, 255, 16])), Some(vec![0, 255, 16]));
-        assert_eq!(
-            local_path("file:///w/t/data"),
-            Some(PathBuf::from("/w/t/data"))
-        );
-        assert_eq!(local_path("s3://b/t/data"), None);
     }
 }

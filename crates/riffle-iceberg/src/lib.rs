@@ -10,6 +10,7 @@ mod data_files;
 mod ledger;
 mod schema;
 mod sink;
+mod storage;
 
 pub use catalog::CatalogConfig;
 pub use schema::SchemaMismatch;

@@ -13,11 +13,10 @@
 //! commit fails, it reads the table again before deciding whether the epochs landed.
 
 use crate::catalog::{self, iceberg_error, CatalogConfig};
-use crate::data_files::{
-    data_file_generation, local_path, unhex, DataFileTarget, DataFileWriter, WrittenFile,
-};
+use crate::data_files::{data_file_generation, unhex, DataFileTarget, DataFileWriter, WrittenFile};
 use crate::ledger;
 use crate::schema::{match_table, new_table_schema};
+use crate::storage::{self, local_path, locate, Location};
 use iceberg::spec::{
     DataContentType, DataFileBuilder, DataFileFormat, Datum, Schema as IcebergSchema, Type,
 };
@@ -85,15 +84,15 @@ impl IcebergSinkFactory {
     /// A sink writing `config.table`, whose declared columns are `declared`.
     ///
     /// # Errors
-    /// A table name without namespace; a warehouse that is not a local directory; a
-    /// declared column Iceberg cannot hold.
+    /// A table name without namespace; a warehouse that is neither a local directory
+    /// nor an S3 bucket; a declared column Iceberg cannot hold.
     pub fn new(config: IcebergSinkConfig, declared: SchemaRef) -> Result<Self> {
         let ident = catalog::table_ident(&config.table)?;
-        if !config.catalog.warehouse.starts_with("file:///") {
+        if !storage::is_supported(&config.catalog.warehouse) {
             return Err(Error::config(
                 "warehouse",
                 format!(
-                    "'{}': riffle writes Iceberg tables into a local directory, 'file:///path' (s3:// warehouses are not supported yet)",
+                    "'{}': riffle writes Iceberg tables into a local directory, 'file:///path', or an S3 bucket, 's3://bucket/prefix'",
                     config.catalog.warehouse
                 ),
             ));
@@ -292,16 +291,10 @@ fn data_file(table: &Table, file: &WrittenFile) -> Result<iceberg::spec::DataFil
         .map_err(|e| Error::external("iceberg", format!("describing {}: {e}", file.location)))
 }
 
-/// The table's data directory on this machine and as its locations spell it.
-fn data_dir(table: &Table) -> Result<(PathBuf, String)> {
-    let location = table.metadata().location().trim_end_matches('/');
-    let local = local_path(location).ok_or_else(|| {
-        Error::config(
-            "warehouse",
-            format!("the table's location {location} is not a local directory (file:///…)"),
-        )
-    })?;
-    Ok((local.join("data"), format!("{location}/data")))
+/// The table's data directory, resolved and as its locations spell it.
+fn data_dir(table: &Table) -> Result<(Location, String)> {
+    let location = format!("{}/data", table.metadata().location().trim_end_matches('/'));
+    Ok((locate(&location)?, location))
 }
 
 impl SinkFactory for IcebergSinkFactory {
@@ -353,10 +346,19 @@ impl SinkFactory for IcebergSinkFactory {
             return Ok(StagedOutput::Published);
         }
         let staged = StagedFiles::of(committable)?;
-        let all_there = staged
+        let files = staged
             .files
             .iter()
-            .all(|f| local_path(&f.location).is_some_and(|p| p.exists()));
+            .map(|f| locate(&f.location))
+            .collect::<Result<Vec<_>>>()?;
+        let all_there = block_on(async move {
+            for file in &files {
+                if !storage::exists(file).await? {
+                    return Ok(false);
+                }
+            }
+            Ok::<_, Error>(true)
+        })??;
         Ok(if all_there {
             StagedOutput::Staged
         } else {
@@ -404,24 +406,20 @@ impl SinkFactory for IcebergSinkFactory {
             return Ok(0);
         };
         let (dir, location) = data_dir(&table)?;
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(Error::io(&dir, e)),
-        };
-        let referenced = block_on(async move { catalog::referenced_files(&table).await })??;
-        let mut removed = 0;
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io(&dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let older = data_file_generation(&name).is_some_and(|g| g < generation);
-            if older && !referenced.contains(&format!("{location}/{name}")) {
-                let path = entry.path();
-                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
-                removed += 1;
+        block_on(async move {
+            let names = storage::list_names(&dir).await?;
+            let referenced = catalog::referenced_files(&table).await?;
+            let mut removed = 0;
+            for name in names {
+                let older = data_file_generation(&name).is_some_and(|g| g < generation);
+                let file = format!("{location}/{name}");
+                if older && !referenced.contains(&file) {
+                    storage::delete(&locate(&file)?).await?;
+                    removed += 1;
+                }
             }
-        }
-        Ok(removed)
+            Ok(removed)
+        })?
     }
 }
 
@@ -470,8 +468,12 @@ impl Sink for IcebergSink {
 }
 
 impl IcebergSink {
+    // Local files by path; objects by their URL.
     fn note_files(&mut self, files: &[WrittenFile]) {
-        self.files
-            .extend(files.iter().filter_map(|f| local_path(&f.location)));
+        self.files.extend(
+            files
+                .iter()
+                .map(|f| local_path(&f.location).unwrap_or_else(|| PathBuf::from(&f.location))),
+        );
     }
 }

@@ -1,23 +1,29 @@
 //! Nexmark in, Iceberg out: every table is read back with PyIceberg (a reader riffle
 //! did not write), through the SQL catalog on the same SQLite file. Crashes at every
-//! step of the checkpoint protocol with restores at other parallelisms, a second
-//! writer's snapshot in the middle, and a second pipeline refused.
+//! step of the checkpoint protocol with restores at other parallelisms — with the
+//! warehouse in a directory and in an S3 bucket (moto) — a second writer's snapshot in
+//! the middle, and a second pipeline refused.
 
 use super::common::stderr;
 use super::kafka::KafkaBroker;
+use super::moto::MotoServer;
 use super::postgres::PgServer;
 use super::{crash, example, kill_randomly, pipeline, run, succeed, CRASH_POINTS};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A catalog (a SQLite file, or a PostgreSQL database) and a warehouse directory.
+/// A catalog (a SQLite file, or a PostgreSQL database) and a warehouse (a directory,
+/// or a prefix in an S3 bucket).
 struct Lake {
     _dir: tempfile::TempDir,
     /// The catalog as riffle's `'catalog.uri'` names it.
     catalog_uri: String,
     /// The same catalog as PyIceberg (SQLAlchemy) names it.
     reader_uri: String,
-    warehouse: PathBuf,
+    /// `file:///…/warehouse` or `s3://bucket/warehouse`.
+    warehouse: String,
+    /// The S3 server's settings, for riffle and the reader.
+    env: Vec<(&'static str, String)>,
     root: PathBuf,
 }
 
@@ -28,6 +34,10 @@ struct Read {
     rows: Vec<String>,
     /// Snapshot summaries, newest first.
     snapshots: Vec<serde_json::Map<String, serde_json::Value>>,
+    /// Names of the data files any snapshot lists, sorted.
+    listed: Vec<String>,
+    /// Names of the files in the table's data directory, sorted.
+    stored: Vec<String>,
 }
 
 impl Lake {
@@ -53,15 +63,31 @@ impl Lake {
         )
     }
 
+    /// The catalog in a SQLite file, the warehouse in `server`'s bucket.
+    fn on_s3(server: &MotoServer) -> Self {
+        let mut lake = Self::new();
+        lake.warehouse = format!("s3://{}/warehouse", server.bucket);
+        lake.env = server.env();
+        lake
+    }
+
     fn with_catalog(dir: tempfile::TempDir, catalog_uri: String, reader_uri: String) -> Self {
         let root = dir.path().to_path_buf();
         Self {
             catalog_uri,
             reader_uri,
-            warehouse: root.join("warehouse"),
+            warehouse: format!("file://{}", root.join("warehouse").display()),
+            env: Vec::new(),
             root,
             _dir: dir,
         }
+    }
+
+    /// `riffle run` of `file` with the lake's environment.
+    fn run(&self, file: &Path, state: &Path, parallelism: usize) -> Command {
+        let mut cmd = run(file, state, parallelism);
+        cmd.envs(self.env.iter().cloned());
+        cmd
     }
 
     /// Bids (`events` Nexmark events, about 100K events/s, in batches of 500 so that
@@ -82,7 +108,7 @@ CREATE TABLE bids (
 ) WITH (
   'connector' = 'iceberg',
   'catalog.uri' = '{catalog}',
-  'warehouse' = 'file://{warehouse}',
+  'warehouse' = '{warehouse}',
   'table' = 'nexmark.{table}',
   'create' = 'true'
 );
@@ -90,7 +116,7 @@ CREATE TABLE bids (
 INSERT INTO bids SELECT auction, bidder, price, channel, date_time FROM bid;
 ",
             catalog = self.catalog_uri,
-            warehouse = self.warehouse.display(),
+            warehouse = self.warehouse,
         );
         pipeline(&self.root, name, &text)
     }
@@ -107,7 +133,8 @@ INSERT INTO bids SELECT auction, bidder, price, channel, date_time FROM bid;
             .arg("riffle")
             .arg(&self.reader_uri)
             .arg(&self.warehouse)
-            .arg(format!("nexmark.{table}"));
+            .arg(format!("nexmark.{table}"))
+            .envs(self.env.iter().cloned());
         cmd
     }
 
@@ -126,7 +153,17 @@ INSERT INTO bids SELECT auction, bidder, price, channel, date_time FROM bid;
 fn parse(out: std::process::Output) -> Read {
     assert!(out.status.success(), "pyiceberg: {}", stderr(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names = |key: &str| -> Vec<String> {
+        json[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect()
+    };
     Read {
+        listed: names("listed"),
+        stored: names("stored"),
         rows: json["rows"]
             .as_array()
             .unwrap()
@@ -196,11 +233,31 @@ fn iceberg_tables_hold_every_bid_once_at_any_parallelism() {
 #[test]
 fn iceberg_tables_hold_the_crash_free_rows_after_every_crash_point_and_a_restore_at_another_parallelism(
 ) {
-    let lake = Lake::new();
+    crash_at_every_point_and_restore(&Lake::new());
+}
+
+#[test]
+fn a_warehouse_in_s3_holds_the_crash_free_rows_after_every_crash_point() {
+    let server = MotoServer::start("riffle-lake");
+    let lake = Lake::on_s3(&server);
+    crash_at_every_point_and_restore(&lake);
+    let read = lake.read("bids_clean");
+    assert!(
+        read.listed.iter().all(|f| f.starts_with("riffle-")) && !read.listed.is_empty(),
+        "{:?}",
+        read.listed
+    );
+}
+
+/// Crashes a run at each protocol step and restores it at another parallelism (with a
+/// second writer's snapshot between two of riffle's once): the table then holds the
+/// crash-free run's rows, each epoch in one snapshot, and no data file of an epoch that
+/// never committed.
+fn crash_at_every_point_and_restore(lake: &Lake) {
     // 40K events at 100K/s: about 8 epochs of 50 ms, so that even on a loaded machine
     // the run reaches epoch 3 before its input ends.
     let clean = lake.bids_pipeline("clean", "bids_clean", "40K");
-    succeed(&mut run(&clean, &lake.state("clean"), 2));
+    succeed(&mut lake.run(&clean, &lake.state("clean"), 2));
     let expected = lake.read("bids_clean").rows;
     assert_eq!(expected.len(), bids_of(40_000));
 
@@ -208,7 +265,7 @@ fn iceberg_tables_hold_the_crash_free_rows_after_every_crash_point_and_a_restore
         let table = format!("bids_crash{i}");
         let file = lake.bids_pipeline(&table, &table, "40K");
         let state = lake.state(&table);
-        crash(&mut run(&file, &state, 2), point);
+        crash(&mut lake.run(&file, &state, 2), point);
         // Another writer appends between riffle's commits (after the crash, before
         // recovery rolls the PREPARED epoch forward): riffle must still find its own
         // epochs in the ancestry.
@@ -218,8 +275,10 @@ fn iceberg_tables_hold_the_crash_free_rows_after_every_crash_point_and_a_restore
             assert!(before.rows.iter().any(|r| r.contains("foreign")));
         }
         let parallelism = if i % 2 == 0 { 3 } else { 1 };
-        succeed(&mut run(&file, &state, parallelism));
+        succeed(&mut lake.run(&file, &state, parallelism));
         let read = lake.read(&table);
+        // Recovery deleted the data files of the crashed run's unfinished epochs.
+        assert_eq!(read.stored, read.listed, "after crash at {point}");
         let mut rows = read.rows.clone();
         if foreign {
             let at = rows.iter().position(|r| r.contains("foreign")).unwrap();
@@ -294,10 +353,7 @@ fn kafka_to_iceberg(lake: &Lake, broker: &KafkaBroker, table: &str, rate: &str) 
     .replace("127.0.0.1:9092", &broker.bootstrap)
     .replace("'riffle-bid-windows'", &format!("'riffle-{table}'"))
     .replace("sqlite:///tmp/riffle-lake/catalog.db", &lake.catalog_uri)
-    .replace(
-        "file:///tmp/riffle-lake/warehouse",
-        &format!("file://{}", lake.warehouse.display()),
-    )
+    .replace("file:///tmp/riffle-lake/warehouse", &lake.warehouse)
     .replace("nexmark.bid_windows", &format!("nexmark.{table}"))
 }
 
@@ -345,6 +401,8 @@ fn kafka_to_iceberg_survives_twenty_random_kills() {
         .count();
     assert!(snapshots > 1, "{:?}", read.snapshots);
     assert_each_epoch_once_of(&read, "/bid_windows");
+    // The killed runs' data files that no snapshot took were deleted.
+    assert_eq!(read.stored, read.listed);
 }
 
 #[test]

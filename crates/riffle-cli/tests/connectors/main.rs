@@ -11,6 +11,9 @@ mod common;
 mod certs;
 #[path = "../../../riffle-connectors/tests/support/kafka.rs"]
 mod kafka;
+#[cfg(feature = "iceberg")]
+#[path = "../../../riffle-state/tests/support/moto.rs"]
+mod moto;
 #[path = "../../../riffle-connectors/tests/support/postgres.rs"]
 mod postgres;
 

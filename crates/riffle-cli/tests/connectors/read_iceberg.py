@@ -1,21 +1,44 @@
 """Reads an Iceberg table with PyIceberg (a reader riffle did not write) and prints JSON:
-the table's rows as sorted text lines, and its snapshots' summaries from the current
-snapshot back through its ancestors.
+the table's rows as sorted text lines, its snapshots' summaries from the current
+snapshot back through its ancestors, the names of the data files any snapshot lists,
+and the names of the files stored in the table's data directory.
 
-usage: read_iceberg.py CATALOG_NAME CATALOG_URI WAREHOUSE_DIR NAMESPACE.TABLE [append ROW_JSON]
+usage: read_iceberg.py CATALOG_NAME CATALOG_URI WAREHOUSE NAMESPACE.TABLE [append ROW_JSON]
 
 CATALOG_URI is SQLAlchemy's: sqlite:////path/catalog.db, postgresql+psycopg2://user@host:port/db.
+WAREHOUSE is file:///dir or s3://bucket/prefix; for S3 the server and credentials come
+from AWS_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION.
 
 With `append`, first appends one row (JSON object) as another writer would.
 """
 import json
+import os
 import sys
+from urllib.parse import urlparse
 
 import pyarrow as pa
+from pyarrow import fs
 from pyiceberg.catalog.sql import SqlCatalog
 
 name, uri, warehouse, ident = sys.argv[1:5]
-catalog = SqlCatalog(name, uri=uri, warehouse=f"file://{warehouse}")
+properties = {}
+filesystem = fs.LocalFileSystem()
+if warehouse.startswith("s3://"):
+    endpoint = os.environ["AWS_ENDPOINT"]
+    properties = {
+        "s3.endpoint": endpoint,
+        "s3.access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
+        "s3.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"],
+        "s3.region": os.environ["AWS_REGION"],
+    }
+    filesystem = fs.S3FileSystem(
+        endpoint_override=endpoint,
+        access_key=os.environ["AWS_ACCESS_KEY_ID"],
+        secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        region=os.environ["AWS_REGION"],
+        scheme=urlparse(endpoint).scheme,
+    )
+catalog = SqlCatalog(name, uri=uri, warehouse=warehouse, **properties)
 table = catalog.load_table(ident)
 
 if len(sys.argv) > 5 and sys.argv[5] == "append":
@@ -43,4 +66,27 @@ while snapshot is not None:
     parent = snapshot.parent_snapshot_id
     snapshot = table.snapshot_by_id(parent) if parent is not None else None
 
-print(json.dumps({"rows": lines, "snapshots": summaries}))
+listed = set()
+for snapshot in table.snapshots():
+    for manifest in snapshot.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+            listed.add(entry.data_file.file_path.rsplit("/", 1)[-1])
+
+data_dir = urlparse(table.metadata.location.rstrip("/") + "/data")
+data_path = data_dir.netloc + data_dir.path if data_dir.scheme == "s3" else data_dir.path
+stored = [
+    info.base_name
+    for info in filesystem.get_file_info(fs.FileSelector(data_path, allow_not_found=True))
+    if info.type == fs.FileType.File
+]
+
+print(
+    json.dumps(
+        {
+            "rows": lines,
+            "snapshots": summaries,
+            "listed": sorted(listed),
+            "stored": sorted(stored),
+        }
+    )
+)
