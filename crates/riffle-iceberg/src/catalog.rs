@@ -5,7 +5,7 @@
 
 use crate::ledger;
 use crate::storage::WarehouseStorageFactory;
-use iceberg::spec::{Schema as IcebergSchema, TableMetadata};
+use iceberg::spec::{PartitionSpec, Schema as IcebergSchema, TableMetadata};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
@@ -74,19 +74,20 @@ fn sqlite_path(uri: &str) -> Option<PathBuf> {
     (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))
 }
 
-/// The table, created from `schema` when it is missing and `create` is set.
+/// The table, created with `creation`'s schema and partition spec when it is missing
+/// (and `creation` is given).
 ///
 /// # Errors
 /// The table is missing (and not to be created); catalog failures.
 pub async fn ensure_table(
     catalog: &SqlCatalog,
     ident: &TableIdent,
-    schema: Option<&IcebergSchema>,
+    creation: Option<&(IcebergSchema, PartitionSpec)>,
 ) -> Result<Table> {
     if let Some(table) = load_if_exists(catalog, ident).await? {
         return Ok(table);
     }
-    let Some(schema) = schema else {
+    let Some((schema, spec)) = creation else {
         return Err(Error::config(
             "table",
             format!("Iceberg table {ident} does not exist; create it, or set 'create' = 'true' to create it from the declared columns"),
@@ -112,6 +113,7 @@ pub async fn ensure_table(
     let creation = TableCreation::builder()
         .name(ident.name().to_string())
         .schema(schema.clone())
+        .partition_spec(spec.clone().into_unbound())
         .build();
     match catalog.create_table(namespace, creation).await {
         Ok(table) => Ok(table),

@@ -8,6 +8,7 @@
 //! zombie and its successor) never write one name, and recovery can tell the data
 //! files of older runs (which no snapshot lists) from those of the running one.
 
+use crate::partition::{encode, PartitionKey, Partitioner};
 use crate::schema::{file_schema, TableColumn};
 use crate::storage::{upload, Location};
 use iceberg::spec::PrimitiveType;
@@ -23,7 +24,8 @@ use riffle_core::parquet::file::metadata::ParquetMetaData;
 use riffle_core::parquet::file::properties::WriterProperties;
 use riffle_core::{Error, RecordBatch, Result};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -42,6 +44,13 @@ pub struct WrittenFile {
     /// Per field id: values (nulls included), nulls, compressed bytes, and the lower and
     /// upper bounds in Iceberg's single-value encoding (hex), where exact.
     pub columns: BTreeMap<i32, ColumnFacts>,
+    /// The partition spec the file was written for (0: unpartitioned).
+    #[serde(default)]
+    pub spec_id: i32,
+    /// Its partition's values in Iceberg's single-value encoding (hex; `None` for
+    /// null), in spec order; empty for an unpartitioned table.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition: Vec<Option<String>>,
 }
 
 /// Statistics of one column of a data file.
@@ -68,10 +77,17 @@ pub struct DataFileTarget {
     pub columns: Vec<TableColumn>,
     /// A file is closed once it holds at least this many bytes.
     pub target_file_bytes: u64,
+    /// The partitions of the table's spec; `None` for an unpartitioned table.
+    pub partitioner: Option<Arc<Partitioner>>,
 }
 
 struct OpenFile {
-    name: String,
+    /// The file's path under the data directory (`name` or `partition/…/name`).
+    relative: String,
+    /// Its partition.
+    key: PartitionKey,
+    /// The sequence number in its name (files are handed over in this order).
+    sequence: u64,
     writer: ArrowWriter<Spool>,
     records: u64,
 }
@@ -134,7 +150,9 @@ pub struct DataFileWriter {
     subtask: usize,
     generation: u64,
     sequence: u64,
-    current: Option<OpenFile>,
+    /// The open file of each partition written since the last barrier (one, keyed by
+    /// the empty key, for an unpartitioned table).
+    open: HashMap<PartitionKey, OpenFile>,
     finished: Vec<WrittenFile>,
 }
 
@@ -148,7 +166,7 @@ impl DataFileWriter {
             subtask,
             generation,
             sequence: 0,
-            current: None,
+            open: HashMap::new(),
             finished: Vec::new(),
         }
     }
@@ -175,17 +193,41 @@ impl DataFileWriter {
             })
             .collect::<std::result::Result<_, _>>()?;
         let rows = RecordBatch::try_new(self.schema.clone(), columns)?;
-        let mut file = match self.current.take() {
-            Some(file) => file,
-            None => self.open()?,
+        match self.target.partitioner.clone() {
+            None => self.write_to(Vec::new(), &rows),
+            Some(partitioner) => {
+                for (key, rows) in partitioner.split(&rows)? {
+                    self.write_to(key, &rows)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes `rows` of partition `key` into its open file, rolling it when full.
+    fn write_to(&mut self, key: PartitionKey, rows: &RecordBatch) -> Result<()> {
+        let file = match self.open.entry(key) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => {
+                let file = open_file(
+                    &self.target,
+                    &self.schema,
+                    entry.key(),
+                    data_file_name(self.subtask, self.generation, self.sequence),
+                )?;
+                self.sequence += 1;
+                entry.insert(file)
+            }
         };
-        file.writer.write(&rows)?;
+        file.writer.write(rows)?;
         file.records += rows.num_rows() as u64;
         let full = file.writer.bytes_written() as u64 + file.writer.in_progress_size() as u64
             >= self.target.target_file_bytes;
-        self.current = Some(file);
         if full {
-            self.close_current()?;
+            let key = file.key.clone();
+            if let Some(file) = self.open.remove(&key) {
+                self.close(file)?;
+            }
         }
         Ok(())
     }
@@ -196,55 +238,73 @@ impl DataFileWriter {
     /// # Errors
     /// Storage failures.
     pub fn take_finished(&mut self) -> Result<Vec<WrittenFile>> {
-        self.close_current()?;
+        // In the order the files were opened, so that committables are deterministic.
+        let mut open: Vec<OpenFile> = self.open.drain().map(|(_, file)| file).collect();
+        open.sort_by_key(|file| file.sequence);
+        for file in open {
+            self.close(file)?;
+        }
         Ok(std::mem::take(&mut self.finished))
     }
 
-    fn open(&mut self) -> Result<OpenFile> {
-        let name = data_file_name(self.subtask, self.generation, self.sequence);
-        self.sequence += 1;
-        let spool = match &self.target.dir {
-            Location::Local(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-                let path = dir.join(&name);
-                let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
-                Spool::File {
-                    path,
-                    file: BufWriter::with_capacity(1 << 20, file),
-                }
-            }
-            Location::Object { store, key } => Spool::Object {
-                store: Arc::clone(store),
-                key: key.clone().join(name.as_str()),
-                bytes: Vec::new(),
-            },
-        };
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .build();
-        let writer = ArrowWriter::try_new(spool, self.schema.clone(), Some(properties))?;
-        Ok(OpenFile {
-            name,
-            writer,
-            records: 0,
-        })
-    }
-
-    fn close_current(&mut self) -> Result<()> {
-        let Some(open) = self.current.take() else {
-            return Ok(());
-        };
-        let mut writer = open.writer;
+    fn close(&mut self, file: OpenFile) -> Result<()> {
+        let mut writer = file.writer;
         let metadata = writer.finish()?;
         let bytes = writer.inner_mut().land()?;
+        let partitioner = self.target.partitioner.as_ref();
         self.finished.push(WrittenFile {
-            location: format!("{}/{}", self.target.location, open.name),
-            records: open.records,
+            location: format!("{}/{}", self.target.location, file.relative),
+            records: file.records,
             bytes,
             columns: column_facts(&metadata, &self.target.columns),
+            spec_id: partitioner.map_or(0, |p| p.spec_id()),
+            partition: encode(&file.key),
         });
         Ok(())
     }
+}
+
+/// Opens data file `name` of partition `key`.
+fn open_file(
+    target: &DataFileTarget,
+    schema: &SchemaRef,
+    key: &PartitionKey,
+    name: String,
+) -> Result<OpenFile> {
+    let relative = match &target.partitioner {
+        Some(partitioner) => format!("{}/{name}", partitioner.path(key)),
+        None => name,
+    };
+    let spool = match &target.dir {
+        Location::Local(dir) => {
+            let path = dir.join(&relative);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+            }
+            let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+            Spool::File {
+                path,
+                file: BufWriter::with_capacity(1 << 20, file),
+            }
+        }
+        Location::Object { store, key } => Spool::Object {
+            store: Arc::clone(store),
+            key: ObjectPath::from(format!("{key}/{relative}")),
+            bytes: Vec::new(),
+        },
+    };
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build();
+    let writer = ArrowWriter::try_new(spool, schema.clone(), Some(properties))?;
+    let sequence = data_file_sequence(&relative);
+    Ok(OpenFile {
+        relative,
+        key: key.clone(),
+        sequence,
+        writer,
+        records: 0,
+    })
 }
 
 /// A data file's name (see the module comment).
@@ -252,14 +312,26 @@ pub fn data_file_name(subtask: usize, generation: u64, sequence: u64) -> String 
     format!("riffle-{subtask:03}-g{generation}-{sequence:05}.parquet")
 }
 
-/// The generation in a data file's name; `None` for files riffle did not name.
-pub fn data_file_generation(name: &str) -> Option<u64> {
+/// The generation and sequence number in a data file's name (or path: the last
+/// segment counts); `None` for files riffle did not name.
+fn data_file_numbers(path: &str) -> Option<(u64, u64)> {
+    let name = path.rsplit('/').next()?;
     let rest = name.strip_prefix("riffle-")?.strip_suffix(".parquet")?;
     let mut parts = rest.split('-');
     parts.next()?.parse::<usize>().ok()?;
     let generation = parts.next()?.strip_prefix('g')?.parse().ok()?;
-    parts.next()?.parse::<u64>().ok()?;
-    parts.next().is_none().then_some(generation)
+    let sequence = parts.next()?.parse::<u64>().ok()?;
+    parts.next().is_none().then_some((generation, sequence))
+}
+
+/// The generation in a data file's name (or path); `None` for files riffle did not
+/// name.
+pub fn data_file_generation(path: &str) -> Option<u64> {
+    data_file_numbers(path).map(|(generation, _)| generation)
+}
+
+fn data_file_sequence(path: &str) -> u64 {
+    data_file_numbers(path).map_or(0, |(_, sequence)| sequence)
 }
 
 /// Per-column statistics from the file footer. Bounds come from the row groups'
@@ -366,6 +438,7 @@ mod tests {
                 },
             ],
             target_file_bytes: bytes,
+            partitioner: None,
         }
     }
 

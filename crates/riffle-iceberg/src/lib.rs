@@ -8,10 +8,12 @@
 mod catalog;
 mod data_files;
 mod ledger;
+mod partition;
 mod schema;
 mod sink;
 mod storage;
 
 pub use catalog::CatalogConfig;
+pub use partition::{transform_name, DeclaredField};
 pub use schema::SchemaMismatch;
 pub use sink::{IcebergSinkConfig, IcebergSinkFactory};

@@ -15,10 +15,12 @@
 use crate::catalog::{self, iceberg_error, CatalogConfig};
 use crate::data_files::{data_file_generation, unhex, DataFileTarget, DataFileWriter, WrittenFile};
 use crate::ledger;
+use crate::partition::{check_declared, decode, new_spec, DeclaredField, Partitioner};
 use crate::schema::{match_table, new_table_schema};
 use crate::storage::{self, local_path, locate, Location};
 use iceberg::spec::{
-    DataContentType, DataFileBuilder, DataFileFormat, Datum, Schema as IcebergSchema, Type,
+    DataContentType, DataFileBuilder, DataFileFormat, Datum, PartitionSpec,
+    Schema as IcebergSchema, Type,
 };
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
@@ -47,6 +49,10 @@ pub struct IcebergSinkConfig {
     pub create: bool,
     /// Roll data files at this size.
     pub target_file_bytes: u64,
+    /// `PARTITIONED BY`: a new table's partitioning, checked against an existing
+    /// table's (empty: a new table is unpartitioned, an existing one is written by its
+    /// own spec).
+    pub partition_by: Vec<DeclaredField>,
     /// The sink's id in snapshot summaries: stable across runs of one pipeline
     /// (`pipeline/table`).
     pub sink_id: String,
@@ -62,9 +68,9 @@ pub struct IcebergSinkFactory {
 struct Committer {
     config: IcebergSinkConfig,
     ident: TableIdent,
-    /// The schema a missing table is created with (from the declared columns); `None`
-    /// when the table is not to be created.
-    creation_schema: Option<IcebergSchema>,
+    /// The schema and partition spec a missing table is created with (from the
+    /// declared columns and partitioning); `None` when the table is not to be created.
+    creation: Option<(IcebergSchema, PartitionSpec)>,
     catalog: Mutex<Option<Arc<SqlCatalog>>>,
 }
 
@@ -110,9 +116,11 @@ impl IcebergSinkFactory {
         }
         let schema =
             new_table_schema(&declared).map_err(|e| Error::config("columns", e.to_string()))?;
+        let spec = new_spec(&config.partition_by, &schema)
+            .map_err(|e| Error::config("PARTITIONED BY", e.to_string()))?;
         Ok(Self {
             committer: Arc::new(Committer {
-                creation_schema: config.create.then_some(schema),
+                creation: config.create.then_some((schema, spec)),
                 config,
                 ident,
                 catalog: Mutex::new(None),
@@ -147,9 +155,9 @@ impl Committer {
 
     /// The table, created from the declared columns when missing and `create` is set.
     fn table(&self) -> Result<Table> {
-        let schema = self.creation_schema.clone();
+        let creation = self.creation.clone();
         self.with_catalog(move |catalog, ident| async move {
-            catalog::ensure_table(&catalog, &ident, schema.as_ref()).await
+            catalog::ensure_table(&catalog, &ident, creation.as_ref()).await
         })
     }
 
@@ -249,6 +257,13 @@ fn answer_lost_for_test(epochs: &BTreeSet<u64>) -> bool {
 /// The iceberg crate's descriptor of a data file riffle wrote.
 fn data_file(table: &Table, file: &WrittenFile) -> Result<iceberg::spec::DataFile> {
     let schema = table.metadata().current_schema();
+    let describing =
+        |e: String| Error::external("iceberg", format!("describing {}: {e}", file.location));
+    let spec = table
+        .metadata()
+        .partition_spec_by_id(file.spec_id)
+        .ok_or_else(|| describing(format!("the table has no partition spec {}", file.spec_id)))?;
+    let partition = decode(spec, schema, &file.partition).map_err(|e| describing(e.to_string()))?;
     let mut column_sizes = HashMap::new();
     let mut value_counts = HashMap::new();
     let mut null_counts = HashMap::new();
@@ -281,14 +296,15 @@ fn data_file(table: &Table, file: &WrittenFile) -> Result<iceberg::spec::DataFil
         .file_format(DataFileFormat::Parquet)
         .record_count(file.records)
         .file_size_in_bytes(file.bytes)
-        .partition_spec_id(table.metadata().default_partition_spec_id())
+        .partition_spec_id(file.spec_id)
+        .partition(partition)
         .column_sizes(column_sizes)
         .value_counts(value_counts)
         .null_value_counts(null_counts)
         .lower_bounds(lower)
         .upper_bounds(upper)
         .build()
-        .map_err(|e| Error::external("iceberg", format!("describing {}: {e}", file.location)))
+        .map_err(|e| describing(e.to_string()))
 }
 
 /// The table's data directory, resolved and as its locations spell it.
@@ -316,12 +332,23 @@ impl SinkFactory for IcebergSinkFactory {
                 e.to_string(),
             )
         })?;
+        let metadata = table.metadata();
+        let (spec, schema) = (metadata.default_partition_spec(), metadata.current_schema());
+        let in_table = |e: crate::partition::PartitionError| {
+            Error::config(
+                format!("Iceberg table {}", self.committer.ident),
+                e.to_string(),
+            )
+        };
+        check_declared(&self.committer.config.partition_by, spec, schema).map_err(in_table)?;
+        let partitioner = Partitioner::new(spec, schema, &columns).map_err(in_table)?;
         let (dir, location) = data_dir(&table)?;
         let target = DataFileTarget {
             dir,
             location,
             columns,
             target_file_bytes: self.committer.config.target_file_bytes,
+            partitioner: partitioner.map(Arc::new),
         };
         Ok(Box::new(IcebergSink {
             writer: DataFileWriter::new(target, ctx.subtask, ctx.generation),
@@ -407,12 +434,12 @@ impl SinkFactory for IcebergSinkFactory {
         };
         let (dir, location) = data_dir(&table)?;
         block_on(async move {
-            let names = storage::list_names(&dir).await?;
+            let files = storage::list_files(&dir).await?;
             let referenced = catalog::referenced_files(&table).await?;
             let mut removed = 0;
-            for name in names {
-                let older = data_file_generation(&name).is_some_and(|g| g < generation);
-                let file = format!("{location}/{name}");
+            for relative in files {
+                let older = data_file_generation(&relative).is_some_and(|g| g < generation);
+                let file = format!("{location}/{relative}");
                 if older && !referenced.contains(&file) {
                     storage::delete(&locate(&file)?).await?;
                     removed += 1;

@@ -94,38 +94,50 @@ fn bucket_store(bucket: &str) -> Result<Arc<dyn ObjectStore>> {
     Ok(root.bulk)
 }
 
-/// The names of the files directly under `dir`; none when it does not exist.
+/// The paths, relative to `dir`, of the files under it (partition directories
+/// included), sorted; none when it does not exist.
 ///
 /// # Errors
 /// Storage failures.
-pub async fn list_names(dir: &Location) -> Result<Vec<String>> {
+pub async fn list_files(dir: &Location) -> Result<Vec<String>> {
+    let mut files = Vec::new();
     match dir {
-        Location::Local(path) => {
-            let entries = match std::fs::read_dir(path) {
-                Ok(entries) => entries,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-                Err(e) => return Err(Error::io(path, e)),
-            };
-            entries
-                .map(|entry| {
-                    entry
-                        .map(|e| e.file_name().to_string_lossy().into_owned())
-                        .map_err(|e| Error::io(path, e))
-                })
-                .collect()
+        Location::Local(root) => {
+            let mut stack = vec![root.clone()];
+            while let Some(path) = stack.pop() {
+                let entries = match std::fs::read_dir(&path) {
+                    Ok(entries) => entries,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(Error::io(&path, e)),
+                };
+                for entry in entries {
+                    let entry = entry.map_err(|e| Error::io(&path, e))?;
+                    let is_dir = entry.file_type().map_err(|e| Error::io(&path, e))?.is_dir();
+                    if is_dir {
+                        stack.push(entry.path());
+                    } else if let Ok(relative) = entry.path().strip_prefix(root) {
+                        files.push(relative.to_string_lossy().into_owned());
+                    }
+                }
+            }
         }
         Location::Object { store, key } => {
-            let listed = store
-                .list_with_delimiter(Some(key))
+            let listed: Vec<_> = store
+                .list(Some(key))
+                .try_collect()
                 .await
                 .map_err(|e| object_error("listing", key, e))?;
-            Ok(listed
-                .objects
-                .into_iter()
-                .filter_map(|o| o.location.filename().map(str::to_string))
-                .collect())
+            let prefix = format!("{key}/");
+            files.extend(listed.into_iter().filter_map(|meta| {
+                meta.location
+                    .as_ref()
+                    .strip_prefix(&prefix)
+                    .map(str::to_string)
+            }));
         }
     }
+    files.sort();
+    Ok(files)
 }
 
 /// Whether the file at `location` exists.
@@ -393,13 +405,18 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_local_directory_lists_only_its_own_files_and_a_missing_one_is_empty() {
+    async fn a_local_directory_lists_its_files_with_partition_directories_and_a_missing_one_is_empty(
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let data = Location::Local(dir.path().join("data"));
-        assert!(list_names(&data).await.unwrap().is_empty());
-        std::fs::create_dir(dir.path().join("data")).unwrap();
+        assert!(list_files(&data).await.unwrap().is_empty());
+        std::fs::create_dir_all(dir.path().join("data/day=2026-12-03")).unwrap();
         std::fs::write(dir.path().join("data/a.parquet"), b"x").unwrap();
-        assert_eq!(list_names(&data).await.unwrap(), ["a.parquet"]);
+        std::fs::write(dir.path().join("data/day=2026-12-03/b.parquet"), b"x").unwrap();
+        assert_eq!(
+            list_files(&data).await.unwrap(),
+            ["a.parquet", "day=2026-12-03/b.parquet"]
+        );
         let file = Location::Local(dir.path().join("data/a.parquet"));
         assert!(exists(&file).await.unwrap());
         delete(&file).await.unwrap();

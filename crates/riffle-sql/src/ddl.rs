@@ -2,7 +2,8 @@
 //! event-time declaration.
 
 use crate::error::{Location, Result, SqlError};
-use crate::script::{normalize, WatermarkClause};
+pub use crate::partition_clause::PartitionTerm;
+use crate::script::{normalize, Script, WatermarkClause};
 use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
 use datafusion::sql::sqlparser::ast::{
     self, BinaryOperator, ColumnOption, CreateTable, DateTimeField, Expr, ObjectName, Spanned,
@@ -33,6 +34,9 @@ pub struct TableDef {
     pub options: BTreeMap<String, String>,
     /// `WATERMARK FOR …`, if declared.
     pub watermark: Option<Watermark>,
+    /// `PARTITIONED BY (…)` terms (empty: not declared). Only a connector that writes
+    /// partitions accepts them.
+    pub partitioned_by: Vec<PartitionTerm>,
     /// Where the statement starts.
     pub at: Option<Location>,
 }
@@ -70,11 +74,12 @@ pub fn start_of(node: &impl Spanned) -> Option<Location> {
     })
 }
 
-/// Reads a `CREATE TABLE` and the watermark clause lifted from it.
+/// Reads a `CREATE TABLE` and the watermark and partition clauses `script` lifted from
+/// it.
 ///
 /// # Errors
 /// Unsupported column types, options whose value is not a literal, a bad watermark.
-pub fn table_def(create: &CreateTable, watermarks: &[WatermarkClause]) -> Result<TableDef> {
+pub fn table_def(create: &CreateTable, script: &Script) -> Result<TableDef> {
     let name = object_name(&create.name);
     let at = start_of(&create.name);
     if create.query.is_some() {
@@ -84,19 +89,26 @@ pub fn table_def(create: &CreateTable, watermarks: &[WatermarkClause]) -> Result
         )
         .located(at));
     }
-    // An option riffle would ignore is refused: a partitioned sink written unpartitioned
-    // is not what the user asked for.
-    let partitioning = !matches!(create.hive_distribution, ast::HiveDistributionStyle::NONE)
+    // An option riffle would ignore is refused: a clustered sink written unclustered is
+    // not what the user asked for. (PARTITIONED BY is lifted out by the script; the
+    // connector accepts or refuses it.)
+    let clustering = !matches!(create.hive_distribution, ast::HiveDistributionStyle::NONE)
         || create.partition_by.is_some()
         || create.cluster_by.is_some()
         || create.clustered_by.is_some();
-    if partitioning {
+    if clustering {
         return Err(SqlError::unsupported(
-            format!("PARTITIONED BY / CLUSTER BY on `{name}`"),
-            "riffle writes a table unpartitioned; drop the clause (a filesystem sink writes part files per subtask and epoch) or write one table per partition value with a WHERE filter",
+            format!("PARTITION BY / CLUSTER BY on `{name}`"),
+            "riffle does not cluster tables; drop the clause (an Iceberg sink takes PARTITIONED BY (…))",
         )
         .located(at));
     }
+    let partitioned_by = script
+        .partitions
+        .iter()
+        .find(|p| p.table == name)
+        .map(|p| p.terms.clone())
+        .unwrap_or_default();
     let mut columns = Vec::new();
     let mut primary_key = Vec::new();
     for c in &create.columns {
@@ -168,7 +180,7 @@ pub fn table_def(create: &CreateTable, watermarks: &[WatermarkClause]) -> Result
             }
         }
     }
-    let watermark = match watermarks.iter().find(|w| w.table == name) {
+    let watermark = match script.watermarks.iter().find(|w| w.table == name) {
         Some(clause) => Some(watermark(clause)?),
         None => None,
     };
@@ -178,6 +190,7 @@ pub fn table_def(create: &CreateTable, watermarks: &[WatermarkClause]) -> Result
         primary_key,
         options,
         watermark,
+        partitioned_by,
         at,
     })
 }

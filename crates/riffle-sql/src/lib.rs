@@ -16,6 +16,7 @@ pub mod connectors;
 pub mod ddl;
 pub mod error;
 mod functions;
+mod partition_clause;
 mod pipeline;
 pub mod script;
 mod time_bounds;

@@ -170,9 +170,16 @@ fn plan_text(
         let Statement::CreateTable(create) = statement else {
             continue;
         };
-        let def = table_def(create, &script.watermarks)?;
+        let def = table_def(create, &script)?;
         let at = def.at;
         let connector = registry.connector_for(&def).map_err(|e| e.located(at))?;
+        if !def.partitioned_by.is_empty() && !connector.writes_partitions() {
+            return Err(SqlError::unsupported(
+                format!("PARTITIONED BY on `{}` ('connector' = '{}')", def.name, connector.name()),
+                "only the iceberg connector writes partitions; drop the clause (a filesystem sink writes part files per subtask and epoch) or write one table per partition value with a WHERE filter",
+            )
+            .located(at));
+        }
         if targets.contains(&def.name) {
             let sink = connector.sink(&def, &options.name)?;
             sinks.insert(def.name.clone(), (def, sink));

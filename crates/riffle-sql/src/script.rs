@@ -2,11 +2,12 @@
 //!
 //! The file is tokenized once, then two Flink spellings the parser does not know are
 //! rewritten on the tokens, so every statement keeps its original line and column:
-//! `WATERMARK FOR col AS expr` inside `CREATE TABLE (…)` is lifted out (and returned
-//! beside the statements), and quoted option keys `WITH ('connector' = …)` become
+//! `WATERMARK FOR col AS expr` inside `CREATE TABLE (…)` and `PARTITIONED BY (…)` after
+//! it are lifted out (and returned beside the statements), and quoted option keys `WITH ('connector' = …)` become
 //! quoted identifiers.
 
 use crate::error::{Location, Result, SqlError};
+use crate::partition_clause::{partition_clause, PartitionClause};
 use datafusion::sql::sqlparser::ast::{Expr, Statement};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -49,6 +50,8 @@ pub struct Script {
     pub watermarks: Vec<WatermarkClause>,
     /// Lookup joins' tables.
     pub lookups: Vec<LookupClause>,
+    /// `PARTITIONED BY` clauses by table.
+    pub partitions: Vec<PartitionClause>,
     /// Whether a window runs on a `PROCTIME()` column: then every source is read in
     /// processing time.
     pub processing_time: bool,
@@ -65,7 +68,7 @@ pub fn parse(text: &str) -> Result<Script> {
         .map_err(tokenizer_error)?;
     let proctime = proctime_columns(&tokens);
     let processing_time = windows_on(&tokens, &proctime);
-    let (tokens, watermarks, lookups) = rewrite(tokens, &proctime)?;
+    let (tokens, watermarks, lookups, partitions) = rewrite(tokens, &proctime)?;
     let statements = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
         .parse_statements()
@@ -74,6 +77,7 @@ pub fn parse(text: &str) -> Result<Script> {
         statements,
         watermarks,
         lookups,
+        partitions,
         processing_time,
     })
 }
@@ -102,10 +106,16 @@ fn location(t: &TokenWithSpan) -> Location {
 fn rewrite(
     tokens: Vec<TokenWithSpan>,
     proctime: &[String],
-) -> Result<(Vec<TokenWithSpan>, Vec<WatermarkClause>, Vec<LookupClause>)> {
+) -> Result<(
+    Vec<TokenWithSpan>,
+    Vec<WatermarkClause>,
+    Vec<LookupClause>,
+    Vec<PartitionClause>,
+)> {
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
     let mut watermarks = Vec::new();
     let mut lookups = Vec::new();
+    let mut partitions = Vec::new();
     // Per statement: its leading words, the table name of a CREATE TABLE, paren depth,
     // and whether we are inside its WITH (…) list.
     let mut leading: Vec<String> = Vec::new();
@@ -180,6 +190,14 @@ fn rewrite(
                 }
             }
         }
+        // PARTITIONED BY (…) after a CREATE TABLE's columns: lift it out.
+        if in_table && depth == 0 && !in_options && is_word(&t.token, "PARTITIONED") {
+            let (clause, end) =
+                partition_clause(&tokens, i, table.clone().unwrap_or_default(), location(t))?;
+            partitions.push(clause);
+            i = end;
+            continue;
+        }
         // 'key' = … inside WITH (…): the key becomes an identifier.
         if in_options && depth == 1 {
             if let Token::SingleQuotedString(key) = &t.token {
@@ -238,7 +256,7 @@ fn rewrite(
         out.push(t.clone());
         i += 1;
     }
-    Ok((out, watermarks, lookups))
+    Ok((out, watermarks, lookups, partitions))
 }
 
 /// Whether a window is laid over one of `columns`: `DESCRIPTOR(c)` of a window TVF, or

@@ -309,15 +309,28 @@ fn a_kafka_table_takes_an_updating_result_only_with_its_key() {
 
 #[test]
 fn a_partitioned_sink_is_refused_not_written_unpartitioned() {
+    let sink = |clause: &str| {
+        error(&format!(
+            "{BID}CREATE TABLE out (auction BIGINT, price BIGINT) {clause} WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\nINSERT INTO out SELECT auction, price FROM bid;"
+        ))
+    };
     for clause in [
         "PARTITIONED BY (auction)",
-        "PARTITIONED BY (auction BIGINT)",
+        "PARTITIONED BY (bucket(4, auction))",
     ] {
-        let e = error(&format!(
-            "{BID}CREATE TABLE out (auction BIGINT, price BIGINT) {clause} WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\nINSERT INTO out SELECT auction, price FROM bid;"
-        ));
-        assert_mentions(&e, &["PARTITIONED BY", "`out`", "unpartitioned"]);
+        let e = sink(clause);
+        assert_mentions(
+            &e,
+            &[
+                "PARTITIONED BY on `out`",
+                "'filesystem'",
+                "only the iceberg connector",
+            ],
+        );
     }
+    // Hive's typed form is not a partition term.
+    let e = sink("PARTITIONED BY (auction BIGINT)");
+    assert_mentions(&e, &["PARTITIONED BY of `out`", "found `BIGINT`"]);
 }
 
 #[test]

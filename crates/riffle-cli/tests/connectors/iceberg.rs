@@ -38,6 +38,10 @@ struct Read {
     listed: Vec<String>,
     /// Names of the files in the table's data directory, sorted.
     stored: Vec<String>,
+    /// The partition spec, as `transform(column)` terms.
+    spec: Vec<String>,
+    /// Rows of a scan with a row filter, if one was asked for.
+    filtered: Option<Vec<String>>,
 }
 
 impl Lake {
@@ -93,6 +97,18 @@ impl Lake {
     /// Bids (`events` Nexmark events, about 100K events/s, in batches of 500 so that
     /// every checkpoint epoch carries rows) into `nexmark.{table}`.
     fn bids_pipeline(&self, name: &str, table: &str, events: &str) -> PathBuf {
+        self.partitioned_bids_pipeline(name, table, events, "")
+    }
+
+    /// [`bids_pipeline`](Self::bids_pipeline) into a table with `partitioned_by`
+    /// (`PARTITIONED BY (…)`, or empty).
+    fn partitioned_bids_pipeline(
+        &self,
+        name: &str,
+        table: &str,
+        events: &str,
+        partitioned_by: &str,
+    ) -> PathBuf {
         let text = format!(
             "CREATE TABLE bid (
   WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND
@@ -105,7 +121,7 @@ CREATE TABLE bids (
   price BIGINT,
   channel VARCHAR,
   date_time TIMESTAMP
-) WITH (
+) {partitioned_by} WITH (
   'connector' = 'iceberg',
   'catalog.uri' = '{catalog}',
   'warehouse' = '{warehouse}',
@@ -143,6 +159,16 @@ INSERT INTO bids SELECT auction, bidder, price, channel, date_time FROM bid;
         parse(self.reader(table).output().unwrap())
     }
 
+    /// The table as PyIceberg reads it, and its rows under `row_filter`.
+    fn read_filtered(&self, table: &str, row_filter: &str) -> Read {
+        parse(
+            self.reader(table)
+                .args(["filter", row_filter])
+                .output()
+                .unwrap(),
+        )
+    }
+
     /// Appends one row as another writer (PyIceberg) would.
     fn append_foreign_row(&self, table: &str) -> Read {
         let row = r#"{"auction": -1, "bidder": -1, "price": -1, "channel": "foreign", "date_time": null}"#;
@@ -164,6 +190,8 @@ fn parse(out: std::process::Output) -> Read {
     Read {
         listed: names("listed"),
         stored: names("stored"),
+        spec: names("spec"),
+        filtered: json["filtered"].is_array().then(|| names("filtered")),
         rows: json["rows"]
             .as_array()
             .unwrap()
@@ -299,6 +327,83 @@ fn crash_at_every_point_and_restore(lake: &Lake) {
             read.snapshots
         );
     }
+}
+
+#[test]
+fn partitioned_tables_hold_the_crash_free_rows_and_readers_prune_by_their_partitions() {
+    let lake = Lake::new();
+    let clean = lake.bids_pipeline("clean", "bids_clean", "40K");
+    succeed(&mut lake.run(&clean, &lake.state("clean"), 2));
+    let expected = lake.read("bids_clean").rows;
+
+    // Half the bids' channels are one of 10K `channel-N`: truncated to 4 characters,
+    // five partitions.
+    let partitioned_by =
+        "PARTITIONED BY (truncate(4, channel), bucket(4, auction), days(date_time))";
+    let file = lake.partitioned_bids_pipeline("parts", "bids_parts", "40K", partitioned_by);
+    let state = lake.state("parts");
+    crash(&mut lake.run(&file, &state, 2), "after-snapshot-upload:3");
+    succeed(&mut lake.run(&file, &state, 3));
+    // Columns in sorted order: auction, bidder, channel, date_time, price.
+    let auction = expected[expected.len() / 2]
+        .split(',')
+        .next()
+        .unwrap()
+        .to_string();
+    let read = lake.read_filtered("bids_parts", &format!("auction = {auction}"));
+    assert_eq!(
+        read.spec,
+        [
+            "truncate[4](channel)",
+            "bucket[4](auction)",
+            "day(date_time)"
+        ]
+    );
+    assert!(
+        read.rows == expected,
+        "{} rows, expected {}",
+        read.rows.len(),
+        expected.len()
+    );
+    assert_each_epoch_once(&read);
+    assert_eq!(read.stored, read.listed);
+    // Files per partition: more data files than an unpartitioned run writes.
+    assert!(read.listed.len() > lake.read("bids_clean").listed.len() * 2);
+    let want: Vec<&String> = expected
+        .iter()
+        .filter(|r| r.split(',').next() == Some(auction.as_str()))
+        .collect();
+    let got = read.filtered.unwrap();
+    assert!(!want.is_empty());
+    assert_eq!(got.iter().collect::<Vec<_>>(), want);
+    let numbered = expected[0].split(',').nth(2).unwrap().to_string();
+    for channel in ["Apple", numbered.as_str()] {
+        let read = lake.read_filtered("bids_parts", &format!("channel = '{channel}'"));
+        let want: Vec<&String> = expected
+            .iter()
+            .filter(|r| r.split(',').nth(2) == Some(channel))
+            .collect();
+        assert_eq!(
+            read.filtered.unwrap().iter().collect::<Vec<_>>(),
+            want,
+            "{channel}"
+        );
+    }
+
+    // The pipeline's declaration changed: the table keeps its partitioning.
+    let changed = lake.partitioned_bids_pipeline(
+        "parts",
+        "bids_parts",
+        "40K",
+        "PARTITIONED BY (hours(date_time))",
+    );
+    let out = lake.run(&changed, &state, 1).output().unwrap();
+    assert!(!out.status.success());
+    let text = stderr(&out);
+    assert!(
+        text.contains("the table is partitioned by (truncate[4](channel), bucket[4](auction), day(date_time)), the declaration says (hour(date_time))"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -3,13 +3,18 @@ the table's rows as sorted text lines, its snapshots' summaries from the current
 snapshot back through its ancestors, the names of the data files any snapshot lists,
 and the names of the files stored in the table's data directory.
 
-usage: read_iceberg.py CATALOG_NAME CATALOG_URI WAREHOUSE NAMESPACE.TABLE [append ROW_JSON]
+usage: read_iceberg.py CATALOG_NAME CATALOG_URI WAREHOUSE NAMESPACE.TABLE
+           [append ROW_JSON | filter ROW_FILTER]
 
 CATALOG_URI is SQLAlchemy's: sqlite:////path/catalog.db, postgresql+psycopg2://user@host:port/db.
 WAREHOUSE is file:///dir or s3://bucket/prefix; for S3 the server and credentials come
 from AWS_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION.
 
-With `append`, first appends one row (JSON object) as another writer would.
+With `append`, first appends one row (JSON object) as another writer would. With
+`filter`, also prints the rows a scan with that row filter (PyIceberg's expression
+syntax, e.g. "auction = 1007") returns: the scan prunes data files by their partition
+values and column bounds, so a wrong partition value shows as a missing row. The
+table's partition spec is printed as "transform(column)" terms.
 """
 import json
 import os
@@ -54,8 +59,19 @@ def text(value):
     return str(value)
 
 
-rows = table.scan().to_arrow().to_pylist()
-lines = sorted(",".join(text(row[c]) for c in sorted(row)) for row in rows)
+def lines_of(scan):
+    rows = scan.to_arrow().to_pylist()
+    return sorted(",".join(text(row[c]) for c in sorted(row)) for row in rows)
+
+
+lines = lines_of(table.scan())
+filtered = None
+if len(sys.argv) > 5 and sys.argv[5] == "filter":
+    filtered = lines_of(table.scan(row_filter=sys.argv[6]))
+spec = [
+    f"{field.transform}({table.schema().find_column_name(field.source_id)})"
+    for field in table.spec().fields
+]
 
 summaries = []
 snapshot = table.current_snapshot()
@@ -76,7 +92,9 @@ data_dir = urlparse(table.metadata.location.rstrip("/") + "/data")
 data_path = data_dir.netloc + data_dir.path if data_dir.scheme == "s3" else data_dir.path
 stored = [
     info.base_name
-    for info in filesystem.get_file_info(fs.FileSelector(data_path, allow_not_found=True))
+    for info in filesystem.get_file_info(
+        fs.FileSelector(data_path, allow_not_found=True, recursive=True)
+    )
     if info.type == fs.FileType.File
 ]
 
@@ -87,6 +105,8 @@ print(
             "snapshots": summaries,
             "listed": sorted(listed),
             "stored": sorted(stored),
+            "spec": spec,
+            "filtered": filtered,
         }
     )
 )

@@ -25,7 +25,7 @@ const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec {
         name: "warehouse",
-        help: "where new tables go: file:///path (required)",
+        help: "where new tables go: file:///path or s3://bucket/prefix (required)",
     },
     OptionSpec {
         name: "table",
@@ -50,11 +50,17 @@ impl Connector for IcebergConnector {
         OPTIONS
     }
 
+    fn writes_partitions(&self) -> bool {
+        true
+    }
+
     #[cfg(feature = "iceberg")]
     fn sink(&self, table: &TableDef, pipeline: &str) -> Result<SinkTable> {
         use super::{bytes_option, choice_option, required};
         use riffle_core::arrow::datatypes::Schema;
-        use riffle_iceberg::{CatalogConfig, IcebergSinkConfig, IcebergSinkFactory};
+        use riffle_iceberg::{
+            transform_name, CatalogConfig, DeclaredField, IcebergSinkConfig, IcebergSinkFactory,
+        };
         use std::sync::Arc;
 
         choice_option(table, "catalog.type", &["sql"], "sql").map_err(|_| {
@@ -69,6 +75,20 @@ impl Connector for IcebergConnector {
                 "an Iceberg table needs its columns declared: CREATE TABLE name (auction BIGINT, price BIGINT, …) WITH ('connector' = 'iceberg', …)",
             ));
         }
+        let partition_by = table
+            .partitioned_by
+            .iter()
+            .map(|term| {
+                let transform =
+                    transform_name(term.function.as_deref(), term.width).map_err(|e| {
+                        SqlError::connector(&table.name, format!("PARTITIONED BY {term}: {e}"))
+                    })?;
+                Ok(DeclaredField {
+                    column: term.column.clone(),
+                    transform,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let config = IcebergSinkConfig {
             catalog: CatalogConfig {
                 name: table
@@ -82,6 +102,7 @@ impl Connector for IcebergConnector {
             table: required(table, "table", "nexmark.bids")?.into(),
             create: choice_option(table, "create", &["true", "false"], "false")? == "true",
             target_file_bytes: bytes_option(table, "target-file-size")?.unwrap_or(128 << 20),
+            partition_by,
             sink_id: format!("{pipeline}/{}", table.name),
         };
         let declared = Arc::new(Schema::new(table.columns.clone()));

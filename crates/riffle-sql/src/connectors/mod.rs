@@ -78,6 +78,12 @@ pub trait Connector: Send + Sync {
     /// The options it accepts (besides `connector`).
     fn options(&self) -> &'static [OptionSpec];
 
+    /// Whether its sink writes the partitions of `PARTITIONED BY (…)`; a connector that
+    /// does not has the clause refused (it would be ignored).
+    fn writes_partitions(&self) -> bool {
+        false
+    }
+
     /// Builds the source of `table`.
     ///
     /// # Errors
