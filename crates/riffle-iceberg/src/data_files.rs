@@ -79,6 +79,8 @@ pub struct DataFileTarget {
     pub target_file_bytes: u64,
     /// The partitions of the table's spec; `None` for an unpartitioned table.
     pub partitioner: Option<Arc<Partitioner>>,
+    /// Compress data pages with Snappy (Iceberg readers' common codec).
+    pub snappy: bool,
 }
 
 struct OpenFile {
@@ -293,8 +295,13 @@ fn open_file(
             bytes: Vec::new(),
         },
     };
+    let compression = if target.snappy {
+        Compression::SNAPPY
+    } else {
+        Compression::UNCOMPRESSED
+    };
     let properties = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
+        .set_compression(compression)
         .build();
     let writer = ArrowWriter::try_new(spool, schema.clone(), Some(properties))?;
     let sequence = data_file_sequence(&relative);
@@ -439,6 +446,7 @@ mod tests {
             ],
             target_file_bytes: bytes,
             partitioner: None,
+            snappy: true,
         }
     }
 

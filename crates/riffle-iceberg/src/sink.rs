@@ -49,6 +49,8 @@ pub struct IcebergSinkConfig {
     pub create: bool,
     /// Roll data files at this size.
     pub target_file_bytes: u64,
+    /// Compress data files with Snappy (else uncompressed).
+    pub snappy: bool,
     /// `PARTITIONED BY`: a new table's partitioning, checked against an existing
     /// table's (empty: a new table is unpartitioned, an existing one is written by its
     /// own spec).
@@ -359,6 +361,7 @@ impl SinkFactory for IcebergSinkFactory {
             columns,
             target_file_bytes: self.committer.config.target_file_bytes,
             partitioner: partitioner.map(Arc::new),
+            snappy: self.committer.config.snappy,
         };
         Ok(Box::new(IcebergSink {
             writer: DataFileWriter::new(target, ctx.subtask, ctx.generation),

@@ -40,6 +40,8 @@ struct Read {
     stored: Vec<String>,
     /// The partition spec, as `transform(column)` terms.
     spec: Vec<String>,
+    /// The Parquet codecs of the data files (`SNAPPY`, `UNCOMPRESSED`).
+    codecs: Vec<String>,
     /// Rows of a scan with a row filter, if one was asked for.
     filtered: Option<Vec<String>>,
 }
@@ -191,6 +193,7 @@ fn parse(out: std::process::Output) -> Read {
         listed: names("listed"),
         stored: names("stored"),
         spec: names("spec"),
+        codecs: names("codecs"),
         filtered: json["filtered"].is_array().then(|| names("filtered")),
         rows: json["rows"]
             .as_array()
@@ -253,9 +256,18 @@ fn iceberg_tables_hold_every_bid_once_at_any_parallelism() {
     assert!(snapshots >= 2, "{:?}", read.snapshots);
     assert_eq!(snapshots, read.snapshots.len());
 
+    assert_eq!(read.codecs, ["SNAPPY"]);
+
     let p1 = lake.bids_pipeline("p1", "bids_p1", "40K");
+    let text = std::fs::read_to_string(&p1).unwrap().replace(
+        "'create' = 'true'",
+        "'create' = 'true', 'compression' = 'uncompressed'",
+    );
+    std::fs::write(&p1, text).unwrap();
     succeed(&mut run(&p1, &lake.state("p1"), 1));
-    assert_eq!(lake.read("bids_p1").rows, read.rows);
+    let read_p1 = lake.read("bids_p1");
+    assert_eq!(read_p1.rows, read.rows);
+    assert_eq!(read_p1.codecs, ["UNCOMPRESSED"]);
 }
 
 #[test]

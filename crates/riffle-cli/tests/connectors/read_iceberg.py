@@ -22,6 +22,7 @@ import sys
 from urllib.parse import urlparse
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyarrow import fs
 from pyiceberg.catalog.sql import SqlCatalog
 
@@ -88,6 +89,14 @@ for snapshot in table.snapshots():
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
             listed.add(entry.data_file.file_path.rsplit("/", 1)[-1])
 
+# The Parquet codec of each data file's first column chunk.
+codecs = set()
+for task in table.scan().plan_files():
+    url = urlparse(task.file.file_path)
+    path = url.netloc + url.path if url.scheme == "s3" else url.path
+    with filesystem.open_input_file(path) as f:
+        codecs.add(pq.ParquetFile(f).metadata.row_group(0).column(0).compression)
+
 data_dir = urlparse(table.metadata.location.rstrip("/") + "/data")
 data_path = data_dir.netloc + data_dir.path if data_dir.scheme == "s3" else data_dir.path
 stored = [
@@ -106,6 +115,7 @@ print(
             "listed": sorted(listed),
             "stored": sorted(stored),
             "spec": spec,
+            "codecs": sorted(codecs),
             "filtered": filtered,
         }
     )

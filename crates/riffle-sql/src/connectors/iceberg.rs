@@ -36,6 +36,10 @@ const OPTIONS: &[OptionSpec] = &[
         help: "true to create the table (and namespace) from the declared columns when missing (default false)",
     },
     OptionSpec {
+        name: "compression",
+        help: "snappy (the default) or uncompressed: the data files' Parquet page codec",
+    },
+    OptionSpec {
         name: "target-file-size",
         help: "roll data files at this size, e.g. 128mb (default 128mb)",
     },
@@ -103,6 +107,8 @@ impl Connector for IcebergConnector {
             create: choice_option(table, "create", &["true", "false"], "false")? == "true",
             target_file_bytes: bytes_option(table, "target-file-size")?.unwrap_or(128 << 20),
             partition_by,
+            snappy: choice_option(table, "compression", &["snappy", "uncompressed"], "snappy")?
+                == "snappy",
             sink_id: format!("{pipeline}/{}", table.name),
         };
         let declared = Arc::new(Schema::new(table.columns.clone()));
