@@ -1,4 +1,4 @@
-//! The catalog side of the sink: opening the SQL catalog, creating or loading the
+//! The catalog side of the sink: opening the catalog (SQL or REST), creating or loading the
 //! table, recording the output's owner in the table's properties, and reading what the
 //! table's snapshots already hold. All of it is async (the iceberg crate's API) and runs
 //! on the connectors' I/O runtime.
@@ -9,7 +9,10 @@ use iceberg::spec::{PartitionSpec, Schema as IcebergSchema, TableMetadata};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
-use iceberg_catalog_sql::{SqlBindStyle, SqlCatalog, SqlCatalogBuilder};
+use iceberg_catalog_rest::{
+    RestCatalogBuilder, REST_CATALOG_PROP_URI, REST_CATALOG_PROP_WAREHOUSE,
+};
+use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
 use riffle_core::{Error, OutputOwner, Result};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -18,13 +21,25 @@ use std::sync::Arc;
 /// Table property holding the owner record (JSON) of the table's riffle output.
 pub const OWNER_PROPERTY: &str = "riffle.owner";
 
+/// Which protocol the catalog speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogKind {
+    /// Iceberg's SQL catalog in a database (SQLite or PostgreSQL).
+    Sql,
+    /// A REST catalog server.
+    Rest,
+}
+
 /// Where the catalog is and what it is called.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogConfig {
+    /// SQL or REST.
+    pub kind: CatalogKind,
     /// The catalog's name (readers open it under the same name: the SQL catalog keeps
     /// tables of several catalogs in one database).
     pub name: String,
-    /// `sqlite:///path/catalog.db` or `postgresql://user@host/db`.
+    /// `sqlite:///path/catalog.db` or `postgresql://user@host/db` (SQL), or
+    /// `http://host:port/prefix` (REST).
     pub uri: String,
     /// Where new tables go: `file:///path` or `s3://bucket/prefix`.
     pub warehouse: String,
@@ -35,11 +50,28 @@ pub fn iceberg_error(doing: &str, e: iceberg::Error) -> Error {
     Error::external("iceberg", format!("{doing}: {e}"))
 }
 
-/// Opens the SQL catalog (creating its tables, and a SQLite file, when missing).
+/// Opens the catalog: the REST catalog at its URI, or the SQL catalog (creating its
+/// tables, and a SQLite file, when missing).
 ///
 /// # Errors
-/// The database cannot be reached.
-pub async fn open(config: &CatalogConfig) -> Result<Arc<SqlCatalog>> {
+/// The catalog cannot be reached.
+pub async fn open(config: &CatalogConfig) -> Result<Arc<dyn Catalog>> {
+    let opening = |e| iceberg_error(&format!("opening the catalog at {}", config.uri), e);
+    if config.kind == CatalogKind::Rest {
+        let properties = HashMap::from([
+            (REST_CATALOG_PROP_URI.to_string(), config.uri.clone()),
+            (
+                REST_CATALOG_PROP_WAREHOUSE.to_string(),
+                config.warehouse.clone(),
+            ),
+        ]);
+        let catalog = RestCatalogBuilder::default()
+            .with_storage_factory(Arc::new(WarehouseStorageFactory))
+            .load(config.name.clone(), properties)
+            .await
+            .map_err(opening)?;
+        return Ok(Arc::new(catalog));
+    }
     let sqlite = config.uri.starts_with("sqlite:");
     let mut uri = config.uri.clone();
     if sqlite && !uri.contains('?') {
@@ -62,7 +94,7 @@ pub async fn open(config: &CatalogConfig) -> Result<Arc<SqlCatalog>> {
         .with_storage_factory(Arc::new(WarehouseStorageFactory))
         .load(config.name.clone(), HashMap::new())
         .await
-        .map_err(|e| iceberg_error(&format!("opening the catalog at {}", config.uri), e))?;
+        .map_err(opening)?;
     Ok(Arc::new(catalog))
 }
 
@@ -80,7 +112,7 @@ fn sqlite_path(uri: &str) -> Option<PathBuf> {
 /// # Errors
 /// The table is missing (and not to be created); catalog failures.
 pub async fn ensure_table(
-    catalog: &SqlCatalog,
+    catalog: &dyn Catalog,
     ident: &TableIdent,
     creation: Option<&(IcebergSchema, PartitionSpec)>,
 ) -> Result<Table> {
@@ -129,7 +161,7 @@ pub async fn ensure_table(
 ///
 /// # Errors
 /// Catalog failures.
-pub async fn load_if_exists(catalog: &SqlCatalog, ident: &TableIdent) -> Result<Option<Table>> {
+pub async fn load_if_exists(catalog: &dyn Catalog, ident: &TableIdent) -> Result<Option<Table>> {
     let exists = catalog
         .table_exists(ident)
         .await
@@ -145,7 +177,7 @@ pub async fn load_if_exists(catalog: &SqlCatalog, ident: &TableIdent) -> Result<
 ///
 /// # Errors
 /// Catalog failures.
-pub async fn load(catalog: &SqlCatalog, ident: &TableIdent) -> Result<Table> {
+pub async fn load(catalog: &dyn Catalog, ident: &TableIdent) -> Result<Table> {
     catalog
         .load_table(ident)
         .await
@@ -245,7 +277,7 @@ pub fn recorded_owner(table: &Table) -> Result<Option<OutputOwner>> {
 /// # Errors
 /// Catalog failures.
 pub async fn claim(
-    catalog: &SqlCatalog,
+    catalog: &dyn Catalog,
     ident: &TableIdent,
     owner: &OutputOwner,
     replace: bool,

@@ -12,7 +12,7 @@
 //! which epochs of this sink it already holds and appends only the others; when a
 //! commit fails, it reads the table again before deciding whether the epochs landed.
 
-use crate::catalog::{self, iceberg_error, CatalogConfig};
+use crate::catalog::{self, iceberg_error, CatalogConfig, CatalogKind};
 use crate::data_files::{data_file_generation, unhex, DataFileTarget, DataFileWriter, WrittenFile};
 use crate::ledger;
 use crate::partition::{check_declared, decode, new_spec, DeclaredField, Partitioner};
@@ -24,8 +24,8 @@ use iceberg::spec::{
 };
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use iceberg::Catalog;
 use iceberg::TableIdent;
-use iceberg_catalog_sql::SqlCatalog;
 use riffle_connectors::io_runtime::block_on;
 use riffle_connectors::sinks::without_timestamp;
 use riffle_core::arrow::datatypes::{Schema, SchemaRef};
@@ -73,7 +73,7 @@ struct Committer {
     /// The schema and partition spec a missing table is created with (from the
     /// declared columns and partitioning); `None` when the table is not to be created.
     creation: Option<(IcebergSchema, PartitionSpec)>,
-    catalog: Mutex<Option<Arc<SqlCatalog>>>,
+    catalog: Mutex<Option<Arc<dyn Catalog>>>,
 }
 
 /// The committable of one subtask's epoch: its finished data files.
@@ -105,15 +105,21 @@ impl IcebergSinkFactory {
                 ),
             ));
         }
-        if !(config.catalog.uri.starts_with("sqlite:")
-            || config.catalog.uri.starts_with("postgres"))
-        {
+        let uri = &config.catalog.uri;
+        let (fits, expected) = match config.catalog.kind {
+            CatalogKind::Sql => (
+                uri.starts_with("sqlite:") || uri.starts_with("postgres"),
+                "'sqlite:///path/catalog.db' or 'postgresql://user@host:port/database'",
+            ),
+            CatalogKind::Rest => (
+                uri.starts_with("http://") || uri.starts_with("https://"),
+                "the REST catalog's 'http://host:port' (or https://)",
+            ),
+        };
+        if !fits {
             return Err(Error::config(
                 "catalog.uri",
-                format!(
-                    "'{}': use 'sqlite:///path/catalog.db' or 'postgresql://user@host:port/database'",
-                    config.catalog.uri
-                ),
+                format!("'{uri}': use {expected}"),
             ));
         }
         let schema =
@@ -133,7 +139,7 @@ impl IcebergSinkFactory {
 
 impl Committer {
     /// The catalog, opened once.
-    fn catalog(&self) -> Result<Arc<SqlCatalog>> {
+    fn catalog(&self) -> Result<Arc<dyn Catalog>> {
         let mut opened = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(catalog) = opened.as_ref() {
             return Ok(catalog.clone());
@@ -147,7 +153,7 @@ impl Committer {
     /// Runs `work` with the catalog and table identifier on the I/O runtime.
     fn with_catalog<T, F, Fut>(&self, work: F) -> Result<T>
     where
-        F: FnOnce(Arc<SqlCatalog>, TableIdent) -> Fut,
+        F: FnOnce(Arc<dyn Catalog>, TableIdent) -> Fut,
         Fut: std::future::Future<Output = Result<T>> + Send + 'static,
         T: Send + 'static,
     {
@@ -159,14 +165,14 @@ impl Committer {
     fn table(&self) -> Result<Table> {
         let creation = self.creation.clone();
         self.with_catalog(move |catalog, ident| async move {
-            catalog::ensure_table(&catalog, &ident, creation.as_ref()).await
+            catalog::ensure_table(catalog.as_ref(), &ident, creation.as_ref()).await
         })
     }
 
     /// The table, if it exists.
     fn existing_table(&self) -> Result<Option<Table>> {
         self.with_catalog(|catalog, ident| async move {
-            catalog::load_if_exists(&catalog, &ident).await
+            catalog::load_if_exists(catalog.as_ref(), &ident).await
         })
     }
 
@@ -236,7 +242,7 @@ impl Committer {
                     Ok(())
                 }
                 Err(e) => {
-                    let now = catalog::load(&catalog, &ident).await?;
+                    let now = catalog::load(catalog.as_ref(), &ident).await?;
                     let landed = catalog::committed_epochs(&now, &sink_id);
                     if !epochs.is_empty() && epochs.is_subset(&landed) {
                         tracing::warn!(
@@ -433,7 +439,7 @@ impl SinkFactory for IcebergSinkFactory {
         let owner = owner.clone();
         self.committer
             .with_catalog(move |catalog, ident| async move {
-                catalog::claim(&catalog, &ident, &owner, replace)
+                catalog::claim(catalog.as_ref(), &ident, &owner, replace)
                     .await
                     .map(Some)
             })

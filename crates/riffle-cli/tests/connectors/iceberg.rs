@@ -16,8 +16,12 @@ use std::process::Command;
 /// or a prefix in an S3 bucket).
 struct Lake {
     _dir: tempfile::TempDir,
+    /// `'catalog.type'`: `sql` or `rest`.
+    catalog_type: &'static str,
     /// The catalog as riffle's `'catalog.uri'` names it.
     catalog_uri: String,
+    /// The catalog's name (a REST server's backing SQL catalog has its own).
+    catalog_name: &'static str,
     /// The same catalog as PyIceberg (SQLAlchemy) names it.
     reader_uri: String,
     /// `file:///…/warehouse` or `s3://bucket/warehouse`.
@@ -80,7 +84,9 @@ impl Lake {
     fn with_catalog(dir: tempfile::TempDir, catalog_uri: String, reader_uri: String) -> Self {
         let root = dir.path().to_path_buf();
         Self {
+            catalog_type: "sql",
             catalog_uri,
+            catalog_name: "riffle",
             reader_uri,
             warehouse: format!("file://{}", root.join("warehouse").display()),
             env: Vec::new(),
@@ -125,6 +131,7 @@ CREATE TABLE bids (
   date_time TIMESTAMP
 ) {partitioned_by} WITH (
   'connector' = 'iceberg',
+  'catalog.type' = '{catalog_type}',
   'catalog.uri' = '{catalog}',
   'warehouse' = '{warehouse}',
   'table' = 'nexmark.{table}',
@@ -134,6 +141,7 @@ CREATE TABLE bids (
 INSERT INTO bids SELECT auction, bidder, price, channel, date_time FROM bid;
 ",
             catalog = self.catalog_uri,
+            catalog_type = self.catalog_type,
             warehouse = self.warehouse,
         );
         pipeline(&self.root, name, &text)
@@ -148,7 +156,7 @@ INSERT INTO bids SELECT auction, bidder, price, channel, date_time FROM bid;
             .expect("RIFFLE_PYICEBERG_PYTHON: a Python with pyiceberg (scripts/test installs it)");
         let mut cmd = Command::new(python);
         cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/connectors/read_iceberg.py"))
-            .arg("riffle")
+            .arg(self.catalog_name)
             .arg(&self.reader_uri)
             .arg(&self.warehouse)
             .arg(format!("nexmark.{table}"))
@@ -416,6 +424,92 @@ fn partitioned_tables_hold_the_crash_free_rows_and_readers_prune_by_their_partit
         text.contains("the table is partitioned by (truncate[4](channel), bucket[4](auction), day(date_time)), the declaration says (hour(date_time))"),
         "{text}"
     );
+}
+
+/// The REST catalog of tests (`iceberg_rest_catalog.py`, PyIceberg's REST models over a
+/// SQL catalog in the lake's SQLite file), on a free port of 127.0.0.1.
+struct RestCatalogServer {
+    child: std::process::Child,
+    uri: String,
+}
+
+impl RestCatalogServer {
+    /// Serves `lake`'s catalog; the first `lose` commits that add a snapshot are applied
+    /// and answered with 503.
+    fn start(lake: &Lake, lose: usize) -> Self {
+        let python = std::env::var("RIFFLE_PYICEBERG_PYTHON")
+            .expect("RIFFLE_PYICEBERG_PYTHON: a Python with pyiceberg (scripts/test installs it)");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(python)
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/connectors/iceberg_rest_catalog.py"),
+            )
+            .arg(port.to_string())
+            .arg(&lake.reader_uri)
+            .arg(&lake.warehouse)
+            .args(["--lose-commit-answers", &lose.to_string()])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the REST catalog did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Self {
+            child,
+            uri: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for RestCatalogServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_rest_catalog_takes_the_commits_and_its_lost_answers_are_checked_not_retried() {
+    let mut lake = Lake::new();
+    let server = RestCatalogServer::start(&lake, 1);
+    lake.catalog_type = "rest";
+    lake.catalog_uri = server.uri.clone();
+    lake.catalog_name = "rest";
+
+    let file = lake.bids_pipeline("lost", "bids_lost", "20K");
+    let out = lake
+        .run(&file, &lake.state("lost"), 2)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("but the table holds them: the commit had landed"),
+        "{text}"
+    );
+    let read = lake.read("bids_lost");
+    assert_eq!(read.rows.len(), bids_of(20_000));
+    assert!(assert_each_epoch_once(&read) >= 2, "{:?}", read.snapshots);
+
+    let file = lake.bids_pipeline("crash", "bids_crash", "40K");
+    let state = lake.state("crash");
+    crash(&mut lake.run(&file, &state, 2), "after-sink-commit:3");
+    succeed(&mut lake.run(&file, &state, 1));
+    let read = lake.read("bids_crash");
+    assert_eq!(read.rows.len(), bids_of(40_000));
+    assert_each_epoch_once(&read);
+    assert_eq!(read.stored, read.listed);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! `iceberg`: an Apache Iceberg table written exactly once, through a SQL catalog
-//! (SQLite file or PostgreSQL). Built with the cargo feature `iceberg` (`cargo build
+//! (SQLite file or PostgreSQL) or a REST catalog. Built with the cargo feature `iceberg` (`cargo build
 //! --release -p riffle-cli --features iceberg`; the test suite builds it); without it,
 //! naming the connector says how to get it.
 
@@ -13,11 +13,11 @@ pub struct IcebergConnector;
 const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "catalog.type",
-        help: "sql (the default: a catalog in a SQLite file or a PostgreSQL database)",
+        help: "sql (the default: a catalog in a SQLite file or a PostgreSQL database) or rest (a REST catalog server)",
     },
     OptionSpec {
         name: "catalog.uri",
-        help: "sqlite:///path/catalog.db or postgresql://user@host:port/database (required)",
+        help: "sqlite:///path/catalog.db or postgresql://user@host:port/database; for rest, http://host:port (required)",
     },
     OptionSpec {
         name: "catalog.name",
@@ -63,16 +63,15 @@ impl Connector for IcebergConnector {
         use super::{bytes_option, choice_option, required};
         use riffle_core::arrow::datatypes::Schema;
         use riffle_iceberg::{
-            transform_name, CatalogConfig, DeclaredField, IcebergSinkConfig, IcebergSinkFactory,
+            transform_name, CatalogConfig, CatalogKind, DeclaredField, IcebergSinkConfig,
+            IcebergSinkFactory,
         };
         use std::sync::Arc;
 
-        choice_option(table, "catalog.type", &["sql"], "sql").map_err(|_| {
-            SqlError::connector(
-                &table.name,
-                "'catalog.type': riffle has the SQL catalog ('sql', on SQLite or PostgreSQL); REST catalogs are not supported yet",
-            )
-        })?;
+        let kind = match choice_option(table, "catalog.type", &["sql", "rest"], "sql")? {
+            "rest" => CatalogKind::Rest,
+            _ => CatalogKind::Sql,
+        };
         if table.columns.is_empty() {
             return Err(SqlError::connector(
                 &table.name,
@@ -95,6 +94,7 @@ impl Connector for IcebergConnector {
             .collect::<Result<Vec<_>>>()?;
         let config = IcebergSinkConfig {
             catalog: CatalogConfig {
+                kind,
                 name: table
                     .options
                     .get("catalog.name")
