@@ -211,12 +211,8 @@ impl DataFileWriter {
         let file = match self.open.entry(key) {
             Entry::Occupied(entry) => entry.into_mut(),
             Entry::Vacant(entry) => {
-                let file = open_file(
-                    &self.target,
-                    &self.schema,
-                    entry.key(),
-                    data_file_name(self.subtask, self.generation, self.sequence),
-                )?;
+                let name = data_file_name(self.subtask, self.generation, self.sequence);
+                let file = open_file(&self.target, &self.schema, entry.key(), name, self.sequence)?;
                 self.sequence += 1;
                 entry.insert(file)
             }
@@ -266,12 +262,13 @@ impl DataFileWriter {
     }
 }
 
-/// Opens data file `name` of partition `key`.
+/// Opens data file `name` (the writer's `sequence`-th) of partition `key`.
 fn open_file(
     target: &DataFileTarget,
     schema: &SchemaRef,
     key: &PartitionKey,
     name: String,
+    sequence: u64,
 ) -> Result<OpenFile> {
     let relative = match &target.partitioner {
         Some(partitioner) => format!("{}/{name}", partitioner.path(key)),
@@ -304,7 +301,6 @@ fn open_file(
         .set_compression(compression)
         .build();
     let writer = ArrowWriter::try_new(spool, schema.clone(), Some(properties))?;
-    let sequence = data_file_sequence(&relative);
     Ok(OpenFile {
         relative,
         key: key.clone(),
@@ -319,26 +315,16 @@ pub fn data_file_name(subtask: usize, generation: u64, sequence: u64) -> String 
     format!("riffle-{subtask:03}-g{generation}-{sequence:05}.parquet")
 }
 
-/// The generation and sequence number in a data file's name (or path: the last
-/// segment counts); `None` for files riffle did not name.
-fn data_file_numbers(path: &str) -> Option<(u64, u64)> {
+/// The generation in a data file's name (or path: the last segment counts); `None`
+/// for files riffle did not name.
+pub fn data_file_generation(path: &str) -> Option<u64> {
     let name = path.rsplit('/').next()?;
     let rest = name.strip_prefix("riffle-")?.strip_suffix(".parquet")?;
     let mut parts = rest.split('-');
     parts.next()?.parse::<usize>().ok()?;
     let generation = parts.next()?.strip_prefix('g')?.parse().ok()?;
-    let sequence = parts.next()?.parse::<u64>().ok()?;
-    parts.next().is_none().then_some((generation, sequence))
-}
-
-/// The generation in a data file's name (or path); `None` for files riffle did not
-/// name.
-pub fn data_file_generation(path: &str) -> Option<u64> {
-    data_file_numbers(path).map(|(generation, _)| generation)
-}
-
-fn data_file_sequence(path: &str) -> u64 {
-    data_file_numbers(path).map_or(0, |(_, sequence)| sequence)
+    parts.next()?.parse::<u64>().ok()?;
+    parts.next().is_none().then_some(generation)
 }
 
 /// Per-column statistics from the file footer. Bounds come from the row groups'

@@ -147,11 +147,9 @@ pub async fn list_files(dir: &Location) -> Result<Vec<String>> {
 pub async fn exists(location: &Location) -> Result<bool> {
     match location {
         Location::Local(path) => Ok(path.exists()),
-        Location::Object { store, key } => match store.head(key).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(object_error("looking up", key, e)),
-        },
+        Location::Object { store, key } => object_exists(store, key)
+            .await
+            .map_err(|e| object_error("looking up", key, e)),
     }
 }
 
@@ -165,10 +163,9 @@ pub async fn delete(location: &Location) -> Result<()> {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(path, e)),
             _ => Ok(()),
         },
-        Location::Object { store, key } => match store.delete(key).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(object_error("deleting", key, e)),
-        },
+        Location::Object { store, key } => delete_object(store, key)
+            .await
+            .map_err(|e| object_error("deleting", key, e)),
     }
 }
 
@@ -177,11 +174,39 @@ pub async fn delete(location: &Location) -> Result<()> {
 /// # Errors
 /// Storage failures.
 pub async fn upload(store: &Arc<dyn ObjectStore>, key: &ObjectPath, bytes: Bytes) -> Result<()> {
-    store
-        .put(key, PutPayload::from(bytes))
+    put_object(store, key, bytes)
         .await
-        .map(|_| ())
         .map_err(|e| object_error("writing", key, e))
+}
+
+// The object operations riffle's writer and recovery share with the crate's storage
+// below; each side names the failure in its own error type.
+
+async fn object_exists(
+    store: &Arc<dyn ObjectStore>,
+    key: &ObjectPath,
+) -> object_store::Result<bool> {
+    match store.head(key).await {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::NotFound { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Gone already is fine.
+async fn delete_object(store: &Arc<dyn ObjectStore>, key: &ObjectPath) -> object_store::Result<()> {
+    match store.delete(key).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn put_object(
+    store: &Arc<dyn ObjectStore>,
+    key: &ObjectPath,
+    bytes: Bytes,
+) -> object_store::Result<()> {
+    store.put(key, PutPayload::from(bytes)).await.map(|_| ())
 }
 
 fn object_error(doing: &str, key: &ObjectPath, e: object_store::Error) -> Error {
@@ -204,17 +229,9 @@ impl StorageFactory for WarehouseStorageFactory {
     }
 }
 
-/// An object of the store, or the local file the crate's storage handles.
-enum Resolved {
-    Local,
-    Object(Arc<dyn ObjectStore>, ObjectPath),
-}
-
-fn resolve(path: &str) -> iceberg::Result<Resolved> {
-    match locate(path).map_err(|e| iceberg::Error::new(ErrorKind::DataInvalid, e.to_string()))? {
-        Location::Local(_) => Ok(Resolved::Local),
-        Location::Object { store, key } => Ok(Resolved::Object(store, key)),
-    }
+/// [`locate`] for the crate: local files go to its own storage, objects to ours.
+fn resolve(path: &str) -> iceberg::Result<Location> {
+    locate(path).map_err(|e| iceberg::Error::new(ErrorKind::DataInvalid, e.to_string()))
 }
 
 fn crate_error(doing: &str, key: &ObjectPath, e: object_store::Error) -> iceberg::Error {
@@ -230,19 +247,17 @@ fn crate_error(doing: &str, key: &ObjectPath, e: object_store::Error) -> iceberg
 impl Storage for WarehouseStorage {
     async fn exists(&self, path: &str) -> iceberg::Result<bool> {
         match resolve(path)? {
-            Resolved::Local => LocalFsStorage::new().exists(path).await,
-            Resolved::Object(store, key) => match store.head(&key).await {
-                Ok(_) => Ok(true),
-                Err(object_store::Error::NotFound { .. }) => Ok(false),
-                Err(e) => Err(crate_error("looking up", &key, e)),
-            },
+            Location::Local(_) => LocalFsStorage::new().exists(path).await,
+            Location::Object { store, key } => object_exists(&store, &key)
+                .await
+                .map_err(|e| crate_error("looking up", &key, e)),
         }
     }
 
     async fn metadata(&self, path: &str) -> iceberg::Result<FileMetadata> {
         match resolve(path)? {
-            Resolved::Local => LocalFsStorage::new().metadata(path).await,
-            Resolved::Object(store, key) => store
+            Location::Local(_) => LocalFsStorage::new().metadata(path).await,
+            Location::Object { store, key } => store
                 .head(&key)
                 .await
                 .map(|meta| FileMetadata { size: meta.size })
@@ -252,8 +267,8 @@ impl Storage for WarehouseStorage {
 
     async fn read(&self, path: &str) -> iceberg::Result<Bytes> {
         match resolve(path)? {
-            Resolved::Local => LocalFsStorage::new().read(path).await,
-            Resolved::Object(store, key) => {
+            Location::Local(_) => LocalFsStorage::new().read(path).await,
+            Location::Object { store, key } => {
                 let got = store
                     .get(&key)
                     .await
@@ -267,26 +282,24 @@ impl Storage for WarehouseStorage {
 
     async fn reader(&self, path: &str) -> iceberg::Result<Box<dyn FileRead>> {
         match resolve(path)? {
-            Resolved::Local => LocalFsStorage::new().reader(path).await,
-            Resolved::Object(store, key) => Ok(Box::new(ObjectRead { store, key })),
+            Location::Local(_) => LocalFsStorage::new().reader(path).await,
+            Location::Object { store, key } => Ok(Box::new(ObjectRead { store, key })),
         }
     }
 
     async fn write(&self, path: &str, bs: Bytes) -> iceberg::Result<()> {
         match resolve(path)? {
-            Resolved::Local => LocalFsStorage::new().write(path, bs).await,
-            Resolved::Object(store, key) => store
-                .put(&key, PutPayload::from(bs))
+            Location::Local(_) => LocalFsStorage::new().write(path, bs).await,
+            Location::Object { store, key } => put_object(&store, &key, bs)
                 .await
-                .map(|_| ())
                 .map_err(|e| crate_error("writing", &key, e)),
         }
     }
 
     async fn writer(&self, path: &str) -> iceberg::Result<Box<dyn FileWrite>> {
         match resolve(path)? {
-            Resolved::Local => LocalFsStorage::new().writer(path).await,
-            Resolved::Object(store, key) => Ok(Box::new(ObjectWrite {
+            Location::Local(_) => LocalFsStorage::new().writer(path).await,
+            Location::Object { store, key } => Ok(Box::new(ObjectWrite {
                 store,
                 key,
                 buffer: Vec::new(),
@@ -297,18 +310,17 @@ impl Storage for WarehouseStorage {
 
     async fn delete(&self, path: &str) -> iceberg::Result<()> {
         match resolve(path)? {
-            Resolved::Local => LocalFsStorage::new().delete(path).await,
-            Resolved::Object(store, key) => match store.delete(&key).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                Err(e) => Err(crate_error("deleting", &key, e)),
-            },
+            Location::Local(_) => LocalFsStorage::new().delete(path).await,
+            Location::Object { store, key } => delete_object(&store, &key)
+                .await
+                .map_err(|e| crate_error("deleting", &key, e)),
         }
     }
 
     async fn delete_prefix(&self, path: &str) -> iceberg::Result<()> {
         match resolve(path)? {
-            Resolved::Local => LocalFsStorage::new().delete_prefix(path).await,
-            Resolved::Object(store, key) => {
+            Location::Local(_) => LocalFsStorage::new().delete_prefix(path).await,
+            Location::Object { store, key } => {
                 let keys = store.list(Some(&key)).map_ok(|meta| meta.location).boxed();
                 store
                     .delete_stream(keys)
@@ -376,10 +388,8 @@ impl FileWrite for ObjectWrite {
             ));
         }
         let bytes = Bytes::from(std::mem::take(&mut self.buffer));
-        self.store
-            .put(&self.key, PutPayload::from(bytes))
+        put_object(&self.store, &self.key, bytes)
             .await
-            .map(|_| ())
             .map_err(|e| crate_error("writing", &self.key, e))
     }
 }
