@@ -217,19 +217,27 @@ fn a_running_job_serves_metrics_promtool_accepts_and_a_rest_api() {
     // What each checkpoint cost on the object store: writing its state is one PUT per
     // state file the epoch wrote (as its manifest lists them in its own directory). The
     // job runs on and GC deletes old epochs: take the newest retained one whose
-    // manifest is still there.
+    // manifest is still there. The history gains an epoch's record just after its
+    // manifest commits, so the store may list an epoch the same answer's history does
+    // not have yet: take the newest retained one the history has.
     let (checkpoints, newest, dir, manifest) = (0..100)
         .find_map(|attempt| {
             if attempt > 0 {
                 std::thread::sleep(Duration::from_millis(50));
             }
             let checkpoints = request(&address, "GET", "/api/checkpoints", None).json();
+            let recorded: BTreeSet<u64> = checkpoints["history"]
+                .as_array()?
+                .iter()
+                .filter_map(|r| r["epoch"].as_u64())
+                .collect();
             let newest = checkpoints["retained"]
                 .as_array()?
                 .iter()
                 .rev()
-                .find(|r| r["files"].is_u64())?["epoch"]
-                .as_u64()?;
+                .filter(|r| r["files"].is_u64())
+                .filter_map(|r| r["epoch"].as_u64())
+                .find(|epoch| recorded.contains(epoch))?;
             let dir = format!("checkpoints/epoch={newest:06}/");
             let path = state.join("nexmark-q5").join(&dir).join("_manifest.json");
             let manifest = std::fs::read(path).ok()?;
