@@ -186,6 +186,16 @@ pub trait SinkFactory: Send + Sync {
         committables.iter().try_for_each(|c| self.commit(c))
     }
 
+    /// How many epochs one publication covers. With more than one, the coordinator holds
+    /// a checkpoint's committables of this sink back (recorded in its manifest as held,
+    /// which recovery publishes) until the held epochs span this many, or an epoch ends
+    /// the input or takes a savepoint; then [`commit_all`](SinkFactory::commit_all)
+    /// gets them all at once (docs/engine.md, "Exactly-once output"). Honoured only for
+    /// sinks whose [`commit_outlives_process`](SinkFactory::commit_outlives_process).
+    fn epochs_per_commit(&self) -> u64 {
+        1
+    }
+
     /// Whether staged output can still be committed by another process after the one
     /// that staged it died. Files and PostgreSQL's prepared transactions can; a Kafka
     /// producer's transaction cannot (librdkafka cannot resume another producer's

@@ -43,6 +43,55 @@ pub struct CatalogConfig {
     pub uri: String,
     /// Where new tables go: `file:///path` or `s3://bucket/prefix`.
     pub warehouse: String,
+    /// How a REST catalog is signed in to (none for SQL catalogs).
+    pub auth: RestAuth,
+}
+
+/// Signing in to a REST catalog: a bearer token, or OAuth2 client credentials that the
+/// catalog's token endpoint exchanges for one. The secrets never appear in `Debug`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct RestAuth {
+    /// `client_id:client_secret` (or a bare secret) for the client-credentials grant.
+    pub credential: Option<String>,
+    /// A bearer token used as it is.
+    pub token: Option<String>,
+    /// The token endpoint, when it is not the catalog's own `/v1/oauth/tokens`.
+    pub oauth2_server_uri: Option<String>,
+    /// The scope asked for (the crate's default: `catalog`).
+    pub scope: Option<String>,
+}
+
+impl RestAuth {
+    /// Whether a token is fetched with credentials: such tokens expire, so each
+    /// catalog operation opens the catalog anew (a fresh token) instead of reusing one
+    /// (the iceberg crate does not refresh tokens yet).
+    pub fn fetches_tokens(&self) -> bool {
+        self.credential.is_some() && self.token.is_none()
+    }
+
+    /// The REST catalog properties (the iceberg crate's names) these settings make.
+    fn properties(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        [
+            ("credential", &self.credential),
+            ("token", &self.token),
+            ("oauth2-server-uri", &self.oauth2_server_uri),
+            ("scope", &self.scope),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.to_string(), value.clone()?)))
+    }
+}
+
+impl std::fmt::Debug for RestAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |s: &Option<String>| s.as_ref().map(|_| "<hidden>");
+        f.debug_struct("RestAuth")
+            .field("credential", &hidden(&self.credential))
+            .field("token", &hidden(&self.token))
+            .field("oauth2_server_uri", &self.oauth2_server_uri)
+            .field("scope", &self.scope)
+            .finish()
+    }
 }
 
 /// Maps the iceberg crate's error to riffle's, naming what was being done.
@@ -58,13 +107,14 @@ pub fn iceberg_error(doing: &str, e: iceberg::Error) -> Error {
 pub async fn open(config: &CatalogConfig) -> Result<Arc<dyn Catalog>> {
     let opening = |e| iceberg_error(&format!("opening the catalog at {}", config.uri), e);
     if config.kind == CatalogKind::Rest {
-        let properties = HashMap::from([
+        let mut properties = HashMap::from([
             (REST_CATALOG_PROP_URI.to_string(), config.uri.clone()),
             (
                 REST_CATALOG_PROP_WAREHOUSE.to_string(),
                 config.warehouse.clone(),
             ),
         ]);
+        properties.extend(config.auth.properties());
         let catalog = RestCatalogBuilder::default()
             .with_storage_factory(Arc::new(WarehouseStorageFactory))
             .load(config.name.clone(), properties)
@@ -306,6 +356,27 @@ pub async fn claim(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rest_credentials_become_the_crates_properties_and_stay_out_of_debug() {
+        let auth = RestAuth {
+            credential: Some("riffle:s3cret".into()),
+            scope: Some("catalog".into()),
+            ..RestAuth::default()
+        };
+        let properties: HashMap<String, String> = auth.properties().collect();
+        assert_eq!(properties["credential"], "riffle:s3cret");
+        assert_eq!(properties["scope"], "catalog");
+        assert!(!properties.contains_key("token"));
+        assert!(auth.fetches_tokens());
+        assert!(!format!("{auth:?}").contains("s3cret"));
+        let token = RestAuth {
+            token: Some("t0ken".into()),
+            ..auth
+        };
+        assert!(!token.fetches_tokens());
+        assert!(!format!("{token:?}").contains("t0ken"));
+    }
 
     #[test]
     fn a_table_is_named_with_its_namespace() {

@@ -13,7 +13,7 @@ mod schema;
 mod sink;
 mod storage;
 
-pub use catalog::{CatalogConfig, CatalogKind};
+pub use catalog::{CatalogConfig, CatalogKind, RestAuth};
 pub use partition::{transform_name, DeclaredField};
 pub use schema::SchemaMismatch;
 pub use sink::{IcebergSinkConfig, IcebergSinkFactory};

@@ -58,6 +58,8 @@ pub struct IcebergSinkConfig {
     /// The sink's id in snapshot summaries: stable across runs of one pipeline
     /// (`pipeline/table`).
     pub sink_id: String,
+    /// How many checkpoint epochs one snapshot covers (at least 1).
+    pub epochs_per_commit: u64,
 }
 
 /// Builds Iceberg sink subtasks and commits what they wrote.
@@ -146,7 +148,10 @@ impl Committer {
         }
         let config = self.config.catalog.clone();
         let catalog = block_on(async move { catalog::open(&config).await })??;
-        *opened = Some(catalog.clone());
+        // A token fetched with credentials expires: open the catalog again next time.
+        if !config_fetches_tokens(&self.config) {
+            *opened = Some(catalog.clone());
+        }
         Ok(catalog)
     }
 
@@ -233,7 +238,7 @@ impl Committer {
             };
             match answer {
                 Ok(()) => {
-                    // scripts/bench-iceberg reads this line for the commit time per epoch.
+                    // How long the catalog commit alone took (RUST_LOG=riffle_iceberg=debug).
                     tracing::debug!(
                         "iceberg commit: epochs {} of {ident}, {count} data files, in {:.1} ms",
                         ledger::format_epochs(&epochs),
@@ -260,6 +265,10 @@ impl Committer {
             }
         })
     }
+}
+
+fn config_fetches_tokens(config: &IcebergSinkConfig) -> bool {
+    config.catalog.kind == CatalogKind::Rest && config.catalog.auth.fetches_tokens()
 }
 
 /// Test hook: with `RIFFLE_ICEBERG_LOSE_FIRST_ANSWER=1` the process's first successful
@@ -339,6 +348,10 @@ impl SinkFactory for IcebergSinkFactory {
 
     fn is_transactional(&self) -> bool {
         true
+    }
+
+    fn epochs_per_commit(&self) -> u64 {
+        self.committer.config.epochs_per_commit.max(1)
     }
 
     fn create(&self, schema: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {

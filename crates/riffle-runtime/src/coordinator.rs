@@ -31,6 +31,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 pub mod commit;
 mod epoch_files;
+pub mod grouping;
 mod savepoints;
 pub mod schedule;
 use commit::{CommitStep, EpochCommitter, EpochIncomplete, EpochOutcome, SinkCommits};
@@ -90,6 +91,9 @@ pub struct CheckpointReport {
     pub snapshot: Vec<Duration>,
     /// Time spent encoding and writing state files per committed epoch (the job runs on).
     pub upload: Vec<Duration>,
+    /// The commit protocol's steps (PREPARED through GC, sinks publishing) per
+    /// committed epoch.
+    pub commit: Vec<Duration>,
     /// Object-store requests per committed epoch, by phase.
     pub requests: Vec<EpochRequests>,
     /// Why epochs failed.
@@ -381,10 +385,13 @@ impl CheckpointCoordinator {
         };
         maybe_crash(CrashPoint::AfterSnapshotUpload, done.epoch);
         let committing = Instant::now();
-        match self.complete(&done, schedule.committables()).await {
+        match self
+            .complete(&done, schedule.held(), schedule.committables())
+            .await
+        {
             Ok((manifest, requests)) => {
                 let commit = committing.elapsed();
-                schedule.completed(Instant::now());
+                schedule.completed(Instant::now(), manifest.held_committables.clone());
                 *reuse = std::mem::take(&mut done.reusable);
                 let duration = done.triggered.elapsed();
                 report.committed.push(done.epoch);
@@ -393,6 +400,7 @@ impl CheckpointCoordinator {
                 report.alignment.push(done.alignment);
                 report.snapshot.push(done.snapshot);
                 report.upload.push(done.upload);
+                report.commit.push(commit);
                 report.requests.push(requests);
                 if done.kind == BarrierKind::EndOfInput {
                     report.end_of_input_committed = true;
@@ -494,14 +502,24 @@ impl CheckpointCoordinator {
         }
     }
 
-    /// Takes the commit protocol's steps for `pending` (see [`commit`]); returns the
-    /// committed manifest.
+    /// Takes the commit protocol's steps for `pending` (see [`commit`]), publishing
+    /// what earlier epochs `held` and it `staged` as far as the sinks' epochs per
+    /// commit say (see [`grouping`]); returns the committed manifest.
     async fn complete(
         &self,
         pending: &Pending,
-        committables: &[Committable],
+        held: &[Committable],
+        staged: &[Committable],
     ) -> Result<(Manifest, EpochRequests), EpochIncomplete> {
-        let mut manifest = self.manifest(pending, committables);
+        let publication =
+            grouping::split_publication(held, staged, pending.epoch, pending.kind, |sink| {
+                self.sinks
+                    .get(sink)
+                    .filter(|f| f.commit_outlives_process())
+                    .map_or(1, |f| f.epochs_per_commit())
+            });
+        let mut manifest = self.manifest(pending, &publication.publish);
+        manifest.held_committables = publication.hold;
         let committing = self.requests.tally();
         let upload = committing.since(pending.requests_at_trigger);
         manifest.requests = Some(upload);

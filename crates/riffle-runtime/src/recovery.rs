@@ -455,24 +455,40 @@ async fn finish(
             )));
         }
     }
+    // The restored state lies past everything its manifest covers: publish what it
+    // held back for a later epoch (a sink covering several epochs per commit), and, when
+    // it is PREPARED, what it was to publish itself — for each sink in one commit.
     let mut recommitted = 0;
-    if let Some(m) = manifest.as_ref().filter(|_| plan.roll_forward) {
-        for (id, group) in riffle_core::committables_by_sink(&m.sink_committables) {
+    if let Some(m) = &manifest {
+        let mut publishing = m.held_committables.clone();
+        if plan.roll_forward {
+            publishing.extend(m.sink_committables.iter().cloned());
+        }
+        // As the coordinator orders them: sinks whose staged output dies with the
+        // process first (stable: each sink's committables stay in epoch order).
+        publishing.sort_by_key(|c| {
+            sinks
+                .get(&c.sink)
+                .is_none_or(|f| f.commit_outlives_process())
+        });
+        for (id, group) in riffle_core::committables_by_sink(&publishing) {
             let sink = sinks.get(id).ok_or_else(|| {
                 RuntimeError::Checkpoint(format!(
-                    "epoch {} is PREPARED with output of sink `{id}`, which the job no longer has",
+                    "epoch {} holds unpublished output of sink `{id}`, which the job no longer has",
                     m.epoch
                 ))
             })?;
             sink.commit_all(&group).map_err(|e| {
                 RuntimeError::Checkpoint(format!(
-                    "rolling epoch {} forward: committing sink `{id}`: {e}",
+                    "publishing what epoch {} covers: committing sink `{id}`: {e}",
                     m.epoch
                 ))
             })?;
             recommitted += group.len();
         }
-        store.commit(m).await.map_err(state_error)?;
+        if plan.roll_forward {
+            store.commit(m).await.map_err(state_error)?;
+        }
     }
     let mut aborted = 0;
     for (id, sink) in &sinks {

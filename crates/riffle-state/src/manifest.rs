@@ -89,6 +89,11 @@ pub struct Manifest {
     pub operators: Vec<OperatorEntry>,
     /// What sinks staged for this epoch, per sink subtask, to commit or re-commit.
     pub sink_committables: Vec<Committable>,
+    /// Sink output of this epoch and earlier ones that no epoch has published yet: a
+    /// sink whose commits cover several epochs holds it until a later epoch publishes
+    /// it with its own. Recovery from this manifest publishes it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_committables: Vec<Committable>,
     /// Counters at the barrier (late rows dropped, windows emitted, …), job totals.
     pub counters: BTreeMap<String, u64>,
     /// The same counters per operator at the barrier; a resumed run continues them.
@@ -130,6 +135,7 @@ impl Manifest {
             plan_fingerprint: String::new(),
             operators: Vec::new(),
             sink_committables: Vec::new(),
+            held_committables: Vec::new(),
             counters: BTreeMap::new(),
             operator_counters: BTreeMap::new(),
             savepoint: None,

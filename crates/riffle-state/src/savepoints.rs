@@ -30,7 +30,8 @@ pub enum SavepointFinding {
 
 /// `manifest` as the savepoint `label`: paths rewritten into the savepoint's directory,
 /// one file name per position in its subtask's list (order matters: later files win),
-/// no sink committables (they were committed by the epoch itself). Returns the new
+/// no sink committables (they were committed by the epoch itself; held ones stay, for
+/// the run restored from it to publish). Returns the new
 /// manifest and the (old path, new path) pairs to copy.
 pub fn savepoint_manifest(manifest: &Manifest, label: &str) -> (Manifest, Vec<(String, String)>) {
     let mut savepoint = manifest.clone();

@@ -431,12 +431,19 @@ fn partitioned_tables_hold_the_crash_free_rows_and_readers_prune_by_their_partit
 struct RestCatalogServer {
     child: std::process::Child,
     uri: String,
+    /// Where the server's stdout goes (a line per token it issued).
+    log: PathBuf,
 }
 
 impl RestCatalogServer {
     /// Serves `lake`'s catalog; the first `lose` commits that add a snapshot are applied
     /// and answered with 503.
     fn start(lake: &Lake, lose: usize) -> Self {
+        Self::start_with(lake, &["--lose-commit-answers", &lose.to_string()])
+    }
+
+    /// Serves `lake`'s catalog with the server's `options`.
+    fn start_with(lake: &Lake, options: &[&str]) -> Self {
         let python = std::env::var("RIFFLE_PYICEBERG_PYTHON")
             .expect("RIFFLE_PYICEBERG_PYTHON: a Python with pyiceberg (scripts/test installs it)");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -444,6 +451,7 @@ impl RestCatalogServer {
             .local_addr()
             .unwrap()
             .port();
+        let log = lake.root.join(format!("rest-catalog-{port}.log"));
         let child = Command::new(python)
             .arg(
                 Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -452,8 +460,8 @@ impl RestCatalogServer {
             .arg(port.to_string())
             .arg(&lake.reader_uri)
             .arg(&lake.warehouse)
-            .args(["--lose-commit-answers", &lose.to_string()])
-            .stdout(std::process::Stdio::null())
+            .args(options)
+            .stdout(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -467,7 +475,14 @@ impl RestCatalogServer {
         Self {
             child,
             uri: format!("http://127.0.0.1:{port}"),
+            log,
         }
+    }
+
+    /// How many tokens the server issued so far.
+    fn tokens_issued(&self) -> usize {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines().filter(|l| l.starts_with("issued ")).count()
     }
 }
 
@@ -476,6 +491,105 @@ impl Drop for RestCatalogServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The epochs of each of riffle's snapshots, newest first.
+fn snapshot_epochs(read: &Read) -> Vec<Vec<u64>> {
+    read.snapshots
+        .iter()
+        .filter_map(|s| s.get("riffle.epochs")?.as_str())
+        .map(|e| e.split(',').map(|e| e.parse().unwrap()).collect())
+        .collect()
+}
+
+#[test]
+fn snapshots_covering_three_epochs_hold_the_crash_free_rows_through_crashes_at_held_and_committing_epochs(
+) {
+    let lake = Lake::new();
+    let grouped = |name: &str| {
+        let file = lake.bids_pipeline(name, name, "40K");
+        let text = std::fs::read_to_string(&file).unwrap().replace(
+            "'create' = 'true'",
+            "'create' = 'true', 'epochs-per-commit' = '3'",
+        );
+        std::fs::write(&file, text).unwrap();
+        file
+    };
+    let clean = grouped("grouped_clean");
+    succeed(&mut lake.run(&clean, &lake.state("grouped_clean"), 2));
+    let read = lake.read("grouped_clean");
+    assert_eq!(read.rows.len(), bids_of(40_000));
+    assert_each_epoch_once(&read);
+    // Every snapshot holds epochs of one span of three, and the next span starts after
+    // it (an epoch without rows stages nothing, so a span may hold fewer).
+    let snapshots = snapshot_epochs(&read);
+    assert!(snapshots.len() >= 2, "{snapshots:?}");
+    assert!(snapshots.iter().any(|e| e.len() > 1), "{snapshots:?}");
+    for (i, epochs) in snapshots.iter().enumerate() {
+        assert!(epochs.last().unwrap() - epochs[0] < 3, "{snapshots:?}");
+        if let Some(older) = snapshots.get(i + 1) {
+            assert!(epochs[0] >= older[0] + 3, "{snapshots:?}");
+        }
+    }
+    let expected = read.rows;
+
+    // Epoch 2 is held (nothing published) when the run dies after its checkpoint
+    // committed, or before it did; epoch 3 publishes 1..=3. Each restore, at another
+    // parallelism, publishes what the restored checkpoint held and goes on.
+    for (i, point) in [
+        "after-snapshot-upload:2",
+        "after-manifest-committed:2",
+        "after-manifest-prepared:3",
+        "after-sink-commit:3",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let table = format!("grouped_crash{i}");
+        let file = grouped(&table);
+        let state = lake.state(&table);
+        crash(&mut lake.run(&file, &state, 2), point);
+        let at_crash = lake.read(&table);
+        if point.ends_with(":2") {
+            assert!(
+                at_crash.rows.is_empty(),
+                "{point}: {:?}",
+                at_crash.snapshots
+            );
+        }
+        succeed(&mut lake.run(&file, &state, if i % 2 == 0 { 1 } else { 3 }));
+        let read = lake.read(&table);
+        assert_eq!(read.stored, read.listed, "after crash at {point}");
+        assert_eq!(read.rows.len(), expected.len(), "after crash at {point}");
+        assert!(read.rows == expected, "after crash at {point}: rows differ");
+        assert_each_epoch_once(&read);
+        // What the crashed run's last checkpoint held went out in one snapshot, at
+        // recovery: after the crash past epoch 2's commit, one that ends at epoch 2.
+        if *point == "after-manifest-committed:2" {
+            let epochs = snapshot_epochs(&read);
+            assert!(
+                epochs.iter().any(|e| e.last() == Some(&2)),
+                "{:?}",
+                read.snapshots
+            );
+        }
+    }
+
+    let zero = grouped("grouped_zero");
+    let text = std::fs::read_to_string(&zero)
+        .unwrap()
+        .replace("'epochs-per-commit' = '3'", "'epochs-per-commit' = '0'");
+    std::fs::write(&zero, text).unwrap();
+    let out = lake
+        .run(&zero, &lake.state("grouped_zero"), 1)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("'epochs-per-commit' must be at least 1"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -510,6 +624,90 @@ fn a_rest_catalog_takes_the_commits_and_its_lost_answers_are_checked_not_retried
     assert_eq!(read.rows.len(), bids_of(40_000));
     assert_each_epoch_once(&read);
     assert_eq!(read.stored, read.listed);
+}
+
+/// A REST catalog that wants OAuth2: riffle exchanges the client credentials (from
+/// the environment) for tokens, and a token that stops working (good for 10 requests
+/// here, as one past its expiry) costs nothing: each commit signs in anew. Without the
+/// credentials the run fails, naming the refusal; and a SQL catalog refuses the options.
+#[test]
+fn a_rest_catalog_that_wants_oauth2_tokens_gets_fresh_ones_for_every_commit() {
+    let mut lake = Lake::new();
+    let server =
+        RestCatalogServer::start_with(&lake, &["--client", "riffle:s3cret", "--token-uses", "10"]);
+    lake.catalog_type = "rest";
+    lake.catalog_uri = server.uri.clone();
+    lake.catalog_name = "rest";
+    let signed_in = |name: &str| {
+        let file = lake.bids_pipeline(name, name, "40K");
+        let text = std::fs::read_to_string(&file).unwrap().replace(
+            "'create' = 'true'",
+            "'create' = 'true', 'catalog.credential.env' = 'LAKE_CREDENTIAL'",
+        );
+        std::fs::write(&file, text).unwrap();
+        file
+    };
+
+    let file = signed_in("oauth");
+    let text = succeed(
+        lake.run(&file, &lake.state("oauth"), 2)
+            .env("LAKE_CREDENTIAL", "riffle:s3cret"),
+    );
+    assert!(!text.contains("s3cret"), "{text}");
+    let read = lake.read("oauth");
+    assert_eq!(read.rows.len(), bids_of(40_000));
+    let snapshots = assert_each_epoch_once(&read);
+    // More commits than one token's ten requests could carry.
+    assert!(snapshots >= 3, "{:?}", read.snapshots);
+    assert!(
+        server.tokens_issued() > snapshots,
+        "{}",
+        server.tokens_issued()
+    );
+
+    let wrong = lake
+        .run(&signed_in("wrong"), &lake.state("wrong"), 1)
+        .env("LAKE_CREDENTIAL", "riffle:guess")
+        .output()
+        .unwrap();
+    assert!(!wrong.status.success());
+    let text = stderr(&wrong);
+    assert!(text.contains("unknown client credentials"), "{text}");
+    assert!(!text.contains("guess"), "{text}");
+
+    let unsigned = lake.bids_pipeline("unsigned", "unsigned", "5K");
+    let out = lake
+        .run(&unsigned, &lake.state("unsigned"), 1)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = stderr(&out);
+    assert!(text.contains("no valid bearer token"), "{text}");
+
+    let unset = lake
+        .run(&signed_in("unset"), &lake.state("unset"), 1)
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&unset).contains("`LAKE_CREDENTIAL`, which is not set"),
+        "{}",
+        stderr(&unset)
+    );
+
+    let sql = Lake::new();
+    let file = sql.bids_pipeline("sql", "sql", "5K");
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "'create' = 'true'",
+        "'create' = 'true', 'catalog.token.env' = 'LAKE_CREDENTIAL'",
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = sql.run(&file, &sql.state("sql"), 1).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("'catalog.token.env' signs in to a REST catalog"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -8,16 +8,22 @@ responses with PyIceberg's own REST models, so a client sees what a real catalog
 returns: a commit whose requirements fail is a 409, a missing table a 404.
 
 usage: iceberg_rest_catalog.py PORT SQLITE_URI WAREHOUSE [--lose-commit-answers N]
+           [--client ID:SECRET --token-uses N]
 
 With --lose-commit-answers N the first N commits that add a snapshot are applied and
 then answered with 503, as a gateway that lost the catalog's answer would.
+
+With --client, every request needs a bearer token that the OAuth2 token endpoint
+(POST /v1/oauth/tokens, client-credentials grant) issues for that client id and
+secret; a token is good for --token-uses requests, then answered with 401, as a token
+past its expiry would be. Each issued token is printed to stdout as "issued N".
 """
 import json
 import sys
 import threading
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 from pyiceberg.catalog.rest import (
     ConfigResponse,
@@ -44,6 +50,14 @@ port, uri, warehouse = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 lose = 0
 if "--lose-commit-answers" in sys.argv:
     lose = int(sys.argv[sys.argv.index("--lose-commit-answers") + 1])
+client = None
+if "--client" in sys.argv:
+    client = sys.argv[sys.argv.index("--client") + 1].split(":", 1)
+token_uses = 10**9
+if "--token-uses" in sys.argv:
+    token_uses = int(sys.argv[sys.argv.index("--token-uses") + 1])
+tokens = {}  # token -> requests left
+issued = 0
 catalog = SqlCatalog("rest", uri=uri, warehouse=warehouse)
 lock = threading.Lock()
 
@@ -83,6 +97,28 @@ class Handler(BaseHTTPRequestHandler):
     def body(self):
         return self.rfile.read(int(self.headers.get("Content-Length", "0")))
 
+    def issue_token(self):
+        global issued
+        form = parse_qs(self.body().decode())
+        asked = [form.get("client_id", [""])[0], form.get("client_secret", [""])[0]]
+        if form.get("grant_type") != ["client_credentials"] or asked != client:
+            return self.error(401, "NotAuthorizedException", "unknown client credentials")
+        issued += 1
+        token = f"token-{issued}"
+        tokens[token] = token_uses
+        print(f"issued {issued}", flush=True)
+        body = {"access_token": token, "token_type": "bearer", "expires_in": 3600,
+                "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"}
+        return self.reply(200, json.dumps(body))
+
+    def signed_in(self):
+        header = self.headers.get("Authorization", "")
+        token = header.removeprefix("Bearer ")
+        if tokens.get(token, 0) <= 0:
+            return False
+        tokens[token] -= 1
+        return True
+
     def route(self, method):
         parts = [p for p in urlparse(self.path).path.split("/") if p]
         if parts[:1] != ["v1"]:
@@ -90,6 +126,12 @@ class Handler(BaseHTTPRequestHandler):
         parts = parts[1:]
         try:
             with lock:
+                if client is not None:
+                    if parts == ["oauth", "tokens"] and method == "POST":
+                        return self.issue_token()
+                    if not self.signed_in():
+                        return self.error(401, "NotAuthorizedException",
+                                          "no valid bearer token (missing, unknown or expired)")
                 return self.handle_parts(method, parts)
         except tuple(ERRORS) as e:
             status, kind = ERRORS[type(e)]

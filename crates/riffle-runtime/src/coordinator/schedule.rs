@@ -121,6 +121,9 @@ pub struct Schedule<S> {
     next_epoch: Epoch,
     in_flight: Option<InFlight>,
     carried: Vec<Committable>,
+    /// Sink output committed epochs held back for a later publication (see
+    /// `grouping`); the newest committed manifest records the same.
+    held: Vec<Committable>,
     failures: usize,
     last_completed: Option<Instant>,
     end_of_input_started: bool,
@@ -139,6 +142,7 @@ impl<S> Schedule<S> {
             config,
             in_flight: None,
             carried: Vec::new(),
+            held: Vec::new(),
             failures: 0,
             last_completed: None,
             end_of_input_started: false,
@@ -174,6 +178,11 @@ impl<S> Schedule<S> {
         self.in_flight
             .as_ref()
             .map_or(&[], |f| f.committables.as_slice())
+    }
+
+    /// Sink output held back by committed epochs, not published yet.
+    pub fn held(&self) -> &[Committable] {
+        &self.held
     }
 
     /// A source subtask ran dry.
@@ -309,9 +318,11 @@ impl<S> Schedule<S> {
         }
     }
 
-    /// The epoch in flight committed; returns its kind.
-    pub fn completed(&mut self, now: Instant) -> Option<BarrierKind> {
+    /// The epoch in flight committed, holding `held` back for a later epoch (what its
+    /// manifest records); returns its kind.
+    pub fn completed(&mut self, now: Instant, held: Vec<Committable>) -> Option<BarrierKind> {
         let f = self.in_flight.take()?;
+        self.held = held;
         self.failures = 0;
         self.last_completed = Some(now);
         Some(f.kind)
@@ -362,7 +373,7 @@ mod tests {
         assert!(tick.start.is_none() && tick.timed_out.is_none());
         assert_eq!(s.ack(Epoch(5), vec![]), Acked::Waiting { acks: 1 });
         assert_eq!(s.ack(Epoch(5), vec![]), Acked::All { acks: 2 });
-        assert_eq!(s.completed(t0), Some(BarrierKind::Checkpoint));
+        assert_eq!(s.completed(t0, Vec::new()), Some(BarrierKind::Checkpoint));
         assert_eq!(started(s.tick(t0 + Duration::from_secs(2))).0, Epoch(6));
     }
 
@@ -388,7 +399,7 @@ mod tests {
         );
         // The late ack is carried into the epoch after 6 (it arrived after 6 started).
         s.ack(Epoch(6), vec![]);
-        s.completed(t0);
+        s.completed(t0, Vec::new());
         started(s.tick(t0 + Duration::from_secs(11)));
         assert_eq!(s.committables(), [committable(5, 1)]);
     }
@@ -419,7 +430,7 @@ mod tests {
         started(s.tick(t0));
         s.ack(Epoch(7), vec![]);
         s.ack(Epoch(7), vec![]);
-        s.completed(t0);
+        s.completed(t0, Vec::new());
         for consecutive in 1..=2 {
             started(s.tick(t0));
             assert_eq!(s.epoch_failed(), Failed::Tolerated { consecutive });
@@ -458,13 +469,13 @@ mod tests {
         assert!(s.start_now(t0).is_none(), "epoch 5 is in flight");
         s.ack(Epoch(5), vec![]);
         s.ack(Epoch(5), vec![]);
-        s.completed(t0);
+        s.completed(t0, Vec::new());
         let end = s.start_now(t0).expect("end of input");
         assert_eq!((end.epoch, end.kind), (Epoch(6), BarrierKind::EndOfInput));
         assert!(s.finishing() && !s.ticking());
         s.ack(Epoch(6), vec![]);
         s.ack(Epoch(6), vec![]);
-        assert_eq!(s.completed(t0), Some(BarrierKind::EndOfInput));
+        assert_eq!(s.completed(t0, Vec::new()), Some(BarrierKind::EndOfInput));
         assert!(s.start_now(t0).is_none() && s.tick(t0).start.is_none());
     }
 
@@ -491,7 +502,7 @@ mod tests {
         assert!(s.start_now(t0).is_none(), "it waits for epoch 5");
         s.ack(Epoch(5), vec![]);
         s.ack(Epoch(5), vec![]);
-        s.completed(t0);
+        s.completed(t0, Vec::new());
         let sp = s.start_now(t0).expect("the savepoint's epoch");
         assert_eq!(
             (sp.epoch, sp.kind, sp.savepoint),
@@ -513,7 +524,7 @@ mod tests {
         assert!(s.finishing());
         s.ack(Epoch(5), vec![]);
         s.ack(Epoch(5), vec![]);
-        s.completed(t0);
+        s.completed(t0, Vec::new());
         assert!(s.tick(t0 + Duration::from_secs(60)).start.is_none());
         assert!(s.start_now(t0).is_none());
     }
@@ -531,7 +542,7 @@ mod tests {
         started(s.tick(t0));
         s.ack(Epoch(5), vec![]);
         s.ack(Epoch(5), vec![]);
-        s.completed(t0 + Duration::from_secs(1));
+        s.completed(t0 + Duration::from_secs(1), Vec::new());
         assert!(s.tick(t0 + Duration::from_secs(2)).start.is_none());
         assert_eq!(started(s.tick(t0 + Duration::from_secs(4))).0, Epoch(6));
     }

@@ -24,6 +24,22 @@ const OPTIONS: &[OptionSpec] = &[
         help: "the catalog's name; readers open the catalog under the same name (default riffle)",
     },
     OptionSpec {
+        name: "catalog.credential.env",
+        help: "rest: the environment variable holding OAuth2 client credentials (client_id:client_secret), exchanged for a token at the catalog's token endpoint before each commit",
+    },
+    OptionSpec {
+        name: "catalog.token.env",
+        help: "rest: the environment variable holding a bearer token sent as it is",
+    },
+    OptionSpec {
+        name: "catalog.oauth2-server-uri",
+        help: "rest: the token endpoint, when it is not the catalog's own /v1/oauth/tokens",
+    },
+    OptionSpec {
+        name: "catalog.scope",
+        help: "rest: the OAuth2 scope asked for (default catalog)",
+    },
+    OptionSpec {
         name: "warehouse",
         help: "where new tables go: file:///path or s3://bucket/prefix (required)",
     },
@@ -38,6 +54,10 @@ const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "compression",
         help: "snappy (the default) or uncompressed: the data files' Parquet page codec",
+    },
+    OptionSpec {
+        name: "epochs-per-commit",
+        help: "how many checkpoints one Iceberg snapshot covers (default 1: a snapshot per checkpoint); rows become visible every that many checkpoints",
     },
     OptionSpec {
         name: "target-file-size",
@@ -60,17 +80,38 @@ impl Connector for IcebergConnector {
 
     #[cfg(feature = "iceberg")]
     fn sink(&self, table: &TableDef, pipeline: &str) -> Result<SinkTable> {
-        use super::{bytes_option, choice_option, required};
+        use super::{
+            bytes_option, choice_option, count_option, refuse_options, required, secret_from_env,
+        };
         use riffle_core::arrow::datatypes::Schema;
         use riffle_iceberg::{
             transform_name, CatalogConfig, CatalogKind, DeclaredField, IcebergSinkConfig,
-            IcebergSinkFactory,
+            IcebergSinkFactory, RestAuth,
         };
         use std::sync::Arc;
 
         let kind = match choice_option(table, "catalog.type", &["sql", "rest"], "sql")? {
             "rest" => CatalogKind::Rest,
             _ => CatalogKind::Sql,
+        };
+        const REST_AUTH: [&str; 4] = [
+            "catalog.credential.env",
+            "catalog.token.env",
+            "catalog.oauth2-server-uri",
+            "catalog.scope",
+        ];
+        if kind == CatalogKind::Sql {
+            refuse_options(
+                table,
+                &REST_AUTH,
+                "signs in to a REST catalog; a SQL catalog takes its user and password in 'catalog.uri'",
+            )?;
+        }
+        let auth = RestAuth {
+            credential: secret_from_env(table, "catalog.credential.env")?,
+            token: secret_from_env(table, "catalog.token.env")?,
+            oauth2_server_uri: table.options.get("catalog.oauth2-server-uri").cloned(),
+            scope: table.options.get("catalog.scope").cloned(),
         };
         if table.columns.is_empty() {
             return Err(SqlError::connector(
@@ -102,6 +143,7 @@ impl Connector for IcebergConnector {
                     .unwrap_or_else(|| "riffle".into()),
                 uri: required(table, "catalog.uri", "sqlite:///var/lib/riffle/catalog.db")?.into(),
                 warehouse: required(table, "warehouse", "file:///var/lib/riffle/warehouse")?.into(),
+                auth,
             },
             table: required(table, "table", "nexmark.bids")?.into(),
             create: choice_option(table, "create", &["true", "false"], "false")? == "true",
@@ -110,6 +152,16 @@ impl Connector for IcebergConnector {
             snappy: choice_option(table, "compression", &["snappy", "uncompressed"], "snappy")?
                 == "snappy",
             sink_id: format!("{pipeline}/{}", table.name),
+            epochs_per_commit: match count_option(table, "epochs-per-commit")? {
+                None => 1,
+                Some(n) if n >= 1 => n,
+                Some(_) => {
+                    return Err(SqlError::connector(
+                        &table.name,
+                        "'epochs-per-commit' must be at least 1 (1: one snapshot per checkpoint)",
+                    ))
+                }
+            },
         };
         let declared = Arc::new(Schema::new(table.columns.clone()));
         let factory = IcebergSinkFactory::new(config, declared)
