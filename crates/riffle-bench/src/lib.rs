@@ -15,6 +15,7 @@ pub mod peer;
 pub mod queries;
 pub mod resources;
 pub mod restart;
+pub mod sinks;
 pub mod sql_queries;
 
 pub use error::BenchError;

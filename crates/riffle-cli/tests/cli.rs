@@ -90,6 +90,50 @@ fn bench_prints_json_rows() {
     assert!(rows[1]["events_per_second"].as_f64().unwrap() > 0.0);
 }
 
+/// `riffle bench --sinks`: q0 into Parquet files and each Iceberg variant (the suite
+/// builds the `iceberg` feature), a table row per sink, the first the baseline.
+#[test]
+fn bench_compares_parquet_files_with_iceberg_tables() {
+    let state = tempfile::tempdir().unwrap();
+    let result = riffle()
+        .args(["bench", "--sinks", "--events", "20K", "--runs", "1"])
+        .args(["--checkpoint-interval", "20ms", "--state"])
+        .arg(state.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("| ")).collect();
+    assert_eq!(rows.len(), 6, "{stdout}");
+    assert!(
+        rows[0].starts_with("| sink (q0, 20.0 K events, p2, 20 ms checkpoints"),
+        "{stdout}"
+    );
+    assert!(
+        rows[1].starts_with("| filesystem, Parquet (uncompressed) |")
+            && rows[1].contains("| 1.00 |"),
+        "{stdout}"
+    );
+    for (row, name) in rows[2..].iter().zip([
+        "Snappy",
+        "uncompressed",
+        "bucket(8, auction)",
+        "'epochs-per-commit' = '10'",
+    ]) {
+        assert!(
+            row.starts_with("| Iceberg, ") && row.contains(name),
+            "{stdout}"
+        );
+    }
+    // Every run cleaned up after itself.
+    assert_eq!(
+        std::fs::read_dir(state.path()).unwrap().count(),
+        0,
+        "{stdout}"
+    );
+}
+
 #[test]
 fn mistakes_get_clear_errors() {
     let result = riffle()

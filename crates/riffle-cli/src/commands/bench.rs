@@ -9,6 +9,7 @@ use riffle_bench::harness::{
 };
 use riffle_bench::queries::{self, Query, QueryOptions};
 use riffle_bench::restart::{measure_restart, RestartMeasured};
+use riffle_bench::sinks::{self, SinkRun, SinkVariant};
 use riffle_bench::sql_queries;
 use riffle_bench::PeerJob;
 use riffle_connectors::nexmark::NexmarkConfig;
@@ -21,6 +22,7 @@ use std::time::Duration;
 #[command(
     after_help = "Examples:\n  riffle bench                                  # every query and both peer jobs\n  riffle bench --queries q0,q5 --events 1M --runs 1\n  riffle bench --job peer-window --events 25M --parallelism 1\n  riffle bench --queries q5,q8 --job peer-window --checkpoint-interval 0,10s,1s\n  riffle bench --queries none --job none --restart-keys 27M   # restart with ~1 GiB of state\n  riffle bench --job none --sql --runs 5   # each SQL example against its Rust twin
   riffle bench --flink-suite --job none --checkpoint-interval 1s --runs 1   # the Flink suite's texts
+  riffle bench --sinks --events 10M --runs 3   # q0 into Parquet files vs Iceberg tables
   riffle bench --json > bench.jsonl"
 )]
 pub struct BenchArgs {
@@ -81,6 +83,13 @@ pub struct BenchArgs {
     /// corrected form) instead of riffle's own; --queries names which (e.g. q0,q12,q13).
     #[arg(long)]
     pub flink_suite: bool,
+    /// Instead: Nexmark q0 (--events, --parallelism, checkpoints every first
+    /// --checkpoint-interval, 1s when 0) into the filesystem Parquet sink and into
+    /// Iceberg tables (SQLite catalog and warehouse under --state; needs a build with
+    /// `--features iceberg`), runs taking turns; prints rows/s, the ratio to the
+    /// Parquet files and the commit step per checkpoint.
+    #[arg(long)]
+    pub sinks: bool,
 }
 
 /// Runs `riffle bench --in-process --json …` as a child process (so its peak RSS and
@@ -203,6 +212,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     if args.flink_suite {
         return run_flink_suite(&args);
+    }
+    if args.sinks {
+        return run_sinks(&args);
     }
     let queries: Vec<Query> = match args.queries.as_str() {
         "all" => Query::ALL.to_vec(),
@@ -460,6 +472,63 @@ fn sql_table(rows: &[BenchRow], queries: &[Query], args: &BenchArgs) -> Result<S
         );
     }
     Ok(out)
+}
+
+/// `--sinks`: every [`SinkVariant`] in turn, `--runs` times, in this process.
+fn run_sinks(args: &BenchArgs) -> Result<()> {
+    let interval = args
+        .checkpoint_interval
+        .split(',')
+        .next()
+        .map(parse_duration)
+        .transpose()
+        .map_err(anyhow::Error::msg)?
+        .filter(|d| !d.is_zero())
+        .unwrap_or(Duration::from_secs(1));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let dir = args.state.join(format!("sinks-{}", std::process::id()));
+    let mut runs: Vec<(SinkVariant, Vec<SinkRun>)> =
+        SinkVariant::ALL.iter().map(|v| (*v, Vec::new())).collect();
+    for n in 0..args.runs {
+        for (variant, measured) in &mut runs {
+            let graph = sinks::plan(*variant, &dir, n, args.events, args.parallelism)?;
+            let state = dir.join(format!("state-{n}"));
+            let m = run_measured_with_checkpoints(&runtime, &graph, interval, &state)
+                .with_context(|| format!("{} failed", variant.label()))?;
+            let report = m.checkpoints.unwrap_or_default();
+            // The end-of-input epoch waits for the input's end: periodic ones only.
+            let periodic = report
+                .commit
+                .len()
+                .saturating_sub(usize::from(report.end_of_input_committed));
+            let mut commits = report.commit[..periodic].to_vec();
+            commits.sort();
+            let run = SinkRun {
+                rows_per_second: m.summary.sink_rows as f64 / m.wall.as_secs_f64().max(1e-9),
+                commit: commits.get(commits.len() / 2).copied().unwrap_or_default(),
+            };
+            eprintln!(
+                "  {:<48} run {n}: {:>10.0} rows/s, commit step {:.1} ms",
+                variant.label(),
+                run.rows_per_second,
+                run.commit.as_secs_f64() * 1e3
+            );
+            measured.push(run);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let header = format!(
+        "q0, {} events, p{}, {} ms checkpoints, median of {}",
+        riffle_bench::harness::human(args.events as f64),
+        args.parallelism,
+        interval.as_millis(),
+        args.runs
+    );
+    print!("{}", sinks::table(&runs, &header));
+    Ok(())
 }
 
 /// The Nexmark settings of a benchmark run.
