@@ -218,6 +218,16 @@ fn parse(out: std::process::Output) -> Read {
     }
 }
 
+/// Adds `options` (`'key' = 'value', …`) to the Iceberg table of the pipeline `file`.
+fn with_options(file: &Path, options: &str) {
+    let text = std::fs::read_to_string(file).unwrap();
+    let text = text.replace(
+        "'create' = 'true'",
+        &format!("'create' = 'true', {options}"),
+    );
+    std::fs::write(file, text).unwrap();
+}
+
 /// riffle's snapshots each name the sink and the epochs they hold, and no epoch is in
 /// two of them; returns how many of riffle's snapshots there are.
 fn assert_each_epoch_once(read: &Read) -> usize {
@@ -267,11 +277,7 @@ fn iceberg_tables_hold_every_bid_once_at_any_parallelism() {
     assert_eq!(read.codecs, ["SNAPPY"]);
 
     let p1 = lake.bids_pipeline("p1", "bids_p1", "40K");
-    let text = std::fs::read_to_string(&p1).unwrap().replace(
-        "'create' = 'true'",
-        "'create' = 'true', 'compression' = 'uncompressed'",
-    );
-    std::fs::write(&p1, text).unwrap();
+    with_options(&p1, "'compression' = 'uncompressed'");
     succeed(&mut run(&p1, &lake.state("p1"), 1));
     let read_p1 = lake.read("bids_p1");
     assert_eq!(read_p1.rows, read.rows);
@@ -479,10 +485,11 @@ impl RestCatalogServer {
         }
     }
 
-    /// How many tokens the server issued so far.
-    fn tokens_issued(&self) -> usize {
+    /// How many lines of the server's log start with `what` (`issued `: tokens
+    /// issued; `served`: requests served with a valid token).
+    fn logged(&self, what: &str) -> usize {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        text.lines().filter(|l| l.starts_with("issued ")).count()
+        text.lines().filter(|l| l.starts_with(what)).count()
     }
 }
 
@@ -508,11 +515,7 @@ fn snapshots_covering_three_epochs_hold_the_crash_free_rows_through_crashes_at_h
     let lake = Lake::new();
     let grouped = |name: &str| {
         let file = lake.bids_pipeline(name, name, "40K");
-        let text = std::fs::read_to_string(&file).unwrap().replace(
-            "'create' = 'true'",
-            "'create' = 'true', 'epochs-per-commit' = '3'",
-        );
-        std::fs::write(&file, text).unwrap();
+        with_options(&file, "'epochs-per-commit' = '3'");
         file
     };
     let clean = grouped("grouped_clean");
@@ -575,11 +578,8 @@ fn snapshots_covering_three_epochs_hold_the_crash_free_rows_through_crashes_at_h
         }
     }
 
-    let zero = grouped("grouped_zero");
-    let text = std::fs::read_to_string(&zero)
-        .unwrap()
-        .replace("'epochs-per-commit' = '3'", "'epochs-per-commit' = '0'");
-    std::fs::write(&zero, text).unwrap();
+    let zero = lake.bids_pipeline("grouped_zero", "grouped_zero", "5K");
+    with_options(&zero, "'epochs-per-commit' = '0'");
     let out = lake
         .run(&zero, &lake.state("grouped_zero"), 1)
         .output()
@@ -640,11 +640,7 @@ fn a_rest_catalog_that_wants_oauth2_tokens_gets_fresh_ones_for_every_commit() {
     lake.catalog_name = "rest";
     let signed_in = |name: &str| {
         let file = lake.bids_pipeline(name, name, "40K");
-        let text = std::fs::read_to_string(&file).unwrap().replace(
-            "'create' = 'true'",
-            "'create' = 'true', 'catalog.credential.env' = 'LAKE_CREDENTIAL'",
-        );
-        std::fs::write(&file, text).unwrap();
+        with_options(&file, "'catalog.credential.env' = 'LAKE_CREDENTIAL'");
         file
     };
 
@@ -657,13 +653,10 @@ fn a_rest_catalog_that_wants_oauth2_tokens_gets_fresh_ones_for_every_commit() {
     let read = lake.read("oauth");
     assert_eq!(read.rows.len(), bids_of(40_000));
     let snapshots = assert_each_epoch_once(&read);
-    // More commits than one token's ten requests could carry.
-    assert!(snapshots >= 3, "{:?}", read.snapshots);
-    assert!(
-        server.tokens_issued() > snapshots,
-        "{}",
-        server.tokens_issued()
-    );
+    // Far more requests than one token's ten could carry, on fresh tokens.
+    assert!(snapshots >= 2, "{:?}", read.snapshots);
+    let (served, issued) = (server.logged("served"), server.logged("issued "));
+    assert!(served > 20 && issued > snapshots, "{served} {issued}");
 
     let wrong = lake
         .run(&signed_in("wrong"), &lake.state("wrong"), 1)
@@ -696,11 +689,7 @@ fn a_rest_catalog_that_wants_oauth2_tokens_gets_fresh_ones_for_every_commit() {
 
     let sql = Lake::new();
     let file = sql.bids_pipeline("sql", "sql", "5K");
-    let text = std::fs::read_to_string(&file).unwrap().replace(
-        "'create' = 'true'",
-        "'create' = 'true', 'catalog.token.env' = 'LAKE_CREDENTIAL'",
-    );
-    std::fs::write(&file, text).unwrap();
+    with_options(&file, "'catalog.token.env' = 'LAKE_CREDENTIAL'");
     let out = sql.run(&file, &sql.state("sql"), 1).output().unwrap();
     assert!(!out.status.success());
     assert!(

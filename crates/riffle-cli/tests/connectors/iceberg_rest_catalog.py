@@ -16,7 +16,8 @@ then answered with 503, as a gateway that lost the catalog's answer would.
 With --client, every request needs a bearer token that the OAuth2 token endpoint
 (POST /v1/oauth/tokens, client-credentials grant) issues for that client id and
 secret; a token is good for --token-uses requests, then answered with 401, as a token
-past its expiry would be. Each issued token is printed to stdout as "issued N".
+past its expiry would be. Each issued token is printed to stdout as "issued N", each
+request served with a valid token as "served".
 """
 import json
 import sys
@@ -117,6 +118,7 @@ class Handler(BaseHTTPRequestHandler):
         if tokens.get(token, 0) <= 0:
             return False
         tokens[token] -= 1
+        print("served", flush=True)
         return True
 
     def route(self, method):
