@@ -47,6 +47,15 @@ pub struct CatalogConfig {
     pub auth: RestAuth,
 }
 
+impl CatalogConfig {
+    /// Whether each catalog operation must open the catalog anew: a REST catalog signed
+    /// in to with credentials gets tokens that expire, and the iceberg crate does not
+    /// renew them yet; opening again fetches a fresh one.
+    pub fn opens_per_operation(&self) -> bool {
+        self.kind == CatalogKind::Rest && self.auth.fetches_tokens()
+    }
+}
+
 /// Signing in to a REST catalog: a bearer token, or OAuth2 client credentials that the
 /// catalog's token endpoint exchanges for one. The secrets never appear in `Debug`.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -62,9 +71,7 @@ pub struct RestAuth {
 }
 
 impl RestAuth {
-    /// Whether a token is fetched with credentials: such tokens expire, so each
-    /// catalog operation opens the catalog anew (a fresh token) instead of reusing one
-    /// (the iceberg crate does not refresh tokens yet).
+    /// Whether a token is fetched with credentials (rather than given as it is).
     pub fn fetches_tokens(&self) -> bool {
         self.credential.is_some() && self.token.is_none()
     }

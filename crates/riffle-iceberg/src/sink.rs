@@ -149,7 +149,7 @@ impl Committer {
         let config = self.config.catalog.clone();
         let catalog = block_on(async move { catalog::open(&config).await })??;
         // A token fetched with credentials expires: open the catalog again next time.
-        if !config_fetches_tokens(&self.config) {
+        if !self.config.catalog.opens_per_operation() {
             *opened = Some(catalog.clone());
         }
         Ok(catalog)
@@ -265,10 +265,6 @@ impl Committer {
             }
         })
     }
-}
-
-fn config_fetches_tokens(config: &IcebergSinkConfig) -> bool {
-    config.catalog.kind == CatalogKind::Rest && config.catalog.auth.fetches_tokens()
 }
 
 /// Test hook: with `RIFFLE_ICEBERG_LOSE_FIRST_ANSWER=1` the process's first successful

@@ -13,7 +13,7 @@
 //! - An epoch that ends the input or takes a savepoint publishes everything: nothing
 //!   stays held past the job's end, and a savepoint's state has all its output out.
 
-use riffle_core::{BarrierKind, Committable, Epoch};
+use riffle_core::{committables_by_sink, BarrierKind, Committable, Epoch};
 
 /// An epoch's sink output, split.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -34,28 +34,18 @@ pub fn split_publication(
     kind: BarrierKind,
     epochs_per_commit: impl Fn(&str) -> u64,
 ) -> Publication {
-    let mut sinks: Vec<&str> = Vec::new();
-    for c in held.iter().chain(staged) {
-        if !sinks.contains(&c.sink.as_str()) {
-            sinks.push(&c.sink);
-        }
-    }
+    let output: Vec<Committable> = held.iter().chain(staged).cloned().collect();
     let mut publication = Publication::default();
-    for sink in sinks {
-        let output: Vec<Committable> = held
-            .iter()
-            .chain(staged)
-            .filter(|c| c.sink == sink)
-            .cloned()
-            .collect();
-        let oldest = output.iter().map(|c| c.epoch.0).min().unwrap_or(epoch.0);
+    for (sink, group) in committables_by_sink(&output) {
+        let oldest = group.iter().map(|c| c.epoch.0).min().unwrap_or(epoch.0);
         let span = epoch.0.saturating_sub(oldest) + 1;
         let publishes = kind != BarrierKind::Checkpoint || span >= epochs_per_commit(sink);
-        if publishes {
-            publication.publish.extend(output);
+        let into = if publishes {
+            &mut publication.publish
         } else {
-            publication.hold.extend(output);
-        }
+            &mut publication.hold
+        };
+        into.extend(group.into_iter().cloned());
     }
     publication
 }
