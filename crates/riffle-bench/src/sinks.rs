@@ -17,6 +17,10 @@ pub enum SinkVariant {
     ParquetFiles,
     /// An Iceberg table with the defaults (Snappy pages, a snapshot per checkpoint).
     Iceberg,
+    /// An Iceberg table with Zstandard pages.
+    IcebergZstd,
+    /// An Iceberg table with LZ4_RAW pages.
+    IcebergLz4,
     /// An Iceberg table with uncompressed pages, as the file sink writes them.
     IcebergUncompressed,
     /// An Iceberg table partitioned by `bucket(8, auction)`.
@@ -27,9 +31,11 @@ pub enum SinkVariant {
 
 impl SinkVariant {
     /// Every variant, the baseline first.
-    pub const ALL: [SinkVariant; 5] = [
+    pub const ALL: [SinkVariant; 7] = [
         SinkVariant::ParquetFiles,
         SinkVariant::Iceberg,
+        SinkVariant::IcebergZstd,
+        SinkVariant::IcebergLz4,
         SinkVariant::IcebergUncompressed,
         SinkVariant::IcebergPartitioned,
         SinkVariant::IcebergTenEpochsPerCommit,
@@ -40,6 +46,8 @@ impl SinkVariant {
         match self {
             SinkVariant::ParquetFiles => "filesystem, Parquet (uncompressed)",
             SinkVariant::Iceberg => "Iceberg, Snappy (the default)",
+            SinkVariant::IcebergZstd => "Iceberg, 'compression' = 'zstd'",
+            SinkVariant::IcebergLz4 => "Iceberg, 'compression' = 'lz4'",
             SinkVariant::IcebergUncompressed => "Iceberg, 'compression' = 'uncompressed'",
             SinkVariant::IcebergPartitioned => "Iceberg, PARTITIONED BY (bucket(8, auction))",
             SinkVariant::IcebergTenEpochsPerCommit => "Iceberg, 'epochs-per-commit' = '10'",
@@ -51,6 +59,8 @@ impl SinkVariant {
         match self {
             SinkVariant::ParquetFiles => "files",
             SinkVariant::Iceberg => "snappy",
+            SinkVariant::IcebergZstd => "zstd",
+            SinkVariant::IcebergLz4 => "lz4",
             SinkVariant::IcebergUncompressed => "uncompressed",
             SinkVariant::IcebergPartitioned => "partitioned",
             SinkVariant::IcebergTenEpochsPerCommit => "grouped",
@@ -77,6 +87,8 @@ impl SinkVariant {
   'path' = '{dir}/{slug}-{run}', 'format' = 'parquet');"
             ),
             SinkVariant::Iceberg => iceberg("", ""),
+            SinkVariant::IcebergZstd => iceberg("", ", 'compression' = 'zstd'"),
+            SinkVariant::IcebergLz4 => iceberg("", ", 'compression' = 'lz4'"),
             SinkVariant::IcebergUncompressed => iceberg("", ", 'compression' = 'uncompressed'"),
             SinkVariant::IcebergPartitioned => iceberg("PARTITIONED BY (bucket(8, auction))", ""),
             SinkVariant::IcebergTenEpochsPerCommit => iceberg("", ", 'epochs-per-commit' = '10'"),

@@ -8,6 +8,7 @@
 //! zombie and its successor) never write one name, and recovery can tell the data
 //! files of older runs (which no snapshot lists) from those of the running one.
 
+use crate::codec::Codec;
 use crate::partition::{encode, PartitionKey, Partitioner};
 use crate::schema::{file_schema, TableColumn};
 use crate::storage::{upload, Location};
@@ -19,7 +20,6 @@ use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::compute::cast;
 use riffle_core::arrow::datatypes::SchemaRef;
 use riffle_core::parquet::arrow::ArrowWriter;
-use riffle_core::parquet::basic::Compression;
 use riffle_core::parquet::file::metadata::ParquetMetaData;
 use riffle_core::parquet::file::properties::WriterProperties;
 use riffle_core::{Error, RecordBatch, Result};
@@ -79,8 +79,8 @@ pub struct DataFileTarget {
     pub target_file_bytes: u64,
     /// The partitions of the table's spec; `None` for an unpartitioned table.
     pub partitioner: Option<Arc<Partitioner>>,
-    /// Compress data pages with Snappy (Iceberg readers' common codec).
-    pub snappy: bool,
+    /// The data pages' codec.
+    pub codec: Codec,
 }
 
 struct OpenFile {
@@ -292,13 +292,8 @@ fn open_file(
             bytes: Vec::new(),
         },
     };
-    let compression = if target.snappy {
-        Compression::SNAPPY
-    } else {
-        Compression::UNCOMPRESSED
-    };
     let properties = WriterProperties::builder()
-        .set_compression(compression)
+        .set_compression(target.codec.parquet())
         .build();
     let writer = ArrowWriter::try_new(spool, schema.clone(), Some(properties))?;
     Ok(OpenFile {
@@ -432,7 +427,7 @@ mod tests {
             ],
             target_file_bytes: bytes,
             partitioner: None,
-            snappy: true,
+            codec: Codec::Snappy,
         }
     }
 

@@ -6,6 +6,7 @@
 //! iceberg crate and its SQL catalog make the snapshots, manifests and table metadata.
 
 mod catalog;
+mod codec;
 mod data_files;
 mod ledger;
 mod partition;
@@ -14,6 +15,7 @@ mod sink;
 mod storage;
 
 pub use catalog::{CatalogConfig, CatalogKind, RestAuth};
+pub use codec::Codec;
 pub use partition::{transform_name, DeclaredField};
 pub use schema::SchemaMismatch;
 pub use sink::{IcebergSinkConfig, IcebergSinkFactory};

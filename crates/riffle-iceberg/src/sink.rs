@@ -13,6 +13,7 @@
 //! commit fails, it reads the table again before deciding whether the epochs landed.
 
 use crate::catalog::{self, iceberg_error, CatalogConfig, CatalogKind};
+use crate::codec::Codec;
 use crate::data_files::{data_file_generation, unhex, DataFileTarget, DataFileWriter, WrittenFile};
 use crate::ledger;
 use crate::partition::{check_declared, decode, new_spec, DeclaredField, Partitioner};
@@ -49,8 +50,8 @@ pub struct IcebergSinkConfig {
     pub create: bool,
     /// Roll data files at this size.
     pub target_file_bytes: u64,
-    /// Compress data files with Snappy (else uncompressed).
-    pub snappy: bool,
+    /// The data files' page codec.
+    pub codec: Codec,
     /// `PARTITIONED BY`: a new table's partitioning, checked against an existing
     /// table's (empty: a new table is unpartitioned, an existing one is written by its
     /// own spec).
@@ -376,7 +377,7 @@ impl SinkFactory for IcebergSinkFactory {
             columns,
             target_file_bytes: self.committer.config.target_file_bytes,
             partitioner: partitioner.map(Arc::new),
-            snappy: self.committer.config.snappy,
+            codec: self.committer.config.codec,
         };
         Ok(Box::new(IcebergSink {
             writer: DataFileWriter::new(target, ctx.subtask, ctx.generation),

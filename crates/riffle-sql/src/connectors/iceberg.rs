@@ -53,7 +53,7 @@ const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec {
         name: "compression",
-        help: "snappy (the default) or uncompressed: the data files' Parquet page codec",
+        help: "the data files' Parquet page codec: snappy (the default), zstd (level 1), lz4 (LZ4_RAW) or uncompressed",
     },
     OptionSpec {
         name: "epochs-per-commit",
@@ -85,7 +85,7 @@ impl Connector for IcebergConnector {
         };
         use riffle_core::arrow::datatypes::Schema;
         use riffle_iceberg::{
-            transform_name, CatalogConfig, CatalogKind, DeclaredField, IcebergSinkConfig,
+            transform_name, CatalogConfig, CatalogKind, Codec, DeclaredField, IcebergSinkConfig,
             IcebergSinkFactory, RestAuth,
         };
         use std::sync::Arc;
@@ -149,8 +149,14 @@ impl Connector for IcebergConnector {
             create: choice_option(table, "create", &["true", "false"], "false")? == "true",
             target_file_bytes: bytes_option(table, "target-file-size")?.unwrap_or(128 << 20),
             partition_by,
-            snappy: choice_option(table, "compression", &["snappy", "uncompressed"], "snappy")?
-                == "snappy",
+            // choice_option answers one of the names, so the default is never taken.
+            codec: Codec::from_name(choice_option(
+                table,
+                "compression",
+                &Codec::NAMES,
+                Codec::default().name(),
+            )?)
+            .unwrap_or_default(),
             sink_id: format!("{pipeline}/{}", table.name),
             epochs_per_commit: match count_option(table, "epochs-per-commit")? {
                 None => 1,
