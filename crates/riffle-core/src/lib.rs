@@ -32,8 +32,8 @@ pub use operator::{CounterValues, Operator, OperatorContext, OperatorFactory, Op
 pub use parquet;
 pub use schema::{timestamp_type, StreamSchema, TIMESTAMP_FIELD};
 pub use sink::{
-    committables_by_sink, Committable, OutputOwner, Sink, SinkContext, SinkFactory, SinkSummary,
-    StagedOutput, Unpublished,
+    committables_by_sink, sort_for_commit, Committable, OutputOwner, Sink, SinkContext,
+    SinkFactory, SinkSummary, StagedOutput, Unpublished,
 };
 pub use source::{Source, SourceFactory, SourcePoll, TimeBounds};
 pub use state::OperatorState;

@@ -59,6 +59,22 @@ pub fn committables_by_sink(committables: &[Committable]) -> Vec<(&str, Vec<&Com
     groups
 }
 
+/// Puts `committables` in the order they are published: sinks whose staged output dies
+/// with the process (`outlives_process(sink)` false: Kafka transactions) first — until
+/// they have committed, recovery may still replay the epoch instead, which is only
+/// exact while no other sink has published it — then by sink, epoch and subtask. The
+/// coordinator's manifests and recovery's roll-forward both publish in this order.
+pub fn sort_for_commit(committables: &mut [Committable], outlives_process: impl Fn(&str) -> bool) {
+    committables.sort_by_cached_key(|c| {
+        (
+            outlives_process(&c.sink),
+            c.sink.clone(),
+            c.epoch,
+            c.subtask,
+        )
+    });
+}
+
 impl Committable {
     /// The sink-defined payload decoded as `T`; `what` says what it should be ("a file
     /// list"), for the error.
@@ -291,6 +307,32 @@ mod tests {
             epoch: Epoch(epoch),
             payload: String::new(),
         }
+    }
+
+    #[test]
+    fn sinks_whose_output_dies_with_the_process_commit_first() {
+        let mut all = vec![
+            committable("files", 4, 0),
+            committable("kafka", 4, 1),
+            committable("files", 3, 1),
+            committable("kafka", 4, 0),
+            committable("files", 3, 0),
+        ];
+        sort_for_commit(&mut all, |sink| sink != "kafka");
+        let order: Vec<(&str, u64, usize)> = all
+            .iter()
+            .map(|c| (c.sink.as_str(), c.epoch.0, c.subtask))
+            .collect();
+        assert_eq!(
+            order,
+            vec![
+                ("kafka", 4, 0),
+                ("kafka", 4, 1),
+                ("files", 3, 0),
+                ("files", 3, 1),
+                ("files", 4, 0)
+            ]
+        );
     }
 
     #[test]

@@ -464,12 +464,8 @@ async fn finish(
         if plan.roll_forward {
             publishing.extend(m.sink_committables.iter().cloned());
         }
-        // As the coordinator orders them: sinks whose staged output dies with the
-        // process first (stable: each sink's committables stay in epoch order).
-        publishing.sort_by_key(|c| {
-            sinks
-                .get(&c.sink)
-                .is_none_or(|f| f.commit_outlives_process())
+        riffle_core::sort_for_commit(&mut publishing, |sink| {
+            sinks.get(sink).is_none_or(|f| f.commit_outlives_process())
         });
         for (id, group) in riffle_core::committables_by_sink(&publishing) {
             let sink = sinks.get(id).ok_or_else(|| {

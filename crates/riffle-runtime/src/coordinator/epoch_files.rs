@@ -118,21 +118,10 @@ impl CheckpointCoordinator {
             });
         }
         manifest.sink_committables = committables.to_vec();
-        // Sinks whose staged output dies with the process (Kafka transactions) commit
-        // first: until they have, recovery may still replay the epoch instead, which is
-        // only exact while no other sink has published it.
-        let outlives = |sink: &str| {
+        riffle_core::sort_for_commit(&mut manifest.sink_committables, |sink| {
             self.sinks
                 .get(sink)
                 .is_none_or(|f| f.commit_outlives_process())
-        };
-        manifest.sink_committables.sort_by(|a, b| {
-            (outlives(&a.sink), &a.sink, a.epoch, a.subtask).cmp(&(
-                outlives(&b.sink),
-                &b.sink,
-                b.epoch,
-                b.subtask,
-            ))
         });
         manifest.plan_fingerprint = self.plan_fingerprint.clone();
         manifest.state_id = self.config.state_id.clone();
