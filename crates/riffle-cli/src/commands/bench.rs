@@ -196,6 +196,33 @@ fn run_child(
     child_json(&child_args, &format!("{queries}{job}"))
 }
 
+impl BenchArgs {
+    /// Every `--checkpoint-interval` (a comma-separated list).
+    fn checkpoint_intervals(&self) -> Result<Vec<Duration>> {
+        self.checkpoint_interval
+            .split(',')
+            .map(|d| parse_duration(d).map_err(anyhow::Error::msg))
+            .collect()
+    }
+
+    /// The first `--checkpoint-interval`, for the benchmarks that take one.
+    fn first_checkpoint_interval(&self) -> Result<Duration> {
+        Ok(self
+            .checkpoint_intervals()?
+            .first()
+            .copied()
+            .unwrap_or_default())
+    }
+}
+
+/// The multi-threaded runtime the benchmarks run pipelines on.
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")
+}
+
 pub fn run(args: BenchArgs) -> Result<()> {
     anyhow::ensure!(args.runs >= 1, "--runs must be at least 1");
     if let Some(spec) = &args.kafka_baseline {
@@ -232,16 +259,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
             .map(PeerJob::parse)
             .collect::<Result<_, _>>()?,
     };
-    let intervals: Vec<Duration> = args
-        .checkpoint_interval
-        .split(',')
-        .map(|d| parse_duration(d).map_err(anyhow::Error::msg))
-        .collect::<Result<_>>()?;
+    let intervals = args.checkpoint_intervals()?;
     let checkpointed = intervals.iter().any(|d| !d.is_zero());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
+    let runtime = runtime()?;
     let mut rows = Vec::new();
     let mut emit = |row: BenchRow| -> Result<()> {
         if args.json {
@@ -380,18 +400,9 @@ fn run_flink_suite(args: &BenchArgs) -> Result<()> {
         "none" | "" => Vec::new(),
         list => list.split(',').map(str::to_string).collect(),
     };
-    let interval = args
-        .checkpoint_interval
-        .split(',')
-        .next()
-        .map(|d| parse_duration(d).map_err(anyhow::Error::msg))
-        .transpose()?
-        .unwrap_or_default();
+    let interval = args.first_checkpoint_interval()?;
     if args.in_process {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .context("starting the runtime")?;
+        let runtime = runtime()?;
         let dir = args
             .state
             .join(format!("flink-suite-{}", std::process::id()));
@@ -476,19 +487,11 @@ fn sql_table(rows: &[BenchRow], queries: &[Query], args: &BenchArgs) -> Result<S
 
 /// `--sinks`: every [`SinkVariant`] in turn, `--runs` times, in this process.
 fn run_sinks(args: &BenchArgs) -> Result<()> {
-    let interval = args
-        .checkpoint_interval
-        .split(',')
-        .next()
-        .map(parse_duration)
-        .transpose()
-        .map_err(anyhow::Error::msg)?
-        .filter(|d| !d.is_zero())
-        .unwrap_or(Duration::from_secs(1));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
+    let interval = match args.first_checkpoint_interval()? {
+        unset if unset.is_zero() => Duration::from_secs(1),
+        interval => interval,
+    };
+    let runtime = runtime()?;
     let dir = args.state.join(format!("sinks-{}", std::process::id()));
     let mut runs: Vec<(SinkVariant, Vec<SinkRun>)> =
         SinkVariant::ALL.iter().map(|v| (*v, Vec::new())).collect();
