@@ -6,6 +6,7 @@ const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 const SEED: u64 = 0x5249_4646_4c45_4e58;
 
 /// SplitMix64 over `seed ^ e`, advanced once per draw.
+#[derive(Debug, Clone)]
 pub struct EventRng {
     state: u64,
 }
