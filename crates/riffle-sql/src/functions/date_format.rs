@@ -195,10 +195,61 @@ fn format_any(array: &ArrayRef, format: &str) -> datafusion::common::Result<Arra
     Ok(Arc::new(out.finish()))
 }
 
+/// The span of time, in seconds, within which every value formats the same under
+/// `items` (UTC days, hours and minutes begin at multiples of theirs since the epoch):
+/// a day for `yyyy-MM-dd`, a minute for `HH:mm`. `None` when the items show fractions
+/// of a second, or anything else.
+fn same_text_span(items: &[Item<'_>]) -> Option<i64> {
+    use chrono::format::{Fixed, Numeric as N};
+    const DAY: i64 = 86_400;
+    let mut span = DAY;
+    for item in items {
+        let of_item = match item {
+            Item::Literal(_) | Item::OwnedLiteral(_) | Item::Space(_) | Item::OwnedSpace(_) => {
+                continue
+            }
+            Item::Numeric(numeric, _) => match numeric {
+                N::Year
+                | N::YearDiv100
+                | N::YearMod100
+                | N::IsoYear
+                | N::IsoYearDiv100
+                | N::IsoYearMod100
+                | N::Quarter
+                | N::Month
+                | N::Day
+                | N::WeekFromSun
+                | N::WeekFromMon
+                | N::IsoWeek
+                | N::NumDaysFromSun
+                | N::WeekdayFromMon
+                | N::Ordinal => DAY,
+                N::Hour | N::Hour12 => 3_600,
+                N::Minute => 60,
+                N::Second | N::Timestamp => 1,
+                _ => return None,
+            },
+            Item::Fixed(fixed) => match fixed {
+                Fixed::ShortMonthName
+                | Fixed::LongMonthName
+                | Fixed::ShortWeekdayName
+                | Fixed::LongWeekdayName => DAY,
+                Fixed::LowerAmPm | Fixed::UpperAmPm => 3_600,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        span = span.min(of_item);
+    }
+    Some(span)
+}
+
 /// Timestamps without a zone or in UTC (riffle reads a time without a zone as UTC),
 /// formatted with the strftime items parsed once: Arrow's formatter parses the format
-/// again for every value, which was most of the function's time. `None` for other
-/// types and zones, and for a format chrono does not parse (the general path reports it).
+/// again for every value, which was most of the function's time. A value in the same
+/// [`same_text_span`] as the one before reuses its text (a batch of event times mostly
+/// shares its day and minute). `None` for other types and zones, and for a format
+/// chrono does not parse (the general path reports it).
 fn format_utc_timestamps(array: &ArrayRef, format: &str) -> Option<ArrayRef> {
     let DataType::Timestamp(unit, zone) = array.data_type() else {
         return None;
@@ -222,28 +273,35 @@ fn format_utc_timestamps(array: &ArrayRef, format: &str) -> Option<ArrayRef> {
         };
         time.map(|t| t.naive_utc())
     };
+    let per_second = match unit {
+        TimeUnit::Second => 1,
+        TimeUnit::Millisecond => 1_000,
+        TimeUnit::Microsecond => 1_000_000,
+        TimeUnit::Nanosecond => 1_000_000_000,
+    };
+    let span = same_text_span(&items).map(|s| s * per_second);
+    // The span the last formatted value lies in, and its text.
+    let mut last: Option<(i64, String)> = None;
     let mut out = StringBuilder::with_capacity(array.len(), array.len() * format.len());
     for (i, &v) in values.iter().enumerate() {
         if array.is_null(i) {
             out.append_null();
             continue;
         }
+        let key = span.map(|s| v.div_euclid(s));
+        if let (Some(key), Some((last_key, text))) = (key, &last) {
+            if key == *last_key {
+                out.append_value(text);
+                continue;
+            }
+        }
         // A value chrono cannot represent: the general path reports it.
         let time = to_time(v)?;
-        write_items(&mut out, time, &items).ok()?;
-        out.append_value("");
+        let text = time.format_with_items(items.iter()).to_string();
+        out.append_value(&text);
+        last = key.map(|key| (key, text));
     }
     Some(Arc::new(out.finish()))
-}
-
-/// Appends `time` formatted by `items` to the builder's current value.
-fn write_items(
-    out: &mut StringBuilder,
-    time: NaiveDateTime,
-    items: &[Item<'_>],
-) -> std::fmt::Result {
-    use std::fmt::Write;
-    write!(out, "{}", time.format_with_items(items.iter()))
 }
 
 /// `date_format` with Java patterns, to register with the planner (it replaces
@@ -275,6 +333,16 @@ mod tests {
                 Some((state >> 11) as i64 % 6_311_390_400 - 2_208_988_800)
             })
             .collect();
+        // Runs of near values across midnights, hours and minutes (before 1970 too), so
+        // that values share a span with the one before.
+        for midnight in [-5 * 86_400, 0, 19_000 * 86_400] {
+            for offset in [
+                -61, -60, -59, -1, 0, 1, 59, 60, 3_599, 3_600, 3_601, 43_199, 43_200,
+            ] {
+                seconds.push(Some(midnight + offset));
+                seconds.push(Some(midnight + offset));
+            }
+        }
         seconds.push(None);
         let scaled = |factor: i64, extra: i64| -> Vec<Option<i64>> {
             seconds
@@ -299,6 +367,8 @@ mod tests {
             "yyyy-MM-dd HH:mm:ss.SSS",
             "EEE, d MMM yy",
             "hh 'o''clock' a",
+            "EEEE HH:mm:ss",
+            "yyyy-MM-dd HH",
         ] {
             let format = java_to_strftime(pattern).unwrap();
             for array in &arrays {
