@@ -105,7 +105,7 @@ fn bench_compares_parquet_files_with_iceberg_tables() {
     assert!(result.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&result.stdout);
     let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("| ")).collect();
-    assert_eq!(rows.len(), 6, "{stdout}");
+    assert_eq!(rows.len(), 8, "{stdout}");
     assert!(
         rows[0].starts_with("| sink (q0, 20.0 K events, p2, 20 ms checkpoints"),
         "{stdout}"
@@ -117,6 +117,8 @@ fn bench_compares_parquet_files_with_iceberg_tables() {
     );
     for (row, name) in rows[2..].iter().zip([
         "Snappy",
+        "'zstd'",
+        "'lz4'",
         "uncompressed",
         "bucket(8, auction)",
         "'epochs-per-commit' = '10'",
