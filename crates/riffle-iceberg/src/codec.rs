@@ -17,22 +17,29 @@ pub enum Codec {
 }
 
 impl Codec {
-    /// The option values, in the order `--help` lists them.
-    pub const NAMES: [&'static str; 4] = ["snappy", "zstd", "lz4", "uncompressed"];
+    /// Every codec, in the order `--help` lists them.
+    pub const ALL: [Codec; 4] = [
+        Codec::Snappy,
+        Codec::Zstd,
+        Codec::Lz4Raw,
+        Codec::Uncompressed,
+    ];
+
+    /// The option values, in the order of [`Codec::ALL`].
+    pub const NAMES: [&'static str; 4] = [
+        Codec::ALL[0].name(),
+        Codec::ALL[1].name(),
+        Codec::ALL[2].name(),
+        Codec::ALL[3].name(),
+    ];
 
     /// The codec the option value `name` names (one of [`Codec::NAMES`]).
     pub fn from_name(name: &str) -> Option<Codec> {
-        match name {
-            "snappy" => Some(Codec::Snappy),
-            "zstd" => Some(Codec::Zstd),
-            "lz4" => Some(Codec::Lz4Raw),
-            "uncompressed" => Some(Codec::Uncompressed),
-            _ => None,
-        }
+        Codec::ALL.into_iter().find(|c| c.name() == name)
     }
 
     /// The option value naming it.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Codec::Snappy => "snappy",
             Codec::Zstd => "zstd",
@@ -61,6 +68,7 @@ mod tests {
         for name in Codec::NAMES {
             assert_eq!(Codec::from_name(name).map(Codec::name), Some(name));
         }
+        assert_eq!(Codec::NAMES, ["snappy", "zstd", "lz4", "uncompressed"]);
         assert_eq!(Codec::from_name("gzip"), None);
     }
 

@@ -264,20 +264,11 @@ fn format_utc_timestamps(array: &ArrayRef, format: &str) -> Option<ArrayRef> {
         TimeUnit::Microsecond => array.as_primitive::<TimestampMicrosecondType>().values(),
         TimeUnit::Nanosecond => array.as_primitive::<TimestampNanosecondType>().values(),
     };
+    let per_second = units_per_second(*unit);
     let to_time = |v: i64| -> Option<NaiveDateTime> {
-        let time = match unit {
-            TimeUnit::Second => DateTime::from_timestamp(v, 0),
-            TimeUnit::Millisecond => DateTime::from_timestamp_millis(v),
-            TimeUnit::Microsecond => DateTime::from_timestamp_micros(v),
-            TimeUnit::Nanosecond => Some(DateTime::from_timestamp_nanos(v)),
-        };
-        time.map(|t| t.naive_utc())
-    };
-    let per_second = match unit {
-        TimeUnit::Second => 1,
-        TimeUnit::Millisecond => 1_000,
-        TimeUnit::Microsecond => 1_000_000,
-        TimeUnit::Nanosecond => 1_000_000_000,
+        let nanos = v.rem_euclid(per_second) * (1_000_000_000 / per_second);
+        DateTime::from_timestamp(v.div_euclid(per_second), u32::try_from(nanos).ok()?)
+            .map(|t| t.naive_utc())
     };
     let span = same_text_span(&items).map(|s| s * per_second);
     // The span the last formatted value lies in, and its text.
@@ -302,6 +293,16 @@ fn format_utc_timestamps(array: &ArrayRef, format: &str) -> Option<ArrayRef> {
         last = key.map(|key| (key, text));
     }
     Some(Arc::new(out.finish()))
+}
+
+/// How many of `unit` make a second.
+fn units_per_second(unit: TimeUnit) -> i64 {
+    match unit {
+        TimeUnit::Second => 1,
+        TimeUnit::Millisecond => 1_000,
+        TimeUnit::Microsecond => 1_000_000,
+        TimeUnit::Nanosecond => 1_000_000_000,
+    }
 }
 
 /// `date_format` with Java patterns, to register with the planner (it replaces

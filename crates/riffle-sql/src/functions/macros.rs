@@ -2,7 +2,7 @@
 //! `CREATE FUNCTION count_char(s VARCHAR, c VARCHAR) RETURNS BIGINT AS '<expression>'`.
 //! A call is replaced by the expression with each parameter replaced by its argument
 //! (and cast to the declared return type) before DataFusion plans the query. Flink's
-//! `CREATE FUNCTION name AS 'java.Class'` is refused where it is parsed (`script.rs`):
+//! `CREATE FUNCTION name AS 'java.Class'` is refused where it is parsed (`script/clauses.rs`):
 //! riffle runs no JVM.
 
 use crate::error::{Result, SqlError};
