@@ -4,10 +4,12 @@
 
 mod common;
 
-use common::{drive, drive_checkpointed, rows, schema, to_batch, Row};
-use riffle_core::arrow::array::{Array, AsArray};
-use riffle_core::arrow::datatypes::{Float64Type, Int64Type, TimestampNanosecondType};
-use riffle_core::RecordBatch;
+use common::{drive, drive_checkpointed, rows, to_batch, Row};
+use riffle_core::arrow::array::{Array, AsArray, BooleanArray};
+use riffle_core::arrow::datatypes::{
+    DataType, Field, Float64Type, Int64Type, TimestampNanosecondType,
+};
+use riffle_core::{RecordBatch, StreamSchema};
 use riffle_operators::{
     AggregateFunction as F, AggregateSpec, SessionAggregateFactory, WindowAggregateFactory,
     WindowSpec,
@@ -26,7 +28,31 @@ fn specs() -> Vec<AggregateSpec> {
         AggregateSpec::new(F::Max, "v", "max"),
         AggregateSpec::new(F::Avg, "v", "avg"),
         AggregateSpec::new(F::CountDistinct, "s", "distinct_s"),
+        // FILTER (WHERE v > 0): the count DISTINCT shares its values with distinct_s.
+        AggregateSpec::new(F::CountDistinct, "s", "distinct_s_pos").with_filter("pos"),
+        AggregateSpec::count_star("n_pos").with_filter("pos"),
+        AggregateSpec::new(F::Sum, "v", "sum_pos").with_filter("pos"),
     ]
+}
+
+/// The common rows with `pos` (`v > 0`, NULL where `v` is) for the filtered aggregates.
+fn schema() -> StreamSchema {
+    let mut fields: Vec<Field> = common::schema()
+        .user_fields()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new("pos", DataType::Boolean, true));
+    StreamSchema::with_timestamp(fields)
+}
+
+fn with_pos(rows: &[Row]) -> RecordBatch {
+    let batch = to_batch(&common::schema(), rows);
+    let mut columns = batch.columns().to_vec();
+    let time = columns.pop().unwrap();
+    let pos: BooleanArray = rows.iter().map(|r| r.v.map(|v| v > 0)).collect();
+    columns.push(std::sync::Arc::new(pos));
+    columns.push(time);
+    RecordBatch::try_new(schema().schema.clone(), columns).unwrap()
 }
 
 /// (key, window start, window end) -> the aggregates as comparable text.
@@ -35,6 +61,12 @@ type Results = BTreeMap<(i64, i64, i64), String>;
 fn summarize(rows: &[&Row]) -> String {
     let vs: Vec<i64> = rows.iter().filter_map(|r| r.v).collect();
     let distinct: HashSet<&str> = rows.iter().map(|r| r.s.as_str()).collect();
+    let pos: Vec<&&Row> = rows.iter().filter(|r| r.v.is_some_and(|v| v > 0)).collect();
+    let distinct_pos: HashSet<&str> = pos.iter().map(|r| r.s.as_str()).collect();
+    let sum_pos = match pos.is_empty() {
+        true => "null".to_string(),
+        false => pos.iter().filter_map(|r| r.v).sum::<i64>().to_string(),
+    };
     let opt = |x: Option<i64>| x.map_or("null".to_string(), |v| v.to_string());
     let avg = if vs.is_empty() {
         "null".to_string()
@@ -42,7 +74,7 @@ fn summarize(rows: &[&Row]) -> String {
         format!("{:.6}", vs.iter().sum::<i64>() as f64 / vs.len() as f64)
     };
     format!(
-        "{} {} {} {} {} {} {}",
+        "{} {} {} {} {} {} {} {} {} {}",
         rows.len(),
         vs.len(),
         if vs.is_empty() {
@@ -53,7 +85,10 @@ fn summarize(rows: &[&Row]) -> String {
         opt(vs.iter().min().copied()),
         opt(vs.iter().max().copied()),
         avg,
-        distinct.len()
+        distinct.len(),
+        distinct_pos.len(),
+        pos.len(),
+        sum_pos
     )
 }
 
@@ -78,14 +113,17 @@ fn results(batches: &[RecordBatch]) -> Results {
                 format!("{:.6}", avg.as_primitive::<Float64Type>().value(r))
             };
             let text = format!(
-                "{} {} {} {} {} {} {}",
+                "{} {} {} {} {} {} {} {} {} {}",
                 int("n"),
                 int("nv"),
                 int("sum"),
                 int("min"),
                 int("max"),
                 avg,
-                int("distinct_s")
+                int("distinct_s"),
+                int("distinct_s_pos"),
+                int("n_pos"),
+                int("sum_pos")
             );
             let key = (
                 k.as_primitive::<Int64Type>().value(r),
@@ -102,8 +140,7 @@ fn results(batches: &[RecordBatch]) -> Results {
 }
 
 fn batches_of(input: &[Row], size: usize) -> Vec<(usize, RecordBatch)> {
-    let s = schema();
-    input.chunks(size).map(|c| (0, to_batch(&s, c))).collect()
+    input.chunks(size).map(|c| (0, with_pos(c))).collect()
 }
 
 fn reference_fixed(input: &[Row], size: i64, slide: i64) -> Results {

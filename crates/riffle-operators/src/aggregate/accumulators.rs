@@ -1,12 +1,13 @@
 //! Columnar accumulators: one vector per aggregate, indexed by group id.
 
 use super::distinct_sets::{DistinctSets, DistinctValues};
-use super::inputs::{normalize_inputs, Input};
+use super::inputs::{normalize_inputs, shared_columns, Input, Inputs};
+use super::shared_distinct::{Members, SharedDistinct};
 use super::text_extremes::TextExtremes;
 use super::{AggregateFunction, BoundAggregate, NumericKind};
 use riffle_core::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Int64Array, Int64Builder, ListArray, ListBuilder,
-    StringBuilder,
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, Int64Builder, ListArray,
+    ListBuilder, StringBuilder,
 };
 use riffle_core::arrow::compute::cast;
 use riffle_core::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
@@ -26,40 +27,201 @@ enum Column {
     DistinctText(DistinctSets<Box<str>>),
     /// min/max of strings.
     Text(TextExtremes),
+    /// Member `member` of shared set `set` (count DISTINCT over a column that another
+    /// count DISTINCT also reads).
+    Shared { set: usize, member: usize },
+}
+
+/// The values of several count DISTINCT aggregates over one column.
+enum SharedSet {
+    Int(SharedDistinct<i64>),
+    Text(SharedDistinct<Box<str>>),
+}
+
+impl SharedSet {
+    fn resize(&mut self, slots: usize) {
+        match self {
+            SharedSet::Int(s) => s.resize(slots),
+            SharedSet::Text(s) => s.resize(slots),
+        }
+    }
+
+    fn clear(&mut self, slot: usize) {
+        match self {
+            SharedSet::Int(s) => s.clear(slot),
+            SharedSet::Text(s) => s.clear(slot),
+        }
+    }
+
+    fn count(&self, slot: usize, member: usize) -> i64 {
+        match self {
+            SharedSet::Int(s) => s.count(slot, member),
+            SharedSet::Text(s) => s.count(slot, member),
+        }
+    }
+
+    fn snapshot_taken(&mut self) {
+        match self {
+            SharedSet::Int(s) => s.snapshot_taken(),
+            SharedSet::Text(s) => s.snapshot_taken(),
+        }
+    }
+
+    /// Adds row `rows[i]` of `values` to slot `groups[i]`, for the members whose filter
+    /// passes it.
+    fn update(
+        &mut self,
+        groups: &[u32],
+        rows: &[u32],
+        values: &Input,
+        filters: &[Option<BooleanArray>],
+    ) {
+        let mask = |r: usize| -> Members {
+            filters.iter().enumerate().fold(0, |mask, (m, f)| {
+                if f.as_ref().is_none_or(|f| f.value(r)) {
+                    mask | 1 << m
+                } else {
+                    mask
+                }
+            })
+        };
+        match (self, values) {
+            (SharedSet::Int(s), Input::Int(a)) => {
+                for (&g, &r) in groups.iter().zip(rows) {
+                    let r = r as usize;
+                    match mask(r) {
+                        0 => {}
+                        _ if a.is_null(r) => {}
+                        m => s.insert(g as usize, &a.value(r), m, |v| *v),
+                    }
+                }
+            }
+            (SharedSet::Text(s), Input::Text(a)) => {
+                let a = cast(a, &DataType::Utf8).unwrap_or_else(|_| a.clone());
+                let a = a.as_string::<i32>();
+                for (&g, &r) in groups.iter().zip(rows) {
+                    let r = r as usize;
+                    match mask(r) {
+                        0 => {}
+                        _ if a.is_null(r) => {}
+                        m => s.insert(g as usize, a.value(r), m, |s: &str| Box::from(s)),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Folds slot `src` of `other` into slot `dst` (the same set, or another one of
+    /// the same shape).
+    fn merge_slot(&mut self, dst: usize, other: Option<&SharedSet>, src: usize) {
+        match (self, other) {
+            (SharedSet::Int(s), None) => {
+                for (v, m) in s.take(src) {
+                    s.insert(dst, &v, m, |v| *v);
+                }
+            }
+            (SharedSet::Text(s), None) => {
+                for (v, m) in s.take(src) {
+                    s.insert(dst, v.as_ref(), m, |s: &str| Box::from(s));
+                }
+            }
+            (SharedSet::Int(s), Some(SharedSet::Int(o))) => {
+                for (v, m) in o.values(src) {
+                    s.insert(dst, v, m, |v| *v);
+                }
+            }
+            (SharedSet::Text(s), Some(SharedSet::Text(o))) => {
+                for (v, m) in o.values(src) {
+                    s.insert(dst, v.as_ref(), m, |s: &str| Box::from(s));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A shared map's snapshot entries (value and members) per group being written.
+enum SharedEntries<'a> {
+    Int(Vec<Vec<(&'a i64, Members)>>),
+    Text(Vec<Vec<(&'a str, Members)>>),
+}
+
+impl<'a> SharedEntries<'a> {
+    fn of(set: &'a SharedSet, groups: &[u32], which: DistinctValues) -> Self {
+        match set {
+            SharedSet::Int(s) => SharedEntries::Int(
+                groups
+                    .iter()
+                    .map(|&g| s.snapshot_entries(g as usize, which))
+                    .collect(),
+            ),
+            SharedSet::Text(s) => SharedEntries::Text(
+                groups
+                    .iter()
+                    .map(|&g| {
+                        let entries = s.snapshot_entries(g as usize, which);
+                        entries.into_iter().map(|(v, m)| (v.as_ref(), m)).collect()
+                    })
+                    .collect(),
+            ),
+        }
+    }
 }
 
 /// Accumulators of several aggregates for many groups.
 pub struct AccumulatorSet {
     aggregates: Vec<BoundAggregate>,
     columns: Vec<Column>,
+    shared: Vec<SharedSet>,
     groups: usize,
 }
 
 impl AccumulatorSet {
     pub(crate) fn new(aggregates: &[BoundAggregate]) -> Self {
         use AggregateFunction as F;
+        let layout = shared_columns(aggregates);
+        let member_of = |i: usize| {
+            layout.iter().enumerate().find_map(|(set, s)| {
+                let member = s.members.iter().position(|&m| m == i)?;
+                Some(Column::Shared { set, member })
+            })
+        };
+        let shared = layout
+            .iter()
+            .map(|s| match s.kind {
+                NumericKind::Text => SharedSet::Text(SharedDistinct::new(s.members.len())),
+                _ => SharedSet::Int(SharedDistinct::new(s.members.len())),
+            })
+            .collect();
         let columns = aggregates
             .iter()
-            .map(|a| match (a.function, a.kind) {
-                (F::CountStar | F::Count, _) => Column::Count(Vec::new()),
-                (F::CountDistinct, NumericKind::Text) => Column::DistinctText(DistinctSets::new()),
-                (F::CountDistinct, _) => Column::DistinctInt(DistinctSets::new()),
-                (F::Min | F::Max, NumericKind::Text) => {
-                    Column::Text(TextExtremes::new(a.function == F::Max))
-                }
-                (F::Avg, _) | (_, NumericKind::Float) => Column::Float {
-                    values: Vec::new(),
-                    seen: Vec::new(),
-                },
-                _ => Column::Int {
-                    values: Vec::new(),
-                    seen: Vec::new(),
-                },
+            .enumerate()
+            .map(|(i, a)| {
+                member_of(i).unwrap_or_else(|| match (a.function, a.kind) {
+                    (F::CountStar | F::Count, _) => Column::Count(Vec::new()),
+                    (F::CountDistinct, NumericKind::Text) => {
+                        Column::DistinctText(DistinctSets::new())
+                    }
+                    (F::CountDistinct, _) => Column::DistinctInt(DistinctSets::new()),
+                    (F::Min | F::Max, NumericKind::Text) => {
+                        Column::Text(TextExtremes::new(a.function == F::Max))
+                    }
+                    (F::Avg, _) | (_, NumericKind::Float) => Column::Float {
+                        values: Vec::new(),
+                        seen: Vec::new(),
+                    },
+                    _ => Column::Int {
+                        values: Vec::new(),
+                        seen: Vec::new(),
+                    },
+                })
             })
             .collect();
         Self {
             aggregates: aggregates.to_vec(),
             columns,
+            shared,
             groups: 0,
         }
     }
@@ -102,8 +264,10 @@ impl AccumulatorSet {
                 Column::DistinctInt(v) => v.resize(groups),
                 Column::DistinctText(v) => v.resize(groups),
                 Column::Text(t) => t.resize(groups),
+                Column::Shared { .. } => {}
             }
         }
+        self.shared.iter_mut().for_each(|s| s.resize(groups));
         self.groups = groups;
     }
 
@@ -125,20 +289,30 @@ impl AccumulatorSet {
                 Column::DistinctInt(v) => v.clear(g),
                 Column::DistinctText(v) => v.clear(g),
                 Column::Text(t) => t.reset(g),
+                Column::Shared { .. } => {}
             }
         }
+        self.shared.iter_mut().for_each(|s| s.clear(g));
     }
 
     /// Normalises this batch's input columns.
-    pub(crate) fn inputs(&self, columns: &[ArrayRef]) -> Result<Vec<Input>> {
+    pub(crate) fn inputs(&self, columns: &[ArrayRef]) -> Result<Inputs> {
         normalize_inputs(&self.aggregates, columns)
     }
 
     /// Adds row `rows[i]` of `inputs` to group `groups[i]` for every `i`.
-    pub(crate) fn update(&mut self, groups: &[u32], rows: &[u32], inputs: &[Input]) {
+    pub(crate) fn update(&mut self, groups: &[u32], rows: &[u32], inputs: &Inputs) {
         let max = groups.iter().copied().max().map_or(0, |m| m as usize + 1);
         self.ensure(max);
-        for ((column, agg), input) in self.columns.iter_mut().zip(&self.aggregates).zip(inputs) {
+        for (set, input) in self.shared.iter_mut().zip(&inputs.shared) {
+            set.update(groups, rows, &input.values, &input.filters);
+        }
+        for ((column, agg), input) in self
+            .columns
+            .iter_mut()
+            .zip(&self.aggregates)
+            .zip(&inputs.values)
+        {
             let f = agg.function;
             match (column, input) {
                 (Column::Count(counts), Input::None) => {
@@ -241,8 +415,12 @@ impl AccumulatorSet {
                     v.extend(d, moved);
                 }
                 Column::Text(t) => t.merge(d, s),
+                Column::Shared { .. } => {}
             }
         }
+        self.shared
+            .iter_mut()
+            .for_each(|set| set.merge_slot(d, None, s));
     }
 
     /// Folds slot `src[i]` of `other` (same aggregates) into slot `dst[i]` of this set,
@@ -286,6 +464,9 @@ impl AccumulatorSet {
                 _ => {}
             }
         }
+        for (set, theirs) in self.shared.iter_mut().zip(&other.shared) {
+            pairs().for_each(|(s, d)| set.merge_slot(d, Some(theirs), s));
+        }
     }
 
     /// The aggregate results of slots `groups`, one array per aggregate.
@@ -323,6 +504,11 @@ impl AccumulatorSet {
                     groups.iter().map(|&g| v.len(g as usize) as i64),
                 )),
                 Column::Text(t) => t.finish(groups),
+                Column::Shared { set, member } => Arc::new(Int64Array::from_iter_values(
+                    groups
+                        .iter()
+                        .map(|&g| self.shared[*set].count(g as usize, *member)),
+                )),
             };
             let target = agg.output.data_type();
             out.push(if array.data_type() == target {
@@ -353,6 +539,7 @@ impl AccumulatorSet {
                 _ => {}
             }
         }
+        self.shared.iter_mut().for_each(SharedSet::snapshot_taken);
         Ok(out)
     }
 
@@ -362,6 +549,12 @@ impl AccumulatorSet {
         distinct: DistinctValues,
     ) -> Result<Vec<(Field, ArrayRef)>> {
         let mut out = Vec::new();
+        // Each shared map's entries of `groups`, listed once for all its members.
+        let shared_entries: Vec<std::cell::OnceCell<SharedEntries>> = self
+            .shared
+            .iter()
+            .map(|_| std::cell::OnceCell::new())
+            .collect();
         for (column, agg) in self.columns.iter().zip(&self.aggregates) {
             let name = agg.output.name();
             let count_field = Field::new(format!("{name}__count"), DataType::Int64, false);
@@ -430,6 +623,39 @@ impl AccumulatorSet {
                     out.push((
                         Field::new(format!("{name}__value"), list.data_type().clone(), false),
                         Arc::new(list),
+                    ));
+                }
+                // The same list a count DISTINCT of its own writes: a snapshot does not
+                // depend on which aggregates share a map.
+                Column::Shared { set, member } => {
+                    let bit: Members = 1 << *member;
+                    let entries = shared_entries[*set]
+                        .get_or_init(|| SharedEntries::of(&self.shared[*set], groups, distinct));
+                    let list: ArrayRef = match entries {
+                        SharedEntries::Int(slots) => {
+                            let mut b = ListBuilder::new(Int64Builder::new());
+                            for entries in slots {
+                                for (value, _) in entries.iter().filter(|(_, m)| m & bit != 0) {
+                                    b.values().append_value(**value);
+                                }
+                                b.append(true);
+                            }
+                            Arc::new(b.finish())
+                        }
+                        SharedEntries::Text(slots) => {
+                            let mut b = ListBuilder::new(StringBuilder::new());
+                            for entries in slots {
+                                for (value, _) in entries.iter().filter(|(_, m)| m & bit != 0) {
+                                    b.values().append_value(value);
+                                }
+                                b.append(true);
+                            }
+                            Arc::new(b.finish())
+                        }
+                    };
+                    out.push((
+                        Field::new(format!("{name}__value"), list.data_type().clone(), false),
+                        list,
                     ));
                 }
             }
@@ -518,6 +744,34 @@ impl AccumulatorSet {
                             .as_string_opt::<i32>()
                             .ok_or_else(|| missing(&value_name))?;
                         v.extend(g as usize, values.iter().flatten().map(Into::into));
+                    }
+                }
+                Column::Shared { set, member } => {
+                    let list = batch
+                        .column_by_name(&value_name)
+                        .and_then(|c| c.as_any().downcast_ref::<ListArray>())
+                        .ok_or_else(|| missing(&value_name))?;
+                    let bit: Members = 1 << *member;
+                    for (row, &g) in groups.iter().enumerate() {
+                        let values = list.value(row);
+                        match &mut self.shared[*set] {
+                            SharedSet::Int(v) => {
+                                let values = values
+                                    .as_primitive_opt::<Int64Type>()
+                                    .ok_or_else(|| missing(&value_name))?;
+                                for x in values.values() {
+                                    v.insert(g as usize, x, bit, |v| *v);
+                                }
+                            }
+                            SharedSet::Text(v) => {
+                                let values = values
+                                    .as_string_opt::<i32>()
+                                    .ok_or_else(|| missing(&value_name))?;
+                                for x in values.iter().flatten() {
+                                    v.insert(g as usize, x, bit, |s: &str| Box::from(s));
+                                }
+                            }
+                        }
                     }
                 }
             }

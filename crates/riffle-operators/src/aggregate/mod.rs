@@ -5,6 +5,7 @@ mod accumulators;
 mod distinct_sets;
 mod group_keys;
 mod inputs;
+mod shared_distinct;
 mod text_extremes;
 
 pub use accumulators::AccumulatorSet;
@@ -41,6 +42,9 @@ pub struct AggregateSpec {
     pub function: AggregateFunction,
     /// Input column (`None` only for `count(*)`).
     pub input: Option<String>,
+    /// A BOOLEAN column: only rows where it is TRUE are aggregated (SQL's `FILTER
+    /// (WHERE …)`).
+    pub filter: Option<String>,
     /// Output column name.
     pub output: String,
 }
@@ -51,6 +55,7 @@ impl AggregateSpec {
         Self {
             function: AggregateFunction::CountStar,
             input: None,
+            filter: None,
             output: output.into(),
         }
     }
@@ -60,7 +65,16 @@ impl AggregateSpec {
         Self {
             function,
             input: Some(input.into()),
+            filter: None,
             output: output.into(),
+        }
+    }
+
+    /// The same aggregate over only the rows where the BOOLEAN column `filter` is TRUE.
+    pub fn with_filter(self, filter: &str) -> Self {
+        Self {
+            filter: Some(filter.into()),
+            ..self
         }
     }
 }
@@ -81,6 +95,7 @@ pub(crate) enum NumericKind {
 pub(crate) struct BoundAggregate {
     pub(crate) function: AggregateFunction,
     pub(crate) input: Option<usize>,
+    pub(crate) filter: Option<usize>,
     pub(crate) kind: NumericKind,
     pub(crate) output: Field,
 }
@@ -92,6 +107,20 @@ impl BoundAggregate {
             (None, F::CountStar) => None,
             (None, f) => return Err(Error::plan(format!("{f:?} needs an input column"))),
             (Some(name), _) => Some(schema.index_of(name)?),
+        };
+        let filter = match &spec.filter {
+            None => None,
+            Some(name) => {
+                let i = schema.index_of(name)?;
+                let t = schema.schema.field(i).data_type();
+                if *t != DataType::Boolean {
+                    return Err(Error::plan(format!(
+                        "the filter of `{}` is `{name}` of type {t}, not BOOLEAN",
+                        spec.output
+                    )));
+                }
+                Some(i)
+            }
         };
         let input_type = input.map_or(DataType::Null, |i| {
             schema.schema.field(i).data_type().clone()
@@ -119,6 +148,7 @@ impl BoundAggregate {
         Ok(Self {
             function: spec.function,
             input,
+            filter,
             kind,
             output: Field::new(&spec.output, output_type, nullable),
         })
@@ -152,9 +182,15 @@ pub(crate) fn bind_all(
 pub(crate) fn describe(specs: &[AggregateSpec]) -> String {
     specs
         .iter()
-        .map(|s| match &s.input {
-            None => format!("count(*) as {}", s.output),
-            Some(i) => format!("{:?}({i}) as {}", s.function, s.output).to_lowercase(),
+        .map(|s| {
+            let call = match &s.input {
+                None => "count(*)".to_string(),
+                Some(i) => format!("{:?}({i})", s.function).to_lowercase(),
+            };
+            match &s.filter {
+                None => format!("{call} as {}", s.output),
+                Some(f) => format!("{call} filter (where {f}) as {}", s.output),
+            }
         })
         .collect::<Vec<_>>()
         .join(", ")

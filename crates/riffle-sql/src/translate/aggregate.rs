@@ -215,8 +215,13 @@ impl Translator<'_> {
                 return Ok(input.columns[i].clone());
             }
         }
+        let rewritten = self.rewrite(e, input, schema)?;
+        // The same expression twice (q16's filters) is computed once.
+        if let Some((_, name)) = pre.iter().find(|(p, _)| *p == rewritten) {
+            return Ok(name.clone());
+        }
         let name = format!("__{kind}_{}", pre.len());
-        pre.push((self.rewrite(e, input, schema)?, name.clone()));
+        pre.push((rewritten, name.clone()));
         Ok(name)
     }
 
@@ -257,6 +262,15 @@ impl Translator<'_> {
         let star = matches!(params.args.as_slice(), [] | [Expr::Literal(..)]);
         if function == AggregateFunction::Count && star && params.filter.is_none() {
             return Ok(AggregateSpec::count_star(out));
+        }
+        // count(DISTINCT x) FILTER (WHERE p) reads x and p apart: the aggregates that
+        // count distinct values of the same x then keep one map between them.
+        if let (AggregateFunction::CountDistinct, [arg], Some(p)) =
+            (function, params.args.as_slice(), &params.filter)
+        {
+            let column = self.input_column(arg, input, schema, pre, "arg")?;
+            let filter = self.input_column(p, input, schema, pre, "filter")?;
+            return Ok(AggregateSpec::new(function, &column, out).with_filter(&filter));
         }
         let arg = match (params.args.as_slice(), &params.filter) {
             ([arg], None) => arg.clone(),
