@@ -287,9 +287,12 @@ impl KafkaBroker {
         loop {
             let reached = (0..partitions as usize).all(|p| next[p] >= ends[p]);
             let quiet = quiet_since.elapsed();
-            if quiet > Duration::from_millis(1500)
-                || (reached && quiet > Duration::from_millis(700))
-            {
+            // Before the first record, a broker slowed by a loaded machine gets longer.
+            let patience = match out.is_empty() && !reached {
+                true => Duration::from_millis(5000),
+                false => Duration::from_millis(1500),
+            };
+            if quiet > patience || (reached && quiet > Duration::from_millis(700)) {
                 break;
             }
             assert!(Instant::now() < deadline, "reading {topic} timed out");
