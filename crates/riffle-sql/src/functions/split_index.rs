@@ -17,9 +17,10 @@ pub fn split_index<'t>(text: &'t str, separator: &str, index: i64) -> Option<&'t
     Separator::new(separator).field(text, index)
 }
 
-/// A separator prepared once for the texts of a batch: searching for one byte with
-/// `memchr`, for a longer one with a prebuilt `memmem` finder (`str::split` builds a
-/// searcher per call, which was most of Nexmark q22's time).
+/// A separator prepared once for the texts of a batch: one byte found by a plain scan
+/// that stops at the field's end (a `memchr` call per separator cost more than it
+/// saved on URL-length texts: a third of Nexmark q22's time), a longer one by a
+/// prebuilt `memmem` finder (`str::split` builds a searcher per call).
 enum Separator<'s> {
     /// Flink (Apache Commons' whole-separator split) splits at whitespace for `''`.
     Whitespace,
@@ -44,10 +45,27 @@ impl<'s> Separator<'s> {
         }
         match self {
             Self::Whitespace => text.split_whitespace().nth(index),
-            Self::Byte(b) => nth_field(text, memchr::memchr_iter(*b, text.as_bytes()), 1, index),
+            Self::Byte(b) => byte_field(text, *b, index),
             Self::Text(f) => nth_field(text, f.find_iter(text.as_bytes()), f.needle().len(), index),
         }
     }
+}
+
+/// Field `index` of `text` split at the byte `separator`.
+fn byte_field(text: &str, separator: u8, index: usize) -> Option<&str> {
+    let mut field = 0;
+    let mut start = 0;
+    for (i, &c) in text.as_bytes().iter().enumerate() {
+        if c == separator {
+            if field == index {
+                // A separator byte in valid UTF-8 is a whole (ASCII) character.
+                return text.get(start..i);
+            }
+            field += 1;
+            start = i + 1;
+        }
+    }
+    (field == index).then(|| text.get(start..)).flatten()
 }
 
 /// Field `index` of `text` given where its separators (`width` bytes each) start.
@@ -144,7 +162,29 @@ pub fn split_index_udf() -> ScalarUDF {
 
 #[cfg(test)]
 mod tests {
-    use super::split_index;
+    use super::{byte_field, split_index};
+
+    #[test]
+    fn a_byte_separator_splits_as_str_split_does() {
+        let mut state = 11u64;
+        for _ in 0..5000 {
+            let text: String = (0..(state % 12))
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ['a', '/', 'é', 'b'][(state >> 60) as usize % 4]
+                })
+                .collect();
+            for index in 0..6 {
+                assert_eq!(
+                    byte_field(&text, b'/', index),
+                    text.split('/').nth(index),
+                    "{text:?} field {index}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn fields_count_from_zero_and_past_the_end_is_null() {
