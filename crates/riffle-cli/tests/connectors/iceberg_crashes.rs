@@ -29,16 +29,17 @@ fn a_warehouse_in_s3_holds_the_crash_free_rows_after_every_crash_point() {
 /// crash-free run's rows, each epoch in one snapshot, and no data file of an epoch that
 /// never committed.
 fn crash_at_every_point_and_restore(lake: &Lake) {
-    // 40K events at 100K/s: about 8 epochs of 50 ms, so that even on a loaded machine
-    // the run reaches epoch 3 before its input ends.
-    let clean = lake.bids_pipeline("clean", "bids_clean", "40K");
+    // 100K events at 100K/s: a second of input, so that even on a loaded machine, with
+    // slow checkpoints to S3, the run reaches epoch 3 before its input ends (at 40K, a
+    // loaded run once put everything after epoch 1 into epoch 2).
+    let clean = lake.bids_pipeline("clean", "bids_clean", "100K");
     succeed(&mut lake.run(&clean, &lake.state("clean"), 2));
     let expected = lake.read("bids_clean").rows;
-    assert_eq!(expected.len(), bids_of(40_000));
+    assert_eq!(expected.len(), bids_of(100_000));
 
     for (i, point) in CRASH_POINTS.iter().enumerate() {
         let table = format!("bids_crash{i}");
-        let file = lake.bids_pipeline(&table, &table, "40K");
+        let file = lake.bids_pipeline(&table, &table, "100K");
         let state = lake.state(&table);
         crash(&mut lake.run(&file, &state, 2), point);
         // Another writer appends between riffle's commits (after the crash, before
