@@ -3,11 +3,12 @@
 use super::distinct_sets::{DistinctSets, DistinctValues};
 use super::inputs::{normalize_inputs, shared_columns, Input, Inputs};
 use super::shared_distinct::{Members, SharedDistinct};
+use super::shared_set::{SharedEntries, SharedSet};
 use super::text_extremes::TextExtremes;
 use super::{AggregateFunction, BoundAggregate, NumericKind};
 use riffle_core::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, Int64Builder, ListArray,
-    ListBuilder, StringBuilder,
+    Array, ArrayRef, AsArray, Float64Array, Int64Array, Int64Builder, ListArray, ListBuilder,
+    StringBuilder,
 };
 use riffle_core::arrow::compute::cast;
 use riffle_core::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
@@ -30,143 +31,6 @@ enum Column {
     /// Member `member` of shared set `set` (count DISTINCT over a column that another
     /// count DISTINCT also reads).
     Shared { set: usize, member: usize },
-}
-
-/// The values of several count DISTINCT aggregates over one column.
-enum SharedSet {
-    Int(SharedDistinct<i64>),
-    Text(SharedDistinct<Box<str>>),
-}
-
-impl SharedSet {
-    fn resize(&mut self, slots: usize) {
-        match self {
-            SharedSet::Int(s) => s.resize(slots),
-            SharedSet::Text(s) => s.resize(slots),
-        }
-    }
-
-    fn clear(&mut self, slot: usize) {
-        match self {
-            SharedSet::Int(s) => s.clear(slot),
-            SharedSet::Text(s) => s.clear(slot),
-        }
-    }
-
-    fn count(&self, slot: usize, member: usize) -> i64 {
-        match self {
-            SharedSet::Int(s) => s.count(slot, member),
-            SharedSet::Text(s) => s.count(slot, member),
-        }
-    }
-
-    fn snapshot_taken(&mut self) {
-        match self {
-            SharedSet::Int(s) => s.snapshot_taken(),
-            SharedSet::Text(s) => s.snapshot_taken(),
-        }
-    }
-
-    /// Adds row `rows[i]` of `values` to slot `groups[i]`, for the members whose filter
-    /// passes it.
-    fn update(
-        &mut self,
-        groups: &[u32],
-        rows: &[u32],
-        values: &Input,
-        filters: &[Option<BooleanArray>],
-    ) {
-        let mask = |r: usize| -> Members {
-            filters.iter().enumerate().fold(0, |mask, (m, f)| {
-                if f.as_ref().is_none_or(|f| f.value(r)) {
-                    mask | 1 << m
-                } else {
-                    mask
-                }
-            })
-        };
-        match (self, values) {
-            (SharedSet::Int(s), Input::Int(a)) => {
-                for (&g, &r) in groups.iter().zip(rows) {
-                    let r = r as usize;
-                    match mask(r) {
-                        0 => {}
-                        _ if a.is_null(r) => {}
-                        m => s.insert(g as usize, &a.value(r), m, |v| *v),
-                    }
-                }
-            }
-            (SharedSet::Text(s), Input::Text(a)) => {
-                let a = cast(a, &DataType::Utf8).unwrap_or_else(|_| a.clone());
-                let a = a.as_string::<i32>();
-                for (&g, &r) in groups.iter().zip(rows) {
-                    let r = r as usize;
-                    match mask(r) {
-                        0 => {}
-                        _ if a.is_null(r) => {}
-                        m => s.insert(g as usize, a.value(r), m, |s: &str| Box::from(s)),
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// Folds slot `src` of `other` into slot `dst` (the same set, or another one of
-    /// the same shape).
-    fn merge_slot(&mut self, dst: usize, other: Option<&SharedSet>, src: usize) {
-        match (self, other) {
-            (SharedSet::Int(s), None) => {
-                for (v, m) in s.take(src) {
-                    s.insert(dst, &v, m, |v| *v);
-                }
-            }
-            (SharedSet::Text(s), None) => {
-                for (v, m) in s.take(src) {
-                    s.insert(dst, v.as_ref(), m, |s: &str| Box::from(s));
-                }
-            }
-            (SharedSet::Int(s), Some(SharedSet::Int(o))) => {
-                for (v, m) in o.values(src) {
-                    s.insert(dst, v, m, |v| *v);
-                }
-            }
-            (SharedSet::Text(s), Some(SharedSet::Text(o))) => {
-                for (v, m) in o.values(src) {
-                    s.insert(dst, v.as_ref(), m, |s: &str| Box::from(s));
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// A shared map's snapshot entries (value and members) per group being written.
-enum SharedEntries<'a> {
-    Int(Vec<Vec<(&'a i64, Members)>>),
-    Text(Vec<Vec<(&'a str, Members)>>),
-}
-
-impl<'a> SharedEntries<'a> {
-    fn of(set: &'a SharedSet, groups: &[u32], which: DistinctValues) -> Self {
-        match set {
-            SharedSet::Int(s) => SharedEntries::Int(
-                groups
-                    .iter()
-                    .map(|&g| s.snapshot_entries(g as usize, which))
-                    .collect(),
-            ),
-            SharedSet::Text(s) => SharedEntries::Text(
-                groups
-                    .iter()
-                    .map(|&g| {
-                        let entries = s.snapshot_entries(g as usize, which);
-                        entries.into_iter().map(|(v, m)| (v.as_ref(), m)).collect()
-                    })
-                    .collect(),
-            ),
-        }
-    }
 }
 
 /// Accumulators of several aggregates for many groups.

@@ -6,6 +6,7 @@ mod distinct_sets;
 mod group_keys;
 mod inputs;
 mod shared_distinct;
+mod shared_set;
 mod text_extremes;
 
 pub use accumulators::AccumulatorSet;
