@@ -21,6 +21,7 @@ mod regexp_extract;
 mod regexp_replace;
 mod spellings;
 mod split_index;
+mod text_memo;
 mod timestamp_units;
 mod to_timestamp;
 

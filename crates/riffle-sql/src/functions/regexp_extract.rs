@@ -2,32 +2,51 @@
 //! the default) of the first match of `regex` in `text`; NULL when any argument is
 //! NULL, nothing matches, or the group does not exist or did not take part.
 //!
-//! The pattern must be a literal, compiled once at planning: a pattern Rust's `regex`
+//! The pattern must be a literal. It is checked at planning: a pattern Rust's `regex`
 //! does not accept (Java's look-around, back-references) is refused there, named,
-//! rather than returning NULL on every row as Flink does for a pattern it rejects.
+//! rather than returning NULL on every row as Flink does for a pattern it rejects. The
+//! optimizer then binds each call to its compiled pattern ([`CompiledExtract`]), so a
+//! running query never compiles it again, and a call with a constant group remembers its
+//! answers for texts it has seen ([`TextMemo`]).
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use super::text_memo::TextMemo;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringArray, StringBuilder};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
 use datafusion::common::{exec_err, plan_err, Result, ScalarValue};
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::{
-    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility,
 };
 use regex::{CaptureLocations, Regex};
+use std::cell::RefCell;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use thread_local::ThreadLocal;
 
-/// Group `group` of the first match of `regex` in `text`, as Flink returns it; `slots`
-/// (`regex.capture_locations()`) is reused from one text to the next.
+/// Where group `group` of the first match of `regex` lies in `text`, as byte offsets;
+/// `slots` (`regex.capture_locations()`) is reused from one text to the next.
+fn group_span(
+    regex: &Regex,
+    slots: &mut CaptureLocations,
+    text: &str,
+    group: i64,
+) -> Option<(usize, usize)> {
+    let group = usize::try_from(group).ok()?;
+    regex.captures_read(slots, text)?;
+    slots.get(group)
+}
+
+/// Group `group` of the first match of `regex` in `text`, as Flink returns it.
 pub fn regexp_extract<'t>(
     regex: &Regex,
     slots: &mut CaptureLocations,
     text: &'t str,
     group: i64,
 ) -> Option<&'t str> {
-    let group = usize::try_from(group).ok()?;
-    regex.captures_read(slots, text)?;
-    let (start, end) = slots.get(group)?;
+    let (start, end) = group_span(regex, slots, text, group)?;
     text.get(start..end)
 }
 
@@ -40,6 +59,100 @@ fn pattern(value: Option<&ScalarValue>) -> Result<Regex> {
     Regex::new(p).or_else(|e| plan_err!("REGEXP_EXTRACT pattern '{p}' is not supported: {e}"))
 }
 
+/// The result field, after checking the arguments (both forms of the function).
+fn result_field(args: &ReturnFieldArgs) -> Result<FieldRef> {
+    let n = args.arg_fields.len();
+    if !(2..=3).contains(&n) {
+        return plan_err!("REGEXP_EXTRACT takes text, a pattern and optionally a group");
+    }
+    if n == 3 && !args.arg_fields[2].data_type().is_integer() {
+        return plan_err!(
+            "REGEXP_EXTRACT's group is an integer, not {}",
+            args.arg_fields[2].data_type()
+        );
+    }
+    pattern(args.scalar_arguments.get(1).copied().flatten())?;
+    Ok(Arc::new(Field::new("regexp_extract", DataType::Utf8, true)))
+}
+
+/// Answers from one thread's memo, for one group.
+#[derive(Debug, Default)]
+struct GroupMemo {
+    group: i64,
+    spans: TextMemo<Option<(usize, usize)>>,
+}
+
+/// Evaluates the call on a batch; `memos` (one per thread) is used when the group is
+/// the same for every row.
+fn evaluate(
+    regex: &Regex,
+    args: &ScalarFunctionArgs,
+    memos: Option<&ThreadLocal<RefCell<GroupMemo>>>,
+) -> Result<ColumnarValue> {
+    let n = args.number_rows;
+    let (text, group) = match args.args.as_slice() {
+        [t, _] => (t, None),
+        [t, _, g] => (t, Some(g)),
+        _ => return exec_err!("REGEXP_EXTRACT takes text, a pattern and optionally a group"),
+    };
+    let text = cast(&text.to_array(n)?, &DataType::Utf8)?;
+    let text = text.as_string::<i32>();
+    let mut out = StringBuilder::with_capacity(n, n * 8);
+    let mut slots = regex.capture_locations();
+    let constant_group = match group {
+        None => Some(Some(0)),
+        Some(ColumnarValue::Scalar(g)) => match g.cast_to(&DataType::Int64)? {
+            ScalarValue::Int64(g) => Some(g),
+            other => return exec_err!("REGEXP_EXTRACT's group is {other:?}, not an integer"),
+        },
+        Some(ColumnarValue::Array(_)) => None,
+    };
+    match (constant_group, memos) {
+        (Some(None), _) => return Ok(ColumnarValue::Array(Arc::new(StringArray::new_null(n)))),
+        (Some(Some(g)), Some(memos)) => {
+            let mut memo = memos.get_or_default().borrow_mut();
+            if memo.group != g {
+                *memo = GroupMemo {
+                    group: g,
+                    spans: TextMemo::default(),
+                };
+            }
+            for i in 0..n {
+                if text.is_null(i) {
+                    out.append_null();
+                    continue;
+                }
+                let t = text.value(i);
+                let span = memo
+                    .spans
+                    .answer(t, |t| group_span(regex, &mut slots, t, g));
+                out.append_option(span.and_then(|(start, end)| t.get(start..end)));
+            }
+        }
+        (constant, _) => {
+            let groups = match (constant, group) {
+                (Some(Some(g)), _) => Int64Array::from_value(g, n),
+                (_, Some(g)) => cast(&g.to_array(n)?, &DataType::Int64)?
+                    .as_primitive::<Int64Type>()
+                    .clone(),
+                (_, None) => Int64Array::from_value(0, n),
+            };
+            for i in 0..n {
+                if text.is_null(i) || groups.is_null(i) {
+                    out.append_null();
+                } else {
+                    let t = text.value(i);
+                    out.append_option(regexp_extract(regex, &mut slots, t, groups.value(i)));
+                }
+            }
+        }
+    }
+    Ok(ColumnarValue::Array(Arc::new(out.finish()) as ArrayRef))
+}
+
+/// `REGEXP_EXTRACT` as registered: planned calls are bound to their compiled pattern by
+/// [`ScalarUDFImpl::simplify`]; a call evaluated unbound (an expression built without
+/// the optimizer) compiles its pattern per batch.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct RegexpExtract {
     signature: Signature,
@@ -59,50 +172,73 @@ impl ScalarUDFImpl for RegexpExtract {
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        let n = args.arg_fields.len();
-        if !(2..=3).contains(&n) {
-            return plan_err!("REGEXP_EXTRACT takes text, a pattern and optionally a group");
-        }
-        if n == 3 && !args.arg_fields[2].data_type().is_integer() {
-            return plan_err!(
-                "REGEXP_EXTRACT's group is an integer, not {}",
-                args.arg_fields[2].data_type()
-            );
-        }
-        pattern(args.scalar_arguments.get(1).copied().flatten())?;
-        Ok(Arc::new(Field::new(self.name(), DataType::Utf8, true)))
+        result_field(&args)
+    }
+
+    fn simplify(&self, args: Vec<Expr>, _: &SimplifyContext) -> Result<ExprSimplifyResult> {
+        let Some(Expr::Literal(p, _)) = args.get(1) else {
+            return Ok(ExprSimplifyResult::Original(args));
+        };
+        let compiled = CompiledExtract {
+            signature: self.signature.clone(),
+            regex: pattern(Some(p))?,
+            memos: ThreadLocal::new(),
+        };
+        Ok(ExprSimplifyResult::Simplified(Expr::ScalarFunction(
+            ScalarFunction::new_udf(Arc::new(ScalarUDF::from(compiled)), args),
+        )))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let (text, regex, group) = match args.args.as_slice() {
-            [t, ColumnarValue::Scalar(p)] => (t, pattern(Some(p))?, None),
-            [t, ColumnarValue::Scalar(p), g] => (t, pattern(Some(p))?, Some(g)),
-            _ => return exec_err!("REGEXP_EXTRACT takes a literal pattern"),
+        let Some(ColumnarValue::Scalar(p)) = args.args.get(1) else {
+            return exec_err!("REGEXP_EXTRACT takes a literal pattern");
         };
-        let text = cast(&text.to_array(n)?, &DataType::Utf8)?;
-        let text = text.as_string::<i32>();
-        let group = match group {
-            Some(g) => Some(cast(&g.to_array(n)?, &DataType::Int64)?),
-            None => None,
-        };
-        let group = group.as_ref().map(|g| g.as_primitive::<Int64Type>());
-        let mut out = StringBuilder::with_capacity(n, n * 8);
-        let mut slots = regex.capture_locations();
-        for i in 0..n {
-            let g = match group {
-                Some(g) if g.is_null(i) => None,
-                Some(g) => Some(g.value(i)),
-                None => Some(0),
-            };
-            match g {
-                Some(g) if !text.is_null(i) => {
-                    out.append_option(regexp_extract(&regex, &mut slots, text.value(i), g))
-                }
-                _ => out.append_null(),
-            }
-        }
-        Ok(ColumnarValue::Array(Arc::new(out.finish()) as ArrayRef))
+        evaluate(&pattern(Some(p))?, &args, None)
+    }
+}
+
+/// One call of `REGEXP_EXTRACT` with its pattern compiled, and per thread the answers
+/// it remembers. Equal (for plan comparisons) when the patterns are.
+#[derive(Debug)]
+struct CompiledExtract {
+    signature: Signature,
+    regex: Regex,
+    memos: ThreadLocal<RefCell<GroupMemo>>,
+}
+
+impl PartialEq for CompiledExtract {
+    fn eq(&self, other: &Self) -> bool {
+        self.regex.as_str() == other.regex.as_str()
+    }
+}
+
+impl Eq for CompiledExtract {}
+
+impl Hash for CompiledExtract {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.regex.as_str().hash(state);
+    }
+}
+
+impl ScalarUDFImpl for CompiledExtract {
+    fn name(&self) -> &str {
+        "regexp_extract"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        result_field(&args)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        evaluate(&self.regex, &args, Some(&self.memos))
     }
 }
 
