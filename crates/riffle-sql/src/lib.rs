@@ -19,6 +19,7 @@ mod functions;
 mod partition_clause;
 mod pipeline;
 pub mod script;
+mod shared_work;
 mod time_bounds;
 mod translate;
 mod tvf;

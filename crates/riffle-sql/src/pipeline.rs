@@ -4,6 +4,7 @@ use crate::connectors::{ConnectorRegistry, RunSettings, SinkTable, SourceTable};
 use crate::ddl::{object_name, start_of, table_def, TableDef};
 use crate::error::{Location, Result, SqlError};
 use crate::script;
+use crate::shared_work::share_filter_work;
 use crate::time_bounds::time_bounds;
 use crate::translate::{field_expr, Stream, Translator};
 use crate::windows::window_udfs;
@@ -310,7 +311,10 @@ fn plan_text(
     let mut written = Vec::new();
     for (sink, plan, at) in &inserts {
         let (def, sink_table) = &sinks[sink];
-        let stream = translator.translate(plan).map_err(|e| e.located(*at))?;
+        // After the scans' columns and time ranges are known: the hoisting projections
+        // this adds under filters would hide a filter from `time_bounds`.
+        let shared = share_filter_work(plan.clone())?;
+        let stream = translator.translate(&shared).map_err(|e| e.located(*at))?;
         attach_sink(&mut translator, &stream, plan, def, sink_table).map_err(|e| e.located(*at))?;
         if written.contains(sink) {
             return Err(SqlError::plan(format!(
