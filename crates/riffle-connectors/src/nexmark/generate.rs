@@ -500,6 +500,26 @@ mod tests {
     }
 
     #[test]
+    fn a_bids_channel_and_url_belong_together() {
+        let g = generator();
+        let mut cold = 0;
+        for e in 0..20_000 {
+            let Event::Bid(b) = g.event(e) else { continue };
+            if let Some(i) = b.channel.strip_prefix("channel-") {
+                let i: u32 = i.parse().unwrap();
+                let id = format!("&channel_id={}", i.reverse_bits());
+                assert!(b.url.ends_with(&id), "{} {}", b.channel, b.url);
+                assert!(b.url.starts_with("https://www.nexmark.com/"));
+                cold += 1;
+            } else {
+                let hot = HOT_CHANNELS.iter().position(|c| *c == b.channel).unwrap();
+                assert_eq!(b.url, HOT_URLS[hot]);
+            }
+        }
+        assert!(cold > 5_000, "half the bids draw from the channel table");
+    }
+
+    #[test]
     fn proportions_are_1_3_46() {
         let kinds: Vec<_> = (0..50).map(EventKind::of).collect();
         assert_eq!(kinds.iter().filter(|k| **k == EventKind::Person).count(), 1);
