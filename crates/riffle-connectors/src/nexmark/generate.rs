@@ -99,6 +99,12 @@ pub trait EventSink {
         category: i64,
         extra: &str,
     );
+    /// Whether the sink keeps `extra`, the padding text and the last field of every
+    /// event. When it does not, the generator passes `""` without drawing it: nothing is
+    /// drawn after it, so every other field is the same either way.
+    fn keeps_extra(&self) -> bool {
+        true
+    }
     /// A bid.
     #[allow(clippy::too_many_arguments)]
     fn bid(
@@ -260,7 +266,11 @@ impl EventGenerator {
         let state = STATES[rng.below(STATES.len() as u64) as usize];
         let date_time = self.config.event_time_ms(e);
         let size = 8 + name.len() + email.len() + card.len() + city.len() + state.len() + 8;
-        let extra = self.extra(&mut rng, size as u64, PERSON_AVG_BYTES);
+        let extra = if sink.keeps_extra() {
+            self.extra(&mut rng, size as u64, PERSON_AVG_BYTES)
+        } else {
+            ""
+        };
         sink.person(id, name, &email, card, city, state, date_time, extra);
     }
 
@@ -284,7 +294,11 @@ impl EventGenerator {
         let item_name = self.random_text(&mut rng, 20);
         let description = self.random_text(&mut rng, 100);
         let size = 8 + item_name.len() + description.len() + 8 * 6;
-        let extra = self.extra(&mut rng, size as u64, AUCTION_AVG_BYTES);
+        let extra = if sink.keeps_extra() {
+            self.extra(&mut rng, size as u64, AUCTION_AVG_BYTES)
+        } else {
+            ""
+        };
         sink.auction(
             id,
             item_name,
@@ -328,7 +342,11 @@ impl EventGenerator {
         };
         let date_time = self.config.event_time_ms(e);
         let size = 8 * 4 + channel.len() + url.len();
-        let extra = self.extra(&mut rng, size as u64, BID_AVG_BYTES);
+        let extra = if sink.keeps_extra() {
+            self.extra(&mut rng, size as u64, BID_AVG_BYTES)
+        } else {
+            ""
+        };
         sink.bid(auction, bidder, price, channel, url, date_time, extra);
     }
 }
