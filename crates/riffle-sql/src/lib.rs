@@ -12,6 +12,7 @@
 //! riffle's streaming operators, and expressions run as DataFusion physical expressions
 //! inside them. Windows are Arroyo-style functions in `GROUP BY` (see [`windows`]).
 
+mod case_lookup;
 pub mod connectors;
 pub mod ddl;
 pub mod error;

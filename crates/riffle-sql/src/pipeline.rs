@@ -1,5 +1,6 @@
 //! Plans a whole pipeline file into one [`JobGraph`].
 
+use crate::case_lookup::case_lookups;
 use crate::connectors::{ConnectorRegistry, RunSettings, SinkTable, SourceTable};
 use crate::ddl::{object_name, start_of, table_def, TableDef};
 use crate::error::{Location, Result, SqlError};
@@ -313,7 +314,7 @@ fn plan_text(
         let (def, sink_table) = &sinks[sink];
         // After the scans' columns and time ranges are known: the hoisting projections
         // this adds under filters would hide a filter from `time_bounds`.
-        let shared = share_filter_work(plan.clone())?;
+        let shared = case_lookups(share_filter_work(plan.clone())?)?;
         let stream = translator.translate(&shared).map_err(|e| e.located(*at))?;
         attach_sink(&mut translator, &stream, plan, def, sink_table).map_err(|e| e.located(*at))?;
         if written.contains(sink) {
