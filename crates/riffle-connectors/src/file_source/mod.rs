@@ -17,6 +17,7 @@ mod compression;
 mod lines;
 mod offsets;
 mod presence;
+mod read_ahead;
 pub(crate) mod reader;
 mod row_groups;
 mod split;

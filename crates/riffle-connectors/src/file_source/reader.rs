@@ -3,6 +3,7 @@
 
 use super::compression::Compression;
 use super::lines::{is_blank, newlines_before, LineBlocks};
+use super::read_ahead::ReadAhead;
 use super::row_groups::{groups_within, SplitGroups};
 use super::split::TO_END;
 use crate::decode::{event_time_nanos, field_of, utc_unit_cast, widen, RecordDecoder};
@@ -125,9 +126,13 @@ impl FileReader {
                         let skipped = reader.skip_lines(header).map_err(io)?;
                         (reader, LineBase::Known(skipped), true)
                     }
-                    // Compressed: decompressed from the start, skipping the lines read.
+                    // Compressed: decompressed from the start, on a thread of its own,
+                    // skipping the lines read.
                     compressed => {
-                        let mut reader = LineBlocks::new(compressed.reader(file).map_err(io)?);
+                        let inflated = compressed.reader(file).map_err(io)?;
+                        let ahead: Box<dyn Read + Send> =
+                            Box::new(ReadAhead::spawn(inflated).map_err(io)?);
+                        let mut reader = LineBlocks::new(ahead);
                         let to_skip = extent.position.max(header);
                         let skipped = reader.skip_lines(to_skip).map_err(io)?;
                         (reader, LineBase::Known(skipped), false)
