@@ -219,7 +219,13 @@ impl EventGenerator {
         ((rng.unit() * SIX_LN_10).exp() * 100.0 + 0.5) as i64
     }
 
-    fn extra<'a>(&'a self, rng: &mut EventRng, current: u64, average: u64) -> &'a str {
+    /// The padding text of an event whose other fields take `current` bytes; `""`,
+    /// drawn from nothing, when the sink does not keep it (`kept`, see
+    /// [`EventSink::keeps_extra`]).
+    fn extra<'a>(&'a self, kept: bool, rng: &mut EventRng, current: u64, average: u64) -> &'a str {
+        if !kept {
+            return "";
+        }
         let target = (average as f64 * (0.8 + 0.4 * rng.unit())) as u64;
         let len = target.saturating_sub(current) as usize;
         pool_str(&self.text_pool, rng, len)
@@ -266,11 +272,7 @@ impl EventGenerator {
         let state = STATES[rng.below(STATES.len() as u64) as usize];
         let date_time = self.config.event_time_ms(e);
         let size = 8 + name.len() + email.len() + card.len() + city.len() + state.len() + 8;
-        let extra = if sink.keeps_extra() {
-            self.extra(&mut rng, size as u64, PERSON_AVG_BYTES)
-        } else {
-            ""
-        };
+        let extra = self.extra(sink.keeps_extra(), &mut rng, size as u64, PERSON_AVG_BYTES);
         sink.person(id, name, &email, card, city, state, date_time, extra);
     }
 
@@ -294,11 +296,7 @@ impl EventGenerator {
         let item_name = self.random_text(&mut rng, 20);
         let description = self.random_text(&mut rng, 100);
         let size = 8 + item_name.len() + description.len() + 8 * 6;
-        let extra = if sink.keeps_extra() {
-            self.extra(&mut rng, size as u64, AUCTION_AVG_BYTES)
-        } else {
-            ""
-        };
+        let extra = self.extra(sink.keeps_extra(), &mut rng, size as u64, AUCTION_AVG_BYTES);
         sink.auction(
             id,
             item_name,
@@ -342,11 +340,7 @@ impl EventGenerator {
         };
         let date_time = self.config.event_time_ms(e);
         let size = 8 * 4 + channel.len() + url.len();
-        let extra = if sink.keeps_extra() {
-            self.extra(&mut rng, size as u64, BID_AVG_BYTES)
-        } else {
-            ""
-        };
+        let extra = self.extra(sink.keeps_extra(), &mut rng, size as u64, BID_AVG_BYTES);
         sink.bid(auction, bidder, price, channel, url, date_time, extra);
     }
 }
