@@ -22,6 +22,7 @@ use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{exec_err, Result, ScalarValue};
 use datafusion::logical_expr::expr::{Case, ScalarFunction};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Expr, LogicalPlan, Operator, Projection, ReturnFieldArgs,
     ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -40,17 +41,11 @@ pub(crate) fn case_lookups(plan: LogicalPlan) -> Result<LogicalPlan> {
         let mut changed = false;
         let mut exprs = Vec::with_capacity(p.expr.len());
         for e in &p.expr {
+            // The projection's output names stay as they were.
+            let saved = NamePreserver::new_for_projection().save(e);
             let new = e.clone().transform_up(|e| Ok(as_lookup(e)))?;
             changed |= new.transformed;
-            exprs.push(if new.transformed {
-                let (qualifier, name) = e.qualified_name();
-                match e {
-                    Expr::Alias(_) => new.data,
-                    _ => new.data.alias_qualified(qualifier, name),
-                }
-            } else {
-                new.data
-            });
+            exprs.push(saved.restore(new.data));
         }
         if !changed {
             return Ok(Transformed::no(LogicalPlan::Projection(p)));

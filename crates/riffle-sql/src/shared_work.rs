@@ -25,6 +25,7 @@
 
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, Result};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{Expr, Filter, LogicalPlan, Operator, Projection};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -78,13 +79,15 @@ fn share_below(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
     for (level, p) in chain.iter().enumerate() {
         let mut exprs = Vec::with_capacity(p.expr.len());
         for e in &p.expr {
+            // The projection's output names stay as they were.
+            let saved = NamePreserver::new_for_projection().save(e);
             let mut new = e.clone();
             for (s, name) in shared.iter().zip(&names) {
                 if let Some(at_level) = s.at_level.get(level).and_then(Option::as_ref) {
                     new = replace(new, at_level, name)?;
                 }
             }
-            exprs.push(keep_name(e, new));
+            exprs.push(saved.restore(new));
         }
         for (s, name) in shared.iter().zip(&names) {
             if s.last_use > level {
@@ -185,10 +188,8 @@ fn shared_expressions(chain: &[&Projection], filter: &Filter) -> Vec<Shared> {
     let mut candidates = Vec::new();
     always_evaluated(&filter.predicate, &mut candidates);
     for candidate in candidates {
-        if !worth_sharing(candidate)
-            || found.iter().any(|s| contains(&s.expr, candidate))
-            || found.iter().any(|s| &s.expr == candidate)
-        {
+        // (`contains` includes the expression itself: no candidate is taken twice.)
+        if !worth_sharing(candidate) || found.iter().any(|s| contains(&s.expr, candidate)) {
             continue;
         }
         let at_level: Vec<Option<Expr>> = renames
@@ -340,15 +341,6 @@ fn replace(expr: Expr, target: &Expr, name: &str) -> Result<Expr> {
         })
     })
     .map(|t| t.data)
-}
-
-/// `new` (a rewrite of the projected `old`) under `old`'s output name.
-fn keep_name(old: &Expr, new: Expr) -> Expr {
-    if &new == old || matches!(old, Expr::Alias(_)) {
-        return new;
-    }
-    let (qualifier, name) = old.qualified_name();
-    new.alias_qualified(qualifier, name)
 }
 
 #[cfg(test)]
