@@ -5,7 +5,7 @@
 //! The pattern must be a literal. It is checked at planning: a pattern Rust's `regex`
 //! does not accept (Java's look-around, back-references) is refused there, named,
 //! rather than returning NULL on every row as Flink does for a pattern it rejects. The
-//! optimizer then binds each call to its compiled pattern ([`CompiledExtract`]), so a
+//! optimizer then binds each call to its compiled pattern ([`RegexpExtract`]), so a
 //! running query never compiles it again, and a call with a constant group remembers its
 //! answers for texts it has seen ([`TextMemo`]).
 
@@ -150,12 +150,43 @@ fn evaluate(
     Ok(ColumnarValue::Array(Arc::new(out.finish()) as ArrayRef))
 }
 
-/// `REGEXP_EXTRACT` as registered: planned calls are bound to their compiled pattern by
-/// [`ScalarUDFImpl::simplify`]; a call evaluated unbound (an expression built without
-/// the optimizer) compiles its pattern per batch.
-#[derive(Debug, PartialEq, Eq, Hash)]
+/// `REGEXP_EXTRACT`. As registered it holds no pattern, and a call evaluated so (an
+/// expression built without the optimizer) compiles its pattern per batch; the
+/// optimizer binds each planned call with a literal pattern to a copy holding that
+/// pattern compiled ([`ScalarUDFImpl::simplify`]).
+#[derive(Debug)]
 struct RegexpExtract {
     signature: Signature,
+    compiled: Option<Compiled>,
+}
+
+/// One call's compiled pattern, and per thread the answers it remembers.
+#[derive(Debug)]
+struct Compiled {
+    regex: Regex,
+    memos: ThreadLocal<RefCell<GroupMemo>>,
+}
+
+impl RegexpExtract {
+    /// What plan comparisons tell calls apart by: the pattern, when bound.
+    fn pattern_text(&self) -> Option<&str> {
+        self.compiled.as_ref().map(|c| c.regex.as_str())
+    }
+}
+
+impl PartialEq for RegexpExtract {
+    fn eq(&self, other: &Self) -> bool {
+        self.signature == other.signature && self.pattern_text() == other.pattern_text()
+    }
+}
+
+impl Eq for RegexpExtract {}
+
+impl Hash for RegexpExtract {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.signature.hash(state);
+        self.pattern_text().hash(state);
+    }
 }
 
 impl ScalarUDFImpl for RegexpExtract {
@@ -176,20 +207,25 @@ impl ScalarUDFImpl for RegexpExtract {
     }
 
     fn simplify(&self, args: Vec<Expr>, _: &SimplifyContext) -> Result<ExprSimplifyResult> {
-        let Some(Expr::Literal(p, _)) = args.get(1) else {
+        let (None, Some(Expr::Literal(p, _))) = (&self.compiled, args.get(1)) else {
             return Ok(ExprSimplifyResult::Original(args));
         };
-        let compiled = CompiledExtract {
+        let bound = RegexpExtract {
             signature: self.signature.clone(),
-            regex: pattern(Some(p))?,
-            memos: ThreadLocal::new(),
+            compiled: Some(Compiled {
+                regex: pattern(Some(p))?,
+                memos: ThreadLocal::new(),
+            }),
         };
         Ok(ExprSimplifyResult::Simplified(Expr::ScalarFunction(
-            ScalarFunction::new_udf(Arc::new(ScalarUDF::from(compiled)), args),
+            ScalarFunction::new_udf(Arc::new(ScalarUDF::from(bound)), args),
         )))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        if let Some(c) = &self.compiled {
+            return evaluate(&c.regex, &args, Some(&c.memos));
+        }
         let Some(ColumnarValue::Scalar(p)) = args.args.get(1) else {
             return exec_err!("REGEXP_EXTRACT takes a literal pattern");
         };
@@ -197,55 +233,11 @@ impl ScalarUDFImpl for RegexpExtract {
     }
 }
 
-/// One call of `REGEXP_EXTRACT` with its pattern compiled, and per thread the answers
-/// it remembers. Equal (for plan comparisons) when the patterns are.
-#[derive(Debug)]
-struct CompiledExtract {
-    signature: Signature,
-    regex: Regex,
-    memos: ThreadLocal<RefCell<GroupMemo>>,
-}
-
-impl PartialEq for CompiledExtract {
-    fn eq(&self, other: &Self) -> bool {
-        self.regex.as_str() == other.regex.as_str()
-    }
-}
-
-impl Eq for CompiledExtract {}
-
-impl Hash for CompiledExtract {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.regex.as_str().hash(state);
-    }
-}
-
-impl ScalarUDFImpl for CompiledExtract {
-    fn name(&self) -> &str {
-        "regexp_extract"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-
-    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        result_field(&args)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        evaluate(&self.regex, &args, Some(&self.memos))
-    }
-}
-
 /// `regexp_extract`, to register with the planner.
 pub fn regexp_extract_udf() -> ScalarUDF {
     ScalarUDF::from(RegexpExtract {
         signature: Signature::variadic_any(Volatility::Immutable),
+        compiled: None,
     })
 }
 
