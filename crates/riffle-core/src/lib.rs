@@ -16,6 +16,7 @@ pub mod key_group;
 pub mod lookup;
 pub mod message;
 pub mod operator;
+pub mod row_kind;
 pub mod schema;
 pub mod sink;
 pub mod source;
@@ -30,6 +31,7 @@ pub use lookup::{LookupMatches, LookupTable, LookupTableFactory};
 pub use message::{Barrier, BarrierKind, Epoch, Message};
 pub use operator::{CounterValues, Operator, OperatorContext, OperatorFactory, OperatorId};
 pub use parquet;
+pub use row_kind::{row_kind_array, row_kind_field, row_kinds, RowKind, ROW_KIND_FIELD};
 pub use schema::{timestamp_type, StreamSchema, TIMESTAMP_FIELD};
 pub use sink::{
     committables_by_sink, sort_for_commit, Committable, OutputOwner, Sink, SinkContext,

@@ -4,6 +4,7 @@ use datafusion_common::arrow::datatypes::{DataType, Field, FieldRef, Schema, Sch
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::row_kind::ROW_KIND_FIELD;
 
 /// Name of the event-time column (Timestamp nanoseconds, UTC) in every stream batch.
 pub const TIMESTAMP_FIELD: &str = "_timestamp";
@@ -46,14 +47,20 @@ impl StreamSchema {
         })
     }
 
-    /// The stream's own columns, in order: every field but [`TIMESTAMP_FIELD`].
+    /// The stream's own columns, in order: every field but [`TIMESTAMP_FIELD`] and a
+    /// changelog's [`ROW_KIND_FIELD`].
     pub fn user_fields(&self) -> impl Iterator<Item = &FieldRef> + '_ {
         self.schema
             .fields()
             .iter()
             .enumerate()
-            .filter(move |(i, _)| *i != self.timestamp_index)
+            .filter(move |(i, f)| *i != self.timestamp_index && f.name() != ROW_KIND_FIELD)
             .map(|(_, f)| f)
+    }
+
+    /// The index of the row-kind column, when the stream is a changelog.
+    pub fn row_kind_index(&self) -> Option<usize> {
+        self.schema.index_of(ROW_KIND_FIELD).ok()
     }
 
     /// Builds a stream schema from user fields, appending [`TIMESTAMP_FIELD`].
