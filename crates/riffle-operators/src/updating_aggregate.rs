@@ -2,6 +2,12 @@
 //! input batch, the new values of every group that batch changed: an upsert stream
 //! keyed by the group columns (the newest row for a key replaces older ones).
 //!
+//! As a changelog ([`UpdatingAggregateFactory::changelog`]) it also withdraws each
+//! changed group's previous row (`-U`) before its new one (`+U`; `+I` for a new group),
+//! so that a filter downstream can drop either and the result stays exact: a row that
+//! stops passing `HAVING` is withdrawn by its `-U` (docs/engine.md, "Changelog streams").
+//! The row-kind column is [`riffle_core::ROW_KIND_FIELD`].
+//!
 //! Snapshots are incremental (docs/state-format.md, "Incremental checkpoints"): after the
 //! first, one adds only the groups changed since the last to the earlier batches, whose
 //! files are reused; a restore reads them in order, a later row of a group replacing an
@@ -13,10 +19,10 @@ use crate::aggregate::{
 use crate::delta_log::DeltaLog;
 use crate::window::{key_group_column, state_columns, timestamp_array, timestamps, with_row_key};
 use riffle_core::arrow::array::ArrayRef;
-use riffle_core::arrow::datatypes::{Schema, SchemaRef};
+use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef};
 use riffle_core::{
-    Epoch, Operator, OperatorContext, OperatorFactory, OperatorState, RecordBatch, Result,
-    StreamSchema,
+    row_kind_array, row_kind_field, Epoch, Operator, OperatorContext, OperatorFactory,
+    OperatorState, RecordBatch, Result, RowKind, StreamSchema,
 };
 use std::sync::Arc;
 
@@ -27,6 +33,7 @@ pub struct UpdatingAggregateFactory {
     aggregates: Vec<BoundAggregate>,
     specs: Vec<AggregateSpec>,
     input_timestamp: usize,
+    changelog: bool,
     schema: StreamSchema,
 }
 
@@ -57,8 +64,25 @@ impl UpdatingAggregateFactory {
             aggregates: bound,
             specs: aggregates,
             input_timestamp: input.timestamp_index,
+            changelog: false,
             schema: StreamSchema::with_timestamp(fields),
         })
+    }
+
+    /// The same aggregate emitting a changelog: a [`riffle_core::ROW_KIND_FIELD`] column, and the
+    /// previous row of every changed group withdrawn (`-U`) before its new row.
+    pub fn changelog(mut self) -> Self {
+        if !self.changelog {
+            let mut fields: Vec<Field> = self
+                .schema
+                .user_fields()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            fields.push(row_kind_field());
+            self.schema = StreamSchema::with_timestamp(fields);
+            self.changelog = true;
+        }
+        self
     }
 }
 
@@ -71,9 +95,14 @@ impl OperatorFactory for UpdatingAggregateFactory {
             .map(|f| f.name().as_str())
             .collect();
         format!(
-            "updating {} by ({})",
+            "updating {} by ({}){}",
             describe(&self.specs),
-            keys.join(", ")
+            keys.join(", "),
+            if self.changelog {
+                ", changelog -U/+U"
+            } else {
+                ""
+            }
         )
     }
     fn output_schema(&self) -> &StreamSchema {
@@ -95,6 +124,7 @@ impl OperatorFactory for UpdatingAggregateFactory {
             key_schema: self.key_schema.clone(),
             accumulators: AccumulatorSet::new(&self.aggregates),
             distinct: self.aggregates.is_empty(),
+            changelog: self.changelog,
             input_timestamp: self.input_timestamp,
             schema: self.schema.clone(),
             max_parallelism: ctx.max_parallelism,
@@ -111,6 +141,8 @@ struct UpdatingAggregate {
     accumulators: AccumulatorSet,
     /// No aggregates: a SELECT DISTINCT, whose groups are emitted once.
     distinct: bool,
+    /// Emit row kinds, and withdraw a changed group's previous row.
+    changelog: bool,
     input_timestamp: usize,
     schema: StreamSchema,
     max_parallelism: u16,
@@ -120,6 +152,19 @@ struct UpdatingAggregate {
 }
 
 impl UpdatingAggregate {
+    /// The current rows of `groups` (id, event time), of the kind `kind(id)` gives when
+    /// the stream is a changelog.
+    fn rows(&self, groups: &[(u32, i64)], kind: impl Fn(u32) -> RowKind) -> Result<RecordBatch> {
+        let ids: Vec<u32> = groups.iter().map(|(g, _)| *g).collect();
+        let mut columns = self.table.keys(&ids)?;
+        columns.extend(self.accumulators.finish(&ids)?);
+        if self.changelog {
+            columns.push(Arc::new(row_kind_array(ids.iter().map(|&g| kind(g)))));
+        }
+        columns.push(timestamp_array(groups.iter().map(|(_, t)| *t).collect()));
+        Ok(RecordBatch::try_new(self.schema.schema.clone(), columns)?)
+    }
+
     /// The groups `ids` (keys and accumulator state) as a state batch whose rows are
     /// identified by the group keys.
     fn state_batch(&mut self, ids: &[u32]) -> Result<RecordBatch> {
@@ -155,7 +200,6 @@ impl Operator for UpdatingAggregate {
         // it first appears, so the result is append-only.
         let distinct = self.distinct;
         let inputs = self.accumulators.inputs(batch.columns())?;
-        self.accumulators.update(&groups, &rows, &inputs);
         // One output row per changed group, in first-touched order, stamped with the
         // newest event time that touched it.
         let ts = timestamps(&batch, self.input_timestamp);
@@ -176,15 +220,30 @@ impl Operator for UpdatingAggregate {
                 }
             }
         }
+        // The rows to withdraw: the values of the groups that existed, before the update.
+        let before = if self.changelog && !distinct {
+            let old: Vec<(u32, i64)> = latest.iter().copied().filter(|(g, _)| *g < known).collect();
+            (!old.is_empty())
+                .then(|| self.rows(&old, |_| RowKind::UpdateBefore))
+                .transpose()?
+        } else {
+            None
+        };
+        self.accumulators.update(&groups, &rows, &inputs);
         if latest.is_empty() {
             return Ok(());
         }
         let ids: Vec<u32> = latest.iter().map(|(g, _)| *g).collect();
         self.delta.touch(&ids);
-        let mut columns = self.table.keys(&ids)?;
-        columns.extend(self.accumulators.finish(&ids)?);
-        columns.push(timestamp_array(latest.iter().map(|(_, t)| *t).collect()));
-        out.push(RecordBatch::try_new(self.schema.schema.clone(), columns)?);
+        out.extend(before);
+        let after = self.rows(&latest, |g| {
+            if g < known {
+                RowKind::UpdateAfter
+            } else {
+                RowKind::Insert
+            }
+        })?;
+        out.push(after);
         Ok(())
     }
 
@@ -208,5 +267,112 @@ impl Operator for UpdatingAggregate {
             self.accumulators.restore(&groups, &batch, &self.operator)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::AggregateFunction;
+    use riffle_core::arrow::array::{AsArray, Int64Array, TimestampNanosecondArray};
+    use riffle_core::arrow::datatypes::{DataType, Int64Type};
+    use riffle_core::{row_kinds, OperatorContext};
+
+    fn input() -> StreamSchema {
+        StreamSchema::with_timestamp(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("v", DataType::Int64, false),
+        ])
+    }
+
+    fn batch(rows: &[(i64, i64)]) -> RecordBatch {
+        RecordBatch::try_new(
+            input().schema.clone(),
+            vec![
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                Arc::new(TimestampNanosecondArray::from(vec![0; rows.len()]).with_timezone("UTC")),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// `count(*) AS n, sum(v) AS total GROUP BY k`, as a changelog.
+    fn counting() -> Box<dyn Operator> {
+        let specs = vec![
+            AggregateSpec::new(AggregateFunction::Count, "v", "n"),
+            AggregateSpec::new(AggregateFunction::Sum, "v", "total"),
+        ];
+        UpdatingAggregateFactory::new(&input(), &["k"], specs)
+            .unwrap()
+            .changelog()
+            .create(&OperatorContext::detached("agg", 0, 1))
+            .unwrap()
+    }
+
+    /// Every output row as (kind, k, n, total).
+    fn changes(out: &[RecordBatch]) -> Vec<(&'static str, i64, i64, i64)> {
+        let mut all = Vec::new();
+        for b in out {
+            let kinds = row_kinds(b).unwrap().expect("a changelog has row kinds");
+            let col = |name: &str| {
+                b.column_by_name(name)
+                    .unwrap()
+                    .as_primitive::<Int64Type>()
+                    .clone()
+            };
+            let (k, n, total) = (col("k"), col("n"), col("total"));
+            for (i, kind) in kinds.iter().enumerate() {
+                all.push((kind.short(), k.value(i), n.value(i), total.value(i)));
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn a_changed_group_withdraws_its_previous_row_before_the_new_one() {
+        let mut op = counting();
+        let mut out = Vec::new();
+        op.on_batch(0, batch(&[(1, 5), (2, 3)]), &mut out).unwrap();
+        op.on_batch(0, batch(&[(1, 2), (3, 1), (1, 1)]), &mut out)
+            .unwrap();
+        assert_eq!(
+            changes(&out),
+            [
+                ("+I", 1, 1, 5),
+                ("+I", 2, 1, 3),
+                ("-U", 1, 1, 5),
+                ("+U", 1, 3, 8),
+                ("+I", 3, 1, 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_changelog_adds_up_to_the_final_groups() {
+        // Applying each +I/+U and taking back each -U must leave exactly one row per
+        // group, the one a batch aggregate gives.
+        let mut op = counting();
+        let mut out = Vec::new();
+        let mut expected = std::collections::BTreeMap::new();
+        for step in 0..40i64 {
+            let rows: Vec<(i64, i64)> = (0..7).map(|i| ((step * 7 + i) % 5, step - i)).collect();
+            for (k, v) in &rows {
+                let e = expected.entry(*k).or_insert((0i64, 0i64));
+                e.0 += 1;
+                e.1 += v;
+            }
+            op.on_batch(0, batch(&rows), &mut out).unwrap();
+        }
+        let mut live: std::collections::BTreeMap<(i64, i64, i64), i64> = Default::default();
+        for (kind, k, n, total) in changes(&out) {
+            *live.entry((k, n, total)).or_default() += if kind.starts_with('-') { -1 } else { 1 };
+        }
+        live.retain(|_, count| *count != 0);
+        let want: std::collections::BTreeMap<(i64, i64, i64), i64> = expected
+            .iter()
+            .map(|(k, (n, t))| ((*k, *n, *t), 1))
+            .collect();
+        assert_eq!(live, want);
     }
 }

@@ -120,7 +120,12 @@ fn updating_aggregate_restores() {
         .chunks(30)
         .map(|c| (0, to_batch(&s, c)))
         .collect();
-    let agg = UpdatingAggregateFactory::new(&s, &["k"], specs).unwrap();
+    let agg = UpdatingAggregateFactory::new(&s, &["k"], specs.clone()).unwrap();
+    check(&agg, &input);
+    // As a changelog, the withdrawn rows after a restore are the restored values.
+    let agg = UpdatingAggregateFactory::new(&s, &["k"], specs)
+        .unwrap()
+        .changelog();
     check(&agg, &input);
 }
 
