@@ -243,6 +243,13 @@ impl SinkFactory for PostgresSinkFactory {
 
     fn create(&self, schema: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
         let columns = sink::output_columns(schema)?;
+        if schema.row_kind_index().is_some() && self.config.mode == WriteMode::Append {
+            // The planner refuses this; appended rows cannot withdraw earlier ones.
+            return Err(Error::config(
+                "mode",
+                "a changelog (rows that withdraw earlier rows) needs 'mode' = 'upsert'",
+            ));
+        }
         if let WriteMode::Upsert { key } = &self.config.mode {
             for k in key {
                 if !columns.iter().any(|(name, _)| name == k) {

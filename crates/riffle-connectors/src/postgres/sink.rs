@@ -9,7 +9,7 @@ use riffle_core::arrow::array::UInt32Array;
 use riffle_core::arrow::compute::{concat_batches, take_record_batch};
 use riffle_core::arrow::row::{RowConverter, SortField};
 use riffle_core::{
-    Epoch, Error, RecordBatch, Result, Sink, SinkContext, SinkSummary, StreamSchema,
+    row_kinds, Epoch, Error, RecordBatch, Result, Sink, SinkContext, SinkSummary, StreamSchema,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -192,7 +192,9 @@ async fn copy_rows(
     Ok(())
 }
 
-/// Upserts `batch` (the last row per key wins) with one `INSERT … SELECT FROM UNNEST`.
+/// Applies `batch` by key, the last row per key winning: one `DELETE` for the keys whose
+/// last row withdraws it (`-U`/`-D` of a changelog), one `INSERT … SELECT FROM UNNEST …
+/// ON CONFLICT` for the rest.
 async fn upsert_rows(
     client: &Client,
     config: &PostgresSinkConfig,
@@ -201,7 +203,70 @@ async fn upsert_rows(
     batch: &RecordBatch,
 ) -> Result<()> {
     let batch = last_per_key(batch, key)?;
-    let values = convert(columns, &batch)?;
+    let Some(kinds) = row_kinds(&batch)? else {
+        return insert_or_update(client, config, columns, key, &batch).await;
+    };
+    let (gone, kept): (Vec<u32>, Vec<u32>) =
+        (0..batch.num_rows() as u32).partition(|&i| kinds[i as usize].is_retraction());
+    if !gone.is_empty() {
+        let gone = take_record_batch(&batch, &UInt32Array::from(gone))?;
+        delete_keys(client, config, columns, key, &gone).await?;
+    }
+    if !kept.is_empty() {
+        let kept = take_record_batch(&batch, &UInt32Array::from(kept))?;
+        insert_or_update(client, config, columns, key, &kept).await?;
+    }
+    Ok(())
+}
+
+/// Deletes the rows whose keys `batch` holds.
+async fn delete_keys(
+    client: &Client,
+    config: &PostgresSinkConfig,
+    columns: &[(String, PgType)],
+    key: &[String],
+    batch: &RecordBatch,
+) -> Result<()> {
+    let key_columns: Vec<(String, PgType)> = key
+        .iter()
+        .map(|k| {
+            columns
+                .iter()
+                .find(|(n, _)| n == k)
+                .cloned()
+                .ok_or_else(|| Error::plan(format!("the sink's input has no key column `{k}`")))
+        })
+        .collect::<Result<_>>()?;
+    let values = convert(&key_columns, batch)?;
+    let names: Vec<String> = key.iter().map(|k| quote_ident(k)).collect();
+    let arrays: Vec<String> = key_columns
+        .iter()
+        .enumerate()
+        .map(|(i, (_, t))| format!("${}::{}[]", i + 1, t.sql()))
+        .collect();
+    let statement = format!(
+        "DELETE FROM {} WHERE ({}) IN (SELECT * FROM UNNEST({}))",
+        quote_table(&config.table),
+        names.join(", "),
+        arrays.join(", ")
+    );
+    let params: Vec<_> = values.iter().map(PgColumn::as_array).collect();
+    client
+        .execute(&statement, &params)
+        .await
+        .map_err(|e| config.db_error(e))?;
+    Ok(())
+}
+
+/// Inserts the rows of `batch`, each key at most once, replacing a row of the same key.
+async fn insert_or_update(
+    client: &Client,
+    config: &PostgresSinkConfig,
+    columns: &[(String, PgType)],
+    key: &[String],
+    batch: &RecordBatch,
+) -> Result<()> {
+    let values = convert(columns, batch)?;
     let names: Vec<String> = columns.iter().map(|(n, _)| quote_ident(n)).collect();
     let arrays: Vec<String> = columns
         .iter()

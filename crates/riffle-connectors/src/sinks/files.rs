@@ -10,13 +10,14 @@
 //! committed.
 
 use super::output_owner;
-use super::without_timestamp;
+use super::{debezium_envelope, without_timestamp};
 use riffle_core::arrow::csv::Writer as CsvWriter;
+use riffle_core::arrow::json::writer::{LineDelimited, WriterBuilder};
 use riffle_core::arrow::json::LineDelimitedWriter;
 use riffle_core::parquet::arrow::ArrowWriter;
 use riffle_core::{
     Committable, Epoch, Error, OutputOwner, RecordBatch, Result, Sink, SinkContext, SinkFactory,
-    SinkSummary, StagedOutput, StreamSchema, Unpublished,
+    SinkSummary, StagedOutput, StreamSchema, Unpublished, ROW_KIND_FIELD,
 };
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -85,6 +86,7 @@ pub struct FileSinkFactory {
     dir: PathBuf,
     format: FileFormat,
     rolling: RollingPolicy,
+    debezium: bool,
 }
 
 impl FileSinkFactory {
@@ -94,13 +96,28 @@ impl FileSinkFactory {
             dir: dir.into(),
             format,
             rolling,
+            debezium: false,
+        }
+    }
+
+    /// JSON lines in the Debezium envelope (`{"before", "after", "op"}`), which can hold
+    /// a changelog's withdrawn rows (see `debezium.rs`).
+    pub fn debezium_json(dir: impl Into<PathBuf>, rolling: RollingPolicy) -> Self {
+        Self {
+            debezium: true,
+            ..Self::new(dir, FileFormat::Jsonl, rolling)
         }
     }
 }
 
 impl SinkFactory for FileSinkFactory {
     fn describe(&self) -> String {
-        format!("files({}, {})", self.format.extension(), self.dir.display())
+        let format = if self.debezium {
+            "debezium-json"
+        } else {
+            self.format.extension()
+        };
+        format!("files({format}, {})", self.dir.display())
     }
 
     fn is_transactional(&self) -> bool {
@@ -112,6 +129,7 @@ impl SinkFactory for FileSinkFactory {
         Ok(Box::new(FileSink {
             dir: self.dir.clone(),
             format: self.format,
+            debezium: self.debezium,
             rolling: self.rolling,
             subtask: ctx.subtask,
             generation: ctx.generation,
@@ -331,6 +349,8 @@ impl OpenFile {
 struct FileSink {
     dir: PathBuf,
     format: FileFormat,
+    /// Rows are written in the Debezium envelope.
+    debezium: bool,
     rolling: RollingPolicy,
     subtask: usize,
     /// The run's generation, in the names of staged files.
@@ -369,7 +389,12 @@ impl FileSink {
             bytes: bytes.clone(),
         };
         let writer = match self.format {
-            FileFormat::Jsonl => FormatWriter::Jsonl(LineDelimitedWriter::new(out)),
+            // Debezium readers expect `"before": null`, not a missing member.
+            FileFormat::Jsonl => FormatWriter::Jsonl(
+                WriterBuilder::new()
+                    .with_explicit_nulls(self.debezium)
+                    .build::<_, LineDelimited>(out),
+            ),
             FileFormat::Csv => FormatWriter::Csv(CsvWriter::new(out)),
             FileFormat::Parquet => {
                 FormatWriter::Parquet(ArrowWriter::try_new(out, batch.schema(), None)?)
@@ -414,9 +439,17 @@ impl FileSink {
 
 impl Sink for FileSink {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let batch = without_timestamp(batch)?;
+        let mut batch = without_timestamp(batch)?;
         if batch.num_rows() == 0 {
             return Ok(());
+        }
+        if self.debezium {
+            batch = debezium_envelope(&batch)?;
+        } else if batch.schema().index_of(ROW_KIND_FIELD).is_ok() {
+            // The planner refuses this; a row kind must never be written as a column.
+            return Err(Error::plan(
+                "a changelog reached a file sink without a changelog format (debezium-json)",
+            ));
         }
         if self.current.is_none() {
             self.current = Some(self.open(&batch)?);

@@ -2,12 +2,14 @@
 
 mod blackhole;
 mod collect;
+mod debezium;
 mod files;
 mod output_owner;
 mod stdout;
 
 pub use blackhole::BlackholeSinkFactory;
 pub use collect::CollectSinkFactory;
+pub use debezium::debezium_envelope;
 pub use files::{read_jsonl_lines, FileFormat, FileSinkFactory, RollingPolicy};
 pub use stdout::{StdoutFormat, StdoutSinkFactory};
 

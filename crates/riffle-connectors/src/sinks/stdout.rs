@@ -1,12 +1,16 @@
 //! A sink that prints rows to standard output.
 
 use super::without_timestamp;
+use riffle_core::arrow::array::{ArrayRef, StringArray};
+use riffle_core::arrow::datatypes::{DataType, Field, Schema};
 use riffle_core::arrow::json::LineDelimitedWriter;
 use riffle_core::arrow::util::pretty::pretty_format_batches;
 use riffle_core::{
-    Error, RecordBatch, Result, Sink, SinkContext, SinkFactory, SinkSummary, StreamSchema,
+    row_kinds, Error, RecordBatch, Result, Sink, SinkContext, SinkFactory, SinkSummary,
+    StreamSchema, ROW_KIND_FIELD,
 };
 use std::io::Write;
+use std::sync::Arc;
 
 /// How rows are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,9 +56,32 @@ fn stdout_error(e: std::io::Error) -> Error {
     Error::io("<stdout>", e)
 }
 
+/// A changelog's row kinds as Flink's print connector shows them (`+I`, `-U`, `+U`,
+/// `-D`), in a first column `_row_kind`; other batches unchanged.
+fn with_printed_kinds(batch: RecordBatch) -> Result<RecordBatch> {
+    let Some(kinds) = row_kinds(&batch)? else {
+        return Ok(batch);
+    };
+    let schema = batch.schema();
+    let mut fields = vec![Field::new(ROW_KIND_FIELD, DataType::Utf8, false)];
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(StringArray::from_iter_values(
+        kinds.iter().map(|k| k.short()),
+    ))];
+    for (f, c) in schema.fields().iter().zip(batch.columns()) {
+        if f.name() != ROW_KIND_FIELD {
+            fields.push(f.as_ref().clone());
+            columns.push(c.clone());
+        }
+    }
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
+}
+
 impl Sink for StdoutSink {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let batch = without_timestamp(batch)?;
+        let batch = with_printed_kinds(without_timestamp(batch)?)?;
         self.rows += batch.num_rows() as u64;
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
@@ -78,5 +105,38 @@ impl Sink for StdoutSink {
             rows: self.rows,
             files: Vec::new(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use riffle_core::arrow::array::Int64Array;
+    use riffle_core::arrow::util::pretty::pretty_format_batches;
+    use riffle_core::{row_kind_array, row_kind_field, RowKind};
+
+    #[test]
+    fn a_changelog_is_printed_with_flinks_row_kinds_first() {
+        let schema = Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            row_kind_field(),
+        ]);
+        let batch = RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 1])),
+                Arc::new(row_kind_array([
+                    RowKind::UpdateBefore,
+                    RowKind::UpdateAfter,
+                ])),
+            ],
+        )
+        .unwrap();
+        let printed = pretty_format_batches(&[with_printed_kinds(batch).unwrap()])
+            .unwrap()
+            .to_string();
+        assert!(printed.contains("| _row_kind | k |"), "{printed}");
+        assert!(printed.contains("| -U        | 1 |"), "{printed}");
+        assert!(printed.contains("| +U        | 1 |"), "{printed}");
     }
 }
