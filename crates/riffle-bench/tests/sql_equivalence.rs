@@ -33,6 +33,7 @@ impl Connector for CollectConnector {
         Ok(SinkTable {
             factory: Arc::new(sink),
             updates: Ok(()),
+            retractions: Err("the collect sink keeps rows as they come".into()),
             nested: true,
         })
     }

@@ -20,7 +20,7 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{Insert, Query, Statement, TableObject};
 use riffle_connectors::ProcessingTimeSourceFactory;
-use riffle_core::{LookupTableFactory, TIMESTAMP_FIELD};
+use riffle_core::{LookupTableFactory, ROW_KIND_FIELD, TIMESTAMP_FIELD};
 use riffle_operators::ProjectFactory;
 use riffle_runtime::JobGraph;
 use std::collections::{HashMap, HashSet};
@@ -453,10 +453,19 @@ fn attach_sink(
                 hint: Some(format!("alias one of them: … AS {n}_2")),
             });
         }
-        if n == TIMESTAMP_FIELD {
+        if n == TIMESTAMP_FIELD || n == ROW_KIND_FIELD {
             return Err(SqlError::plan(format!(
-                "`{TIMESTAMP_FIELD}` is reserved; alias the column"
+                "`{n}` is reserved; alias the column"
             )));
+        }
+    }
+    if stream.changelog {
+        if let Err(why) = &sink.retractions {
+            return Err(SqlError::Plan {
+                at: None,
+                message: format!("the result withdraws rows (a filter over a GROUP BY without a window, e.g. HAVING, removes a group's row when it stops passing), but {why}"),
+                hint: Some("write to a table that applies deletes (stdout, blackhole, a postgres table with PRIMARY KEY, or a filesystem table with 'format' = 'debezium-json'), or filter before aggregating".into()),
+            });
         }
     }
     if let Some(keys) = &stream.updating {
@@ -503,7 +512,8 @@ fn attach_sink(
         }
     }
     let mut exprs: Vec<Expr> = Vec::new();
-    let mut identity = schema.fields().len() == names.len() + 1;
+    let hidden = 1 + usize::from(stream.changelog); // `_timestamp`, `_row_kind`
+    let mut identity = schema.fields().len() == names.len() + hidden;
     for (i, name) in names.iter().enumerate() {
         let column = &stream.columns[i];
         let physical = if stream.is_virtual(i) {

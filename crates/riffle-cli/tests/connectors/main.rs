@@ -23,6 +23,7 @@ mod iceberg;
 mod kafka_rescale;
 mod kafka_sink;
 mod kafka_to_postgres;
+mod postgres_changelog;
 mod postgres_sink;
 
 use common::{riffle, stderr};

@@ -10,7 +10,9 @@ pub type Row = String;
 
 /// The committed output of riffle's file sink: the rows of every published file (staged
 /// `.inprogress` files are not output). An upsert changelog is reduced to the newest
-/// row per key, in commit order (epoch, then file).
+/// row per key, in commit order (epoch, then file); a Debezium changelog is replayed in
+/// that order, and a delete must withdraw the key's current row exactly and a create must not
+/// land on a current row (else the output holds a row saying so, which no answer has).
 pub fn riffle_rows(out: &Path, query: &Query) -> Vec<Row> {
     let mut files: Vec<((u64, String), std::path::PathBuf)> = Vec::new();
     if let Ok(entries) = std::fs::read_dir(out) {
@@ -35,24 +37,39 @@ pub fn riffle_rows(out: &Path, query: &Query) -> Vec<Row> {
         for line in std::fs::read_to_string(&path).unwrap().lines() {
             let value: serde_json::Value = serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {line}", path.display()));
+            let changelog = query.output_kind() == OutputKind::Changelog;
+            let op = value.get("op").and_then(|o| o.as_str()).unwrap_or("");
+            let image = match (changelog, op) {
+                (false, _) => &value,
+                (true, "d") => &value["before"],
+                (true, _) => &value["after"],
+            };
             let row: Vec<serde_json::Value> = query
                 .columns()
                 .iter()
-                .map(|c| value.get(*c).cloned().unwrap_or(serde_json::Value::Null))
+                .map(|c| image.get(*c).cloned().unwrap_or(serde_json::Value::Null))
                 .collect();
+            let text = serde_json::Value::Array(row.clone()).to_string();
             match query.output_kind() {
-                OutputKind::Append => rows.push(serde_json::Value::Array(row).to_string()),
+                OutputKind::Changelog if op == "d" => {
+                    if newest.remove(&row[0].to_string()).as_ref() != Some(&text) {
+                        rows.push(format!("withdrew {text}, which was not the current row"));
+                    }
+                }
+                OutputKind::Changelog => {
+                    if let Some(old) = newest.insert(row[0].to_string(), text.clone()) {
+                        rows.push(format!("created {text} over the current row {old}"));
+                    }
+                }
+                OutputKind::Append => rows.push(text),
                 OutputKind::Upsert => {
-                    newest.insert(
-                        row[0].to_string(),
-                        serde_json::Value::Array(row).to_string(),
-                    );
+                    newest.insert(row[0].to_string(), text);
                 }
             }
         }
     }
-    if query.output_kind() == OutputKind::Upsert {
-        rows = newest.into_values().collect();
+    if query.output_kind() != OutputKind::Append {
+        rows.extend(newest.into_values());
     }
     rows.sort();
     rows

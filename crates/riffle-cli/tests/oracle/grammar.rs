@@ -28,6 +28,15 @@ pub enum Query {
     Distinct { m: i64 },
     /// `GROUP BY` without a window: an updating result into an upsert file sink.
     Updating { filter_mod: Option<i64> },
+    /// A filter over an unwindowed `GROUP BY id % g` (as `HAVING` or as an outer
+    /// `WHERE`): a changelog whose groups come and go, into a `debezium-json` file sink.
+    Having {
+        g: i64,
+        m: i64,
+        r: i64,
+        on_count: bool,
+        outer: bool,
+    },
     /// Window join of `ev` and `pay` on the key and a tumbling window.
     WindowJoin { size_s: i64 },
     /// Interval join: `pay` rows within `[-lo, +hi]` ms of an `ev` row of the same key.
@@ -41,10 +50,12 @@ pub enum OutputKind {
     Append,
     /// An upsert changelog keyed by the first column: the newest row per key.
     Upsert,
+    /// Debezium lines keyed by the first column: creates and deletes, replayed.
+    Changelog,
 }
 
 /// How many kinds of query the grammar has.
-pub const KINDS: u64 = 9;
+pub const KINDS: u64 = 10;
 
 impl Query {
     /// A query of kind `kind % KINDS` with random parameters.
@@ -79,10 +90,20 @@ impl Query {
             7 => Query::WindowJoin {
                 size_s: [1, 2][rng.random_range(0..2)],
             },
-            _ => Query::IntervalJoin {
+            8 => Query::IntervalJoin {
                 lo_ms: rng.random_range(0..1500),
                 hi_ms: rng.random_range(0..1500),
             },
+            _ => {
+                let m = rng.random_range(2..5);
+                Query::Having {
+                    g: rng.random_range(20..80),
+                    m,
+                    r: rng.random_range(0..m),
+                    on_count: rng.random_bool(0.5),
+                    outer: rng.random_bool(0.5),
+                }
+            }
         }
     }
 
@@ -95,7 +116,7 @@ impl Query {
             Query::Hop { .. } => &["k", "ws", "n", "total"],
             Query::Session { .. } => &["k", "ws", "we", "n"],
             Query::Distinct { .. } => &["k", "r"],
-            Query::Updating { .. } => &["k", "n", "total"],
+            Query::Updating { .. } | Query::Having { .. } => &["k", "n", "total"],
             Query::WindowJoin { .. } => &["eid", "pid", "ws"],
             Query::IntervalJoin { .. } => &["eid", "pid"],
         }
@@ -104,6 +125,7 @@ impl Query {
     pub fn output_kind(&self) -> OutputKind {
         match self {
             Query::Updating { .. } => OutputKind::Upsert,
+            Query::Having { .. } => OutputKind::Changelog,
             _ => OutputKind::Append,
         }
     }
@@ -122,12 +144,16 @@ impl Query {
         if matches!(self, Query::WindowJoin { .. } | Query::IntervalJoin { .. }) {
             sql += &source("pay", "id BIGINT, k BIGINT, amount BIGINT, ts BIGINT");
         }
-        let sink_columns = match self {
-            Query::Updating { .. } => "(k BIGINT, n BIGINT, total BIGINT, PRIMARY KEY (k)) ",
-            _ => "",
+        let (sink_columns, format) = match self {
+            Query::Updating { .. } => (
+                "(k BIGINT, n BIGINT, total BIGINT, PRIMARY KEY (k)) ",
+                "json",
+            ),
+            Query::Having { .. } => ("(k BIGINT, n BIGINT, total BIGINT) ", "debezium-json"),
+            _ => ("", "json"),
         };
         sql += &format!(
-            "CREATE TABLE out {sink_columns}WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');\n"
+            "CREATE TABLE out {sink_columns}WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = '{format}');\n"
         );
         let ms = |field: &str| format!("CAST({field} AS BIGINT) / 1000000");
         let select = match self {
@@ -158,6 +184,7 @@ impl Query {
                 "SELECT k, count(*) AS n, sum(v) AS total FROM ev{} GROUP BY k",
                 where_mod(*filter_mod)
             ),
+            Query::Having { .. } => self.having_sql(),
             Query::WindowJoin { size_s } => format!(
                 "SELECT e.id AS eid, p.id AS pid, {ws} AS ws\n\
                  FROM (SELECT id, k, tumble(INTERVAL '{size_s}' SECOND) AS w FROM ev) e\n\
@@ -214,6 +241,8 @@ impl Query {
                 "SELECT k, count(*) AS n, sum(v) AS total FROM ev{} GROUP BY k",
                 where_mod(*filter_mod)
             ),
+            // The batch answer is the changelog's final state.
+            Query::Having { .. } => self.having_sql(),
             Query::WindowJoin { size_s } => {
                 let size = size_s * 1000;
                 format!(
@@ -224,6 +253,38 @@ impl Query {
                 "SELECT e.id AS eid, p.id AS pid FROM ev e JOIN pay p ON e.k = p.k\n\
                  WHERE p.ts BETWEEN e.ts - {lo_ms} AND e.ts + {hi_ms}"
             ),
+        }
+    }
+}
+
+impl Query {
+    /// A `Having` query's text, the same in both dialects.
+    fn having_sql(&self) -> String {
+        let Query::Having {
+            g,
+            m,
+            r,
+            on_count,
+            outer,
+        } = self
+        else {
+            unreachable!("having_sql of {self:?}")
+        };
+        // Counts of `id % g` groups are all about equal: offset them by the group so
+        // that some pass.
+        let (aggregate, column) = if *on_count {
+            (format!("(count(*) + id % {g})"), "(n + k)")
+        } else {
+            ("sum(v)".to_string(), "total")
+        };
+        // Many more groups than keys, each updated often.
+        let grouped = format!(
+            "SELECT id % {g} AS k, count(*) AS n, sum(v) AS total FROM ev GROUP BY id % {g}"
+        );
+        if *outer {
+            format!("SELECT k, n, total FROM ({grouped}) g WHERE {column} % {m} = {r}")
+        } else {
+            format!("{grouped} HAVING {aggregate} % {m} = {r}")
         }
     }
 }

@@ -26,7 +26,7 @@ const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec {
         name: "format",
-        help: "json, csv or parquet (required)",
+        help: "json, csv or parquet (required); a sink also takes debezium-json, JSON lines in Debezium's before/after/op envelope, which can hold a changelog's withdrawn rows",
     },
     OptionSpec {
         name: "on_malformed",
@@ -52,10 +52,12 @@ const SOURCE_ONLY: &[&str] = &[
 fn format(table: &TableDef) -> Result<FileFormat> {
     let name = required(table, "format", "json")?;
     FileFormat::parse(name).map_err(|_| {
-        SqlError::connector(
-            &table.name,
-            format!("'format' = '{name}': use json, csv or parquet"),
-        )
+        let why = if name == "debezium-json" {
+            "'format' = 'debezium-json' is written by file sinks; reading change streams from files is not supported yet".to_string()
+        } else {
+            format!("'format' = '{name}': use json, csv or parquet")
+        };
+        SqlError::connector(&table.name, why)
     })
 }
 
@@ -123,6 +125,17 @@ impl Connector for FilesystemConnector {
             }
         }
         let dir = PathBuf::from(path.strip_prefix("file://").unwrap_or(path));
+        if table.options.get("format").map(String::as_str) == Some("debezium-json") {
+            return Ok(SinkTable {
+                factory: Arc::new(FileSinkFactory::debezium_json(
+                    dir,
+                    RollingPolicy::default(),
+                )),
+                updates: Ok(()),
+                retractions: Ok(()),
+                nested: true,
+            });
+        }
         let updates = if table.primary_key.is_empty() {
             Err(format!(
                 "`{}` is an append-only file sink; declare PRIMARY KEY (…) on it to write the result as upserts (the newest row per key is current)",
@@ -135,6 +148,11 @@ impl Connector for FilesystemConnector {
         Ok(SinkTable {
             factory: Arc::new(FileSinkFactory::new(dir, format, RollingPolicy::default())),
             updates,
+            retractions: Err(format!(
+                "`{}` writes {} rows, which cannot withdraw a row; use 'format' = 'debezium-json'",
+                table.name,
+                format.extension()
+            )),
             nested: format != FileFormat::Csv,
         })
     }

@@ -178,6 +178,10 @@ impl Connector for IcebergConnector {
                 "`{}` is an Iceberg table, which riffle appends to; an updating result needs row-level deletes, which riffle does not write to Iceberg yet: aggregate over a window (GROUP BY window_start, window_end, …) to append final rows",
                 table.name
             )),
+            retractions: Err(format!(
+                "`{}` is an Iceberg table, and riffle does not write row-level deletes yet",
+                table.name
+            )),
             nested: false,
         })
     }

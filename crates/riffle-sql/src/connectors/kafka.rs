@@ -269,6 +269,10 @@ impl Connector for KafkaConnector {
         Ok(SinkTable {
             factory: Arc::new(KafkaSinkFactory::new(config)),
             updates,
+            retractions: Err(format!(
+                "`{}` is a Kafka topic, and riffle does not write tombstones for withdrawn rows yet",
+                table.name
+            )),
             nested,
         })
     }

@@ -57,6 +57,9 @@ pub struct SinkTable {
     /// Whether the sink can take an updating result (rows that replace earlier rows of
     /// the same key), and why not when it cannot.
     pub updates: std::result::Result<(), String>,
+    /// Whether the sink can take a changelog (rows that withdraw earlier rows: the `-U`
+    /// of a filtered GROUP BY), and why not when it cannot.
+    pub retractions: std::result::Result<(), String>,
     /// Whether the sink can write nested values (a window `{start, end}`); CSV cannot.
     pub nested: bool,
 }

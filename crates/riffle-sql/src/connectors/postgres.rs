@@ -142,6 +142,8 @@ impl Connector for PostgresConnector {
             .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
         Ok(SinkTable {
             factory: Arc::new(factory),
+            // An upsert table deletes a withdrawn row's key.
+            retractions: updates.clone(),
             updates,
             nested: false,
         })

@@ -35,6 +35,7 @@ impl Connector for StdoutConnector {
         Ok(SinkTable {
             factory: Arc::new(StdoutSinkFactory::new(format)),
             updates: Ok(()),
+            retractions: Ok(()),
             nested: true,
         })
     }
@@ -56,6 +57,7 @@ impl Connector for BlackholeConnector {
         Ok(SinkTable {
             factory: Arc::new(BlackholeSinkFactory),
             updates: Ok(()),
+            retractions: Ok(()),
             nested: true,
         })
     }

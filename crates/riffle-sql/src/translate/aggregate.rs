@@ -26,6 +26,7 @@ enum Grouping {
 
 impl Translator<'_> {
     pub(super) fn aggregate(&mut self, agg: &Aggregate) -> Result<Stream> {
+        let changelog = std::mem::take(&mut self.changelog_wanted);
         if let Some(s) = self.interval_max(agg)? {
             return Ok(s);
         }
@@ -135,7 +136,10 @@ impl Translator<'_> {
                 (node, Some((w.spec, Some(w.spec))))
             }
             Grouping::None => {
-                let f = UpdatingAggregateFactory::new(&schema, &key_refs, specs.clone())?;
+                let mut f = UpdatingAggregateFactory::new(&schema, &key_refs, specs.clone())?;
+                if changelog && !specs.is_empty() {
+                    f = f.changelog();
+                }
                 let node = self.add("aggregate", Arc::new(f), p, &[source])?;
                 (node, None)
             }
@@ -196,6 +200,7 @@ impl Translator<'_> {
         };
         let mut stream = Stream::of_node(node, names);
         stream.windows = windows;
+        stream.changelog = changelog && updating.is_some();
         stream.updating = updating;
         Ok(stream)
     }

@@ -48,6 +48,9 @@ pub struct Translator<'a> {
     /// tables' event-time columns are plain columns, and `PROCTIME()` is the row's time.
     pub processing_time: bool,
     names: HashMap<&'static str, usize>,
+    /// The node being translated feeds a filter through projections only: an unwindowed
+    /// aggregate there emits a changelog, so that the filter can withdraw rows.
+    changelog_wanted: bool,
 }
 
 impl<'a> Translator<'a> {
@@ -67,6 +70,7 @@ impl<'a> Translator<'a> {
             memo: HashMap::new(),
             processing_time: false,
             names: HashMap::new(),
+            changelog_wanted: false,
         }
     }
 
@@ -78,6 +82,15 @@ impl<'a> Translator<'a> {
         if let Some(s) = self.memo.get(plan) {
             return Ok(s.clone());
         }
+        // Only nodes that pass a changelog through unchanged hand the wish down.
+        let wanted = std::mem::take(&mut self.changelog_wanted);
+        self.changelog_wanted = wanted
+            && matches!(
+                plan,
+                LogicalPlan::Projection(_)
+                    | LogicalPlan::SubqueryAlias(_)
+                    | LogicalPlan::Aggregate(_)
+            );
         let stream = match plan {
             LogicalPlan::TableScan(scan) => self.scan(scan)?,
             LogicalPlan::SubqueryAlias(a) => self.translate(&a.input)?,
@@ -85,7 +98,9 @@ impl<'a> Translator<'a> {
             LogicalPlan::Filter(f) => match self.top_n(f)? {
                 Some(top) => top,
                 None => {
+                    self.changelog_wanted = true;
                     let input = self.translate(&f.input)?;
+                    self.changelog_wanted = false;
                     self.filter(&input, &f.predicate, f.input.schema())?
                 }
             },
@@ -208,10 +223,12 @@ impl<'a> Translator<'a> {
     }
 
     fn filter(&mut self, input: &Stream, predicate: &Expr, schema: &DFSchema) -> Result<Stream> {
-        if input.updating.is_some() {
+        // A changelog's filter withdraws a row by passing its `-U`; rows that only replace
+        // earlier rows cannot be withdrawn (a Top-N's).
+        if input.updating.is_some() && !input.changelog {
             return Err(SqlError::unsupported(
-                format!("filtering an updating result (`{predicate}`, e.g. HAVING after a GROUP BY without a window)"),
-                "filter before aggregating, or aggregate over a tumble/hop/session window",
+                format!("filtering an updating result that is not a changelog (`{predicate}` over a Top-N or an OVER window of one)"),
+                "filter before ranking, or filter the unwindowed GROUP BY it ranks",
             ));
         }
         let input = &self.expand_if_read(input, [predicate], schema)?;

@@ -111,6 +111,12 @@ impl Translator<'_> {
             ));
         }
         let frame = frame(&params.window_frame)?;
+        if input.changelog {
+            return Err(SqlError::unsupported(
+                "an OVER window over a changelog (a filtered GROUP BY without a window)",
+                "rank the GROUP BY's result before filtering it",
+            ));
+        }
         let mode = match &input.updating {
             None => {
                 let [sort] = params.order_by.as_slice() else {

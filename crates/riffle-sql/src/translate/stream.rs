@@ -65,6 +65,9 @@ pub struct Stream {
     pub event_time: Option<usize>,
     /// `Some(key fields)` when rows are updates of earlier rows with the same keys.
     pub updating: Option<Vec<usize>>,
+    /// Batches carry a `_row_kind` column: an updating stream whose changed rows are
+    /// withdrawn (`-U`) before their new values, so filters may drop either.
+    pub changelog: bool,
     /// The node that decided which rows exist (projections keep it).
     pub origin: NodeId,
     /// For each field that passes a column of `origin` through unchanged, that column.
@@ -103,6 +106,7 @@ impl Stream {
             windows: vec![None; n],
             event_time: None,
             updating: None,
+            changelog: false,
             origin: node,
         }
     }

@@ -1,0 +1,110 @@
+//! A changelog into PostgreSQL: `HAVING` over a `GROUP BY` without a window, whose
+//! groups come and go as their counts change, applied as upserts and deletes. The table
+//! must equal PostgreSQL's own answer to the same question over the bids riffle appended
+//! beside it — PostgreSQL's executor shares nothing with riffle's — after a clean run,
+//! a crash mid-commit, `kill -9`s, and restores at other parallelisms.
+
+use super::postgres::PgServer;
+use super::{crash, kill_randomly, pipeline, run, succeed};
+
+/// Nexmark bids into an append table of (auction, price) and a changelog of the
+/// auctions whose bid count is 1 more than a multiple of 3.
+fn having_to_postgres(server: &PgServer, suffix: &str) -> String {
+    format!(
+        "CREATE TABLE bid (WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND)
+           WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '60K', 'throttle' = '30K', 'block_events' = '500');
+         CREATE TABLE raw_{suffix} (auction BIGINT, price BIGINT)
+           WITH ('connector' = 'postgres', 'url' = '{url}', 'create' = 'true');
+         CREATE TABLE odd_{suffix} (auction BIGINT, bids BIGINT, total BIGINT, PRIMARY KEY (auction))
+           WITH ('connector' = 'postgres', 'url' = '{url}', 'create' = 'true');
+         INSERT INTO raw_{suffix} SELECT auction, price FROM bid;
+         INSERT INTO odd_{suffix}
+           SELECT auction, count(*) AS bids, sum(price) AS total FROM bid
+           GROUP BY auction HAVING count(*) % 3 = 1;",
+        url = server.url()
+    )
+}
+
+/// riffle's table, and PostgreSQL's answer over the appended bids.
+fn riffle_and_postgres(server: &PgServer, suffix: &str) -> (Vec<String>, Vec<String>) {
+    (
+        server.rows(&format!(
+            "SELECT auction || ',' || bids || ',' || total FROM odd_{suffix} ORDER BY 1"
+        )),
+        server.rows(&format!(
+            "SELECT auction || ',' || count(*) || ',' || sum(price) FROM raw_{suffix}
+             GROUP BY auction HAVING count(*) % 3 = 1 ORDER BY 1"
+        )),
+    )
+}
+
+fn assert_same(server: &PgServer, suffix: &str, bids: &[String], after: &str) {
+    let (riffle, postgres) = riffle_and_postgres(server, suffix);
+    assert_eq!(
+        server.rows(&format!("SELECT count(*) FROM raw_{suffix}")),
+        bids,
+        "appended bids differ from the clean run's after {after}"
+    );
+    assert!(
+        postgres.len() > 100,
+        "too few groups to prove anything: {}",
+        postgres.len()
+    );
+    assert_eq!(
+        riffle, postgres,
+        "the HAVING table differs from PostgreSQL's answer after {after}"
+    );
+}
+
+#[test]
+fn a_having_result_in_postgres_equals_postgres_own_answer_through_crashes_and_rescales() {
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+
+    let file = pipeline(dir.path(), "clean", &having_to_postgres(&server, "clean"));
+    succeed(&mut run(&file, &dir.path().join("state-clean"), 2));
+    let bids = server.rows("SELECT count(*) FROM raw_clean");
+    assert_same(&server, "clean", &bids, "a clean run");
+    // Groups that left the result: counts past 1 that are not 1 more than a multiple
+    // of 3 were present once and must have been deleted.
+    let left = server.rows(
+        "SELECT count(*) FROM (SELECT auction FROM raw_clean GROUP BY auction
+           HAVING count(*) > 1 AND count(*) % 3 <> 1) gone",
+    );
+    assert!(
+        left[0].parse::<u64>().unwrap() > 100,
+        "too few deletes: {left:?}"
+    );
+
+    // A crash after the sink's commit, resumed at 3; before it, resumed at 1.
+    for (suffix, at, resume) in [
+        ("c1", "after-sink-commit:3", 3),
+        ("c2", "after-manifest-prepared:3", 1),
+    ] {
+        let file = pipeline(dir.path(), suffix, &having_to_postgres(&server, suffix));
+        let state = dir.path().join(format!("state-{suffix}"));
+        crash(&mut run(&file, &state, 2), at);
+        succeed(&mut run(&file, &state, resume));
+        assert_same(
+            &server,
+            suffix,
+            &bids,
+            &format!("a crash at {at}, resumed at p{resume}"),
+        );
+    }
+
+    // kill -9 three times at p2, p3, p1, then run to the end at p2.
+    let file = pipeline(dir.path(), "k", &having_to_postgres(&server, "k"));
+    let state = dir.path().join("state-k");
+    let parallelism = std::cell::Cell::new(1);
+    kill_randomly(3, 0x9e37_79b9, || {
+        parallelism.set(parallelism.get() % 3 + 1);
+        run(&file, &state, parallelism.get())
+    });
+    succeed(&mut run(&file, &state, 2));
+    assert_same(&server, "k", &bids, "three kill -9s at p2, p3, p1");
+    assert!(
+        server.rows("SELECT gid FROM pg_prepared_xacts").is_empty(),
+        "prepared transactions left behind"
+    );
+}
