@@ -7,7 +7,8 @@
 //!        ─▶ WindowExpand (a row per hopping / cumulating window holding it)
 //!        ─▶ WindowJoin (equi-join of two streams inside one window)
 //!        ─▶ WindowMaxRows (rows carrying a window's maximum: the q5/q7 pattern)
-//!        ─▶ UpdatingAggregate (unbounded GROUP BY emitting updated rows)
+//!        ─▶ UpdatingAggregate (unbounded GROUP BY emitting updated rows, or a changelog)
+//!        ─▶ RetractingAggregate (GROUP BY over a changelog: rows added and taken back)
 //!        ─▶ StreamJoin (unbounded equi-join) / IntervalMaxJoin (max over a validity interval)
 //! ```
 //!
@@ -23,6 +24,7 @@ pub mod interval_max_join;
 pub mod lookup_join;
 pub mod over;
 pub mod project;
+pub mod retracting_aggregate;
 pub mod session_aggregate;
 pub mod stream_join;
 pub mod top_n;
@@ -40,6 +42,7 @@ pub use interval_max_join::IntervalMaxJoinFactory;
 pub use lookup_join::{LookupJoinFactory, LookupJoinKind};
 pub use over::{OverAggregate, OverAggregateFactory, OverFrame, OverFunction, OverInput};
 pub use project::ProjectFactory;
+pub use retracting_aggregate::RetractingAggregateFactory;
 pub use session_aggregate::SessionAggregateFactory;
 pub use stream_join::StreamJoinFactory;
 pub use top_n::{OrderColumn, TopNFactory};
