@@ -37,6 +37,14 @@ pub enum Query {
         on_count: bool,
         outer: bool,
     },
+    /// A `GROUP BY` over an unwindowed `GROUP BY id % g` (optionally filtered by
+    /// `HAVING`): an aggregate that takes withdrawn rows back, regrouping the inner
+    /// groups by `total % m`.
+    Regroup {
+        g: i64,
+        m: i64,
+        having: Option<(i64, i64)>,
+    },
     /// Window join of `ev` and `pay` on the key and a tumbling window.
     WindowJoin { size_s: i64 },
     /// Interval join: `pay` rows within `[-lo, +hi]` ms of an `ev` row of the same key.
@@ -55,7 +63,7 @@ pub enum OutputKind {
 }
 
 /// How many kinds of query the grammar has.
-pub const KINDS: u64 = 10;
+pub const KINDS: u64 = 11;
 
 impl Query {
     /// A query of kind `kind % KINDS` with random parameters.
@@ -94,7 +102,7 @@ impl Query {
                 lo_ms: rng.random_range(0..1500),
                 hi_ms: rng.random_range(0..1500),
             },
-            _ => {
+            9 => {
                 let m = rng.random_range(2..5);
                 Query::Having {
                     g: rng.random_range(20..80),
@@ -104,6 +112,11 @@ impl Query {
                     outer: rng.random_bool(0.5),
                 }
             }
+            _ => Query::Regroup {
+                g: rng.random_range(20..80),
+                m: rng.random_range(2..6),
+                having: rng.random_bool(0.5).then(|| (2, rng.random_range(0..2))),
+            },
         }
     }
 
@@ -117,6 +130,7 @@ impl Query {
             Query::Session { .. } => &["k", "ws", "we", "n"],
             Query::Distinct { .. } => &["k", "r"],
             Query::Updating { .. } | Query::Having { .. } => &["k", "n", "total"],
+            Query::Regroup { .. } => &["r", "groups", "rows_in"],
             Query::WindowJoin { .. } => &["eid", "pid", "ws"],
             Query::IntervalJoin { .. } => &["eid", "pid"],
         }
@@ -125,7 +139,7 @@ impl Query {
     pub fn output_kind(&self) -> OutputKind {
         match self {
             Query::Updating { .. } => OutputKind::Upsert,
-            Query::Having { .. } => OutputKind::Changelog,
+            Query::Having { .. } | Query::Regroup { .. } => OutputKind::Changelog,
             _ => OutputKind::Append,
         }
     }
@@ -150,6 +164,10 @@ impl Query {
                 "json",
             ),
             Query::Having { .. } => ("(k BIGINT, n BIGINT, total BIGINT) ", "debezium-json"),
+            Query::Regroup { .. } => (
+                "(r BIGINT, groups BIGINT, rows_in BIGINT) ",
+                "debezium-json",
+            ),
             _ => ("", "json"),
         };
         sql += &format!(
@@ -185,6 +203,7 @@ impl Query {
                 where_mod(*filter_mod)
             ),
             Query::Having { .. } => self.having_sql(),
+            Query::Regroup { .. } => self.regroup_sql(),
             Query::WindowJoin { size_s } => format!(
                 "SELECT e.id AS eid, p.id AS pid, {ws} AS ws\n\
                  FROM (SELECT id, k, tumble(INTERVAL '{size_s}' SECOND) AS w FROM ev) e\n\
@@ -243,6 +262,7 @@ impl Query {
             ),
             // The batch answer is the changelog's final state.
             Query::Having { .. } => self.having_sql(),
+            Query::Regroup { .. } => self.regroup_sql(),
             Query::WindowJoin { size_s } => {
                 let size = size_s * 1000;
                 format!(
@@ -286,6 +306,21 @@ impl Query {
         } else {
             format!("{grouped} HAVING {aggregate} % {m} = {r}")
         }
+    }
+}
+
+impl Query {
+    /// A `Regroup` query's text, the same in both dialects.
+    fn regroup_sql(&self) -> String {
+        let Query::Regroup { g, m, having } = self else {
+            unreachable!("regroup_sql of {self:?}")
+        };
+        let having = having
+            .map(|(hm, hr)| format!(" HAVING (count(*) + id % {g}) % {hm} = {hr}"))
+            .unwrap_or_default();
+        format!(
+            "SELECT total % {m} AS r, count(*) AS groups, sum(n) AS rows_in FROM (\n  SELECT id % {g} AS k, count(*) AS n, sum(v) AS total FROM ev GROUP BY id % {g}{having}) inner_groups\nGROUP BY total % {m}"
+        )
     }
 }
 

@@ -9,8 +9,8 @@ use crate::windows::window_call;
 use datafusion::logical_expr::expr::AggregateFunction as DfAggregate;
 use datafusion::logical_expr::{cast, lit, when, Aggregate, Expr, ExprSchemable, LogicalPlan};
 use riffle_operators::{
-    AggregateFunction, AggregateSpec, ProjectFactory, SessionAggregateFactory,
-    UpdatingAggregateFactory, WindowAggregateFactory, WindowSpec,
+    AggregateFunction, AggregateSpec, ProjectFactory, RetractingAggregateFactory,
+    SessionAggregateFactory, UpdatingAggregateFactory, WindowAggregateFactory, WindowSpec,
 };
 use std::sync::Arc;
 
@@ -30,11 +30,14 @@ impl Translator<'_> {
         if let Some(s) = self.interval_max(agg)? {
             return Ok(s);
         }
+        // An unwindowed aggregate below emits withdrawn rows this one can take back.
+        self.changelog_wanted = true;
         let input = self.translate(&agg.input)?;
-        if input.updating.is_some() {
+        self.changelog_wanted = false;
+        if input.updating.is_some() && !input.changelog {
             return Err(SqlError::unsupported(
-                "an aggregate over an updating result (GROUP BY over a GROUP BY without a window)",
-                "window the inner aggregate with tumble/hop/session, or aggregate once",
+                "an aggregate over an updating result that is not a changelog (a Top-N, deduplication, or an OVER window over one)",
+                "aggregate the input of the Top-N, or aggregate over a tumble/hop/session window",
             ));
         }
         // The keyed exchange into the aggregate carries only what it reads.
@@ -111,6 +114,12 @@ impl Translator<'_> {
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let schema = self.graph.schema(source).clone();
         let p = Some(self.parallelism());
+        if input.changelog && !matches!(grouping, Grouping::None) {
+            return Err(SqlError::unsupported(
+                "a window aggregate over a changelog (a GROUP BY without a window)",
+                "window the inner aggregate instead, so that its rows are final",
+            ));
+        }
         let (node, window) = match grouping {
             Grouping::Call(WindowSpec::Session { gap }) => {
                 let f = SessionAggregateFactory::new(&schema, &key_refs, gap, specs)?;
@@ -134,6 +143,17 @@ impl Translator<'_> {
                 let node = self.add("window_aggregate", Arc::new(f), p, &[source])?;
                 // The input window, to rebuild its start from the end.
                 (node, Some((w.spec, Some(w.spec))))
+            }
+            Grouping::None if input.changelog => {
+                let f = RetractingAggregateFactory::new(&schema, &key_refs, specs.clone())
+                    .map_err(|e| {
+                        SqlError::unsupported(
+                            format!("this aggregate over a changelog ({e})"),
+                            "count, sum and avg take withdrawn rows back; for min/max, aggregate the rows before the GROUP BY that changes them",
+                        )
+                    })?;
+                let node = self.add("aggregate", Arc::new(f), p, &[source])?;
+                (node, None)
             }
             Grouping::None => {
                 let mut f = UpdatingAggregateFactory::new(&schema, &key_refs, specs.clone())?;
@@ -200,7 +220,7 @@ impl Translator<'_> {
         };
         let mut stream = Stream::of_node(node, names);
         stream.windows = windows;
-        stream.changelog = changelog && updating.is_some();
+        stream.changelog = (changelog || input.changelog) && updating.is_some();
         stream.updating = updating;
         Ok(stream)
     }

@@ -560,6 +560,9 @@ fn remap_keys(input: &Stream, exprs: &[Expr], schema: &DFSchema) -> Result<Optio
         });
         match at {
             Some(i) => out.push(i),
+            // A changelog withdraws rows by their whole value, so it stays exact without
+            // its key; only sinks that update by key need one (and then refuse).
+            None if input.changelog => return Ok(Some(Vec::new())),
             None => {
                 return Err(SqlError::plan(format!(
                     "the result is updated per `{}`, but the query drops that column; keep it in the SELECT list (the GROUP BY columns, or the row number of a Top-N of more than one row)",
