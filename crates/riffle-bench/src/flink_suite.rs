@@ -119,19 +119,23 @@ pub struct SuiteRun<'a> {
     pub side_input_dir: &'a Path,
 }
 
-/// Plans suite query `name` on the `nexmark` generator into a blackhole sink; returns
-/// the graph and the planning time.
+/// Plans suite query `name` (or one of riffle's changelog benchmarks,
+/// `changelog_queries.rs`) on the `nexmark` generator into a blackhole sink; returns the
+/// graph and the planning time.
 ///
 /// # Errors
 /// An unknown name, a side table that cannot be written, or a text that does not plan.
 pub fn plan(name: &str, run: &SuiteRun) -> Result<(JobGraph, Duration), BenchError> {
-    let flink = text(name).ok_or_else(|| {
-        let names: Vec<&str> = runnable().map(|(n, _)| n).collect();
-        BenchError::Sql(format!(
-            "no suite query `{name}`; the suite has {}",
-            names.join(", ")
-        ))
-    })?;
+    let flink = text(name)
+        .or_else(|| crate::changelog_queries::text(name))
+        .ok_or_else(|| {
+            let mut names: Vec<&str> = runnable().map(|(n, _)| n).collect();
+            names.extend(crate::changelog_queries::QUERIES.iter().map(|(n, _)| *n));
+            BenchError::Sql(format!(
+                "no suite query `{name}`; the suite has {}",
+                names.join(", ")
+            ))
+        })?;
     let side_input = format!(
         "'connector' = 'filesystem', 'path' = '{}', 'format' = 'csv'",
         run.side_input_dir.join("side_input.csv").display()

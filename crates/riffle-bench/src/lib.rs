@@ -7,6 +7,7 @@
 //!                          harness: wall time, CPU time, peak RSS ──▶ BenchRow table
 //! ```
 
+pub mod changelog_queries;
 pub mod error;
 pub mod flink_suite;
 pub mod harness;

@@ -464,7 +464,7 @@ fn attach_sink(
             return Err(SqlError::Plan {
                 at: None,
                 message: format!("the result withdraws rows (a filter over a GROUP BY without a window, e.g. HAVING, removes a group's row when it stops passing), but {why}"),
-                hint: Some("write to a table that applies deletes (stdout, blackhole, a postgres table with PRIMARY KEY, or a filesystem table with 'format' = 'debezium-json'), or filter before aggregating".into()),
+                hint: Some("write to a table that applies deletes (stdout, blackhole, a postgres or kafka table with PRIMARY KEY, or a filesystem table with 'format' = 'debezium-json'), or filter before aggregating".into()),
             });
         }
     }

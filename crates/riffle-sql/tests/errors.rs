@@ -152,15 +152,19 @@ fn a_filtered_updating_result_is_a_changelog_that_only_deleting_sinks_take() {
             plan(&format!("{BID}CREATE TABLE out {sink};\n{query}"))
                 .unwrap_or_else(|e| panic!("{sink}: {e}"));
         }
-        // Upsert files cannot say "withdrawn"; neither can a Kafka upsert log yet.
+        // A keyed topic takes tombstones; an unkeyed one cannot delete.
+        let kafka = "WITH ('connector' = 'kafka', 'topic' = 't', 'bootstrap.servers' = '127.0.0.1:1', 'format' = 'json')";
+        plan(&format!(
+            "{BID}CREATE TABLE out (auction BIGINT, n BIGINT, PRIMARY KEY (auction)) {kafka};\n{query}"
+        ))
+        .unwrap();
+        let e = error(&format!("{BID}CREATE TABLE out {kafka};\n{query}"));
+        assert_mentions(&e, &["withdraws rows", "PRIMARY KEY", "hint:"]);
+        // Upsert files cannot say "withdrawn".
         let e = error(&format!(
             "{BID}CREATE TABLE out (auction BIGINT, n BIGINT, PRIMARY KEY (auction)) WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\n{query}"
         ));
         assert_mentions(&e, &["withdraws rows", "debezium-json", "hint:"]);
-        let e = error(&format!(
-            "{BID}CREATE TABLE out (auction BIGINT, n BIGINT, PRIMARY KEY (auction)) WITH ('connector' = 'kafka', 'topic' = 't', 'bootstrap.servers' = '127.0.0.1:1', 'format' = 'json');\n{query}"
-        ));
-        assert_mentions(&e, &["withdraws rows", "tombstones", "hint:"]);
     }
     // A Top-N's rows replace each other and cannot be withdrawn: a filter over one is
     // refused (DataFusion merges it into the Top-N's own WHERE, which then is no Top-N).

@@ -1,5 +1,6 @@
 //! The Kafka sink: the topic after a crash at every step of the commit protocol, an
-//! upsert log beside a PostgreSQL upsert table, and reading and writing over TLS.
+//! upsert log beside a PostgreSQL upsert table, a changelog as tombstones, and reading and
+//! writing over TLS.
 
 use super::kafka::KafkaBroker;
 use super::postgres::PgServer;
@@ -172,4 +173,66 @@ fn kafka_over_tls_reads_and_writes_exactly_once() {
         broker.committed_values("priced", 2, &committed_transactions(&state)),
         expected
     );
+}
+
+#[test]
+fn a_having_result_into_a_keyed_topic_withdraws_rows_with_tombstones() {
+    let broker = KafkaBroker::start();
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    broker.create_topic("odd", 2);
+    let text = format!(
+        "CREATE TABLE bid (WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND)
+           WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '40K', 'throttle' = '20K', 'block_events' = '500');
+         CREATE TABLE odd (auction BIGINT, bids BIGINT, total BIGINT, PRIMARY KEY (auction))
+           WITH ('connector' = 'kafka', 'bootstrap.servers' = '{}', 'topic' = 'odd');
+         CREATE TABLE raw (auction BIGINT, price BIGINT)
+           WITH ('connector' = 'postgres', 'url' = '{}', 'create' = 'true');
+         INSERT INTO odd SELECT auction, count(*) AS bids, sum(price) AS total FROM bid
+           GROUP BY auction HAVING count(*) % 3 = 1;
+         INSERT INTO raw SELECT auction, price FROM bid;",
+        broker.bootstrap,
+        server.url()
+    );
+    let file = pipeline(dir.path(), "odd", &text);
+    let state = dir.path().join("state");
+    crash(&mut run(&file, &state, 2), "after-manifest-prepared:2");
+    succeed(&mut run(&file, &state, 3));
+    // Replay the committed records: a value is the key's row, a tombstone removes it.
+    let committed = committed_transactions(&state);
+    let mut now: std::collections::BTreeMap<i64, String> = Default::default();
+    let mut tombstones = 0;
+    for (key, value) in broker.committed_keyed("odd", 2, &committed) {
+        let auction: i64 = String::from_utf8(key.expect("an upsert log's records are keyed"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        match value {
+            None => {
+                tombstones += 1;
+                assert!(
+                    now.remove(&auction).is_some(),
+                    "a tombstone for {auction}, which was not there"
+                );
+            }
+            Some(value) => {
+                let row: serde_json::Value = serde_json::from_slice(&value).unwrap();
+                now.insert(
+                    auction,
+                    format!("{auction},{},{}", row["bids"], row["total"]),
+                );
+            }
+        }
+    }
+    // PostgreSQL's own answer over the bids riffle appended beside the topic.
+    let expected = server.rows(
+        "SELECT auction || ',' || count(*) || ',' || sum(price) FROM raw
+         GROUP BY auction HAVING count(*) % 3 = 1 ORDER BY auction",
+    );
+    assert!(expected.len() > 100, "{}", expected.len());
+    assert!(
+        tombstones > 100,
+        "{tombstones} tombstones: the case withdraws too little"
+    );
+    assert_eq!(now.into_values().collect::<Vec<_>>(), expected);
 }

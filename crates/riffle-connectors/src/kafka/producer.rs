@@ -40,10 +40,13 @@ pub(super) fn send(
     producer: &KafkaProducer,
     config: &KafkaSinkConfig,
     key: Option<&[u8]>,
-    value: &[u8],
+    value: Option<&[u8]>,
     transaction: Option<&str>,
 ) -> Result<()> {
-    let mut record = BaseRecord::<[u8], [u8]>::to(&config.topic).payload(value);
+    let mut record = BaseRecord::<[u8], [u8]>::to(&config.topic);
+    if let Some(value) = value {
+        record = record.payload(value);
+    }
     if let Some(key) = key {
         record = record.key(key);
     }

@@ -21,12 +21,12 @@ use super::format::{encode_rows, ValueFormat};
 use super::producer::{send, DeliveryContext, KafkaProducer, FLUSH_TIMEOUT};
 use super::transactions::Transactions;
 use super::{kafka_name, KafkaClient};
-use crate::sinks::without_timestamp;
+use crate::sinks::{without_row_kind, without_timestamp};
 use rdkafka::producer::Producer;
 use riffle_core::arrow::util::display::array_value_to_string;
 use riffle_core::{
-    Committable, Epoch, Error, RecordBatch, Result, Sink, SinkContext, SinkFactory, SinkSummary,
-    StagedOutput, StreamSchema,
+    row_kinds, Committable, Epoch, Error, RecordBatch, Result, Sink, SinkContext, SinkFactory,
+    SinkSummary, StagedOutput, StreamSchema,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -137,6 +137,13 @@ impl SinkFactory for KafkaSinkFactory {
     }
 
     fn create(&self, schema: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
+        if schema.row_kind_index().is_some() && self.config.key_columns.is_empty() {
+            // The planner refuses this: a tombstone needs the key it deletes.
+            return Err(Error::config(
+                "key",
+                "a changelog (rows that withdraw earlier rows) needs a keyed topic: declare PRIMARY KEY",
+            ));
+        }
         for key in &self.config.key_columns {
             schema
                 .schema
@@ -264,6 +271,9 @@ impl Sink for KafkaSink {
         if batch.num_rows() == 0 {
             return Ok(());
         }
+        // A withdrawn row of a changelog is a tombstone of its key (the value null).
+        let kinds = row_kinds(&batch)?;
+        let batch = without_row_kind(&batch)?;
         let values = encode_rows(self.config.format, &batch)?;
         let keys = record_keys(&self.config.key_columns, &batch)?;
         let transactional;
@@ -276,6 +286,8 @@ impl Sink for KafkaSink {
         };
         for (i, value) in values.iter().enumerate() {
             let key = keys.as_ref().map(|k| k[i].as_slice());
+            let withdrawn = kinds.as_ref().is_some_and(|k| k[i].is_retraction());
+            let value = (!withdrawn).then_some(value.as_slice());
             send(producer, &self.config, key, value, name)?;
         }
         producer.poll(Duration::ZERO);

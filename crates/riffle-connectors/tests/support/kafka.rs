@@ -221,7 +221,27 @@ impl KafkaBroker {
     pub fn read_all(&self, topic: &str, partitions: i32) -> Vec<(i32, i64, Vec<u8>)> {
         self.read_records(topic, partitions)
             .into_iter()
-            .map(|(p, o, v, _)| (p, o, v))
+            .map(|r| (r.partition, r.offset, r.value.unwrap_or_default()))
+            .collect()
+    }
+
+    /// The (key, value) of every record of `topic` that a committed transaction wrote,
+    /// in partition/offset order; a tombstone's value is `None`.
+    #[allow(dead_code)] // not every test binary that includes this reads keys
+    pub fn committed_keyed(
+        &self,
+        topic: &str,
+        partitions: i32,
+        committed: &[String],
+    ) -> Vec<KeyedRecord> {
+        self.read_records(topic, partitions)
+            .into_iter()
+            .filter(|r| {
+                r.transaction
+                    .as_ref()
+                    .is_some_and(|h| committed.contains(h))
+            })
+            .map(|r| (r.key, r.value))
             .collect()
     }
 
@@ -233,7 +253,7 @@ impl KafkaBroker {
     ) -> Vec<(Vec<u8>, Option<String>)> {
         self.read_records(topic, partitions)
             .into_iter()
-            .map(|(_, _, v, h)| (v, h))
+            .map(|r| (r.value.unwrap_or_default(), r.transaction))
             .collect()
     }
 
@@ -256,11 +276,7 @@ impl KafkaBroker {
         values
     }
 
-    fn read_records(
-        &self,
-        topic: &str,
-        partitions: i32,
-    ) -> Vec<(i32, i64, Vec<u8>, Option<String>)> {
+    fn read_records(&self, topic: &str, partitions: i32) -> Vec<Record> {
         let consumer: BaseConsumer = self
             .client()
             .set("group.id", "reader")
@@ -306,17 +322,31 @@ impl KafkaBroker {
                         .and_then(|h| h.value)
                         .map(|v| String::from_utf8_lossy(v).into_owned())
                 });
-                out.push((
-                    m.partition(),
-                    m.offset(),
-                    m.payload().unwrap_or_default().to_vec(),
-                    header,
-                ));
+                out.push(Record {
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    key: m.key().map(<[u8]>::to_vec),
+                    value: m.payload().map(<[u8]>::to_vec),
+                    transaction: header,
+                });
             }
         }
-        out.sort_by_key(|(p, o, _, _)| (*p, *o));
+        out.sort_by_key(|r| (r.partition, r.offset));
         out
     }
+}
+
+/// A record's key and value (`None`: absent; a tombstone has no value).
+pub type KeyedRecord = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// One record as a reader sees it.
+struct Record {
+    partition: i32,
+    offset: i64,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    /// The `riffle.transaction` header.
+    transaction: Option<String>,
 }
 
 impl Drop for KafkaBroker {

@@ -268,11 +268,9 @@ impl Connector for KafkaConnector {
         };
         Ok(SinkTable {
             factory: Arc::new(KafkaSinkFactory::new(config)),
+            // A withdrawn row is a tombstone of its key.
+            retractions: updates.clone(),
             updates,
-            retractions: Err(format!(
-                "`{}` is a Kafka topic, and riffle does not write tombstones for withdrawn rows yet",
-                table.name
-            )),
             nested,
         })
     }

@@ -1,0 +1,38 @@
+//! riffle's own changelog benchmarks, written as the Flink suite's texts are (a sink
+//! table and one `INSERT`, over the suite's `bid` table) so that `riffle bench
+//! --flink-suite --queries …` plans and runs them the same way. They are not part of
+//! the suite and `--queries all` does not run them.
+//!
+//! `changelog_upsert` is the baseline: an unwindowed aggregate whose result only
+//! replaces rows. `changelog_having` filters it (the aggregate then withdraws each
+//! changed row before its new one); `changelog_regroup` aggregates its result again,
+//! taking withdrawn rows back.
+
+/// The texts by name.
+pub const QUERIES: [(&str, &str); 3] = [
+    (
+        "changelog_upsert",
+        "CREATE TABLE discard_sink (auction BIGINT, num BIGINT, total BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT auction, count(*) AS num, sum(price) AS total FROM bid GROUP BY auction;",
+    ),
+    (
+        "changelog_having",
+        "CREATE TABLE discard_sink (auction BIGINT, num BIGINT, total BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT auction, count(*) AS num, sum(price) AS total FROM bid GROUP BY auction HAVING count(*) % 2 = 1;",
+    ),
+    (
+        "changelog_regroup",
+        "CREATE TABLE discard_sink (num BIGINT, auctions BIGINT, total BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT num, count(*) AS auctions, sum(total) AS total FROM (
+  SELECT auction, count(*) AS num, sum(price) AS total FROM bid GROUP BY auction
+) GROUP BY num;",
+    ),
+];
+
+/// The text of the changelog benchmark `name`.
+pub fn text(name: &str) -> Option<&'static str> {
+    QUERIES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
