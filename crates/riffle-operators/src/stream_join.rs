@@ -6,6 +6,12 @@
 //! Output: chosen left columns, chosen right columns, `_timestamp` = the later of the
 //! two rows' event times.
 //!
+//! Unbounded joins may be outer ([`StreamJoinFactory::with_outer`]): a row of an outer
+//! side with no match yet is emitted padded with NULLs, and withdrawn (`-D`) when its
+//! key's first match arrives, just before the joined rows. The output is then a
+//! changelog (docs/engine.md, "Changelog streams"); a padded row is never withdrawn
+//! again, since rows are never removed from an unbounded join.
+//!
 //! Snapshots are incremental (docs/state-format.md, "Incremental checkpoints"): each stored
 //! batch's state batch is made once and handed to every later snapshot unchanged, so a
 //! checkpoint writes only the rows that arrived since the last; after [`MAX_CHAIN`]
@@ -14,13 +20,15 @@
 use crate::aggregate::GroupKeys;
 use crate::delta_log::MAX_CHAIN;
 use crate::gather::Referenced;
-use riffle_core::arrow::array::{Array, ArrayRef, AsArray, StructArray, UInt16Array};
+use riffle_core::arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, StructArray, UInt16Array,
+};
 use riffle_core::arrow::compute::cast;
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampNanosecondType};
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{
-    Epoch, Error, EventTime, Operator, OperatorContext, OperatorFactory, OperatorState,
-    RecordBatch, Result, StreamSchema,
+    row_kind_array, row_kind_field, Epoch, Error, EventTime, Operator, OperatorContext,
+    OperatorFactory, OperatorState, RecordBatch, Result, RowKind, StreamSchema,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,9 +41,42 @@ pub struct StreamJoinFactory {
     key_schema: SchemaRef,
     schema: StreamSchema,
     retention: [Option<i64>; 2],
+    /// Per side, whether its unmatched rows are emitted padded (LEFT: the left side).
+    outer: [bool; 2],
 }
 
 impl StreamJoinFactory {
+    /// The same join, outer on the sides marked: `(true, false)` is a LEFT join,
+    /// `(false, true)` a RIGHT join, both a FULL join. The other side's columns become
+    /// nullable and the output a changelog.
+    ///
+    /// # Errors
+    /// A join with a retention (an interval join): its padded rows would have to wait
+    /// for the bound to pass, which is not built.
+    pub fn with_outer(mut self, left: bool, right: bool) -> Result<Self> {
+        if !(left || right) {
+            return Ok(self);
+        }
+        if self.retention.iter().any(Option::is_some) {
+            return Err(Error::plan(
+                "an outer interval join is not supported; outer joins are unbounded",
+            ));
+        }
+        self.outer = [left, right];
+        let mut fields: Vec<Field> = Vec::new();
+        for side in 0..2 {
+            // A side's columns are NULL in rows padded for the other side.
+            let padded = self.outer[1 - side];
+            for &i in &self.outputs[side] {
+                let f = self.sides[side].schema.field(i).clone();
+                fields.push(if padded { f.with_nullable(true) } else { f });
+            }
+        }
+        fields.push(row_kind_field());
+        self.schema = StreamSchema::with_timestamp(fields);
+        Ok(self)
+    }
+
     /// Keeps a left row until the watermark passes its event time + `left`, a right row
     /// until it passes its event time + `right` (`None`: forever). For a join whose
     /// condition bounds `right.time` to `[left.time - a, left.time + b]`, that is
@@ -97,6 +138,7 @@ impl StreamJoinFactory {
             key_schema,
             schema: StreamSchema::with_timestamp(fields),
             retention: [None, None],
+            outer: [false, false],
         })
     }
 }
@@ -109,9 +151,12 @@ impl OperatorFactory for StreamJoinFactory {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let kind = match self.retention {
-            [None, None] => "unbounded join".to_string(),
-            [l, r] => {
+        let kind = match (self.retention, self.outer) {
+            (_, [true, true]) => "unbounded full outer join, changelog".to_string(),
+            (_, [true, false]) => "unbounded left outer join, changelog".to_string(),
+            (_, [false, true]) => "unbounded right outer join, changelog".to_string(),
+            ([None, None], _) => "unbounded join".to_string(),
+            ([l, r], _) => {
                 let show = |d: Option<i64>| {
                     d.map(crate::window::display_nanos)
                         .unwrap_or_else(|| "forever".into())
@@ -153,6 +198,7 @@ impl OperatorFactory for StreamJoinFactory {
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
             retention: self.retention,
+            outer: self.outer,
             compacted_at: EventTime::MIN,
             snapshots: Default::default(),
         }))
@@ -174,6 +220,8 @@ struct StreamJoin {
     operator: String,
     /// How long past its event time each side's rows are kept (`None`: forever).
     retention: [Option<i64>; 2],
+    /// Per side, whether its unmatched rows are emitted padded.
+    outer: [bool; 2],
     /// Watermark of the last compaction.
     compacted_at: EventTime,
     /// Per side, what earlier snapshots handed out.
@@ -299,18 +347,70 @@ impl StreamJoin {
         // Pairs (this row, other row) as (batch, row) references.
         let mut mine: Vec<(usize, usize)> = Vec::new();
         let mut theirs: Vec<(usize, usize)> = Vec::new();
+        // Outer joins: the other side's rows padded until now, and this side's rows
+        // with no match, to pad.
+        let mut unpadded: Vec<(usize, usize)> = Vec::new();
+        let mut padded: Vec<(usize, usize)> = Vec::new();
         for (row, &id) in ids.iter().enumerate() {
             if emit {
-                for &(b, r) in &self.rows_by_key[other][id as usize] {
+                let matches = &self.rows_by_key[other][id as usize];
+                let first_of_key = self.rows_by_key[side][id as usize].is_empty();
+                if self.outer[other] && first_of_key {
+                    unpadded.extend(matches.iter().map(|&(b, r)| (b as usize, r as usize)));
+                }
+                if self.outer[side] && matches.is_empty() {
+                    padded.push((batch_index as usize, row));
+                }
+                for &(b, r) in matches {
                     mine.push((batch_index as usize, row));
                     theirs.push((b as usize, r as usize));
                 }
             }
             self.rows_by_key[side][id as usize].push((batch_index, row as u32));
         }
-        if mine.is_empty() {
-            return Ok(());
+        if !unpadded.is_empty() {
+            out.push(self.padded(other, unpadded, RowKind::Delete)?);
         }
+        if !mine.is_empty() {
+            out.push(self.joined(side, mine, theirs)?);
+        }
+        if !padded.is_empty() {
+            out.push(self.padded(side, padded, RowKind::Insert)?);
+        }
+        Ok(())
+    }
+
+    /// Whether the output carries row kinds (an outer join).
+    fn changelog(&self) -> bool {
+        self.outer[0] || self.outer[1]
+    }
+
+    /// Rows `rows` of `side` alone, the other side's columns NULL, of kind `kind`.
+    fn padded(&self, side: usize, rows: Vec<(usize, usize)>, kind: RowKind) -> Result<RecordBatch> {
+        let n = rows.len();
+        let rows = Referenced::new(rows);
+        let mut columns = Vec::new();
+        for s in 0..2 {
+            for &c in &self.outputs[s] {
+                columns.push(if s == side {
+                    self.gather(side, c, &rows)?
+                } else {
+                    new_null_array(self.sides[s].schema.field(c).data_type(), n)
+                });
+            }
+        }
+        columns.push(Arc::new(row_kind_array(std::iter::repeat_n(kind, n))));
+        columns.push(self.gather(side, self.sides[side].timestamp_index, &rows)?);
+        Ok(RecordBatch::try_new(self.schema.schema.clone(), columns)?)
+    }
+
+    /// The joined rows of pairs (`mine` of `side`, `theirs` of the other side).
+    fn joined(
+        &self,
+        side: usize,
+        mine: Vec<(usize, usize)>,
+        theirs: Vec<(usize, usize)>,
+    ) -> Result<RecordBatch> {
         let (mine, theirs) = (Referenced::new(mine), Referenced::new(theirs));
         let (left_rows, right_rows) = if side == 0 {
             (&mine, &theirs)
@@ -336,9 +436,14 @@ impl StreamJoin {
             .zip(rt.values())
             .map(|(a, b)| *a.max(b))
             .collect();
+        if self.changelog() {
+            columns.push(Arc::new(row_kind_array(std::iter::repeat_n(
+                RowKind::Insert,
+                ts.len(),
+            ))));
+        }
         columns.push(crate::window::timestamp_array(ts));
-        out.push(RecordBatch::try_new(self.schema.schema.clone(), columns)?);
-        Ok(())
+        Ok(RecordBatch::try_new(self.schema.schema.clone(), columns)?)
     }
 }
 
