@@ -463,7 +463,7 @@ fn attach_sink(
         if let Err(why) = &sink.retractions {
             return Err(SqlError::Plan {
                 at: None,
-                message: format!("the result withdraws rows (a filter over a GROUP BY without a window, e.g. HAVING, removes a group's row when it stops passing), but {why}"),
+                message: format!("the result withdraws rows (a filtered or regrouped GROUP BY without a window removes a group's row when it stops passing; an outer join withdraws a padded row when its match arrives), but {why}"),
                 hint: Some("write to a table that applies deletes (stdout, blackhole, a postgres or kafka table with PRIMARY KEY, or a filesystem table with 'format' = 'debezium-json'), or filter before aggregating".into()),
             });
         }
@@ -478,7 +478,10 @@ fn attach_sink(
         }
         let key_names: HashSet<&String> = keys.iter().map(|&k| &names[k]).collect();
         let declared: HashSet<&String> = def.primary_key.iter().collect();
-        if !declared.is_empty() && declared != key_names {
+        // A changelog without a key (an outer join's) is applied by the key the table
+        // declares, which the user vouches is unique in the result (Flink's NOT ENFORCED).
+        let keyless = keys.is_empty() && stream.changelog;
+        if !keyless && !declared.is_empty() && declared != key_names {
             return Err(SqlError::plan(format!(
                 "`{}` declares PRIMARY KEY ({}), but the result is updated per ({})",
                 def.name,

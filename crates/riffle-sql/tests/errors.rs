@@ -83,8 +83,8 @@ fn unbounded_constructs_are_named_with_a_hint() {
             "OVER",
         ),
         (
-            "SELECT a.auction FROM bid a LEFT JOIN bid b ON a.auction = b.bidder",
-            "Left JOIN",
+            "SELECT a.auction FROM bid a LEFT JOIN bid b ON a.auction = b.bidder AND a.price < b.price",
+            "condition besides column equalities",
         ),
         (
             "SELECT a.auction FROM bid a JOIN bid b ON a.price < b.price",
@@ -186,6 +186,24 @@ fn a_filtered_updating_result_is_a_changelog_that_only_deleting_sinks_take() {
         "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT n, count(DISTINCT top) AS m FROM {inner} GROUP BY n;"
     ));
     assert_mentions(&e, &["only count, sum and avg", "hint:"]);
+    // Outer joins emit padded rows and withdraw them: a keyless changelog, applied by the
+    // key a table declares.
+    let left = "INSERT INTO out SELECT a.auction, a.price, b.bidder FROM bid a LEFT JOIN bid b ON a.auction = b.bidder;";
+    for sink in [
+        "WITH ('connector' = 'stdout')",
+        "WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'debezium-json')",
+        "(auction BIGINT, price BIGINT, bidder BIGINT, PRIMARY KEY (auction)) WITH ('connector' = 'postgres', 'url' = 'postgres://u@127.0.0.1:1/db')",
+    ] {
+        plan(&format!("{BID}CREATE TABLE out {sink};\n{left}")).unwrap_or_else(|e| panic!("{sink}: {e}"));
+    }
+    let e = error(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\n{left}"
+    ));
+    assert_mentions(&e, &["withdraws rows", "debezium-json"]);
+    let e = error(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT a.auction, b.bidder FROM (SELECT *, tumble(INTERVAL '1' SECOND) AS w FROM bid) a FULL JOIN (SELECT *, tumble(INTERVAL '1' SECOND) AS w FROM bid) b ON a.auction = b.bidder AND a.w = b.w;"
+    ));
+    assert_mentions(&e, &["JOIN of windows", "hint:"]);
     // debezium-json is a sink format only.
     let e = error(
         "CREATE TABLE src (ts BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'debezium-json');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT ts FROM src;",

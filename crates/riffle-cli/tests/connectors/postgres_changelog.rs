@@ -2,7 +2,8 @@
 //! groups come and go as their counts change, applied as upserts and deletes. The table
 //! must equal PostgreSQL's own answer to the same question over the bids riffle appended
 //! beside it — PostgreSQL's executor shares nothing with riffle's — after a clean run,
-//! a crash mid-commit, `kill -9`s, and restores at other parallelisms.
+//! a crash mid-commit, `kill -9`s, and restores at other parallelisms. And a LEFT JOIN
+//! whose right side arrives late: padded rows published, withdrawn and replaced.
 
 use super::postgres::PgServer;
 use super::{crash, kill_randomly, pipeline, run, succeed};
@@ -106,5 +107,107 @@ fn a_having_result_in_postgres_equals_postgres_own_answer_through_crashes_and_re
     assert!(
         server.rows("SELECT gid FROM pg_prepared_xacts").is_empty(),
         "prepared transactions left behind"
+    );
+}
+
+/// Orders (id, cust) at 4K rows/s and customers (cust, name) at 300 rows/s, as JSON
+/// files: most customers arrive after their orders, and customers 600..699 never do.
+fn write_orders_and_customers(dir: &std::path::Path) -> Vec<String> {
+    let orders = dir.join("orders");
+    let customers = dir.join("customers");
+    std::fs::create_dir_all(&orders).unwrap();
+    std::fs::create_dir_all(&customers).unwrap();
+    let mut text = String::new();
+    let mut expected = Vec::new();
+    for id in 0..4000i64 {
+        let cust = id * 7 % 700;
+        text += &format!(
+            "{{\"id\": {id}, \"cust\": {cust}, \"ts\": {}}}\n",
+            1_000_000 + id
+        );
+        let name = if cust < 600 {
+            format!("c{cust}")
+        } else {
+            "NULL".into()
+        };
+        expected.push(format!("{id},{cust},{name}"));
+    }
+    std::fs::write(orders.join("part-0.jsonl"), text).unwrap();
+    let text: String = (0..600i64)
+        .map(|c| {
+            format!(
+                "{{\"cust\": {}, \"name\": \"c{}\", \"ts\": {}}}\n",
+                c,
+                c,
+                1_000_000 + c
+            )
+        })
+        .collect();
+    std::fs::write(customers.join("part-0.jsonl"), text).unwrap();
+    expected.sort();
+    expected
+}
+
+fn left_join_pipeline(input: &std::path::Path, server: &PgServer, out: &std::path::Path) -> String {
+    format!(
+        "CREATE TABLE orders (id BIGINT, cust BIGINT, ts BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+           WITH ('connector' = 'filesystem', 'path' = '{orders}', 'format' = 'json', 'scan.max-records-per-second' = '4K');
+         CREATE TABLE customers (cust BIGINT, name VARCHAR, ts BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+           WITH ('connector' = 'filesystem', 'path' = '{customers}', 'format' = 'json', 'scan.max-records-per-second' = '300');
+         CREATE TABLE enriched (id BIGINT, cust BIGINT, name VARCHAR, PRIMARY KEY (id))
+           WITH ('connector' = 'postgres', 'url' = '{url}', 'create' = 'true');
+         CREATE TABLE enriched_log (id BIGINT, cust BIGINT, name VARCHAR)
+           WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'debezium-json');
+         INSERT INTO enriched SELECT o.id, o.cust, c.name FROM orders o LEFT JOIN customers c ON o.cust = c.cust;
+         INSERT INTO enriched_log SELECT o.id, o.cust, c.name FROM orders o LEFT JOIN customers c ON o.cust = c.cust;",
+        orders = input.join("orders").display(),
+        customers = input.join("customers").display(),
+        url = server.url(),
+        out = out.display(),
+    )
+}
+
+#[test]
+fn a_left_join_whose_right_side_arrives_late_ends_equal_to_the_batch_answer_through_kills() {
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let expected = write_orders_and_customers(dir.path());
+    let out = dir.path().join("log");
+    let file = pipeline(
+        dir.path(),
+        "left_join",
+        &left_join_pipeline(dir.path(), &server, &out),
+    );
+    let state = dir.path().join("state");
+    // kill -9 twice, at p2 then p1, then to the end at p3.
+    let parallelism = std::cell::Cell::new(0);
+    kill_randomly(2, 0x51ed_270b, || {
+        parallelism.set(parallelism.get() % 2 + 1);
+        run(&file, &state, 3 - parallelism.get())
+    });
+    succeed(&mut run(&file, &state, 3));
+    let table = server
+        .rows("SELECT id || ',' || cust || ',' || coalesce(name, 'NULL') FROM enriched ORDER BY 1");
+    assert_eq!(table.len(), expected.len());
+    assert_eq!(
+        table, expected,
+        "the LEFT JOIN table differs from the batch answer"
+    );
+    // The padded rows were published, then withdrawn when their customer came.
+    let mut withdrawn_padded = 0;
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                if v["op"] == "d" && v["before"]["name"].is_null() {
+                    withdrawn_padded += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        withdrawn_padded > 100,
+        "only {withdrawn_padded} padded rows were withdrawn"
     );
 }

@@ -37,7 +37,10 @@ pub fn riffle_rows(out: &Path, query: &Query) -> Vec<Row> {
         for line in std::fs::read_to_string(&path).unwrap().lines() {
             let value: serde_json::Value = serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {line}", path.display()));
-            let changelog = query.output_kind() == OutputKind::Changelog;
+            let changelog = matches!(
+                query.output_kind(),
+                OutputKind::Changelog | OutputKind::KeylessChangelog
+            );
             let op = value.get("op").and_then(|o| o.as_str()).unwrap_or("");
             let image = match (changelog, op) {
                 (false, _) => &value,
@@ -61,14 +64,25 @@ pub fn riffle_rows(out: &Path, query: &Query) -> Vec<Row> {
                         rows.push(format!("created {text} over the current row {old}"));
                     }
                 }
-                OutputKind::Append => rows.push(text),
+                OutputKind::KeylessChangelog if op == "d" => {
+                    match rows.iter().position(|r| *r == text) {
+                        Some(at) => {
+                            rows.swap_remove(at);
+                        }
+                        None => rows.push(format!("withdrew {text}, which was not there")),
+                    }
+                }
+                OutputKind::Append | OutputKind::KeylessChangelog => rows.push(text),
                 OutputKind::Upsert => {
                     newest.insert(row[0].to_string(), text);
                 }
             }
         }
     }
-    if query.output_kind() != OutputKind::Append {
+    if matches!(
+        query.output_kind(),
+        OutputKind::Upsert | OutputKind::Changelog
+    ) {
         rows.extend(newest.into_values());
     }
     rows.sort();

@@ -45,6 +45,9 @@ pub enum Query {
         m: i64,
         having: Option<(i64, i64)>,
     },
+    /// An unbounded outer join of `ev` and `pay` on the key (`LEFT`, `RIGHT` or `FULL`):
+    /// padded rows withdrawn when a match arrives, a keyless changelog.
+    OuterJoin { kind: &'static str },
     /// Window join of `ev` and `pay` on the key and a tumbling window.
     WindowJoin { size_s: i64 },
     /// Interval join: `pay` rows within `[-lo, +hi]` ms of an `ev` row of the same key.
@@ -60,10 +63,12 @@ pub enum OutputKind {
     Upsert,
     /// Debezium lines keyed by the first column: creates and deletes, replayed.
     Changelog,
+    /// Debezium lines of a multiset: a delete takes back one equal row.
+    KeylessChangelog,
 }
 
 /// How many kinds of query the grammar has.
-pub const KINDS: u64 = 11;
+pub const KINDS: u64 = 12;
 
 impl Query {
     /// A query of kind `kind % KINDS` with random parameters.
@@ -112,6 +117,9 @@ impl Query {
                     outer: rng.random_bool(0.5),
                 }
             }
+            11 => Query::OuterJoin {
+                kind: ["LEFT", "RIGHT", "FULL"][rng.random_range(0..3)],
+            },
             _ => Query::Regroup {
                 g: rng.random_range(20..80),
                 m: rng.random_range(2..6),
@@ -131,6 +139,7 @@ impl Query {
             Query::Distinct { .. } => &["k", "r"],
             Query::Updating { .. } | Query::Having { .. } => &["k", "n", "total"],
             Query::Regroup { .. } => &["r", "groups", "rows_in"],
+            Query::OuterJoin { .. } => &["eid", "pid"],
             Query::WindowJoin { .. } => &["eid", "pid", "ws"],
             Query::IntervalJoin { .. } => &["eid", "pid"],
         }
@@ -140,6 +149,7 @@ impl Query {
         match self {
             Query::Updating { .. } => OutputKind::Upsert,
             Query::Having { .. } | Query::Regroup { .. } => OutputKind::Changelog,
+            Query::OuterJoin { .. } => OutputKind::KeylessChangelog,
             _ => OutputKind::Append,
         }
     }
@@ -155,7 +165,10 @@ impl Query {
             )
         };
         let mut sql = source("ev", "id BIGINT, k BIGINT, v BIGINT, s VARCHAR, ts BIGINT");
-        if matches!(self, Query::WindowJoin { .. } | Query::IntervalJoin { .. }) {
+        if matches!(
+            self,
+            Query::WindowJoin { .. } | Query::IntervalJoin { .. } | Query::OuterJoin { .. }
+        ) {
             sql += &source("pay", "id BIGINT, k BIGINT, amount BIGINT, ts BIGINT");
         }
         let (sink_columns, format) = match self {
@@ -164,6 +177,7 @@ impl Query {
                 "json",
             ),
             Query::Having { .. } => ("(k BIGINT, n BIGINT, total BIGINT) ", "debezium-json"),
+            Query::OuterJoin { .. } => ("(eid BIGINT, pid BIGINT) ", "debezium-json"),
             Query::Regroup { .. } => (
                 "(r BIGINT, groups BIGINT, rows_in BIGINT) ",
                 "debezium-json",
@@ -204,6 +218,9 @@ impl Query {
             ),
             Query::Having { .. } => self.having_sql(),
             Query::Regroup { .. } => self.regroup_sql(),
+            Query::OuterJoin { kind } => {
+                format!("SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p ON e.k = p.k")
+            }
             Query::WindowJoin { size_s } => format!(
                 "SELECT e.id AS eid, p.id AS pid, {ws} AS ws\n\
                  FROM (SELECT id, k, tumble(INTERVAL '{size_s}' SECOND) AS w FROM ev) e\n\
@@ -263,6 +280,9 @@ impl Query {
             // The batch answer is the changelog's final state.
             Query::Having { .. } => self.having_sql(),
             Query::Regroup { .. } => self.regroup_sql(),
+            Query::OuterJoin { kind } => {
+                format!("SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p ON e.k = p.k")
+            }
             Query::WindowJoin { size_s } => {
                 let size = size_s * 1000;
                 format!(

@@ -22,17 +22,28 @@ impl Translator<'_> {
         // was, then the left columns kept.
         let semi_as_inner =
             j.join_type == JoinType::LeftSemi && j.filter.is_some() && right_unique_on_keys(j);
-        let kind = match j.join_type {
-            JoinType::Inner => JoinKind::Inner,
-            JoinType::LeftSemi if semi_as_inner => JoinKind::Inner,
-            JoinType::LeftSemi => JoinKind::LeftSemi,
+        // Outer joins are inner joins that also emit (and later withdraw) padded rows.
+        let (kind, outer) = match j.join_type {
+            JoinType::Inner => (JoinKind::Inner, (false, false)),
+            JoinType::Left => (JoinKind::Inner, (true, false)),
+            JoinType::Right => (JoinKind::Inner, (false, true)),
+            JoinType::Full => (JoinKind::Inner, (true, true)),
+            JoinType::LeftSemi if semi_as_inner => (JoinKind::Inner, (false, false)),
+            JoinType::LeftSemi => (JoinKind::LeftSemi, (false, false)),
             other => {
                 return Err(SqlError::unsupported(
                     format!("{other} JOIN"),
-                    "riffle joins streams with INNER JOIN, and EXISTS / IN (semi joins) inside a window; outer joins would need retractions",
+                    "riffle joins streams with INNER, LEFT, RIGHT and FULL JOIN, and EXISTS / IN (semi joins) inside a window",
                 ))
             }
         };
+        let is_outer = outer.0 || outer.1;
+        if is_outer && j.filter.is_some() {
+            return Err(SqlError::unsupported(
+                format!("{} JOIN with a condition besides column equalities", j.join_type),
+                "join ON equalities only, and filter the joined rows in a WHERE (or filter a side before joining)",
+            ));
+        }
         let left = self.translate(&j.left)?;
         refuse_updating(&left)?;
         if let Some(s) = self.max_rows(j, &left)? {
@@ -87,6 +98,12 @@ impl Translator<'_> {
             return Err(SqlError::unsupported(
                 "a join without an equality between columns of the two sides",
                 "join ON a.key = b.key (and a.w = b.w for a window join); riffle has no cross or theta joins on streams",
+            ));
+        }
+        if window.is_some() && is_outer {
+            return Err(SqlError::unsupported(
+                format!("{} JOIN of windows", j.join_type),
+                "outer joins are unbounded for now: join ON the keys alone, or use an inner window join",
             ));
         }
         if window.is_none() && kind == JoinKind::LeftSemi {
@@ -171,7 +188,9 @@ impl Translator<'_> {
                     &refs(&left_cols),
                     &refs(&right_cols),
                 )?
-                .with_retention(keep_left, keep_right);
+                .with_retention(keep_left, keep_right)
+                .with_outer(outer.0, outer.1)
+                .map_err(|e| SqlError::unsupported(e.to_string(), "join ON the keys alone"))?;
                 let kind = if keep_left.or(keep_right).is_some() {
                     "interval_join"
                 } else {
@@ -199,6 +218,11 @@ impl Translator<'_> {
             .collect();
         let mut stream = Stream::of_node(node, columns);
         stream.windows = windows;
+        if is_outer {
+            // A changelog without a key: padded rows are withdrawn by their whole value.
+            stream.changelog = true;
+            stream.updating = Some(Vec::new());
+        }
         match &j.filter {
             Some(f) if semi_as_inner => {
                 let joined = ls.join(rs)?;
