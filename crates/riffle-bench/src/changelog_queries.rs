@@ -6,10 +6,12 @@
 //! `changelog_upsert` is the baseline: an unwindowed aggregate whose result only
 //! replaces rows. `changelog_having` filters it (the aggregate then withdraws each
 //! changed row before its new one); `changelog_regroup` aggregates its result again,
-//! taking withdrawn rows back.
+//! taking withdrawn rows back. `changelog_inner_join` (each auction with its seller) is
+//! the baseline of `changelog_left_join`, the same join keeping auctions whose seller
+//! has not arrived, padded, and withdrawing them when it does.
 
 /// The texts by name.
-pub const QUERIES: [(&str, &str); 3] = [
+pub const QUERIES: [(&str, &str); 5] = [
     (
         "changelog_upsert",
         "CREATE TABLE discard_sink (auction BIGINT, num BIGINT, total BIGINT) WITH ('connector' = 'blackhole');
@@ -29,6 +31,18 @@ INSERT INTO discard_sink
 SELECT num, count(*) AS auctions, sum(total) AS total FROM (
   SELECT auction, count(*) AS num, sum(price) AS total FROM bid GROUP BY auction
 ) GROUP BY num;",
+    ),
+    (
+        "changelog_inner_join",
+        "CREATE TABLE discard_sink (id BIGINT, seller BIGINT, name VARCHAR) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT a.id, a.seller, p.name FROM auction a JOIN person p ON a.seller = p.id;",
+    ),
+    (
+        "changelog_left_join",
+        "CREATE TABLE discard_sink (id BIGINT, seller BIGINT, name VARCHAR) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT a.id, a.seller, p.name FROM auction a LEFT JOIN person p ON a.seller = p.id;",
     ),
 ];
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 #[command(
     after_help = "Examples:\n  riffle bench                                  # every query and both peer jobs\n  riffle bench --queries q0,q5 --events 1M --runs 1\n  riffle bench --job peer-window --events 25M --parallelism 1\n  riffle bench --queries q5,q8 --job peer-window --checkpoint-interval 0,10s,1s\n  riffle bench --queries none --job none --restart-keys 27M   # restart with ~1 GiB of state\n  riffle bench --job none --sql --runs 5   # each SQL example against its Rust twin
   riffle bench --flink-suite --job none --checkpoint-interval 1s --runs 1   # the Flink suite's texts
-  riffle bench --flink-suite --job none --queries changelog_upsert,changelog_having,changelog_regroup
+  riffle bench --flink-suite --job none --queries changelog_upsert,changelog_having,changelog_regroup,changelog_inner_join,changelog_left_join
   riffle bench --sinks --events 10M --runs 3   # q0 into Parquet files vs Iceberg tables
   riffle bench --json > bench.jsonl"
 )]
@@ -83,7 +83,8 @@ pub struct BenchArgs {
     /// `nexmark` tables with the suite's column names, blackhole sinks; q6 in its
     /// corrected form) instead of riffle's own; --queries names which (e.g. q0,q12,q13),
     /// and also takes riffle's changelog benchmarks, which `all` leaves out:
-    /// changelog_upsert, changelog_having, changelog_regroup.
+    /// changelog_upsert, changelog_having, changelog_regroup, changelog_inner_join,
+    /// changelog_left_join.
     #[arg(long)]
     pub flink_suite: bool,
     /// Instead: Nexmark q0 (--events, --parallelism, checkpoints every first
