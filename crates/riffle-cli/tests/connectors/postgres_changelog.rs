@@ -3,10 +3,13 @@
 //! must equal PostgreSQL's own answer to the same question over the bids riffle appended
 //! beside it — PostgreSQL's executor shares nothing with riffle's — after a clean run,
 //! a crash mid-commit, `kill -9`s, and restores at other parallelisms. And a LEFT JOIN
-//! whose right side arrives late: padded rows published, withdrawn and replaced.
+//! whose right side arrives late: padded rows published, withdrawn and replaced. And
+//! Debezium change events from Kafka, aggregated, against the source table's final state.
 
+use super::kafka::KafkaBroker;
 use super::postgres::PgServer;
 use super::{crash, kill_randomly, pipeline, run, succeed};
+use std::collections::BTreeMap;
 
 /// Nexmark bids into an append table of (auction, price) and a changelog of the
 /// auctions whose bid count is 1 more than a multiple of 3.
@@ -210,4 +213,116 @@ fn a_left_join_whose_right_side_arrives_late_ends_equal_to_the_batch_answer_thro
         withdrawn_padded > 100,
         "only {withdrawn_padded} padded rows were withdrawn"
     );
+}
+
+/// Accounts by id: (region, balance).
+type Accounts = BTreeMap<i64, (String, i64)>;
+
+/// Debezium change events of an `accounts` table (id, region, balance, updated_at):
+/// inserts, updates (some moving an account to another region) and deletes of the same
+/// ids, each id's events in order on partition `id % 2`, and Debezium's tombstone after
+/// each delete. Returns the records and the table's final rows.
+fn account_changes() -> (Vec<(i32, Vec<u8>, i64)>, Accounts) {
+    const REGIONS: [&str; 4] = ["north", "south", "east", "west"];
+    let mut live = Accounts::new();
+    let mut records = Vec::new();
+    let mut x: u64 = 0x2545_f491;
+    let mut next = |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let row = |id: i64, (region, balance): &(String, i64), at: i64| {
+        format!(r#"{{"id": {id}, "region": "{region}", "balance": {balance}, "updated_at": {at}}}"#)
+    };
+    for step in 0..6000i64 {
+        let at = 1_000_000 + step;
+        let id = next(400) as i64;
+        let partition = (id % 2) as i32;
+        let value = match live.get(&id).cloned() {
+            None => {
+                let now = (REGIONS[next(4) as usize].to_string(), next(1000) as i64);
+                let event = format!(
+                    r#"{{"before": null, "after": {}, "op": "c"}}"#,
+                    row(id, &now, at)
+                );
+                live.insert(id, now);
+                event
+            }
+            Some(old) if next(4) == 0 => {
+                live.remove(&id);
+                let event = format!(
+                    r#"{{"before": {}, "after": null, "op": "d"}}"#,
+                    row(id, &old, at)
+                );
+                records.push((partition, event.into_bytes(), at));
+                // Debezium's tombstone for compaction: no change.
+                records.push((partition, Vec::new(), at));
+                continue;
+            }
+            Some(old) => {
+                let region = if next(3) == 0 {
+                    REGIONS[next(4) as usize].to_string()
+                } else {
+                    old.0.clone()
+                };
+                let now = (region, next(1000) as i64);
+                let event = format!(
+                    r#"{{"before": {}, "after": {}, "op": "u", "source": {{"table": "accounts"}}}}"#,
+                    row(id, &old, at),
+                    row(id, &now, at)
+                );
+                live.insert(id, now);
+                event
+            }
+        };
+        records.push((partition, value.into_bytes(), at));
+    }
+    (records, live)
+}
+
+#[test]
+fn debezium_changes_from_kafka_aggregate_into_postgres_as_the_source_table_stands_through_kills() {
+    let broker = KafkaBroker::start();
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    broker.create_topic("accounts", 2);
+    let (records, live) = account_changes();
+    broker.produce("accounts", &records);
+    let text = format!(
+        "CREATE TABLE accounts (id BIGINT, region VARCHAR, balance BIGINT, updated_at BIGINT,
+           WATERMARK FOR updated_at AS updated_at - INTERVAL '1' SECOND)
+           WITH ('connector' = 'kafka', 'bootstrap.servers' = '{}', 'topic' = 'accounts',
+                 'format' = 'debezium-json', 'group.id' = 'riffle-accounts',
+                 'scan.bounded.mode' = 'latest-offset', 'scan.max-records-per-second' = '3K');
+         CREATE TABLE per_region (region VARCHAR, accounts BIGINT, total BIGINT, PRIMARY KEY (region))
+           WITH ('connector' = 'postgres', 'url' = '{}', 'create' = 'true');
+         INSERT INTO per_region
+           SELECT region, count(*) AS accounts, sum(balance) AS total FROM accounts GROUP BY region;",
+        broker.bootstrap,
+        server.url()
+    );
+    let file = pipeline(dir.path(), "accounts", &text);
+    let state = dir.path().join("state");
+    let parallelism = std::cell::Cell::new(0);
+    kill_randomly(3, 0x7f4a_7c15, || {
+        parallelism.set(parallelism.get() % 3 + 1);
+        run(&file, &state, parallelism.get())
+    });
+    succeed(&mut run(&file, &state, 2));
+    // The source table's final state, aggregated here.
+    let mut expected: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for (region, balance) in live.values() {
+        let e = expected.entry(region.clone()).or_default();
+        e.0 += 1;
+        e.1 += balance;
+    }
+    let expected: Vec<String> = expected
+        .iter()
+        .map(|(r, (n, total))| format!("{r},{n},{total}"))
+        .collect();
+    let table = server
+        .rows("SELECT region || ',' || accounts || ',' || total FROM per_region ORDER BY region");
+    assert_eq!(table, expected);
 }

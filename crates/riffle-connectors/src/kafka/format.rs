@@ -1,12 +1,13 @@
-//! Record values ⇄ Arrow rows: JSON objects, CSV lines, or the raw value as one
-//! string or bytes column.
+//! Record values ⇄ Arrow rows: JSON objects, CSV lines, the raw value as one string
+//! or bytes column, or Debezium change events (`debezium.rs`).
 
+use super::debezium;
 use crate::decode::{field_of, RecordDecoder};
 use crate::sinks::FileFormat;
 use riffle_core::arrow::array::{ArrayRef, AsArray, BinaryArray, StringArray};
 use riffle_core::arrow::compute::concat_batches;
 use riffle_core::arrow::datatypes::{DataType, SchemaRef};
-use riffle_core::{Error, RecordBatch, Result};
+use riffle_core::{Error, RecordBatch, Result, RowKind};
 use std::sync::Arc;
 
 /// How a record's value is laid out.
@@ -18,10 +19,12 @@ pub enum ValueFormat {
     Csv,
     /// The whole value as the table's only column (VARCHAR or BYTEA).
     Raw,
+    /// Debezium's JSON change events (`{"before", "after", "op"}`): a changelog.
+    DebeziumJson,
 }
 
 impl ValueFormat {
-    /// Parses `json`, `csv` or `raw`.
+    /// Parses `json`, `csv`, `raw` or `debezium-json`.
     ///
     /// # Errors
     /// Any other name.
@@ -30,9 +33,12 @@ impl ValueFormat {
             "json" => Ok(ValueFormat::Json),
             "csv" => Ok(ValueFormat::Csv),
             "raw" => Ok(ValueFormat::Raw),
+            "debezium-json" => Ok(ValueFormat::DebeziumJson),
             other => Err(Error::config(
                 "format",
-                format!("unknown Kafka value format `{other}`; use json, csv or raw"),
+                format!(
+                    "unknown Kafka value format `{other}`; use json, csv, raw or debezium-json"
+                ),
             )),
         }
     }
@@ -109,19 +115,81 @@ pub(crate) struct BadRecord {
 /// long-lived decoder).
 pub(crate) struct ValueDecoder {
     format: ValueFormat,
+    /// What a value holds: the declared columns, or Debezium's envelope of them.
     schema: SchemaRef,
+    /// Debezium: the declared columns.
+    declared: SchemaRef,
     records: RecordDecoder,
+}
+
+/// The changes a poll's Debezium records stand for.
+pub(crate) struct DecodedChanges {
+    /// Rows of the declared columns.
+    pub batch: RecordBatch,
+    pub kinds: Vec<RowKind>,
+    /// Each row's record (index into the poll's values).
+    pub records: Vec<usize>,
+    /// Malformed records left out.
+    pub skipped: Vec<usize>,
 }
 
 impl ValueDecoder {
     /// Reads the columns `read` (ascending indices into `schema`; the others NULL), or
     /// all of them.
     pub(crate) fn new(format: ValueFormat, schema: SchemaRef, read: Option<Vec<usize>>) -> Self {
+        let declared = schema.clone();
+        let (schema, read) = match format {
+            ValueFormat::DebeziumJson => (debezium::envelope_schema(&schema), None),
+            _ => (schema, read),
+        };
         Self {
             records: RecordDecoder::reading(text_format(format), &schema, read),
             format,
             schema,
+            declared,
         }
+    }
+
+    /// Whether values are change events (rows come with kinds: [`Self::decode_changes`]).
+    pub(crate) fn is_changelog(&self) -> bool {
+        self.format == ValueFormat::DebeziumJson
+    }
+
+    /// Decodes Debezium change events into rows with kinds. Records without a value or
+    /// with an empty one (Debezium's tombstones after a delete) carry no change and are
+    /// passed over, as Flink's `debezium-json` does.
+    pub(crate) fn decode_changes(
+        &mut self,
+        values: &Values,
+        skip: bool,
+    ) -> std::result::Result<DecodedChanges, BadRecord> {
+        let present: Vec<usize> = (0..values.len())
+            .filter(|&i| values.get(i).is_some_and(|v| !v.is_empty()))
+            .collect();
+        let events: Values = present.iter().map(|&i| values.get(i)).collect();
+        let (envelopes, bad_events) = self.decode(&events, skip).map_err(|mut bad| {
+            bad.index = present[bad.index];
+            bad
+        })?;
+        // Envelope row → record.
+        let record_of: Vec<usize> = (0..events.len())
+            .filter(|i| !bad_events.contains(i))
+            .map(|i| present[i])
+            .collect();
+        let (changes, bad_rows) =
+            debezium::changes(&envelopes, &self.declared, skip).map_err(|bad| BadRecord {
+                index: record_of.get(bad.index).copied().unwrap_or(0),
+                field: Some("op".into()),
+                message: bad.message,
+            })?;
+        let mut skipped: Vec<usize> = bad_events.iter().map(|&i| present[i]).collect();
+        skipped.extend(bad_rows.iter().map(|&r| record_of[r]));
+        Ok(DecodedChanges {
+            records: changes.envelopes.iter().map(|&r| record_of[r]).collect(),
+            batch: changes.batch,
+            kinds: changes.kinds,
+            skipped,
+        })
     }
 
     /// Decodes `values` into rows. All good: the batch. Otherwise the bad records are
@@ -260,6 +328,11 @@ pub(crate) fn encode_rows(format: ValueFormat, batch: &RecordBatch) -> Result<Ve
                 Ok(out)
             })
             .collect(),
+        // Rows with their kinds as Debezium change events (`create`, or `delete` for a
+        // withdrawn row).
+        ValueFormat::DebeziumJson => {
+            encode_rows(ValueFormat::Json, &crate::sinks::debezium_envelope(batch)?)
+        }
         ValueFormat::Raw => {
             if batch.num_columns() != 1 {
                 return Err(Error::config(

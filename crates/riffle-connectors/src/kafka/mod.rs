@@ -4,6 +4,7 @@
 //! The client is librdkafka (the `rdkafka` crate), driven through its blocking
 //! producer and consumer from riffle's task threads.
 
+mod debezium;
 mod format;
 mod ledger;
 mod offsets;

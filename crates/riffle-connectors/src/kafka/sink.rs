@@ -137,7 +137,10 @@ impl SinkFactory for KafkaSinkFactory {
     }
 
     fn create(&self, schema: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
-        if schema.row_kind_index().is_some() && self.config.key_columns.is_empty() {
+        if schema.row_kind_index().is_some()
+            && self.config.key_columns.is_empty()
+            && self.config.format != ValueFormat::DebeziumJson
+        {
             // The planner refuses this: a tombstone needs the key it deletes.
             return Err(Error::config(
                 "key",
@@ -271,10 +274,15 @@ impl Sink for KafkaSink {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        // A withdrawn row of a changelog is a tombstone of its key (the value null).
-        let kinds = row_kinds(&batch)?;
-        let batch = without_row_kind(&batch)?;
-        let values = encode_rows(self.config.format, &batch)?;
+        // A withdrawn row of a changelog is a tombstone of its key (the value null), or
+        // a Debezium delete event.
+        let (values, kinds) = match self.config.format {
+            ValueFormat::DebeziumJson => (encode_rows(self.config.format, &batch)?, None),
+            format => (
+                encode_rows(format, &without_row_kind(&batch)?)?,
+                row_kinds(&batch)?,
+            ),
+        };
         let keys = record_keys(&self.config.key_columns, &batch)?;
         let transactional;
         let (producer, name): (&KafkaProducer, Option<&str>) = match &self.output {

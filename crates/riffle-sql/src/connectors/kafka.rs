@@ -33,7 +33,7 @@ const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec {
         name: "format",
-        help: "json (default), csv, or raw (the value as the only VARCHAR/BYTEA column)",
+        help: "json (default), csv, raw (the value as the only VARCHAR/BYTEA column), or debezium-json (change events: a source reads them as a changelog, a sink writes one as them)",
     },
     OptionSpec {
         name: "group.id",
@@ -106,7 +106,12 @@ fn client(table: &TableDef) -> Result<KafkaClient> {
 }
 
 fn format(table: &TableDef) -> Result<ValueFormat> {
-    let name = choice_option(table, "format", &["json", "csv", "raw"], "json")?;
+    let name = choice_option(
+        table,
+        "format",
+        &["json", "csv", "raw", "debezium-json"],
+        "json",
+    )?;
     ValueFormat::parse(name).map_err(|e| SqlError::connector(&table.name, e.to_string()))
 }
 
@@ -236,7 +241,8 @@ impl Connector for KafkaConnector {
         let mut config = KafkaSinkConfig::new(client, topic, format!("{pipeline}/{}", table.name));
         config.format = format(table)?;
         // JSON values can hold a window `{start, end}`; CSV and raw cannot.
-        let nested = config.format == ValueFormat::Json;
+        let nested = matches!(config.format, ValueFormat::Json | ValueFormat::DebeziumJson);
+        let debezium = config.format == ValueFormat::DebeziumJson;
         // A declared key makes the topic an upsert log: each updated row is a record
         // keyed by it, and a compacted topic keeps the last one per key.
         config.key_columns = match table.options.get("key.field") {
@@ -268,8 +274,8 @@ impl Connector for KafkaConnector {
         };
         Ok(SinkTable {
             factory: Arc::new(KafkaSinkFactory::new(config)),
-            // A withdrawn row is a tombstone of its key.
-            retractions: updates.clone(),
+            // A withdrawn row is a tombstone of its key, or a Debezium delete event.
+            retractions: if debezium { Ok(()) } else { updates.clone() },
             updates,
             nested,
         })

@@ -216,6 +216,11 @@ impl<'a> Translator<'a> {
         if !self.processing_time {
             stream.event_time = stream.columns.iter().position(|c| *c == source.event_time);
         }
+        if self.graph.schema(node).row_kind_index().is_some() {
+            // A source of change events (Debezium): a changelog without a key of its own.
+            stream.changelog = true;
+            stream.updating = Some(Vec::new());
+        }
         if let Some(predicate) = scan.filters.iter().cloned().reduce(|a, b| a.and(b)) {
             stream = self.filter(&stream, &predicate, &scan.projected_schema)?;
         }

@@ -115,14 +115,17 @@ impl KafkaSourceFactory {
             config.schema.clone()
         };
         config.format.check(&value_schema)?;
-        let output = StreamSchema::with_timestamp(
-            config
-                .schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone().with_nullable(true))
-                .collect(),
-        );
+        let mut fields: Vec<Field> = config
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        if config.format == ValueFormat::DebeziumJson {
+            // Change events: a changelog.
+            fields.push(riffle_core::row_kind_field());
+        }
+        let output = StreamSchema::with_timestamp(fields);
         Ok(Self {
             config: Arc::new(config),
             output,

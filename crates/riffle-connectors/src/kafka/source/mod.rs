@@ -4,7 +4,7 @@
 //! partition that is not idle. Consumer-group offsets are committed (advisory, for
 //! monitoring tools) only once a checkpoint holding them is COMMITTED.
 
-use super::format::{ValueDecoder, Values};
+use super::format::{BadRecord, ValueDecoder, Values};
 use super::offsets::{decode_positions, encode_positions, PartitionPosition};
 use super::REQUEST_TIMEOUT;
 use crate::decode::event_time_nanos;
@@ -16,7 +16,8 @@ use riffle_core::arrow::array::{Array, ArrayRef, AsArray, TimestampMillisecondAr
 use riffle_core::arrow::compute::filter;
 use riffle_core::arrow::compute::kernels::cast::cast;
 use riffle_core::{
-    Epoch, Error, EventTime, OperatorState, RecordBatch, Result, Source, SourcePoll, StreamSchema,
+    row_kind_array, Epoch, Error, EventTime, OperatorState, RecordBatch, Result, Source,
+    SourcePoll, StreamSchema,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -68,10 +69,7 @@ impl KafkaSource {
     }
 
     fn location(&self, partition: i32, offset: i64) -> String {
-        format!(
-            "Kafka topic `{}` partition {partition} offset {offset}",
-            self.config.topic
-        )
+        record_location(&self.config.topic, partition, offset)
     }
 
     /// Finds this subtask's partitions and where each starts; assigns them.
@@ -240,24 +238,32 @@ impl KafkaSource {
         values: &Values,
     ) -> Result<Option<RecordBatch>> {
         let skip = self.config.on_malformed == MalformedRecords::Skip;
-        let (batch, skipped) =
-            self.values.decode(values, skip).map_err(
-                |bad| {
-                    let r = &records[bad.index];
-                    Error::MalformedMessage {
-                        location: self.location(r.partition, r.offset),
-                        field: bad.field,
-                        message: format!("{}; fix the record, or set 'on_malformed' = 'skip' to skip and count such records", bad.message),
-                    }
-                },
-            )?;
-        self.counters.add_skipped(skipped.len() as u64);
-        let kept: Vec<&Polled> = records
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !skipped.contains(i))
-            .map(|(_, r)| r)
-            .collect();
+        let topic = self.config.topic.clone();
+        let malformed = |bad: BadRecord| {
+            let r = &records[bad.index];
+            Error::MalformedMessage {
+                location: record_location(&topic, r.partition, r.offset),
+                field: bad.field,
+                message: format!("{}; fix the record, or set 'on_malformed' = 'skip' to skip and count such records", bad.message),
+            }
+        };
+        // Rows decoded, each row's record, and (Debezium) each row's kind.
+        let (batch, rows_of, mut kinds) = if self.values.is_changelog() {
+            let changes = self
+                .values
+                .decode_changes(values, skip)
+                .map_err(malformed)?;
+            self.counters.add_skipped(changes.skipped.len() as u64);
+            (changes.batch, changes.records, Some(changes.kinds))
+        } else {
+            let (batch, skipped) = self.values.decode(values, skip).map_err(malformed)?;
+            self.counters.add_skipped(skipped.len() as u64);
+            let kept = (0..records.len())
+                .filter(|i| !skipped.contains(i))
+                .collect();
+            (batch, kept, None)
+        };
+        let kept: Vec<&Polled> = rows_of.iter().map(|&i| &records[i]).collect();
         if kept.is_empty() {
             return Ok(None);
         }
@@ -305,6 +311,13 @@ impl KafkaSource {
                 .filter(|(i, _)| valid.value(*i))
                 .map(|(_, r)| r)
                 .collect();
+            if let Some(k) = &mut kinds {
+                let mut at = 0;
+                k.retain(|_| {
+                    at += 1;
+                    valid.value(at - 1)
+                });
+            }
             (columns, filter(&nanos, &valid)?, kept)
         } else {
             (columns, nanos, kept)
@@ -316,10 +329,18 @@ impl KafkaSource {
             }
         }
         let mut all = columns;
+        if let Some(kinds) = kinds {
+            all.push(Arc::new(row_kind_array(kinds)));
+        }
         all.push(nanos);
         let batch = RecordBatch::try_new(self.output.schema.clone(), all)?;
         Ok((batch.num_rows() > 0).then_some(batch))
     }
+}
+
+/// Where a record is, for error messages.
+fn record_location(topic: &str, partition: i32, offset: i64) -> String {
+    format!("Kafka topic `{topic}` partition {partition} offset {offset}")
 }
 
 /// A record read from the broker (its value is copied into the poll's [`Values`]).
