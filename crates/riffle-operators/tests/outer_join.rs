@@ -32,7 +32,8 @@ fn batch(schema: &StreamSchema, rows: &[(i64, i64)]) -> RecordBatch {
 
 type Row = (Option<i64>, Option<i64>);
 
-fn join(outer: (bool, bool)) -> Box<dyn Operator> {
+/// `a JOIN b ON a = b`, selecting `x` and `y`.
+fn inner() -> StreamJoinFactory {
     StreamJoinFactory::new(
         &side("a", "x"),
         &side("b", "y"),
@@ -42,10 +43,14 @@ fn join(outer: (bool, bool)) -> Box<dyn Operator> {
         &["y"],
     )
     .unwrap()
-    .with_outer(outer.0, outer.1)
-    .unwrap()
-    .create(&OperatorContext::detached("join", 0, 1))
-    .unwrap()
+}
+
+fn join(outer: (bool, bool)) -> Box<dyn Operator> {
+    inner()
+        .with_outer(outer.0, outer.1)
+        .unwrap()
+        .create(&OperatorContext::detached("join", 0, 1))
+        .unwrap()
 }
 
 /// Applies the output's changes to a multiset of (x, y) rows.
@@ -141,15 +146,6 @@ fn outer_joins_replay_to_the_outer_join_of_every_row_through_a_restore() {
 
 #[test]
 fn an_outer_interval_join_is_refused() {
-    let f = StreamJoinFactory::new(
-        &side("a", "x"),
-        &side("b", "y"),
-        &["a"],
-        &["b"],
-        &["x"],
-        &["y"],
-    )
-    .unwrap()
-    .with_retention(Some(std::time::Duration::from_secs(1)), None);
+    let f = inner().with_retention(Some(std::time::Duration::from_secs(1)), None);
     assert!(f.with_outer(true, false).is_err());
 }

@@ -237,25 +237,15 @@ async fn delete_keys(
                 .ok_or_else(|| Error::plan(format!("the sink's input has no key column `{k}`")))
         })
         .collect::<Result<_>>()?;
-    let values = convert(&key_columns, batch)?;
     let names: Vec<String> = key.iter().map(|k| quote_ident(k)).collect();
-    let arrays: Vec<String> = key_columns
-        .iter()
-        .enumerate()
-        .map(|(i, (_, t))| format!("${}::{}[]", i + 1, t.sql()))
-        .collect();
-    let statement = format!(
-        "DELETE FROM {} WHERE ({}) IN (SELECT * FROM UNNEST({}))",
-        quote_table(&config.table),
-        names.join(", "),
-        arrays.join(", ")
-    );
-    let params: Vec<_> = values.iter().map(PgColumn::as_array).collect();
-    client
-        .execute(&statement, &params)
-        .await
-        .map_err(|e| config.db_error(e))?;
-    Ok(())
+    execute_with_arrays(client, config, &key_columns, batch, |arrays| {
+        format!(
+            "DELETE FROM {} WHERE ({}) IN (SELECT * FROM UNNEST({arrays}))",
+            quote_table(&config.table),
+            names.join(", "),
+        )
+    })
+    .await
 }
 
 /// Inserts the rows of `batch`, each key at most once, replacing a row of the same key.
@@ -266,13 +256,7 @@ async fn insert_or_update(
     key: &[String],
     batch: &RecordBatch,
 ) -> Result<()> {
-    let values = convert(columns, batch)?;
     let names: Vec<String> = columns.iter().map(|(n, _)| quote_ident(n)).collect();
-    let arrays: Vec<String> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, (_, t))| format!("${}::{}[]", i + 1, t.sql()))
-        .collect();
     let updates: Vec<String> = columns
         .iter()
         .filter(|(n, _)| !key.contains(n))
@@ -284,13 +268,33 @@ async fn insert_or_update(
         format!("DO UPDATE SET {}", updates.join(", "))
     };
     let key: Vec<String> = key.iter().map(|k| quote_ident(k)).collect();
-    let statement = format!(
-        "INSERT INTO {} ({}) SELECT * FROM UNNEST({}) ON CONFLICT ({}) {action}",
-        quote_table(&config.table),
-        names.join(", "),
-        arrays.join(", "),
-        key.join(", ")
-    );
+    execute_with_arrays(client, config, columns, batch, |arrays| {
+        format!(
+            "INSERT INTO {} ({}) SELECT * FROM UNNEST({arrays}) ON CONFLICT ({}) {action}",
+            quote_table(&config.table),
+            names.join(", "),
+            key.join(", ")
+        )
+    })
+    .await
+}
+
+/// Runs the statement `statement(arrays)` makes, where `arrays` is `$1::type[], …`: one
+/// array parameter per column of `columns`, holding its values in `batch`.
+async fn execute_with_arrays(
+    client: &Client,
+    config: &PostgresSinkConfig,
+    columns: &[(String, PgType)],
+    batch: &RecordBatch,
+    statement: impl FnOnce(&str) -> String,
+) -> Result<()> {
+    let values = convert(columns, batch)?;
+    let arrays: Vec<String> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, (_, t))| format!("${}::{}[]", i + 1, t.sql()))
+        .collect();
+    let statement = statement(&arrays.join(", "));
     let params: Vec<_> = values.iter().map(PgColumn::as_array).collect();
     client
         .execute(&statement, &params)
