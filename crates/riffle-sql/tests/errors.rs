@@ -91,8 +91,8 @@ fn unbounded_constructs_are_named_with_a_hint() {
             "without an equality",
         ),
         (
-            "SELECT auction FROM bid UNION ALL SELECT bidder FROM bid",
-            "UNION",
+            "SELECT auction, count(*) AS n FROM bid GROUP BY auction UNION ALL SELECT bidder, price FROM bid",
+            "UNION ALL of an updating result",
         ),
     ] {
         let e = error(&format!("{BID}{sink}INSERT INTO out {query};"));
@@ -519,4 +519,20 @@ fn convert_tz_refuses_zones_flink_would_read_as_gmt() {
         "{BID}{sink}INSERT INTO out SELECT CONVERT_TZ(date_time, 'UTC', 'UTC') AS t FROM bid;"
     ));
     assert_mentions(&e, &["CONVERT_TZ", "DATE_FORMAT"]);
+}
+
+#[test]
+fn union_all_and_union_plan_and_mixed_kinds_are_refused() {
+    let sink = "CREATE TABLE out WITH ('connector' = 'stdout');\n";
+    for query in [
+        "SELECT auction, price FROM bid UNION ALL SELECT bidder, price FROM bid",
+        "SELECT auction FROM bid UNION SELECT bidder FROM bid",
+    ] {
+        plan(&format!("{BID}{sink}INSERT INTO out {query};"))
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+    }
+    let e = error(&format!(
+        "{BID}{sink}INSERT INTO out SELECT auction, count(*) AS n FROM bid GROUP BY auction HAVING count(*) > 1 UNION ALL SELECT bidder, price FROM bid;"
+    ));
+    assert_mentions(&e, &["changelog and an append-only stream", "hint:"]);
 }

@@ -48,6 +48,9 @@ pub enum Query {
     /// An unbounded outer join of `ev` and `pay` on the key (`LEFT`, `RIGHT` or `FULL`):
     /// padded rows withdrawn when a match arrives, a keyless changelog.
     OuterJoin { kind: &'static str },
+    /// `UNION ALL` of a filtered `ev` and `pay`, or of two filtered `GROUP BY`s (two
+    /// changelogs, a keyless changelog).
+    Union { changelog: bool, m: i64 },
     /// Window join of `ev` and `pay` on the key and a tumbling window.
     WindowJoin { size_s: i64 },
     /// Interval join: `pay` rows within `[-lo, +hi]` ms of an `ev` row of the same key.
@@ -68,7 +71,7 @@ pub enum OutputKind {
 }
 
 /// How many kinds of query the grammar has.
-pub const KINDS: u64 = 12;
+pub const KINDS: u64 = 13;
 
 impl Query {
     /// A query of kind `kind % KINDS` with random parameters.
@@ -117,6 +120,10 @@ impl Query {
                     outer: rng.random_bool(0.5),
                 }
             }
+            12 => Query::Union {
+                changelog: rng.random_bool(0.5),
+                m: rng.random_range(2..5),
+            },
             11 => Query::OuterJoin {
                 kind: ["LEFT", "RIGHT", "FULL"][rng.random_range(0..3)],
             },
@@ -140,6 +147,7 @@ impl Query {
             Query::Updating { .. } | Query::Having { .. } => &["k", "n", "total"],
             Query::Regroup { .. } => &["r", "groups", "rows_in"],
             Query::OuterJoin { .. } => &["eid", "pid"],
+            Query::Union { .. } => &["a", "b"],
             Query::WindowJoin { .. } => &["eid", "pid", "ws"],
             Query::IntervalJoin { .. } => &["eid", "pid"],
         }
@@ -150,6 +158,9 @@ impl Query {
             Query::Updating { .. } => OutputKind::Upsert,
             Query::Having { .. } | Query::Regroup { .. } => OutputKind::Changelog,
             Query::OuterJoin { .. } => OutputKind::KeylessChangelog,
+            Query::Union {
+                changelog: true, ..
+            } => OutputKind::KeylessChangelog,
             _ => OutputKind::Append,
         }
     }
@@ -167,7 +178,10 @@ impl Query {
         let mut sql = source("ev", "id BIGINT, k BIGINT, v BIGINT, s VARCHAR, ts BIGINT");
         if matches!(
             self,
-            Query::WindowJoin { .. } | Query::IntervalJoin { .. } | Query::OuterJoin { .. }
+            Query::WindowJoin { .. }
+                | Query::IntervalJoin { .. }
+                | Query::OuterJoin { .. }
+                | Query::Union { .. }
         ) {
             sql += &source("pay", "id BIGINT, k BIGINT, amount BIGINT, ts BIGINT");
         }
@@ -178,6 +192,9 @@ impl Query {
             ),
             Query::Having { .. } => ("(k BIGINT, n BIGINT, total BIGINT) ", "debezium-json"),
             Query::OuterJoin { .. } => ("(eid BIGINT, pid BIGINT) ", "debezium-json"),
+            Query::Union {
+                changelog: true, ..
+            } => ("(a BIGINT, b BIGINT) ", "debezium-json"),
             Query::Regroup { .. } => (
                 "(r BIGINT, groups BIGINT, rows_in BIGINT) ",
                 "debezium-json",
@@ -218,6 +235,7 @@ impl Query {
             ),
             Query::Having { .. } => self.having_sql(),
             Query::Regroup { .. } => self.regroup_sql(),
+            Query::Union { .. } => self.union_sql(),
             Query::OuterJoin { kind } => {
                 format!("SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p ON e.k = p.k")
             }
@@ -280,6 +298,7 @@ impl Query {
             // The batch answer is the changelog's final state.
             Query::Having { .. } => self.having_sql(),
             Query::Regroup { .. } => self.regroup_sql(),
+            Query::Union { .. } => self.union_sql(),
             Query::OuterJoin { kind } => {
                 format!("SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p ON e.k = p.k")
             }
@@ -330,6 +349,24 @@ impl Query {
 }
 
 impl Query {
+    /// A `Union` query's text, the same in both dialects.
+    fn union_sql(&self) -> String {
+        let Query::Union { changelog, m } = self else {
+            unreachable!("union_sql of {self:?}")
+        };
+        if *changelog {
+            format!(
+                "SELECT id % 30 AS a, count(*) AS b FROM ev GROUP BY id % 30 HAVING count(*) % {m} = 0\n\
+                 UNION ALL\n\
+                 SELECT id % 20 AS a, sum(amount) AS b FROM pay GROUP BY id % 20 HAVING count(*) % {m} = 1"
+            )
+        } else {
+            format!(
+                "SELECT id AS a, v AS b FROM ev WHERE v % {m} = 0\nUNION ALL\nSELECT id AS a, amount AS b FROM pay"
+            )
+        }
+    }
+
     /// A `Regroup` query's text, the same in both dialects.
     fn regroup_sql(&self) -> String {
         let Query::Regroup { g, m, having } = self else {

@@ -4,8 +4,8 @@
 //! A case is drawn from a seed: input files (`input.rs`), a pipeline from a small grammar
 //! (`grammar.rs`: projections, filters, keyed and global tumbling, hopping and session
 //! windows, DISTINCT, an updating GROUP BY into an upsert sink, filtered and regrouped
-//! GROUP BYs and outer joins as changelogs into debezium-json files, window and interval
-//! joins) and a schedule of `riffle run` processes (`schedule.rs`). The committed output
+//! GROUP BYs and outer joins as changelogs into debezium-json files, UNION ALL, window and
+//! interval joins) and a schedule of `riffle run` processes (`schedule.rs`). The committed output
 //! must equal, row for row (as multisets), what DuckDB — an engine that shares no code
 //! with riffle — computes from the same files.
 //!
@@ -209,7 +209,7 @@ fn check_seeds(seeds: impl Iterator<Item = u64>, deadline: Option<Instant>) {
 /// The seeds `.ci/run` checks: each query kind of the grammar three times
 /// (the seed picks the kind), at several parallelisms, through crash points, `kill -9`,
 /// damaged checkpoints and rescaled restores (see the printed schedules).
-const CI_SEEDS: std::ops::Range<u64> = 1..37;
+const CI_SEEDS: std::ops::Range<u64> = 1..40;
 
 #[test]
 fn generated_pipelines_agree_with_duckdb_through_crashes_and_rescales() {

@@ -15,6 +15,7 @@ mod over;
 mod stream;
 mod text;
 mod top_n;
+mod union;
 mod window_parts;
 
 use crate::connectors::SourceTable;
@@ -122,12 +123,7 @@ impl<'a> Translator<'a> {
                 ))
             }
             LogicalPlan::Window(w) => self.over(w)?,
-            LogicalPlan::Union(_) => {
-                return Err(SqlError::unsupported(
-                    "UNION",
-                    "write one INSERT INTO per branch (into separate sinks)",
-                ))
-            }
+            LogicalPlan::Union(u) => self.union(u)?,
             LogicalPlan::Distinct(_) => {
                 return Err(SqlError::unsupported(
                     "DISTINCT ON",
