@@ -5,9 +5,10 @@
 //! rows were all taken back is deleted (`-D`), and a group that gains its first row is
 //! inserted (`+I`). docs/engine.md, "Changelog streams".
 //!
-//! Only aggregates that can take a value back exactly are supported: count, sum and avg
-//! (`sums.rs`); min, max and count DISTINCT would need every value of a group.
+//! count, sum and avg take a value back by subtracting it (`sums.rs`); min and max keep
+//! every value of a group with its count (`multisets.rs`). count DISTINCT is refused.
 
+mod multisets;
 mod sums;
 
 use crate::aggregate::{bind_all, describe, AggregateSpec, GroupKeys};
@@ -138,7 +139,7 @@ impl RetractingAggregate {
     /// The key and aggregate columns of `groups` as they are now.
     fn values_of(&self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
         let mut columns = self.table.keys(groups)?;
-        columns.extend(self.sums.finish(groups));
+        columns.extend(self.sums.finish(groups)?);
         Ok(columns)
     }
 

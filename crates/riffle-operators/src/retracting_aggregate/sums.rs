@@ -1,8 +1,10 @@
 //! Per-group accumulators that can take a row back: counts and sums, each with the
 //! number of non-null values it holds, so that a withdrawn row subtracts exactly what
-//! its insertion added. Integer sums wrap, so adding and subtracting cancel exactly;
-//! float sums take rows back with rounding error, as Flink's do.
+//! its insertion added, and min/max over a multiset of values (`multisets.rs`).
+//! Integer sums wrap, so adding and subtracting cancel exactly; float sums take rows
+//! back with rounding error, as Flink's do.
 
+use super::multisets::Multisets;
 use crate::aggregate::{normalize_inputs, AggregateFunction, BoundAggregate, Input, NumericKind};
 use riffle_core::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array};
 use riffle_core::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
@@ -26,21 +28,22 @@ enum Column {
         n: Vec<i64>,
         avg: bool,
     },
+    /// `min` or `max`: every group's values.
+    Extreme(Multisets),
 }
 
 /// Which functions can take rows back, and why the others cannot.
 ///
 /// # Errors
-/// `min`, `max` and `count(DISTINCT …)` need every value of a group (a multiset),
-/// which this aggregate does not keep.
+/// `count(DISTINCT …)`, which would need a multiset of values per group and aggregate
+/// (not built; min and max keep one).
 pub(crate) fn check(aggregate: &BoundAggregate) -> Result<()> {
     use AggregateFunction as F;
     match aggregate.function {
-        F::CountStar | F::Count | F::Sum | F::Avg => Ok(()),
-        F::Min | F::Max | F::CountDistinct => Err(Error::plan(format!(
-            "{:?} over rows that can be withdrawn needs every value of its group; only count, sum and avg are supported over a changelog",
-            aggregate.function
-        ))),
+        F::CountStar | F::Count | F::Sum | F::Avg | F::Min | F::Max => Ok(()),
+        F::CountDistinct => Err(Error::plan(
+            "count(DISTINCT …) over rows that can be withdrawn is not supported; count, sum, avg, min and max are",
+        )),
     }
 }
 
@@ -68,6 +71,13 @@ impl RetractableSums {
                     n: Vec::new(),
                     avg: a.function == AggregateFunction::Avg,
                 },
+                (f @ (AggregateFunction::Min | AggregateFunction::Max), kind) => {
+                    Column::Extreme(Multisets::new(
+                        kind,
+                        f == AggregateFunction::Max,
+                        a.output.data_type().clone(),
+                    ))
+                }
                 _ => Column::Count(Vec::new()),
             })
             .collect();
@@ -90,6 +100,7 @@ impl RetractableSums {
                     sum.resize(groups.max(sum.len()), 0.0);
                     n.resize(groups.max(n.len()), 0);
                 }
+                Column::Extreme(m) => m.reserve(groups),
             }
         }
     }
@@ -132,6 +143,7 @@ impl RetractableSums {
                         }
                     }
                 }
+                (Column::Extreme(m), input) => m.apply(input, groups, signs)?,
                 _ => {
                     return Err(Error::plan(
                         "an aggregate's input does not match its accumulator",
@@ -143,12 +155,12 @@ impl RetractableSums {
     }
 
     /// The output columns for `groups`.
-    pub(crate) fn finish(&self, groups: &[u32]) -> Vec<ArrayRef> {
+    pub(crate) fn finish(&self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
         self.columns
             .iter()
-            .map(|c| -> ArrayRef {
+            .map(|c| -> Result<ArrayRef> {
                 let at = |g: &u32| *g as usize;
-                match c {
+                Ok(match c {
                     Column::Count(v) => Arc::new(Int64Array::from_iter_values(
                         groups.iter().map(|g| v[at(g)]),
                     )),
@@ -166,13 +178,14 @@ impl RetractableSums {
                             (k > 0).then(|| if *avg { s / k as f64 } else { s })
                         })))
                     }
-                }
+                    Column::Extreme(m) => m.finish(groups)?,
+                })
             })
             .collect()
     }
 
     /// The state of `groups`: per aggregate `{name}__n` (values held) and, for sums and
-    /// averages, `{name}__sum`.
+    /// averages, `{name}__sum`; for min and max the multisets (`multisets.rs`).
     pub(crate) fn state(&self, groups: &[u32]) -> Vec<(Field, ArrayRef)> {
         let mut out = Vec::new();
         for (c, a) in self.columns.iter().zip(&self.aggregates) {
@@ -210,6 +223,7 @@ impl RetractableSums {
                         sums,
                     ));
                 }
+                Column::Extreme(m) => out.extend(m.state(name, groups)),
             }
         }
         out
@@ -236,6 +250,10 @@ impl RetractableSums {
         };
         for (c, a) in self.columns.iter_mut().zip(&self.aggregates) {
             let name = a.output.name();
+            if let Column::Extreme(m) = c {
+                m.restore(name, groups, batch, operator)?;
+                continue;
+            }
             let n = column(format!("{name}__n"))?;
             let n = n
                 .as_primitive_opt::<Int64Type>()
@@ -269,6 +287,7 @@ impl RetractableSums {
                     }
                     n
                 }
+                Column::Extreme(_) => continue,
             };
             for (i, &g) in groups.iter().enumerate() {
                 counts[g as usize] = n.value(i);

@@ -34,6 +34,8 @@ fn specs() -> Vec<AggregateSpec> {
         AggregateSpec::new(AggregateFunction::Count, "v", "n"),
         AggregateSpec::new(AggregateFunction::Sum, "v", "total"),
         AggregateSpec::new(AggregateFunction::Avg, "v", "mean"),
+        AggregateSpec::new(AggregateFunction::Min, "v", "lo"),
+        AggregateSpec::new(AggregateFunction::Max, "v", "hi"),
     ]
 }
 
@@ -44,9 +46,18 @@ fn operator() -> Box<dyn Operator> {
         .unwrap()
 }
 
-type Change = (&'static str, i64, i64, i64, Option<i64>, Option<f64>);
+type Change = (
+    &'static str,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<f64>,
+    Option<i64>,
+    Option<i64>,
+);
 
-/// Every output row as (kind, k, rows, n, total, mean).
+/// Every output row as (kind, k, rows, n, total, mean, lo, hi).
 fn changes(out: &[RecordBatch]) -> Vec<Change> {
     let mut all = Vec::new();
     for b in out {
@@ -57,22 +68,25 @@ fn changes(out: &[RecordBatch]) -> Vec<Change> {
                 .as_primitive::<Int64Type>()
                 .clone()
         };
-        let (k, rows, n, total) = (int("k"), int("rows"), int("n"), int("total"));
+        let (k, rows, n) = (int("k"), int("rows"), int("n"));
+        let (total, lo, hi) = (int("total"), int("lo"), int("hi"));
         let mean: Float64Array = b
             .column_by_name("mean")
             .unwrap()
             .as_primitive::<Float64Type>()
             .clone();
+        let opt = |a: &Int64Array, i: usize| a.is_valid(i).then(|| a.value(i));
         for (i, kind) in kinds.iter().enumerate() {
-            let total = (!total.is_null(i)).then(|| total.value(i));
-            let mean = (!mean.is_null(i)).then(|| mean.value(i));
+            let mean = mean.is_valid(i).then(|| mean.value(i));
             all.push((
                 kind.short(),
                 k.value(i),
                 rows.value(i),
                 n.value(i),
-                total,
+                opt(&total, i),
                 mean,
+                opt(&lo, i),
+                opt(&hi, i),
             ));
         }
     }
@@ -111,12 +125,12 @@ fn withdrawn_rows_are_taken_back_and_an_emptied_group_is_deleted() {
     assert_eq!(
         changes(&out),
         [
-            ("+I", 1, 2, 1, Some(4), Some(4.0)),
-            ("+I", 2, 1, 1, Some(6), Some(6.0)),
-            ("-U", 1, 2, 1, Some(4), Some(4.0)),
-            ("+U", 1, 2, 1, Some(8), Some(8.0)),
-            ("-D", 2, 1, 1, Some(6), Some(6.0)),
-            ("-D", 1, 2, 1, Some(8), Some(8.0)),
+            ("+I", 1, 2, 1, Some(4), Some(4.0), Some(4), Some(4)),
+            ("+I", 2, 1, 1, Some(6), Some(6.0), Some(6), Some(6)),
+            ("-U", 1, 2, 1, Some(4), Some(4.0), Some(4), Some(4)),
+            ("+U", 1, 2, 1, Some(8), Some(8.0), Some(8), Some(8)),
+            ("-D", 2, 1, 1, Some(6), Some(6.0), Some(6), Some(6)),
+            ("-D", 1, 2, 1, Some(8), Some(8.0), Some(8), Some(8)),
         ]
     );
 }
@@ -130,18 +144,16 @@ fn taking_back_more_than_was_given_is_an_error_not_a_negative_count() {
 }
 
 #[test]
-fn min_max_and_count_distinct_are_refused_over_a_changelog() {
-    for f in [
-        AggregateFunction::Min,
-        AggregateFunction::Max,
+fn count_distinct_and_an_append_only_input_are_refused() {
+    let spec = vec![AggregateSpec::new(
         AggregateFunction::CountDistinct,
-    ] {
-        let spec = vec![AggregateSpec::new(f, "v", "x")];
-        let e = RetractingAggregateFactory::new(&input(), &["k"], spec)
-            .err()
-            .unwrap();
-        assert!(e.to_string().contains("only count, sum and avg"), "{e}");
-    }
+        "v",
+        "x",
+    )];
+    let e = RetractingAggregateFactory::new(&input(), &["k"], spec)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("count(DISTINCT"), "{e}");
     let appended = StreamSchema::with_timestamp(vec![Field::new("k", DataType::Int64, false)]);
     assert!(RetractingAggregateFactory::new(
         &appended,
@@ -198,7 +210,7 @@ fn random_changelog(seed: u64, steps: usize) -> (Vec<RecordBatch>, Vec<(i64, Opt
 fn replay(changes: &[Change]) -> BTreeMap<i64, Change> {
     let mut now = BTreeMap::new();
     for c in changes {
-        let values = |c: &Change| (c.1, c.2, c.3, c.4, c.5);
+        let values = |c: &Change| (c.1, c.2, c.3, c.4, c.5, c.6, c.7);
         if c.0.starts_with('-') {
             let old = now.remove(&c.1);
             assert_eq!(
@@ -220,13 +232,17 @@ fn replay(changes: &[Change]) -> BTreeMap<i64, Change> {
 fn the_output_changelog_replays_to_the_aggregate_of_the_live_rows_through_snapshots() {
     for seed in 1..20u64 {
         let (batches, live) = random_changelog(seed, 300);
-        let mut expected: BTreeMap<i64, (i64, i64, i64)> = BTreeMap::new();
+        // Per key: rows, values, sum, min, max of the live rows.
+        type Expected = (i64, i64, i64, Option<i64>, Option<i64>);
+        let mut expected: BTreeMap<i64, Expected> = BTreeMap::new();
         for (k, v) in &live {
             let e = expected.entry(*k).or_default();
             e.0 += 1;
             if let Some(v) = v {
                 e.1 += 1;
                 e.2 += v;
+                e.3 = Some(e.3.map_or(*v, |m| m.min(*v)));
+                e.4 = Some(e.4.map_or(*v, |m| m.max(*v)));
             }
         }
         // Straight, and with a snapshot and restore into a new operator halfway.
@@ -241,9 +257,9 @@ fn the_output_changelog_replays_to_the_aggregate_of_the_live_rows_through_snapsh
                 }
                 op.on_batch(0, b.clone(), &mut out).unwrap();
             }
-            let got: BTreeMap<i64, (i64, i64, i64)> = replay(&changes(&out))
+            let got: BTreeMap<i64, Expected> = replay(&changes(&out))
                 .into_values()
-                .map(|c| (c.1, (c.2, c.3, c.4.unwrap_or(0))))
+                .map(|c| (c.1, (c.2, c.3, c.4.unwrap_or(0), c.6, c.7)))
                 .collect();
             assert_eq!(got, expected, "seed {seed}, restored at {restore_at:?}");
         }

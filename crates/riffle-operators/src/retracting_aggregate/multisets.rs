@@ -1,0 +1,268 @@
+//! `min` and `max` over rows that can be withdrawn: each group keeps the multiset of
+//! its values (value → how many rows hold it), so a withdrawn extreme gives way to the
+//! next value. Snapshots write a group's multiset as two list columns, values and
+//! counts.
+
+use crate::aggregate::{Input, NumericKind};
+use riffle_core::arrow::array::{
+    Array, ArrayRef, AsArray, Float64Array, Float64Builder, Int64Array, Int64Builder, ListArray,
+    ListBuilder, StringArray, StringBuilder,
+};
+use riffle_core::arrow::compute::cast;
+use riffle_core::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
+use riffle_core::{Error, RecordBatch, Result};
+use std::cmp::Ordering;
+use std::collections::btree_map::Entry;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A value, ordered as `min`/`max` order it (floats by IEEE total order).
+#[derive(Debug, Clone)]
+enum Value {
+    Int(i64),
+    Float(f64),
+    Text(Box<str>),
+}
+
+impl Ord for Value {
+    fn cmp(&self, other: &Self) -> Ordering {
+        match (self, other) {
+            (Value::Int(a), Value::Int(b)) => a.cmp(b),
+            (Value::Float(a), Value::Float(b)) => a.total_cmp(b),
+            (Value::Text(a), Value::Text(b)) => a.cmp(b),
+            // One multiset holds values of one kind; any order will do otherwise.
+            (a, b) => a.rank().cmp(&b.rank()),
+        }
+    }
+}
+
+impl PartialOrd for Value {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Value {}
+
+impl Value {
+    fn rank(&self) -> u8 {
+        match self {
+            Value::Int(_) => 0,
+            Value::Float(_) => 1,
+            Value::Text(_) => 2,
+        }
+    }
+}
+
+/// One `min` or `max` aggregate over all groups.
+#[derive(Debug)]
+pub(crate) struct Multisets {
+    kind: NumericKind,
+    max: bool,
+    /// The aggregate's output type (the input's); values are kept widened.
+    output: DataType,
+    groups: Vec<BTreeMap<Value, i64>>,
+}
+
+impl Multisets {
+    pub(crate) fn new(kind: NumericKind, max: bool, output: DataType) -> Self {
+        Self {
+            kind,
+            max,
+            output,
+            groups: Vec::new(),
+        }
+    }
+
+    pub(crate) fn reserve(&mut self, groups: usize) {
+        if self.groups.len() < groups {
+            self.groups.resize_with(groups, BTreeMap::new);
+        }
+    }
+
+    /// Adds (`sign` 1) or takes back (-1) row `i`'s value into group `groups[i]`.
+    ///
+    /// # Errors
+    /// A value taken back that the group does not hold.
+    pub(crate) fn apply(&mut self, input: &Input, groups: &[u32], signs: &[i64]) -> Result<()> {
+        for (i, (&g, &s)) in groups.iter().zip(signs).enumerate() {
+            let value = match input {
+                Input::Int(a) if a.is_valid(i) => Value::Int(a.value(i)),
+                Input::Float(a) if a.is_valid(i) => Value::Float(a.value(i)),
+                Input::Text(a) if a.is_valid(i) => Value::Text(text_at(a, i)?.into()),
+                _ => continue, // NULL: not part of min/max
+            };
+            let never_added = || {
+                Error::plan(
+                    "a withdrawn value was never added to its group: the input is not a changelog of this query",
+                )
+            };
+            match self.groups[g as usize].entry(value) {
+                Entry::Occupied(mut e) => {
+                    *e.get_mut() += s;
+                    match (*e.get()).cmp(&0) {
+                        Ordering::Greater => {}
+                        Ordering::Equal => {
+                            e.remove();
+                        }
+                        Ordering::Less => return Err(never_added()),
+                    }
+                }
+                Entry::Vacant(e) if s > 0 => {
+                    e.insert(s);
+                }
+                Entry::Vacant(_) => return Err(never_added()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The least (or greatest) value of each of `groups`, NULL for an empty group.
+    pub(crate) fn finish(&self, groups: &[u32]) -> Result<ArrayRef> {
+        let extreme = |g: &u32| {
+            let set = &self.groups[*g as usize];
+            if self.max {
+                set.keys().next_back()
+            } else {
+                set.keys().next()
+            }
+        };
+        let wide: ArrayRef = match self.kind {
+            NumericKind::Int => Arc::new(Int64Array::from_iter(groups.iter().map(
+                |g| match extreme(g) {
+                    Some(Value::Int(v)) => Some(*v),
+                    _ => None,
+                },
+            ))),
+            NumericKind::Float => {
+                Arc::new(Float64Array::from_iter(groups.iter().map(
+                    |g| match extreme(g) {
+                        Some(Value::Float(v)) => Some(*v),
+                        _ => None,
+                    },
+                )))
+            }
+            NumericKind::Text => Arc::new(StringArray::from_iter(groups.iter().map(
+                |g| match extreme(g) {
+                    Some(Value::Text(v)) => Some(v.to_string()),
+                    _ => None,
+                },
+            ))),
+        };
+        Ok(cast(&wide, &self.output)?)
+    }
+
+    /// The multisets of `groups` as `{name}__values` and `{name}__counts` lists.
+    pub(crate) fn state(&self, name: &str, groups: &[u32]) -> Vec<(Field, ArrayRef)> {
+        let mut counts = ListBuilder::new(Int64Builder::new());
+        let values: ArrayRef = match self.kind {
+            NumericKind::Int => {
+                let mut b = ListBuilder::new(Int64Builder::new());
+                for &g in groups {
+                    for (v, n) in &self.groups[g as usize] {
+                        if let Value::Int(v) = v {
+                            b.values().append_value(*v);
+                            counts.values().append_value(*n);
+                        }
+                    }
+                    b.append(true);
+                    counts.append(true);
+                }
+                Arc::new(b.finish())
+            }
+            NumericKind::Float => {
+                let mut b = ListBuilder::new(Float64Builder::new());
+                for &g in groups {
+                    for (v, n) in &self.groups[g as usize] {
+                        if let Value::Float(v) = v {
+                            b.values().append_value(*v);
+                            counts.values().append_value(*n);
+                        }
+                    }
+                    b.append(true);
+                    counts.append(true);
+                }
+                Arc::new(b.finish())
+            }
+            NumericKind::Text => {
+                let mut b = ListBuilder::new(StringBuilder::new());
+                for &g in groups {
+                    for (v, n) in &self.groups[g as usize] {
+                        if let Value::Text(v) = v {
+                            b.values().append_value(v);
+                            counts.values().append_value(*n);
+                        }
+                    }
+                    b.append(true);
+                    counts.append(true);
+                }
+                Arc::new(b.finish())
+            }
+        };
+        let counts: ArrayRef = Arc::new(counts.finish());
+        vec![
+            (
+                Field::new(format!("{name}__values"), values.data_type().clone(), false),
+                values,
+            ),
+            (
+                Field::new(format!("{name}__counts"), counts.data_type().clone(), false),
+                counts,
+            ),
+        ]
+    }
+
+    /// Sets `groups` to the multisets in `batch`'s rows.
+    pub(crate) fn restore(
+        &mut self,
+        name: &str,
+        groups: &[u32],
+        batch: &RecordBatch,
+        operator: &str,
+    ) -> Result<()> {
+        let list = |column: String| -> Result<ListArray> {
+            batch
+                .column_by_name(&column)
+                .and_then(|c| c.as_list_opt::<i32>().cloned())
+                .ok_or_else(|| Error::State {
+                    operator: operator.into(),
+                    message: format!("missing list column `{column}`"),
+                })
+        };
+        let (values, counts) = (
+            list(format!("{name}__values"))?,
+            list(format!("{name}__counts"))?,
+        );
+        for (row, &g) in groups.iter().enumerate() {
+            let (v, n) = (values.value(row), counts.value(row));
+            let n = n.as_primitive::<Int64Type>();
+            let mut set = BTreeMap::new();
+            for i in 0..v.len() {
+                let value = match self.kind {
+                    NumericKind::Int => Value::Int(v.as_primitive::<Int64Type>().value(i)),
+                    NumericKind::Float => Value::Float(v.as_primitive::<Float64Type>().value(i)),
+                    NumericKind::Text => Value::Text(v.as_string::<i32>().value(i).into()),
+                };
+                set.insert(value, n.value(i));
+            }
+            self.groups[g as usize] = set;
+        }
+        Ok(())
+    }
+}
+
+/// The text at row `i` of a string column of any string type.
+fn text_at(a: &ArrayRef, i: usize) -> Result<&str> {
+    match a.data_type() {
+        DataType::Utf8 => Ok(a.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => Ok(a.as_string::<i64>().value(i)),
+        DataType::Utf8View => Ok(a.as_string_view().value(i)),
+        t => Err(Error::plan(format!("min/max of {t} is not text"))),
+    }
+}
