@@ -463,7 +463,7 @@ fn attach_sink(
         if let Err(why) = &sink.retractions {
             return Err(SqlError::Plan {
                 at: None,
-                message: format!("the result withdraws rows (a filtered or regrouped GROUP BY without a window removes a group's row when it stops passing; an outer join withdraws a padded row when its match arrives), but {why}"),
+                message: format!("the result withdraws rows (it is a changelog: a filtered or regrouped GROUP BY without a window, an outer join, or a source of change events), but {why}"),
                 hint: Some("write to a table that applies deletes (stdout, blackhole, a postgres or kafka table with PRIMARY KEY, or a filesystem table with 'format' = 'debezium-json'), or filter before aggregating".into()),
             });
         }

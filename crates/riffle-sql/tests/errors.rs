@@ -536,3 +536,34 @@ fn union_all_and_union_plan_and_mixed_kinds_are_refused() {
     ));
     assert_mentions(&e, &["changelog and an append-only stream", "hint:"]);
 }
+
+#[test]
+fn debezium_sources_are_changelogs_and_their_schema_option_is_checked() {
+    let source = |format: &str| {
+        format!(
+            "CREATE TABLE acc (id BIGINT, region VARCHAR, balance BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'kafka', 'topic' = 't', 'bootstrap.servers' = '127.0.0.1:1', {format});\n"
+        )
+    };
+    let regroup = "INSERT INTO out SELECT region, count(*) AS n, sum(balance) AS total FROM acc GROUP BY region;";
+    for format in [
+        "'format' = 'debezium-json'",
+        "'format' = 'debezium-json', 'debezium-json.schema-include' = 'true'",
+    ] {
+        plan(&format!(
+            "{}CREATE TABLE out (region VARCHAR, n BIGINT, total BIGINT, PRIMARY KEY (region)) WITH ('connector' = 'postgres', 'url' = 'postgres://u@127.0.0.1:1/db');\n{regroup}",
+            source(format)
+        ))
+        .unwrap_or_else(|e| panic!("{format}: {e}"));
+        // A changelog cannot be appended to plain JSON files.
+        let e = error(&format!(
+            "{}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\nINSERT INTO out SELECT id, balance FROM acc;",
+            source(format)
+        ));
+        assert_mentions(&e, &["withdraws rows", "debezium-json"]);
+    }
+    let e = error(&format!(
+        "{}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT id FROM acc;",
+        source("'format' = 'json', 'debezium-json.schema-include' = 'true'")
+    ));
+    assert_mentions(&e, &["applies to 'format' = 'debezium-json'"]);
+}

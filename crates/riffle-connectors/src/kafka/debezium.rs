@@ -6,9 +6,11 @@
 //! A record with no value (the tombstone Debezium writes after a delete, for log
 //! compaction) carries no change and is passed over.
 
-use riffle_core::arrow::array::{Array, ArrayRef, AsArray, StructArray};
+use riffle_core::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, StructArray};
 use riffle_core::arrow::compute::interleave;
+use riffle_core::arrow::compute::kernels::nullif::nullif;
 use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use riffle_core::arrow::error::ArrowError;
 use riffle_core::{RecordBatch, RowKind};
 use std::sync::Arc;
 
@@ -27,6 +29,33 @@ pub(crate) fn envelope_schema(schema: &SchemaRef) -> SchemaRef {
         Field::new("after", row, true),
         Field::new("op", DataType::Utf8, true),
     ]))
+}
+
+/// Envelopes wrapped with their schema, as Kafka Connect's JSON converter writes them
+/// with `schemas.enable`: `{"schema": …, "payload": <envelope>}`. The schema is not read
+/// (the table's declared columns say what the rows hold).
+pub(crate) fn wrapped_schema(schema: &SchemaRef) -> SchemaRef {
+    let envelope = envelope_schema(schema);
+    Arc::new(Schema::new(vec![Field::new(
+        "payload",
+        DataType::Struct(envelope.fields().clone()),
+        true,
+    )]))
+}
+
+/// The envelopes inside decoded [`wrapped_schema`] records. A record without a
+/// payload gets no `op`, which makes it malformed.
+///
+/// # Errors
+/// Arrow could not rebuild the columns.
+pub(crate) fn payloads(wrapped: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let (fields, mut columns, nulls) = wrapped.column(0).as_struct().clone().into_parts();
+    if let Some(nulls) = nulls {
+        let missing = BooleanArray::new(!nulls.inner(), None);
+        let op = columns.len() - 1;
+        columns[op] = nullif(&columns[op], &missing)?;
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
 }
 
 /// The rows decoded envelopes stand for.

@@ -21,6 +21,9 @@ pub enum ValueFormat {
     Raw,
     /// Debezium's JSON change events (`{"before", "after", "op"}`): a changelog.
     DebeziumJson,
+    /// The same wrapped with their schema, `{"schema": …, "payload": {"before", …}}`
+    /// (Kafka Connect's JSON converter with `schemas.enable`); read only.
+    DebeziumJsonWithSchema,
 }
 
 impl ValueFormat {
@@ -41,6 +44,14 @@ impl ValueFormat {
                 ),
             )),
         }
+    }
+
+    /// Whether values are Debezium change events (the table is a changelog).
+    pub fn is_change_events(self) -> bool {
+        matches!(
+            self,
+            ValueFormat::DebeziumJson | ValueFormat::DebeziumJsonWithSchema
+        )
     }
 
     /// Checks that `schema` suits the format (raw takes exactly one string or bytes
@@ -140,6 +151,7 @@ impl ValueDecoder {
         let declared = schema.clone();
         let (schema, read) = match format {
             ValueFormat::DebeziumJson => (debezium::envelope_schema(&schema), None),
+            ValueFormat::DebeziumJsonWithSchema => (debezium::wrapped_schema(&schema), None),
             _ => (schema, read),
         };
         Self {
@@ -152,7 +164,7 @@ impl ValueDecoder {
 
     /// Whether values are change events (rows come with kinds: [`Self::decode_changes`]).
     pub(crate) fn is_changelog(&self) -> bool {
-        self.format == ValueFormat::DebeziumJson
+        self.format.is_change_events()
     }
 
     /// Decodes Debezium change events into rows with kinds. Records without a value or
@@ -167,10 +179,20 @@ impl ValueDecoder {
             .filter(|&i| values.get(i).is_some_and(|v| !v.is_empty()))
             .collect();
         let events: Values = present.iter().map(|&i| values.get(i)).collect();
-        let (envelopes, bad_events) = self.decode(&events, skip).map_err(|mut bad| {
+        let (decoded, bad_events) = self.decode(&events, skip).map_err(|mut bad| {
             bad.index = present[bad.index];
             bad
         })?;
+        let envelopes = match self.format {
+            ValueFormat::DebeziumJsonWithSchema => {
+                debezium::payloads(&decoded).map_err(|e| BadRecord {
+                    index: 0,
+                    field: Some("payload".into()),
+                    message: e.to_string(),
+                })?
+            }
+            _ => decoded,
+        };
         // Envelope row → record.
         let record_of: Vec<usize> = (0..events.len())
             .filter(|i| !bad_events.contains(i))
@@ -333,6 +355,10 @@ pub(crate) fn encode_rows(format: ValueFormat, batch: &RecordBatch) -> Result<Ve
         ValueFormat::DebeziumJson => {
             encode_rows(ValueFormat::Json, &crate::sinks::debezium_envelope(batch)?)
         }
+        ValueFormat::DebeziumJsonWithSchema => Err(Error::config(
+            "debezium-json.schema-include",
+            "riffle writes Debezium events without their schema; leave the option unset on a sink",
+        )),
         ValueFormat::Raw => {
             if batch.num_columns() != 1 {
                 return Err(Error::config(
@@ -365,6 +391,44 @@ pub(crate) fn encode_rows(format: ValueFormat, batch: &RecordBatch) -> Result<Ve
 mod tests {
     use super::*;
     use riffle_core::arrow::datatypes::{Field, Int64Type, Schema};
+
+    #[test]
+    fn debezium_events_with_or_without_their_schema_and_tombstones_decode_alike() {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+        let plain: [Option<&[u8]>; 4] = [
+            Some(br#"{"before": null, "after": {"id": 1}, "op": "c"}"#),
+            None,
+            Some(b""),
+            Some(br#"{"before": {"id": 1}, "after": {"id": 2}, "op": "u"}"#),
+        ];
+        let wrapped: [Option<&[u8]>; 4] = [
+            Some(br#"{"schema": {"type": "struct"}, "payload": {"before": null, "after": {"id": 1}, "op": "c"}}"#),
+            None,
+            Some(b""),
+            Some(br#"{"schema": {"type": "struct"}, "payload": {"before": {"id": 1}, "after": {"id": 2}, "op": "u"}}"#),
+        ];
+        for (format, values) in [
+            (ValueFormat::DebeziumJson, plain),
+            (ValueFormat::DebeziumJsonWithSchema, wrapped),
+        ] {
+            let mut decoder = ValueDecoder::new(format, schema.clone(), None);
+            let values: Values = values.into_iter().collect();
+            let changes = decoder.decode_changes(&values, false).ok().unwrap();
+            let kinds: Vec<_> = changes.kinds.iter().map(|k| k.short()).collect();
+            assert_eq!(kinds, ["+I", "-U", "+U"], "{format:?}");
+            assert_eq!(changes.records, [0, 3, 3]);
+            assert!(changes.skipped.is_empty());
+            let ids = changes.batch.column(0).as_primitive::<Int64Type>();
+            assert_eq!(ids.values().to_vec(), [1, 1, 2]);
+        }
+        // A wrapped event without its payload is malformed, named by its record.
+        let mut decoder = ValueDecoder::new(ValueFormat::DebeziumJsonWithSchema, schema, None);
+        let values: Values = [Some(&br#"{"schema": {}}"#[..])].into_iter().collect();
+        assert_eq!(
+            decoder.decode_changes(&values, false).err().unwrap().index,
+            0
+        );
+    }
 
     #[test]
     fn a_value_holding_two_records_is_bad_not_half_read() {

@@ -139,7 +139,7 @@ impl SinkFactory for KafkaSinkFactory {
     fn create(&self, schema: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
         if schema.row_kind_index().is_some()
             && self.config.key_columns.is_empty()
-            && self.config.format != ValueFormat::DebeziumJson
+            && !self.config.format.is_change_events()
         {
             // The planner refuses this: a tombstone needs the key it deletes.
             return Err(Error::config(
@@ -277,7 +277,9 @@ impl Sink for KafkaSink {
         // A withdrawn row of a changelog is a tombstone of its key (the value null), or
         // a Debezium delete event.
         let (values, kinds) = match self.config.format {
-            ValueFormat::DebeziumJson => (encode_rows(self.config.format, &batch)?, None),
+            ValueFormat::DebeziumJson | ValueFormat::DebeziumJsonWithSchema => {
+                (encode_rows(self.config.format, &batch)?, None)
+            }
             format => (
                 encode_rows(format, &without_row_kind(&batch)?)?,
                 row_kinds(&batch)?,

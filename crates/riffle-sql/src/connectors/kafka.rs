@@ -79,6 +79,10 @@ const OPTIONS: &[OptionSpec] = &[
         name: "properties.*",
         help: "any librdkafka property, e.g. 'properties.security.protocol' = 'sasl_ssl'; secrets as 'properties.sasl.password.env' = 'VARIABLE'",
     },
+    OptionSpec {
+        name: "debezium-json.schema-include",
+        help: "source with 'format' = 'debezium-json': true when each event is wrapped as {\"schema\": …, \"payload\": …} (Kafka Connect's JSON converter with schemas.enable); default false",
+    },
 ];
 
 fn client(table: &TableDef) -> Result<KafkaClient> {
@@ -139,7 +143,22 @@ impl Connector for KafkaConnector {
         refuse(table, &["sink.delivery", "key.field"], "source")?;
         let client = client(table)?;
         let topic = required(table, "topic", "bids")?;
-        let format = format(table)?;
+        let mut format = format(table)?;
+        if choice_option(
+            table,
+            "debezium-json.schema-include",
+            &["true", "false"],
+            "false",
+        )? == "true"
+        {
+            if format != ValueFormat::DebeziumJson {
+                return Err(SqlError::connector(
+                    &table.name,
+                    "'debezium-json.schema-include' applies to 'format' = 'debezium-json'",
+                ));
+            }
+            format = ValueFormat::DebeziumJsonWithSchema;
+        }
         if table.columns.is_empty() {
             return Err(SqlError::connector(
                 &table.name,
@@ -233,6 +252,7 @@ impl Connector for KafkaConnector {
                 "scan.watermark.idle-timeout",
                 "timestamp.column",
                 "on_malformed",
+                "debezium-json.schema-include",
             ],
             "sink",
         )?;

@@ -121,7 +121,7 @@ impl KafkaSourceFactory {
             .iter()
             .map(|f| f.as_ref().clone().with_nullable(true))
             .collect();
-        if config.format == ValueFormat::DebeziumJson {
+        if config.format.is_change_events() {
             // Change events: a changelog.
             fields.push(riffle_core::row_kind_field());
         }
