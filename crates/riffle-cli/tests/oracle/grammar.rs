@@ -145,7 +145,7 @@ impl Query {
             Query::Session { .. } => &["k", "ws", "we", "n"],
             Query::Distinct { .. } => &["k", "r"],
             Query::Updating { .. } | Query::Having { .. } => &["k", "n", "total"],
-            Query::Regroup { .. } => &["r", "groups", "rows_in", "top", "bottom"],
+            Query::Regroup { .. } => &["r", "groups", "rows_in", "top", "bottom", "sizes"],
             Query::OuterJoin { .. } => &["eid", "pid"],
             Query::Union { .. } => &["a", "b"],
             Query::WindowJoin { .. } => &["eid", "pid", "ws"],
@@ -196,7 +196,7 @@ impl Query {
                 changelog: true, ..
             } => ("(a BIGINT, b BIGINT) ", "debezium-json"),
             Query::Regroup { .. } => (
-                "(r BIGINT, groups BIGINT, rows_in BIGINT, top BIGINT, bottom BIGINT) ",
+                "(r BIGINT, groups BIGINT, rows_in BIGINT, top BIGINT, bottom BIGINT, sizes BIGINT) ",
                 "debezium-json",
             ),
             _ => ("", "json"),
@@ -376,7 +376,7 @@ impl Query {
             .map(|(hm, hr)| format!(" HAVING (count(*) + id % {g}) % {hm} = {hr}"))
             .unwrap_or_default();
         format!(
-            "SELECT total % {m} AS r, count(*) AS groups, sum(n) AS rows_in, max(n) AS top, min(total) AS bottom FROM (\n  SELECT id % {g} AS k, count(*) AS n, sum(v) AS total FROM ev GROUP BY id % {g}{having}) inner_groups\nGROUP BY total % {m}"
+            "SELECT total % {m} AS r, count(*) AS groups, sum(n) AS rows_in, max(n) AS top, min(total) AS bottom, count(DISTINCT n) AS sizes FROM (\n  SELECT id % {g} AS k, count(*) AS n, sum(v) AS total FROM ev GROUP BY id % {g}{having}) inner_groups\nGROUP BY total % {m}"
         )
     }
 }

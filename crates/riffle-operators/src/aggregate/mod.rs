@@ -12,7 +12,7 @@ mod text_extremes;
 pub use accumulators::AccumulatorSet;
 pub use distinct_sets::DistinctValues;
 pub use group_keys::GroupKeys;
-pub(crate) use inputs::{normalize_inputs, Input};
+pub(crate) use inputs::{normalize_inputs, shared_columns, Input};
 
 use riffle_core::arrow::datatypes::{DataType, Field};
 use riffle_core::{Error, Result, StreamSchema};

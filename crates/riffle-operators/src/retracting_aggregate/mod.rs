@@ -5,8 +5,8 @@
 //! rows were all taken back is deleted (`-D`), and a group that gains its first row is
 //! inserted (`+I`). docs/engine.md, "Changelog streams".
 //!
-//! count, sum and avg take a value back by subtracting it (`sums.rs`); min and max keep
-//! every value of a group with its count (`multisets.rs`). count DISTINCT is refused.
+//! count, sum and avg take a value back by subtracting it (`sums.rs`); min, max and
+//! count DISTINCT keep every value of a group with its count (`multisets.rs`).
 
 mod multisets;
 mod sums;
@@ -41,8 +41,8 @@ impl RetractingAggregateFactory {
     /// `aggregates` per `keys` of `input`, a changelog.
     ///
     /// # Errors
-    /// The input has no row kinds, a column is unknown, or an aggregate cannot take a
-    /// value back (min, max, count DISTINCT).
+    /// The input has no row kinds, a column is unknown, or two count DISTINCT of one
+    /// column.
     pub fn new(
         input: &StreamSchema,
         keys: &[&str],
@@ -62,9 +62,7 @@ impl RetractingAggregateFactory {
             .map(|&i| input.schema.field(i).clone())
             .collect();
         let bound = bind_all(&aggregates, input)?;
-        for b in &bound {
-            sums::check(b)?;
-        }
+        sums::check(&bound)?;
         let mut fields = key_fields.clone();
         fields.extend(bound.iter().map(|a| a.output.clone()));
         fields.push(row_kind_field());

@@ -1,7 +1,7 @@
-//! `min` and `max` over rows that can be withdrawn: each group keeps the multiset of
-//! its values (value → how many rows hold it), so a withdrawn extreme gives way to the
-//! next value. Snapshots write a group's multiset as two list columns, values and
-//! counts.
+//! `min`, `max` and `count(DISTINCT …)` over rows that can be withdrawn: each group
+//! keeps the multiset of its values (value → how many rows hold it), so a withdrawn
+//! extreme gives way to the next value and a value counts while any row holds it.
+//! Snapshots write a group's multiset as two list columns, values and counts.
 
 use crate::aggregate::{Input, NumericKind};
 use riffle_core::arrow::array::{
@@ -60,21 +60,30 @@ impl Value {
     }
 }
 
-/// One `min` or `max` aggregate over all groups.
+/// What a multiset answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    Min,
+    Max,
+    /// How many distinct values.
+    Distinct,
+}
+
+/// One `min`, `max` or `count(DISTINCT …)` aggregate over all groups.
 #[derive(Debug)]
 pub(crate) struct Multisets {
     kind: NumericKind,
-    max: bool,
+    answer: Answer,
     /// The aggregate's output type (the input's); values are kept widened.
     output: DataType,
     groups: Vec<BTreeMap<Value, i64>>,
 }
 
 impl Multisets {
-    pub(crate) fn new(kind: NumericKind, max: bool, output: DataType) -> Self {
+    pub(crate) fn new(kind: NumericKind, answer: Answer, output: DataType) -> Self {
         Self {
             kind,
-            max,
+            answer,
             output,
             groups: Vec::new(),
         }
@@ -123,11 +132,17 @@ impl Multisets {
         Ok(())
     }
 
-    /// The least (or greatest) value of each of `groups`, NULL for an empty group.
+    /// The answer for each of `groups`: the least or greatest value (NULL for an empty
+    /// group), or how many distinct values it holds.
     pub(crate) fn finish(&self, groups: &[u32]) -> Result<ArrayRef> {
+        if self.answer == Answer::Distinct {
+            return Ok(Arc::new(Int64Array::from_iter_values(
+                groups.iter().map(|&g| self.groups[g as usize].len() as i64),
+            )));
+        }
         let extreme = |g: &u32| {
             let set = &self.groups[*g as usize];
-            if self.max {
+            if self.answer == Answer::Max {
                 set.keys().next_back()
             } else {
                 set.keys().next()

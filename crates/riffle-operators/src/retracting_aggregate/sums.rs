@@ -4,8 +4,10 @@
 //! Integer sums wrap, so adding and subtracting cancel exactly; float sums take rows
 //! back with rounding error, as Flink's do.
 
-use super::multisets::Multisets;
-use crate::aggregate::{normalize_inputs, AggregateFunction, BoundAggregate, Input, NumericKind};
+use super::multisets::{Answer, Multisets};
+use crate::aggregate::{
+    normalize_inputs, shared_columns, AggregateFunction, BoundAggregate, Input, NumericKind,
+};
 use riffle_core::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array};
 use riffle_core::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
 use riffle_core::{Error, RecordBatch, Result};
@@ -28,23 +30,24 @@ enum Column {
         n: Vec<i64>,
         avg: bool,
     },
-    /// `min` or `max`: every group's values.
+    /// `min`, `max` or `count(DISTINCT …)`: every group's values.
     Extreme(Multisets),
 }
 
-/// Which functions can take rows back, and why the others cannot.
+/// Whether these aggregates can take rows back. Every function can (a `FILTER` is a
+/// function of the row, so a withdrawn row passes it as its insertion did), but two
+/// `count(DISTINCT …)` of one column share their values in the window aggregates'
+/// inputs, which these accumulators do not read.
 ///
 /// # Errors
-/// `count(DISTINCT …)`, which would need a multiset of values per group and aggregate
-/// (not built; min and max keep one).
-pub(crate) fn check(aggregate: &BoundAggregate) -> Result<()> {
-    use AggregateFunction as F;
-    match aggregate.function {
-        F::CountStar | F::Count | F::Sum | F::Avg | F::Min | F::Max => Ok(()),
-        F::CountDistinct => Err(Error::plan(
-            "count(DISTINCT …) over rows that can be withdrawn is not supported; count, sum, avg, min and max are",
-        )),
+/// Two or more `count(DISTINCT …)` of the same column.
+pub(crate) fn check(aggregates: &[BoundAggregate]) -> Result<()> {
+    if !shared_columns(aggregates).is_empty() {
+        return Err(Error::plan(
+            "two count(DISTINCT …) of one column over rows that can be withdrawn are not supported; count each column once",
+        ));
     }
+    Ok(())
 }
 
 /// The accumulators of every aggregate.
@@ -71,12 +74,18 @@ impl RetractableSums {
                     n: Vec::new(),
                     avg: a.function == AggregateFunction::Avg,
                 },
-                (f @ (AggregateFunction::Min | AggregateFunction::Max), kind) => {
-                    Column::Extreme(Multisets::new(
-                        kind,
-                        f == AggregateFunction::Max,
-                        a.output.data_type().clone(),
-                    ))
+                (
+                    f @ (AggregateFunction::Min
+                    | AggregateFunction::Max
+                    | AggregateFunction::CountDistinct),
+                    kind,
+                ) => {
+                    let answer = match f {
+                        AggregateFunction::Min => Answer::Min,
+                        AggregateFunction::Max => Answer::Max,
+                        _ => Answer::Distinct,
+                    };
+                    Column::Extreme(Multisets::new(kind, answer, a.output.data_type().clone()))
                 }
                 _ => Column::Count(Vec::new()),
             })

@@ -144,12 +144,49 @@ fn taking_back_more_than_was_given_is_an_error_not_a_negative_count() {
 }
 
 #[test]
-fn count_distinct_and_an_append_only_input_are_refused() {
+fn count_distinct_counts_a_value_while_any_row_holds_it() {
+    use RowKind::*;
     let spec = vec![AggregateSpec::new(
         AggregateFunction::CountDistinct,
         "v",
-        "x",
+        "d",
     )];
+    let mut op = RetractingAggregateFactory::new(&input(), &["k"], spec)
+        .unwrap()
+        .create(&OperatorContext::detached("agg", 0, 1))
+        .unwrap();
+    let mut out = Vec::new();
+    let steps: [&[(RowKind, i64, Option<i64>)]; 3] = [
+        &[
+            (Insert, 1, Some(1)),
+            (Insert, 1, Some(1)),
+            (Insert, 1, Some(2)),
+            (Insert, 1, None),
+        ],
+        &[(Delete, 1, Some(1))],
+        &[(Delete, 1, Some(1))],
+    ];
+    let mut last = Vec::new();
+    for rows in steps {
+        out.clear();
+        op.on_batch(0, batch(rows), &mut out).unwrap();
+        let b = out.last().unwrap();
+        last.push(
+            b.column_by_name("d")
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .value(0),
+        );
+    }
+    assert_eq!(last, [2, 2, 1]);
+}
+
+#[test]
+fn two_count_distinct_of_one_column_and_an_append_only_input_are_refused() {
+    let spec = vec![
+        AggregateSpec::new(AggregateFunction::CountDistinct, "v", "x"),
+        AggregateSpec::new(AggregateFunction::CountDistinct, "v", "y"),
+    ];
     let e = RetractingAggregateFactory::new(&input(), &["k"], spec)
         .err()
         .unwrap();

@@ -149,7 +149,7 @@ impl Translator<'_> {
                     .map_err(|e| {
                         SqlError::unsupported(
                             format!("this aggregate over a changelog ({e})"),
-                            "count, sum, avg, min and max take withdrawn rows back; for count(DISTINCT …), aggregate the rows before the GROUP BY that changes them",
+                            "count(DISTINCT x) once per column over a changelog; count, sum, avg, min and max take withdrawn rows back",
                         )
                     })?;
                 let node = self.add("aggregate", Arc::new(f), p, &[source])?;
