@@ -14,7 +14,7 @@
 //! earlier one.
 
 use crate::aggregate::{
-    bind_all, describe, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
+    bind_all, describe, touched_in_order, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
 };
 use crate::delta_log::DeltaLog;
 use crate::window::{key_group_column, state_columns, timestamp_array, timestamps, with_row_key};
@@ -203,23 +203,7 @@ impl Operator for UpdatingAggregate {
         // One output row per changed group, in first-touched order, stamped with the
         // newest event time that touched it.
         let ts = timestamps(&batch, self.input_timestamp);
-        let mut latest: Vec<(u32, i64)> = Vec::new();
-        let mut position = std::collections::HashMap::new();
-        for (row, &g) in groups.iter().enumerate() {
-            if distinct && g < known {
-                continue;
-            }
-            match position.get(&g) {
-                Some(&p) => {
-                    let entry: &mut (u32, i64) = &mut latest[p];
-                    entry.1 = entry.1.max(ts[row]);
-                }
-                None => {
-                    position.insert(g, latest.len());
-                    latest.push((g, ts[row]));
-                }
-            }
-        }
+        let latest = touched_in_order(&groups, ts, |g| !(distinct && g < known));
         // The rows to withdraw: the values of the groups that existed, before the update.
         let before = if self.changelog && !distinct {
             let old: Vec<(u32, i64)> = latest.iter().copied().filter(|(g, _)| *g < known).collect();

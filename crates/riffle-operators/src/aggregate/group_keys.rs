@@ -26,6 +26,27 @@ enum Table {
     },
 }
 
+/// The groups of a batch's rows (`groups[row]`, event time `ts[row]`) that `keep`
+/// accepts, each once in the order it first appears, with the newest event time of its
+/// rows: the groups an unbounded aggregate emits a row for after the batch.
+pub fn touched_in_order(groups: &[u32], ts: &[i64], keep: impl Fn(u32) -> bool) -> Vec<(u32, i64)> {
+    let mut touched: Vec<(u32, i64)> = Vec::new();
+    let mut position: HashMap<u32, usize> = HashMap::new();
+    for (&g, &t) in groups.iter().zip(ts) {
+        if !keep(g) {
+            continue;
+        }
+        match position.get(&g) {
+            Some(&p) => touched[p].1 = touched[p].1.max(t),
+            None => {
+                position.insert(g, touched.len());
+                touched.push((g, t));
+            }
+        }
+    }
+    touched
+}
+
 /// Interns key rows into dense group ids `0..len()`.
 pub struct GroupKeys {
     table: Table,
@@ -161,5 +182,24 @@ impl GroupKeys {
     /// The schema of the key columns.
     pub fn key_schema(&self) -> &SchemaRef {
         &self.key_schema
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::touched_in_order;
+
+    #[test]
+    fn each_group_once_in_first_touched_order_with_its_newest_time() {
+        let groups = [3, 1, 3, 2, 1];
+        let ts = [10, 40, 30, 5, 20];
+        assert_eq!(
+            touched_in_order(&groups, &ts, |_| true),
+            [(3, 30), (1, 40), (2, 5)]
+        );
+        assert_eq!(
+            touched_in_order(&groups, &ts, |g| g != 1),
+            [(3, 30), (2, 5)]
+        );
     }
 }

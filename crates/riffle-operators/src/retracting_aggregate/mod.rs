@@ -11,7 +11,7 @@
 mod multisets;
 mod sums;
 
-use crate::aggregate::{bind_all, describe, AggregateSpec, GroupKeys};
+use crate::aggregate::{bind_all, describe, touched_in_order, AggregateSpec, GroupKeys};
 use crate::delta_log::DeltaLog;
 use crate::window::{key_group_column, state_columns, timestamp_array, timestamps, with_row_key};
 use riffle_core::arrow::array::{ArrayRef, AsArray, Int64Array};
@@ -20,7 +20,6 @@ use riffle_core::{
     row_kind_array, row_kind_field, row_kinds, Epoch, Error, Operator, OperatorContext,
     OperatorFactory, OperatorState, RecordBatch, Result, RowKind, StreamSchema,
 };
-use std::collections::HashMap;
 use std::sync::Arc;
 use sums::RetractableSums;
 
@@ -196,32 +195,27 @@ impl Operator for RetractingAggregate {
         let mut groups = Vec::new();
         self.table.intern(&keys, &all, &mut groups)?;
         self.rows.resize(self.table.len(), 0);
-        // The touched groups in first-touched order, with the newest event time and
-        // whether each was in the result before this batch.
+        // The touched groups with their newest event time, and whether each was in the
+        // result before this batch.
         let ts = timestamps(&batch, self.input_timestamp);
-        let mut touched: Vec<(u32, i64, bool)> = Vec::new();
-        let mut position = HashMap::new();
-        for (row, &g) in groups.iter().enumerate() {
-            match position.get(&g) {
-                Some(&p) => {
-                    let entry: &mut (u32, i64, bool) = &mut touched[p];
-                    entry.1 = entry.1.max(ts[row]);
-                }
-                None => {
-                    position.insert(g, touched.len());
-                    touched.push((g, ts[row], self.rows[g as usize] > 0));
-                }
-            }
-        }
-        let (before, before_ts): (Vec<u32>, Vec<i64>) =
-            touched.iter().filter(|t| t.2).map(|t| (t.0, t.1)).unzip();
+        let touched = touched_in_order(&groups, ts, |_| true);
+        let was: Vec<bool> = touched
+            .iter()
+            .map(|&(g, _)| self.rows[g as usize] > 0)
+            .collect();
+        let (before, before_ts): (Vec<u32>, Vec<i64>) = touched
+            .iter()
+            .zip(&was)
+            .filter(|(_, &was)| was)
+            .map(|(&t, _)| t)
+            .unzip();
         // Withdrawn rows carry their old values: taken before the batch applies.
         let old = self.values_of(&before)?;
         for (&g, &s) in groups.iter().zip(&signs) {
             self.rows[g as usize] += s;
         }
         self.sums.apply(batch.columns(), &groups, &signs)?;
-        if let Some(&(g, _, _)) = touched.iter().find(|t| self.rows[t.0 as usize] < 0) {
+        if let Some(&(g, _)) = touched.iter().find(|t| self.rows[t.0 as usize] < 0) {
             return Err(Error::State {
                 operator: self.operator.clone(),
                 message: format!(
@@ -248,7 +242,10 @@ impl Operator for RetractingAggregate {
         let mut now = Vec::new();
         let mut kinds = Vec::new();
         let mut now_ts = Vec::new();
-        for &(g, t, was) in touched.iter().filter(|t| self.rows[t.0 as usize] > 0) {
+        for (&(g, t), &was) in touched.iter().zip(&was) {
+            if self.rows[g as usize] <= 0 {
+                continue;
+            }
             now.push(g);
             kinds.push(if was {
                 RowKind::UpdateAfter
