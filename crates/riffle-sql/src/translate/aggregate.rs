@@ -30,10 +30,7 @@ impl Translator<'_> {
         if let Some(s) = self.interval_max(agg)? {
             return Ok(s);
         }
-        // An unwindowed aggregate below emits withdrawn rows this one can take back.
-        self.changelog_wanted = true;
-        let input = self.translate(&agg.input)?;
-        self.changelog_wanted = false;
+        let input = self.translate_as_changelog(&agg.input)?;
         if input.updating.is_some() && !input.changelog {
             return Err(SqlError::unsupported(
                 "an aggregate over an updating result that is not a changelog (a Top-N, deduplication, or an OVER window over one)",

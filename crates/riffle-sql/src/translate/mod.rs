@@ -49,8 +49,9 @@ pub struct Translator<'a> {
     /// tables' event-time columns are plain columns, and `PROCTIME()` is the row's time.
     pub processing_time: bool,
     names: HashMap<&'static str, usize>,
-    /// The node being translated feeds a filter through projections only: an unwindowed
-    /// aggregate there emits a changelog, so that the filter can withdraw rows.
+    /// The node being translated feeds a filter or an aggregate through projections
+    /// only: an unwindowed aggregate there emits a changelog, so that what reads it can
+    /// withdraw rows (see `translate_as_changelog`).
     changelog_wanted: bool,
 }
 
@@ -99,9 +100,7 @@ impl<'a> Translator<'a> {
             LogicalPlan::Filter(f) => match self.top_n(f)? {
                 Some(top) => top,
                 None => {
-                    self.changelog_wanted = true;
-                    let input = self.translate(&f.input)?;
-                    self.changelog_wanted = false;
+                    let input = self.translate_as_changelog(&f.input)?;
                     self.filter(&input, &f.predicate, f.input.schema())?
                 }
             },
@@ -155,6 +154,16 @@ impl<'a> Translator<'a> {
     }
 
     /// Parallelism of keyed operators.
+    /// The stream of `plan`, read by a filter or an aggregate: an unwindowed aggregate
+    /// at its top (through projections) emits a changelog, whose withdrawn rows the
+    /// reader can pass on or take back.
+    fn translate_as_changelog(&mut self, plan: &LogicalPlan) -> Result<Stream> {
+        self.changelog_wanted = true;
+        let stream = self.translate(plan);
+        self.changelog_wanted = false;
+        stream
+    }
+
     pub(crate) fn parallelism(&self) -> usize {
         self.parallelism
     }
