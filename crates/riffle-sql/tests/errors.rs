@@ -565,6 +565,12 @@ fn debezium_sources_are_changelogs_and_their_schema_option_is_checked() {
             source(format)
         ));
         assert_mentions(&e, &["withdraws rows", "debezium-json"]);
+        // Nor can its DISTINCT rows, which come and go with the rows holding them.
+        let e = error(&format!(
+            "{}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\nINSERT INTO out SELECT DISTINCT region FROM acc;",
+            source(format)
+        ));
+        assert_mentions(&e, &["withdraws rows", "debezium-json"]);
     }
     let e = error(&format!(
         "{}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT id FROM acc;",

@@ -302,3 +302,43 @@ fn the_output_changelog_replays_to_the_aggregate_of_the_live_rows_through_snapsh
         }
     }
 }
+
+#[test]
+fn a_distinct_row_lives_while_any_row_holds_it() {
+    use RowKind::*;
+    let mut op = RetractingAggregateFactory::new(&input(), &["k"], Vec::new())
+        .unwrap()
+        .create(&OperatorContext::detached("agg", 0, 1))
+        .unwrap();
+    let mut live = std::collections::BTreeSet::new();
+    let steps: [&[(RowKind, i64, Option<i64>)]; 3] = [
+        &[
+            (Insert, 1, Some(1)),
+            (Insert, 1, Some(2)),
+            (Insert, 2, None),
+        ],
+        &[(Delete, 1, Some(1)), (Delete, 2, None)],
+        &[(Delete, 1, Some(2))],
+    ];
+    let mut after = Vec::new();
+    for rows in steps {
+        let mut out = Vec::new();
+        op.on_batch(0, batch(rows), &mut out).unwrap();
+        for b in &out {
+            let k = b.column_by_name("k").unwrap().as_primitive::<Int64Type>();
+            for (i, kind) in row_kinds(b).unwrap().unwrap().iter().enumerate() {
+                if kind.is_retraction() {
+                    assert!(
+                        live.remove(&k.value(i)),
+                        "withdrew {} not there",
+                        k.value(i)
+                    );
+                } else {
+                    assert!(live.insert(k.value(i)), "added {} twice", k.value(i));
+                }
+            }
+        }
+        after.push(live.iter().copied().collect::<Vec<_>>());
+    }
+    assert_eq!(after, [vec![1, 2], vec![1], vec![]]);
+}

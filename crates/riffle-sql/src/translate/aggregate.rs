@@ -197,7 +197,9 @@ impl Translator<'_> {
             });
             windows.push(None);
         }
-        let updating = (window.is_none() && !agg.aggr_expr.is_empty())
+        // Updating per group: an unwindowed aggregate, or a DISTINCT over a changelog
+        // (its rows leave when the last row holding them is withdrawn).
+        let updating = (window.is_none() && (!agg.aggr_expr.is_empty() || input.changelog))
             .then(|| (0..agg.group_expr.len()).collect());
         let names = super::unique_names(agg.schema.fields().iter().map(|f| f.name().as_str()));
         let identity = exprs
