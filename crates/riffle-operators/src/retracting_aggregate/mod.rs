@@ -14,7 +14,7 @@ mod sums;
 use crate::aggregate::{bind_all, describe, touched_in_order, AggregateSpec, GroupKeys};
 use crate::delta_log::DeltaLog;
 use crate::window::{key_group_column, state_columns, timestamp_array, timestamps, with_row_key};
-use riffle_core::arrow::array::{ArrayRef, AsArray, Int64Array};
+use riffle_core::arrow::array::{ArrayRef, Int64Array};
 use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use riffle_core::{
     row_kind_array, row_kind_field, row_kinds, Epoch, Error, Operator, OperatorContext,
@@ -280,16 +280,8 @@ impl Operator for RetractingAggregate {
             let mut groups = Vec::new();
             self.table.intern(&keys, &all, &mut groups)?;
             self.rows.resize(self.table.len(), 0);
-            let rows = batch
-                .column_by_name(ROWS_FIELD)
-                .and_then(|c| c.as_primitive_opt::<Int64Type>().cloned())
-                .ok_or_else(|| Error::State {
-                    operator: self.operator.clone(),
-                    message: format!("missing Int64 column `{ROWS_FIELD}`"),
-                })?;
-            for (i, &g) in groups.iter().enumerate() {
-                self.rows[g as usize] = rows.value(i);
-            }
+            let rows = sums::state_values::<Int64Type>(&batch, ROWS_FIELD, &self.operator)?;
+            sums::set_groups(&mut self.rows, &groups, rows.values());
             self.sums.restore(&groups, &batch, &self.operator)?;
         }
         Ok(())

@@ -8,8 +8,10 @@ use super::multisets::{Answer, Multisets};
 use crate::aggregate::{
     normalize_inputs, shared_columns, AggregateFunction, BoundAggregate, Input, NumericKind,
 };
-use riffle_core::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array};
-use riffle_core::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
+use riffle_core::arrow::array::{
+    Array, ArrayRef, AsArray, Float64Array, Int64Array, PrimitiveArray,
+};
+use riffle_core::arrow::datatypes::{ArrowPrimitiveType, DataType, Field, Float64Type, Int64Type};
 use riffle_core::{Error, RecordBatch, Result};
 use std::sync::Arc;
 
@@ -248,61 +250,54 @@ impl RetractableSums {
     ) -> Result<()> {
         let max = groups.iter().copied().max().map_or(0, |g| g as usize + 1);
         self.reserve(max);
-        let column = |name: String| -> Result<ArrayRef> {
-            batch
-                .column_by_name(&name)
-                .cloned()
-                .ok_or_else(|| Error::State {
-                    operator: operator.into(),
-                    message: format!("missing column `{name}`"),
-                })
-        };
         for (c, a) in self.columns.iter_mut().zip(&self.aggregates) {
             let name = a.output.name();
-            if let Column::Extreme(m) = c {
-                m.restore(name, groups, batch, operator)?;
-                continue;
-            }
-            let n = column(format!("{name}__n"))?;
-            let n = n
-                .as_primitive_opt::<Int64Type>()
-                .ok_or_else(|| Error::State {
-                    operator: operator.into(),
-                    message: format!("`{name}__n` is not Int64"),
-                })?;
             let counts = match c {
+                Column::Extreme(m) => {
+                    m.restore(name, groups, batch, operator)?;
+                    continue;
+                }
                 Column::Count(v) => v,
                 Column::Int { sum, n, .. } => {
-                    let s = column(format!("{name}__sum"))?;
-                    let s = s.as_primitive_opt::<Int64Type>().cloned();
-                    let s = s.ok_or_else(|| Error::State {
-                        operator: operator.into(),
-                        message: format!("`{name}__sum` is not Int64"),
-                    })?;
-                    for (i, &g) in groups.iter().enumerate() {
-                        sum[g as usize] = s.value(i);
-                    }
+                    let s = state_values::<Int64Type>(batch, &format!("{name}__sum"), operator)?;
+                    set_groups(sum, groups, s.values());
                     n
                 }
                 Column::Float { sum, n, .. } => {
-                    let s = column(format!("{name}__sum"))?;
-                    let s = s.as_primitive_opt::<Float64Type>().cloned();
-                    let s = s.ok_or_else(|| Error::State {
-                        operator: operator.into(),
-                        message: format!("`{name}__sum` is not Float64"),
-                    })?;
-                    for (i, &g) in groups.iter().enumerate() {
-                        sum[g as usize] = s.value(i);
-                    }
+                    let s = state_values::<Float64Type>(batch, &format!("{name}__sum"), operator)?;
+                    set_groups(sum, groups, s.values());
                     n
                 }
-                Column::Extreme(_) => continue,
             };
-            for (i, &g) in groups.iter().enumerate() {
-                counts[g as usize] = n.value(i);
-            }
+            let n = state_values::<Int64Type>(batch, &format!("{name}__n"), operator)?;
+            set_groups(counts, groups, n.values());
         }
         Ok(())
+    }
+}
+
+/// The column `name` of a state batch of `operator`, of type `T`.
+///
+/// # Errors
+/// It is missing or of another type: the state was written by a different plan.
+pub(super) fn state_values<T: ArrowPrimitiveType>(
+    batch: &RecordBatch,
+    name: &str,
+    operator: &str,
+) -> Result<PrimitiveArray<T>> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_primitive_opt::<T>().cloned())
+        .ok_or_else(|| Error::State {
+            operator: operator.into(),
+            message: format!("missing {} column `{name}`", T::DATA_TYPE),
+        })
+}
+
+/// `target[groups[i]] = values[i]` for every row `i` of a state batch.
+pub(super) fn set_groups<T: Copy>(target: &mut [T], groups: &[u32], values: &[T]) {
+    for (&g, &v) in groups.iter().zip(values) {
+        target[g as usize] = v;
     }
 }
 

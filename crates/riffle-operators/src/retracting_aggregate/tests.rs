@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::aggregate::AggregateFunction;
-use riffle_core::arrow::array::{Array, Float64Array, TimestampNanosecondArray};
+use riffle_core::arrow::array::{Array, AsArray, Float64Array, TimestampNanosecondArray};
 use riffle_core::arrow::datatypes::Float64Type;
 use riffle_core::row_kind_field;
 use std::collections::BTreeMap;
