@@ -5,8 +5,8 @@
 
 use crate::aggregate::{Input, NumericKind};
 use riffle_core::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Float64Builder, Int64Array, Int64Builder, ListArray,
-    ListBuilder, StringArray, StringBuilder,
+    Array, ArrayBuilder, ArrayRef, AsArray, Float64Array, Float64Builder, Int64Array, Int64Builder,
+    ListArray, ListBuilder, StringArray, StringBuilder,
 };
 use riffle_core::arrow::compute::cast;
 use riffle_core::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
@@ -175,52 +175,29 @@ impl Multisets {
 
     /// The multisets of `groups` as `{name}__values` and `{name}__counts` lists.
     pub(crate) fn state(&self, name: &str, groups: &[u32]) -> Vec<(Field, ArrayRef)> {
-        let mut counts = ListBuilder::new(Int64Builder::new());
-        let values: ArrayRef = match self.kind {
-            NumericKind::Int => {
-                let mut b = ListBuilder::new(Int64Builder::new());
-                for &g in groups {
-                    for (v, n) in &self.groups[g as usize] {
-                        if let Value::Int(v) = v {
-                            b.values().append_value(*v);
-                            counts.values().append_value(*n);
-                        }
-                    }
-                    b.append(true);
-                    counts.append(true);
+        let (values, counts) = match self.kind {
+            NumericKind::Int => self.lists(groups, Int64Builder::new(), |b, v| match v {
+                Value::Int(v) => {
+                    b.append_value(*v);
+                    true
                 }
-                Arc::new(b.finish())
-            }
-            NumericKind::Float => {
-                let mut b = ListBuilder::new(Float64Builder::new());
-                for &g in groups {
-                    for (v, n) in &self.groups[g as usize] {
-                        if let Value::Float(v) = v {
-                            b.values().append_value(*v);
-                            counts.values().append_value(*n);
-                        }
-                    }
-                    b.append(true);
-                    counts.append(true);
+                _ => false,
+            }),
+            NumericKind::Float => self.lists(groups, Float64Builder::new(), |b, v| match v {
+                Value::Float(v) => {
+                    b.append_value(*v);
+                    true
                 }
-                Arc::new(b.finish())
-            }
-            NumericKind::Text => {
-                let mut b = ListBuilder::new(StringBuilder::new());
-                for &g in groups {
-                    for (v, n) in &self.groups[g as usize] {
-                        if let Value::Text(v) = v {
-                            b.values().append_value(v);
-                            counts.values().append_value(*n);
-                        }
-                    }
-                    b.append(true);
-                    counts.append(true);
+                _ => false,
+            }),
+            NumericKind::Text => self.lists(groups, StringBuilder::new(), |b, v| match v {
+                Value::Text(v) => {
+                    b.append_value(v);
+                    true
                 }
-                Arc::new(b.finish())
-            }
+                _ => false,
+            }),
         };
-        let counts: ArrayRef = Arc::new(counts.finish());
         vec![
             (
                 Field::new(format!("{name}__values"), values.data_type().clone(), false),
@@ -231,6 +208,28 @@ impl Multisets {
                 counts,
             ),
         ]
+    }
+
+    /// The multisets of `groups` as a list of values (each appended to `builder` by
+    /// `append`, which says whether it took the value) and a list of their counts.
+    fn lists<B: ArrayBuilder>(
+        &self,
+        groups: &[u32],
+        builder: B,
+        append: impl Fn(&mut B, &Value) -> bool,
+    ) -> (ArrayRef, ArrayRef) {
+        let mut values = ListBuilder::new(builder);
+        let mut counts = ListBuilder::new(Int64Builder::new());
+        for &g in groups {
+            for (v, n) in &self.groups[g as usize] {
+                if append(values.values(), v) {
+                    counts.values().append_value(*n);
+                }
+            }
+            values.append(true);
+            counts.append(true);
+        }
+        (Arc::new(values.finish()), Arc::new(counts.finish()))
     }
 
     /// Sets `groups` to the multisets in `batch`'s rows.
