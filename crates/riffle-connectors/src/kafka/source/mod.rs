@@ -248,7 +248,7 @@ impl KafkaSource {
             }
         };
         // Rows decoded, each row's record, and (Debezium) each row's kind.
-        let (batch, rows_of, mut kinds) = if self.values.is_changelog() {
+        let (batch, rows_of, kinds) = if self.values.is_changelog() {
             let changes = self
                 .values
                 .decode_changes(values, skip)
@@ -284,6 +284,10 @@ impl KafkaSource {
                 }
             }
         }
+        // A changelog's row kinds follow the declared columns (and are filtered with them).
+        if let Some(kinds) = kinds {
+            columns.push(Arc::new(row_kind_array(kinds)));
+        }
         let event_column = match &self.config.timestamp {
             KafkaTimestamp::Field(c) | KafkaTimestamp::Record(c) => c.clone(),
         };
@@ -311,13 +315,6 @@ impl KafkaSource {
                 .filter(|(i, _)| valid.value(*i))
                 .map(|(_, r)| r)
                 .collect();
-            if let Some(k) = &mut kinds {
-                let mut at = 0;
-                k.retain(|_| {
-                    at += 1;
-                    valid.value(at - 1)
-                });
-            }
             (columns, filter(&nanos, &valid)?, kept)
         } else {
             (columns, nanos, kept)
@@ -329,9 +326,6 @@ impl KafkaSource {
             }
         }
         let mut all = columns;
-        if let Some(kinds) = kinds {
-            all.push(Arc::new(row_kind_array(kinds)));
-        }
         all.push(nanos);
         let batch = RecordBatch::try_new(self.output.schema.clone(), all)?;
         Ok((batch.num_rows() > 0).then_some(batch))
