@@ -4,10 +4,10 @@
 //! (`-U`, `-D`) is `"op": "d"` with `before`. Replaying the lines in order (create =
 //! upsert by key, delete = remove) gives the result's current rows.
 
-use riffle_core::arrow::array::{ArrayRef, StringArray, StructArray};
+use riffle_core::arrow::array::{StringArray, StructArray};
 use riffle_core::arrow::buffer::NullBuffer;
-use riffle_core::arrow::datatypes::{DataType, Field, Fields, Schema};
-use riffle_core::{row_kinds, RecordBatch, Result, ROW_KIND_FIELD};
+use riffle_core::arrow::datatypes::{DataType, Field, Schema};
+use riffle_core::{row_kinds, RecordBatch, Result};
 use std::sync::Arc;
 
 /// The envelope of every row of `batch` (its `_row_kind`, when it has one, decides the
@@ -18,15 +18,9 @@ use std::sync::Arc;
 pub fn debezium_envelope(batch: &RecordBatch) -> Result<RecordBatch> {
     let kinds = row_kinds(batch)?;
     let retracted = |i: usize| kinds.as_ref().is_some_and(|k| k[i].is_retraction());
-    let schema = batch.schema();
-    let (fields, columns): (Vec<_>, Vec<ArrayRef>) = schema
-        .fields()
-        .iter()
-        .zip(batch.columns())
-        .filter(|(f, _)| f.name() != ROW_KIND_FIELD)
-        .map(|(f, c)| (f.clone(), c.clone()))
-        .unzip();
-    let fields = Fields::from(fields);
+    let rows_only = super::without_row_kind(batch)?;
+    let fields = rows_only.schema().fields().clone();
+    let columns = rows_only.columns().to_vec();
     let rows = batch.num_rows();
     let present = |want_retracted: bool| {
         NullBuffer::from_iter((0..rows).map(|i| retracted(i) == want_retracted))

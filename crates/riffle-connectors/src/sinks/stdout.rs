@@ -1,6 +1,6 @@
 //! A sink that prints rows to standard output.
 
-use super::without_timestamp;
+use super::{without_row_kind, without_timestamp};
 use riffle_core::arrow::array::{ArrayRef, StringArray};
 use riffle_core::arrow::datatypes::{DataType, Field, Schema};
 use riffle_core::arrow::json::LineDelimitedWriter;
@@ -62,17 +62,13 @@ fn with_printed_kinds(batch: RecordBatch) -> Result<RecordBatch> {
     let Some(kinds) = row_kinds(&batch)? else {
         return Ok(batch);
     };
-    let schema = batch.schema();
+    let rest = without_row_kind(&batch)?;
     let mut fields = vec![Field::new(ROW_KIND_FIELD, DataType::Utf8, false)];
+    fields.extend(rest.schema().fields().iter().map(|f| f.as_ref().clone()));
     let mut columns: Vec<ArrayRef> = vec![Arc::new(StringArray::from_iter_values(
         kinds.iter().map(|k| k.short()),
     ))];
-    for (f, c) in schema.fields().iter().zip(batch.columns()) {
-        if f.name() != ROW_KIND_FIELD {
-            fields.push(f.as_ref().clone());
-            columns.push(c.clone());
-        }
-    }
+    columns.extend(rest.columns().iter().cloned());
     Ok(RecordBatch::try_new(
         Arc::new(Schema::new(fields)),
         columns,
