@@ -17,7 +17,7 @@ use crate::aggregate::{
     bind_all, describe, touched_in_order, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
 };
 use crate::delta_log::DeltaLog;
-use crate::window::{key_group_column, state_columns, timestamp_array, timestamps, with_row_key};
+use crate::window::{group_state_batch, state_columns, timestamp_array, timestamps};
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef};
 use riffle_core::{
@@ -168,24 +168,14 @@ impl UpdatingAggregate {
     /// The groups `ids` (keys and accumulator state) as a state batch whose rows are
     /// identified by the group keys.
     fn state_batch(&mut self, ids: &[u32]) -> Result<RecordBatch> {
-        let keys = self.table.keys(ids)?;
-        let (kg_field, kg) = key_group_column(&keys, ids.len(), self.max_parallelism)?;
-        let mut fields = vec![kg_field];
-        let mut columns = vec![kg];
-        fields.extend(self.key_schema.fields().iter().map(|f| f.as_ref().clone()));
-        columns.extend(keys);
-        for (f, c) in self.accumulators.state(ids, self.delta.distinct_values())? {
-            fields.push(f);
-            columns.push(c);
-        }
-        let row_key: Vec<&str> = self
-            .key_schema
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
-        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-        with_row_key(batch, &row_key)
+        let state = self.accumulators.state(ids, self.delta.distinct_values())?;
+        group_state_batch(
+            &self.table,
+            &self.key_schema,
+            ids,
+            self.max_parallelism,
+            state,
+        )
     }
 }
 

@@ -286,6 +286,35 @@ pub(crate) fn with_row_key(batch: RecordBatch, row_key: &[&str]) -> Result<Recor
     Ok(batch.with_schema(Arc::new(schema))?)
 }
 
+/// The state rows of the groups `ids` of `table`, whose keys `key_schema` names: each
+/// row's key group, its keys, then `state`. The keys identify a row, so a later
+/// snapshot's row of the same group replaces it (incremental snapshots).
+pub(crate) fn group_state_batch(
+    table: &crate::aggregate::GroupKeys,
+    key_schema: &SchemaRef,
+    ids: &[u32],
+    max_parallelism: u16,
+    state: Vec<(Field, ArrayRef)>,
+) -> Result<RecordBatch> {
+    let keys = table.keys(ids)?;
+    let (kg_field, kg) = key_group_column(&keys, ids.len(), max_parallelism)?;
+    let mut fields = vec![kg_field];
+    let mut columns = vec![kg];
+    fields.extend(key_schema.fields().iter().map(|f| f.as_ref().clone()));
+    columns.extend(keys);
+    for (f, c) in state {
+        fields.push(f);
+        columns.push(c);
+    }
+    let row_key: Vec<&str> = key_schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+    with_row_key(batch, &row_key)
+}
+
 /// The columns `fields` names, found by name in a state batch of `operator`.
 ///
 /// # Errors

@@ -13,7 +13,7 @@ mod sums;
 
 use crate::aggregate::{bind_all, describe, touched_in_order, AggregateSpec, GroupKeys};
 use crate::delta_log::DeltaLog;
-use crate::window::{key_group_column, state_columns, timestamp_array, timestamps, with_row_key};
+use crate::window::{group_state_batch, state_columns, timestamp_array, timestamps};
 use riffle_core::arrow::array::{ArrayRef, Int64Array};
 use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use riffle_core::{
@@ -153,28 +153,18 @@ impl RetractingAggregate {
     }
 
     fn state_batch(&self, ids: &[u32]) -> Result<RecordBatch> {
-        let keys = self.table.keys(ids)?;
-        let (kg_field, kg) = key_group_column(&keys, ids.len(), self.max_parallelism)?;
-        let mut fields = vec![kg_field];
-        let mut columns = vec![kg];
-        fields.extend(self.key_schema.fields().iter().map(|f| f.as_ref().clone()));
-        columns.extend(keys);
-        fields.push(Field::new(ROWS_FIELD, DataType::Int64, false));
-        columns.push(Arc::new(Int64Array::from_iter_values(
+        let rows: ArrayRef = Arc::new(Int64Array::from_iter_values(
             ids.iter().map(|&g| self.rows[g as usize]),
-        )));
-        for (f, c) in self.sums.state(ids) {
-            fields.push(f);
-            columns.push(c);
-        }
-        let row_key: Vec<&str> = self
-            .key_schema
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
-        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-        with_row_key(batch, &row_key)
+        ));
+        let mut state = vec![(Field::new(ROWS_FIELD, DataType::Int64, false), rows)];
+        state.extend(self.sums.state(ids));
+        group_state_batch(
+            &self.table,
+            &self.key_schema,
+            ids,
+            self.max_parallelism,
+            state,
+        )
     }
 }
 
