@@ -220,8 +220,7 @@ impl Translator<'_> {
         stream.windows = windows;
         if is_outer {
             // A changelog without a key: padded rows are withdrawn by their whole value.
-            stream.changelog = true;
-            stream.updating = Some(Vec::new());
+            stream.make_keyless_changelog();
         }
         match &j.filter {
             Some(f) if semi_as_inner => {

@@ -223,8 +223,7 @@ impl<'a> Translator<'a> {
         }
         if self.graph.schema(node).row_kind_index().is_some() {
             // A source of change events (Debezium): a changelog without a key of its own.
-            stream.changelog = true;
-            stream.updating = Some(Vec::new());
+            stream.make_keyless_changelog();
         }
         if let Some(predicate) = scan.filters.iter().cloned().reduce(|a, b| a.and(b)) {
             stream = self.filter(&stream, &predicate, &scan.projected_schema)?;

@@ -111,6 +111,14 @@ impl Stream {
         }
     }
 
+    /// Marks the rows a changelog without a key of its own (an outer join's, a union's,
+    /// change events'): a row is withdrawn by its whole value, and a table applies it by
+    /// the key it declares.
+    pub fn make_keyless_changelog(&mut self) {
+        self.changelog = true;
+        self.updating = Some(Vec::new());
+    }
+
     /// The same fields after a row filter at `node`.
     pub fn filtered(&self, node: NodeId) -> Self {
         Self {

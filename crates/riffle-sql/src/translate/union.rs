@@ -83,8 +83,7 @@ impl Translator<'_> {
             .filter(|&i| inputs.iter().all(|s| s.event_time == Some(i)));
         if changelog {
             // Rows of different inputs share no key: withdrawn by their whole value.
-            stream.changelog = true;
-            stream.updating = Some(Vec::new());
+            stream.make_keyless_changelog();
         }
         Ok(stream)
     }
