@@ -8,7 +8,7 @@
 //! long or holds mostly overwritten rows, the next snapshot writes the unit in full.
 
 use crate::aggregate::DistinctValues;
-use riffle_core::RecordBatch;
+use riffle_core::{OperatorState, RecordBatch};
 
 /// Longest chain of batches before a full rewrite (bounds files per window and restore work).
 pub(crate) const MAX_CHAIN: usize = 32;
@@ -101,6 +101,18 @@ impl DeltaLog {
         self.chain_groups += self.taken;
         self.batches.push(batch);
         self.written = len;
+    }
+
+    /// The operator state after a snapshot: the earlier batches and `batch`, the one
+    /// made for the groups [`take_changed`](Self::take_changed) returned (none when
+    /// nothing changed), when the unit had `len` groups.
+    pub(crate) fn state_after(&mut self, batch: Option<RecordBatch>, len: usize) -> OperatorState {
+        if let Some(batch) = batch {
+            self.push(batch, len);
+        }
+        OperatorState {
+            batches: self.batches.clone(),
+        }
     }
 }
 

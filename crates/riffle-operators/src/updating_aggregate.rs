@@ -224,13 +224,10 @@ impl Operator for UpdatingAggregate {
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
         let len = self.table.len();
         let ids = self.delta.take_changed(len);
-        if !ids.is_empty() {
-            let batch = self.state_batch(&ids)?;
-            self.delta.push(batch, len);
-        }
-        Ok(OperatorState {
-            batches: self.delta.batches.clone(),
-        })
+        let batch = (!ids.is_empty())
+            .then(|| self.state_batch(&ids))
+            .transpose()?;
+        Ok(self.delta.state_after(batch, len))
     }
     fn restore(&mut self, state: OperatorState) -> Result<()> {
         for batch in state.batches {
