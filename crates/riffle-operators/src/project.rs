@@ -5,8 +5,8 @@ use crate::expr::{compile, CompiledExpr};
 use datafusion_expr::Expr;
 use riffle_core::arrow::datatypes::Schema;
 use riffle_core::{
-    Error, Operator, OperatorContext, OperatorFactory, RecordBatch, Result, StreamSchema,
-    ROW_KIND_FIELD, TIMESTAMP_FIELD,
+    row_kind_array, row_kind_field, Error, Operator, OperatorContext, OperatorFactory, RecordBatch,
+    Result, RowKind, StreamSchema, ROW_KIND_FIELD, TIMESTAMP_FIELD,
 };
 use std::sync::Arc;
 
@@ -16,6 +16,8 @@ pub struct ProjectFactory {
     exprs: Vec<CompiledExpr>,
     input_timestamp: usize,
     input_row_kind: Option<usize>,
+    /// The input is append-only and the output a changelog of its rows as inserts.
+    as_inserts: bool,
     schema: StreamSchema,
 }
 
@@ -56,8 +58,36 @@ impl ProjectFactory {
             exprs,
             input_timestamp: input.timestamp_index,
             input_row_kind,
+            as_inserts: false,
             schema,
         })
+    }
+
+    /// The same projection emitting a changelog: an append-only input's rows as inserts
+    /// (`+I`), so that they can join a union of changelogs. A changelog input is left as
+    /// it is.
+    ///
+    /// # Errors
+    /// Never in practice (the schema keeps its event time).
+    pub fn as_inserts(mut self) -> Result<Self> {
+        if self.input_row_kind.is_some() || self.as_inserts {
+            return Ok(self);
+        }
+        let mut fields: Vec<_> = self
+            .schema
+            .user_fields()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(row_kind_field());
+        fields.push(
+            self.schema
+                .schema
+                .field(self.schema.timestamp_index)
+                .clone(),
+        );
+        self.schema = StreamSchema::new(Arc::new(Schema::new(fields)))?;
+        self.as_inserts = true;
+        Ok(self)
     }
 }
 
@@ -80,6 +110,7 @@ impl OperatorFactory for ProjectFactory {
             exprs: self.exprs.clone(),
             input_timestamp: self.input_timestamp,
             input_row_kind: self.input_row_kind,
+            as_inserts: self.as_inserts,
             schema: self.schema.clone(),
         }))
     }
@@ -89,6 +120,7 @@ struct ProjectOperator {
     exprs: Vec<CompiledExpr>,
     input_timestamp: usize,
     input_row_kind: Option<usize>,
+    as_inserts: bool,
     schema: StreamSchema,
 }
 
@@ -100,6 +132,9 @@ impl Operator for ProjectOperator {
         }
         if let Some(i) = self.input_row_kind {
             columns.push(batch.column(i).clone());
+        } else if self.as_inserts {
+            let inserts = std::iter::repeat_n(RowKind::Insert, batch.num_rows());
+            columns.push(Arc::new(row_kind_array(inserts)));
         }
         columns.push(batch.column(self.input_timestamp).clone());
         out.push(RecordBatch::try_new(self.schema.schema.clone(), columns)?);

@@ -51,6 +51,13 @@ pub enum Query {
     /// `UNION ALL` of a filtered `ev` and `pay`, or of two filtered `GROUP BY`s (two
     /// changelogs, a keyless changelog).
     Union { changelog: bool, m: i64 },
+    /// An aggregate over a Top-N of `ev` per key (the `n` largest `v`, ties by `id`), or
+    /// over a deduplication (`n = 1`, the newest row per key): the aggregate takes back
+    /// the rows that leave a top.
+    RankedRegroup { n: i64, newest: bool, m: i64 },
+    /// A Top-N over an unwindowed `GROUP BY id % g`: the `n` largest groups per
+    /// `k % 3`, whose ranks change as groups grow.
+    TopGroups { g: i64, n: i64 },
     /// Window join of `ev` and `pay` on the key and a tumbling window.
     WindowJoin { size_s: i64 },
     /// Interval join: `pay` rows within `[-lo, +hi]` ms of an `ev` row of the same key.
@@ -71,7 +78,7 @@ pub enum OutputKind {
 }
 
 /// How many kinds of query the grammar has.
-pub const KINDS: u64 = 13;
+pub const KINDS: u64 = 15;
 
 impl Query {
     /// A query of kind `kind % KINDS` with random parameters.
@@ -124,6 +131,15 @@ impl Query {
                 changelog: rng.random_bool(0.5),
                 m: rng.random_range(2..5),
             },
+            13 => Query::RankedRegroup {
+                n: rng.random_range(1..4),
+                newest: rng.random_bool(0.5),
+                m: rng.random_range(2..5),
+            },
+            14 => Query::TopGroups {
+                g: rng.random_range(20..80),
+                n: rng.random_range(1..4),
+            },
             11 => Query::OuterJoin {
                 kind: ["LEFT", "RIGHT", "FULL"][rng.random_range(0..3)],
             },
@@ -148,6 +164,8 @@ impl Query {
             Query::Regroup { .. } => &["r", "groups", "rows_in", "top", "bottom", "sizes"],
             Query::OuterJoin { .. } => &["eid", "pid"],
             Query::Union { .. } => &["a", "b"],
+            Query::RankedRegroup { .. } => &["r", "n", "total", "hi"],
+            Query::TopGroups { .. } => &["p", "rn", "k", "n"],
             Query::WindowJoin { .. } => &["eid", "pid", "ws"],
             Query::IntervalJoin { .. } => &["eid", "pid"],
         }
@@ -156,8 +174,10 @@ impl Query {
     pub fn output_kind(&self) -> OutputKind {
         match self {
             Query::Updating { .. } => OutputKind::Upsert,
-            Query::Having { .. } | Query::Regroup { .. } => OutputKind::Changelog,
-            Query::OuterJoin { .. } => OutputKind::KeylessChangelog,
+            Query::Having { .. } | Query::Regroup { .. } | Query::RankedRegroup { .. } => {
+                OutputKind::Changelog
+            }
+            Query::OuterJoin { .. } | Query::TopGroups { .. } => OutputKind::KeylessChangelog,
             Query::Union {
                 changelog: true, ..
             } => OutputKind::KeylessChangelog,
@@ -199,6 +219,11 @@ impl Query {
                 "(r BIGINT, groups BIGINT, rows_in BIGINT, top BIGINT, bottom BIGINT, sizes BIGINT) ",
                 "debezium-json",
             ),
+            Query::RankedRegroup { .. } => (
+                "(r BIGINT, n BIGINT, total BIGINT, hi BIGINT) ",
+                "debezium-json",
+            ),
+            Query::TopGroups { .. } => ("(p BIGINT, rn BIGINT, k BIGINT, n BIGINT) ", "debezium-json"),
             _ => ("", "json"),
         };
         sql += &format!(
@@ -236,6 +261,7 @@ impl Query {
             Query::Having { .. } => self.having_sql(),
             Query::Regroup { .. } => self.regroup_sql(),
             Query::Union { .. } => self.union_sql(),
+            Query::RankedRegroup { .. } | Query::TopGroups { .. } => self.ranked_sql(),
             Query::OuterJoin { kind } => {
                 format!("SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p ON e.k = p.k")
             }
@@ -299,6 +325,7 @@ impl Query {
             Query::Having { .. } => self.having_sql(),
             Query::Regroup { .. } => self.regroup_sql(),
             Query::Union { .. } => self.union_sql(),
+            Query::RankedRegroup { .. } | Query::TopGroups { .. } => self.ranked_sql(),
             Query::OuterJoin { kind } => {
                 format!("SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p ON e.k = p.k")
             }
@@ -364,6 +391,34 @@ impl Query {
             format!(
                 "SELECT id AS a, v AS b FROM ev WHERE v % {m} = 0\nUNION ALL\nSELECT id AS a, amount AS b FROM pay"
             )
+        }
+    }
+
+    /// A `RankedRegroup` or `TopGroups` query's text, the same in both dialects. Every
+    /// order is total (ties broken by a unique column), so the final ranks are one answer
+    /// whatever order rows arrive in.
+    fn ranked_sql(&self) -> String {
+        match self {
+            Query::RankedRegroup { n, newest, m } => {
+                let order = if *newest {
+                    "ts DESC, id DESC"
+                } else {
+                    "v DESC, id"
+                };
+                format!(
+                    "SELECT v % {m} AS r, count(*) AS n, sum(id) AS total, max(v) AS hi FROM (\n  \
+                     SELECT k, id, v FROM (SELECT k, id, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY {order}) AS rn FROM ev) ranked\n  \
+                     WHERE rn <= {n}) kept\nGROUP BY v % {m}",
+                    n = if *newest { 1 } else { *n }
+                )
+            }
+            Query::TopGroups { g, n } => format!(
+                "SELECT p, rn, k, n FROM (\n  \
+                 SELECT p, k, n, ROW_NUMBER() OVER (PARTITION BY p ORDER BY n DESC, k) AS rn FROM (\n    \
+                 SELECT k % 3 AS p, k, n FROM (SELECT id % {g} AS k, count(*) + id % {g} AS n FROM ev GROUP BY id % {g}) grouped) regrouped) ranked\n\
+                 WHERE rn <= {n}"
+            ),
+            other => unreachable!("ranked_sql of {other:?}"),
         }
     }
 

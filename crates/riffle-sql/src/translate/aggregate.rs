@@ -33,8 +33,8 @@ impl Translator<'_> {
         let input = self.translate_as_changelog(&agg.input)?;
         if input.updating.is_some() && !input.changelog {
             return Err(SqlError::unsupported(
-                "an aggregate over an updating result that is not a changelog (a Top-N, deduplication, or an OVER window over one)",
-                "aggregate the input of the Top-N, or aggregate over a tumble/hop/session window",
+                "an aggregate over an updating result that is not a changelog (an OVER window over an unwindowed GROUP BY)",
+                "aggregate the input of the OVER window",
             ));
         }
         // The keyed exchange into the aggregate carries only what it reads.

@@ -92,6 +92,7 @@ impl<'a> Translator<'a> {
                 LogicalPlan::Projection(_)
                     | LogicalPlan::SubqueryAlias(_)
                     | LogicalPlan::Aggregate(_)
+                    | LogicalPlan::Filter(_)
             );
         let stream = match plan {
             LogicalPlan::TableScan(scan) => self.scan(scan)?,
@@ -155,8 +156,8 @@ impl<'a> Translator<'a> {
 
     /// Parallelism of keyed operators.
     /// The stream of `plan`, read by a filter or an aggregate: an unwindowed aggregate
-    /// at its top (through projections) emits a changelog, whose withdrawn rows the
-    /// reader can pass on or take back.
+    /// or a Top-N at its top (through projections) emits a changelog, whose withdrawn
+    /// rows the reader can pass on or take back.
     fn translate_as_changelog(&mut self, plan: &LogicalPlan) -> Result<Stream> {
         self.changelog_wanted = true;
         let stream = self.translate(plan);
@@ -236,8 +237,8 @@ impl<'a> Translator<'a> {
         // earlier rows cannot be withdrawn (a Top-N's).
         if input.updating.is_some() && !input.changelog {
             return Err(SqlError::unsupported(
-                format!("filtering an updating result that is not a changelog (`{predicate}` over a Top-N or an OVER window of one)"),
-                "filter before ranking, or filter the unwindowed GROUP BY it ranks",
+                format!("filtering an updating result that is not a changelog (`{predicate}` over an OVER window of an unwindowed GROUP BY)"),
+                "filter the rows the OVER window reads",
             ));
         }
         let input = &self.expand_if_read(input, [predicate], schema)?;

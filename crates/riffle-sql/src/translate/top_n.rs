@@ -3,12 +3,15 @@
 //! riffle's `TopNFactory` as an updating result keyed by the partition and the rank
 //! (the partition alone when `N = 1`). Partitioned by a window's end (Flink's Window
 //! Top-N), each window's top rows leave once, when the window closes: append-only.
+//! Read by a filter or an aggregate, or over a changelog (an unwindowed GROUP BY), it
+//! emits a changelog.
 
 use super::{fresh_name, Stream, Translator, WindowPart};
 use crate::error::{Result, SqlError};
 use crate::windows::unaliased;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Column, ScalarValue};
+use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Filter, LogicalPlan, Operator, Window};
 use riffle_operators::{OrderColumn, TopNFactory};
 use std::sync::Arc;
@@ -74,9 +77,24 @@ fn window_below(plan: &LogicalPlan, k: usize) -> Option<(&Window, usize)> {
 impl Translator<'_> {
     /// A filter bounding a `ROW_NUMBER()` as a Top-N, or `None` when `f` is not one.
     pub(super) fn top_n(&mut self, f: &Filter) -> Result<Option<Stream>> {
-        let Some((column, limit)) = rank_bound(&f.predicate) else {
+        let mut changelog = std::mem::take(&mut self.changelog_wanted);
+        // `rn <= N AND price > 5`: the other conjuncts filter the ranked rows (DataFusion
+        // merges a filter over the Top-N into its WHERE).
+        let conjuncts = split_conjunction(&f.predicate);
+        let Some((bound, (column, limit))) = conjuncts
+            .iter()
+            .enumerate()
+            .find_map(|(i, c)| Some((i, rank_bound(c)?)))
+        else {
             return Ok(None);
         };
+        let rest = conjuncts
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != bound)
+            .map(|(_, c)| (*c).clone())
+            .reduce(Expr::and);
+        changelog |= rest.is_some();
         let Ok(k) = f.input.schema().index_of_column(column) else {
             return Ok(None);
         };
@@ -104,8 +122,14 @@ impl Translator<'_> {
         }
         let params = &function.params;
         let in_schema = window.input.schema();
-        let input = self.translate(&window.input)?;
-        super::join::refuse_updating(&input)?;
+        // Over an unwindowed GROUP BY the Top-N reads its changelog, and emits one.
+        let input = self.translate_as_changelog(&window.input)?;
+        if input.updating.is_some() && !input.changelog {
+            return Err(SqlError::unsupported(
+                "a Top-N over an updating result that is not a changelog (an OVER window's)",
+                "rank the rows the OVER window reads, or an unwindowed GROUP BY",
+            ));
+        }
         let input = self.materialize_unless(&input, None)?;
         let input = self.prune(&input)?;
         let name_of = |e: &Expr, what: &str| -> Result<String> {
@@ -155,9 +179,19 @@ impl Translator<'_> {
             }
             _ => None,
         });
-        if let Some(end) = &window_end {
-            factory = factory.closing_windows(end)?;
+        match &window_end {
+            Some(_) if input.changelog => {
+                return Err(SqlError::unsupported(
+                    "a Window Top-N over a changelog",
+                    "rank the rows of a window aggregate, whose rows are final",
+                ))
+            }
+            Some(end) => factory = factory.closing_windows(end)?,
+            // A reader that filters or aggregates the ranks needs their withdrawals.
+            None if changelog => factory = factory.changelog(),
+            None => {}
         }
+        let emits_changelog = factory.is_changelog();
         let p = Some(self.parallelism());
         let node = self.add("top_n", Arc::new(factory), p, &[input.node])?;
         let mut columns = input.columns.clone();
@@ -180,10 +214,15 @@ impl Translator<'_> {
                 keys.push(at);
             }
             stream.updating = Some(keys);
+            stream.changelog = emits_changelog;
         }
         self.memo
             .insert(LogicalPlan::Window(window.clone()), stream);
-        // The filter keeps every row the Top-N emits.
-        Ok(Some(self.translate(&f.input)?))
+        // The rank bound keeps every row the Top-N emits; the rest of the WHERE filters.
+        let ranked = self.translate(&f.input)?;
+        match rest {
+            Some(rest) => Ok(Some(self.filter(&ranked, &rest, f.input.schema())?)),
+            None => Ok(Some(ranked)),
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! `UNION ALL`: each input projected onto the union's column names (and the first
 //! input's types), then one union operator taking every input's rows as they come.
-//! Inputs are append-only streams, or all changelogs (a changelog's rows must stay in
-//! their order per key, so its inputs keep their subtasks: same parallelism, forward).
+//! Inputs are append-only streams, or changelogs (a changelog's rows must stay in their
+//! order per key, so its inputs keep their subtasks: same parallelism, forward); beside
+//! a changelog, an append-only input's rows are inserts (`+I`).
 
 use super::{col_expr, unique_names, Stream, Translator};
 use crate::error::{Result, SqlError};
@@ -15,7 +16,8 @@ impl Translator<'_> {
         let names = unique_names(u.schema.fields().iter().map(|f| f.name().as_str()));
         let mut inputs = Vec::with_capacity(u.inputs.len());
         for input in &u.inputs {
-            let s = self.translate(input)?;
+            // An unwindowed GROUP BY or a Top-N comes as a changelog.
+            let s = self.translate_as_changelog(input)?;
             // Window values become columns; rows of HOP/CUMULATE come once per window.
             inputs.push(self.materialize_unless(&s, None)?);
         }
@@ -23,14 +25,8 @@ impl Translator<'_> {
         for s in &inputs {
             if s.updating.is_some() && !s.changelog {
                 return Err(SqlError::unsupported(
-                    "UNION ALL of an updating result that is not a changelog (a Top-N, or a GROUP BY without a window that nothing filters)",
-                    "union the inputs before aggregating or ranking them",
-                ));
-            }
-            if s.changelog != changelog {
-                return Err(SqlError::unsupported(
-                    "UNION ALL of a changelog and an append-only stream",
-                    "union the inputs before the GROUP BY or outer join that makes the changelog",
+                    "UNION ALL of an updating result that is not a changelog (an OVER window's)",
+                    "union the inputs of the OVER window",
                 ));
             }
         }
@@ -70,7 +66,11 @@ impl Translator<'_> {
                 };
                 exprs.push(e.alias(name));
             }
-            let f = ProjectFactory::new(&schema, exprs)?;
+            let mut f = ProjectFactory::new(&schema, exprs)?;
+            if changelog {
+                // An append-only input's rows join the changelog as inserts.
+                f = f.as_inserts()?;
+            }
             nodes.push(self.add("project", Arc::new(f), None, &[s.node])?);
         }
         let schemas: Vec<&StreamSchema> = nodes.iter().map(|n| self.graph.schema(*n)).collect();

@@ -5,6 +5,12 @@
 //! emptied, and an upsert per (partition, rank) is the whole result (no retractions).
 //! With `N = 1` this is deduplication: the first row of each partition in the order.
 //!
+//! As a changelog ([`TopNFactory::changelog`], `changelog.rs`) each changed rank's
+//! previous row is withdrawn (`-U`) before its new one, so that filters and aggregates
+//! can read the result. Over a changelog input (a Top-N of an unwindowed GROUP BY) rows
+//! can leave a top: then every row of a partition is kept, not only the first `N`, so
+//! that the next row takes a withdrawn row's rank (docs/engine.md, "Changelog streams").
+//!
 //! Rows that tie in the order keep their arrival order: a new row goes after the rows
 //! it ties with (so with `ORDER BY time DESC`, of two rows at the same time the first
 //! to arrive stays first).
@@ -16,17 +22,19 @@
 
 use crate::aggregate::GroupKeys;
 use crate::delta_log::DeltaLog;
+mod changelog;
+
 use crate::window::{
-    fields_but_timestamp, key_schema, keyed_rows_state, state_columns, take_rows, whole_rows,
-    with_row_key,
+    fields_but_timestamp, key_schema, keyed_rows_state, state_columns, take_rows, timestamp_array,
+    timestamps, whole_rows, with_row_key,
 };
 use riffle_core::arrow::array::{ArrayRef, Int64Array};
 use riffle_core::arrow::compute::SortOptions;
-use riffle_core::arrow::datatypes::{DataType, Field, SchemaRef};
-use riffle_core::arrow::row::{OwnedRow, RowConverter, SortField};
+use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use riffle_core::arrow::row::{OwnedRow, Row, RowConverter, SortField};
 use riffle_core::{
-    Epoch, Error, Operator, OperatorContext, OperatorFactory, OperatorState, RecordBatch, Result,
-    StreamSchema,
+    row_kind_field, row_kinds, Epoch, Error, Operator, OperatorContext, OperatorFactory,
+    OperatorState, RecordBatch, Result, RowKind, StreamSchema,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -78,11 +86,40 @@ pub struct TopNFactory {
     rank: String,
     /// A Window Top-N: the input column holding each row's window end.
     window_end: Option<usize>,
+    /// Emits a changelog (`-U` before `+U`).
+    changelog: bool,
+    /// The input is a changelog whose batches carry their row kinds in this column; the
+    /// rows are kept without it (`input` has none).
+    kind_at: Option<usize>,
+}
+
+/// `input` without its column `at`.
+fn without_column(input: &StreamSchema, at: usize) -> Result<StreamSchema> {
+    let fields: Vec<Field> = input
+        .schema
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != at)
+        .map(|(_, f)| f.as_ref().clone())
+        .collect();
+    StreamSchema::new(Arc::new(Schema::new(fields)))
+}
+
+/// The kept rows' columns but the event time, the rank, the row kind of a changelog, and
+/// the event time.
+fn output_schema(input: &StreamSchema, rank: &str, changelog: bool) -> StreamSchema {
+    let mut fields = fields_but_timestamp(input);
+    fields.push(Field::new(rank, DataType::Int64, false));
+    if changelog {
+        fields.push(row_kind_field());
+    }
+    StreamSchema::with_timestamp(fields)
 }
 
 impl TopNFactory {
     /// The first `limit` rows per `partition` in `order`, with their rank (from 1) in a
-    /// column named `rank`.
+    /// column named `rank`. Over a changelog `input` the Top-N emits one too.
     ///
     /// # Errors
     /// Unknown columns, no order, a zero limit, or `rank` already an input column.
@@ -102,24 +139,43 @@ impl TopNFactory {
         if input.index_of(rank).is_ok() {
             return Err(Error::plan(format!("`{rank}` is already an input column")));
         }
+        let kind_at = input.row_kind_index();
+        let input = &match kind_at {
+            Some(at) => without_column(input, at)?,
+            None => input.clone(),
+        };
         let partition = partition
             .iter()
             .map(|c| input.index_of(c))
             .collect::<Result<Vec<_>>>()?;
         let order = OrderColumn::resolve(order, input)?;
         let partition_schema = key_schema(input, &partition);
-        let mut fields = fields_but_timestamp(input);
-        fields.push(Field::new(rank, DataType::Int64, false));
         Ok(Self {
             partition,
             partition_schema,
             order,
             limit,
             input: input.clone(),
-            schema: StreamSchema::with_timestamp(fields),
+            schema: output_schema(input, rank, kind_at.is_some()),
             rank: rank.into(),
             window_end: None,
+            changelog: kind_at.is_some(),
+            kind_at,
         })
+    }
+
+    /// The same Top-N emitting a changelog: a [`riffle_core::ROW_KIND_FIELD`] column,
+    /// and each changed rank's previous row withdrawn (`-U`) before its new row (`+U`;
+    /// `+I` for a rank filled the first time, `-D` for a rank a withdrawal emptied).
+    pub fn changelog(mut self) -> Self {
+        self.changelog = true;
+        self.schema = output_schema(&self.input, &self.rank, true);
+        self
+    }
+
+    /// Whether it emits a changelog (asked to, or over a changelog input).
+    pub fn is_changelog(&self) -> bool {
+        self.changelog
     }
 
     /// A Window Top-N: the partition holds a window (`window_end` names its end
@@ -129,6 +185,11 @@ impl TopNFactory {
     /// # Errors
     /// `window_end` is not an input column, or not one of the partition's.
     pub fn closing_windows(mut self, window_end: &str) -> Result<Self> {
+        if self.changelog {
+            return Err(Error::plan(
+                "a Window Top-N's rows are final, so it neither reads nor emits a changelog",
+            ));
+        }
         let end = self.input.index_of(window_end)?;
         if !self.partition.contains(&end) {
             return Err(Error::plan(format!(
@@ -168,6 +229,8 @@ impl TopNFactory {
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
             delta: DeltaLog::default(),
+            changelog: self.changelog,
+            kind_at: self.kind_at,
         })
     }
 }
@@ -183,6 +246,10 @@ impl OperatorFactory for TopNFactory {
             .collect();
         let closing = if self.window_end.is_some() {
             ", each window once it closes"
+        } else if self.kind_at.is_some() {
+            ", over a changelog, changelog -U/+U"
+        } else if self.changelog {
+            ", changelog -U/+U"
         } else {
             ""
         };
@@ -202,8 +269,10 @@ impl OperatorFactory for TopNFactory {
     }
     fn stable_state(&self) -> bool {
         // An unwindowed Top-N hands back its earlier snapshot batches; a window's state
-        // is written whole (it lives only until the window closes).
-        self.window_end.is_none()
+        // is written whole (it lives only until the window closes), and so is a Top-N
+        // over a changelog (a partition its withdrawals emptied has no row to replace its
+        // earlier top with).
+        self.window_end.is_none() && self.kind_at.is_none()
     }
     fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
         Some(self.partition.clone())
@@ -247,12 +316,33 @@ pub(crate) struct TopN {
     operator: String,
     /// What earlier snapshots wrote, and the partitions changed since.
     delta: DeltaLog,
+    /// Emits a changelog.
+    changelog: bool,
+    /// The input is a changelog with its row kinds in this column of each batch: every
+    /// row is kept, and withdrawals remove them.
+    kind_at: Option<usize>,
 }
+
+/// Per partition changed by a batch, its visible rows (first `N`) before the batch.
+pub(crate) type Before = HashMap<u32, Vec<OwnedRow>>;
 
 impl TopN {
     /// Offers every row of `batch` to its partition's top; returns, per partition that
     /// changed (first-changed order), the first rank that changed (from 0).
     pub(crate) fn offer(&mut self, batch: &RecordBatch) -> Result<Vec<(u32, usize)>> {
+        self.offer_changes(batch, None, None)
+    }
+
+    /// [`offer`](Self::offer) for rows of the given `kinds` (a changelog input's, as
+    /// [`split_kinds`](Self::split_kinds) returns them): withdrawn rows leave their top.
+    /// Fills `before` with the visible rows of each partition the batch changes, as they
+    /// were.
+    pub(crate) fn offer_changes(
+        &mut self,
+        batch: &RecordBatch,
+        kinds: Option<&[RowKind]>,
+        mut before: Option<&mut Before>,
+    ) -> Result<Vec<(u32, usize)>> {
         let n = batch.num_rows();
         let keys: Vec<ArrayRef> = self
             .partition
@@ -271,24 +361,63 @@ impl TopN {
         if self.tops.len() < self.partitions.len() {
             self.tops.resize_with(self.partitions.len(), Vec::new);
         }
+        // Over a changelog every row is kept and withdrawals are matched by value, so the
+        // rows are converted at once.
+        let keep_all = self.kind_at.is_some();
+        let whole = keep_all
+            .then(|| self.rows.convert_columns(batch.columns()))
+            .transpose()?;
         let mut changed: Vec<(u32, usize)> = Vec::new();
         let mut at: HashMap<u32, usize> = HashMap::new();
         for (r, &id) in ids.iter().enumerate() {
             let top = &mut self.tops[id as usize];
             let key = order.row(r);
-            // After every row it ties with: the earlier arrival keeps its rank.
-            let position = top.partition_point(|e| e.order.row() <= key);
+            let withdrawn = kinds.is_some_and(|k| k[r].is_retraction());
+            let position = match (&whole, withdrawn) {
+                (Some(whole), true) => {
+                    withdrawn_at(top, key, whole.row(r)).ok_or_else(|| Error::State {
+                        operator: self.operator.clone(),
+                        message: "the input withdraws a row it never inserted".into(),
+                    })?
+                }
+                // After every row it ties with: the earlier arrival keeps its rank.
+                _ => top.partition_point(|e| e.order.row() <= key),
+            };
+            if position >= self.limit && !keep_all {
+                continue;
+            }
+            if position < self.limit {
+                if let Some(before) = before.as_deref_mut() {
+                    if let std::collections::hash_map::Entry::Vacant(e) = before.entry(id) {
+                        e.insert(visible_rows(top, self.limit, &self.operator)?);
+                    }
+                }
+            }
+            if withdrawn {
+                top.remove(position);
+            } else {
+                let row = match &whole {
+                    Some(whole) => Held::Row(whole.row(r).owned()),
+                    None => Held::Pending(r as u32),
+                };
+                top.insert(
+                    position,
+                    Entry {
+                        order: key.owned(),
+                        row,
+                    },
+                );
+                if !keep_all {
+                    top.truncate(self.limit);
+                }
+            }
+            if keep_all {
+                // Rows past the first `N` change the state, if not the result.
+                self.delta.touch(&[id]);
+            }
             if position >= self.limit {
                 continue;
             }
-            top.insert(
-                position,
-                Entry {
-                    order: key.owned(),
-                    row: Held::Pending(r as u32),
-                },
-            );
-            top.truncate(self.limit);
             match at.get(&id) {
                 Some(&k) => changed[k].1 = changed[k].1.min(position),
                 None => {
@@ -297,7 +426,9 @@ impl TopN {
                 }
             }
         }
-        self.convert_pending(batch, &changed)?;
+        if whole.is_none() {
+            self.convert_pending(batch, &changed)?;
+        }
         let ids: Vec<u32> = changed.iter().map(|&(id, _)| id).collect();
         self.delta.touch(&ids);
         Ok(changed)
@@ -342,6 +473,31 @@ impl TopN {
             }
         }
         Ok(())
+    }
+
+    /// A changelog input's batch as the rows it keeps and their kinds: without the kind
+    /// column, and at event time 0 (a withdrawal names its row by value, whatever time it
+    /// carries). Returns the batch's latest event time too, the time of what it emits.
+    pub(crate) fn split_kinds(
+        &self,
+        batch: &RecordBatch,
+        kind_at: usize,
+    ) -> Result<(RecordBatch, Vec<RowKind>, i64)> {
+        let kinds = row_kinds(batch)?.ok_or_else(|| Error::State {
+            operator: self.operator.clone(),
+            message: "a changelog batch without row kinds".into(),
+        })?;
+        let mut columns = batch.columns().to_vec();
+        columns.remove(kind_at);
+        let ts = self.input.timestamp_index;
+        let latest = timestamps(batch, if kind_at <= ts { ts + 1 } else { ts })
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0);
+        columns[ts] = timestamp_array(vec![0; batch.num_rows()]);
+        let rows = RecordBatch::try_new(self.input.schema.clone(), columns)?;
+        Ok((rows, kinds, latest))
     }
 
     /// The whole top of each partition in `ids`, with ranks, as a state batch whose rows
@@ -427,8 +583,37 @@ impl TopN {
     }
 }
 
+/// Where in `top` the row `row` with order key `key` is: the first of the rows that tie
+/// with it and equal it.
+fn withdrawn_at(top: &[Entry], key: Row<'_>, row: Row<'_>) -> Option<usize> {
+    let first = top.partition_point(|e| e.order.row() < key);
+    top[first..]
+        .iter()
+        .take_while(|e| e.order.row() == key)
+        .position(|e| matches!(&e.row, Held::Row(r) if r.row() == row))
+        .map(|k| first + k)
+}
+
+/// The first `limit` rows of `top`, each converted already (only a failed batch leaves
+/// one pending).
+fn visible_rows(top: &[Entry], limit: usize, operator: &str) -> Result<Vec<OwnedRow>> {
+    top.iter()
+        .take(limit)
+        .map(|e| match &e.row {
+            Held::Row(r) => Ok(r.clone()),
+            Held::Pending(_) => Err(Error::State {
+                operator: operator.into(),
+                message: "a kept row was never converted (an earlier batch failed)".into(),
+            }),
+        })
+        .collect()
+}
+
 impl Operator for TopN {
     fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
+        if self.changelog {
+            return self.on_changes(&batch, out);
+        }
         let changed = self.offer(&batch)?;
         if changed.is_empty() {
             return Ok(());
@@ -439,6 +624,12 @@ impl Operator for TopN {
     }
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+        if self.kind_at.is_some() {
+            // Written whole (`TopNFactory::stable_state`).
+            return Ok(OperatorState {
+                batches: vec![self.full_state()?],
+            });
+        }
         let len = self.tops.len();
         let ids = self.delta.take_changed(len);
         let batch = (!ids.is_empty())
