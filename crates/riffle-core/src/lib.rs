@@ -31,7 +31,9 @@ pub use lookup::{LookupMatches, LookupTable, LookupTableFactory};
 pub use message::{Barrier, BarrierKind, Epoch, Message};
 pub use operator::{CounterValues, Operator, OperatorContext, OperatorFactory, OperatorId};
 pub use parquet;
-pub use row_kind::{row_kind_array, row_kind_field, row_kinds, RowKind, ROW_KIND_FIELD};
+pub use row_kind::{
+    row_kind_array, row_kind_field, row_kinds, RowKind, StreamKind, ROW_KIND_FIELD,
+};
 pub use schema::{timestamp_type, StreamSchema, TIMESTAMP_FIELD};
 pub use sink::{
     committables_by_sink, sort_for_commit, Committable, OutputOwner, Sink, SinkContext,

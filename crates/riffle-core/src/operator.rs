@@ -204,6 +204,22 @@ pub trait OperatorFactory: Send + Sync {
         1
     }
 
+    /// What the emitted rows are, given what the inputs' are. By default: a changelog
+    /// when the schema has a row-kind column; else upserts when a stateless operator
+    /// (a projection, a filter) passes upserts on; else append-only. Operators that
+    /// emit upserts themselves say so.
+    fn output_kind(&self, inputs: &[crate::StreamKind]) -> crate::StreamKind {
+        use crate::StreamKind;
+        match StreamKind::of_schema(self.output_schema()) {
+            StreamKind::AppendOnly
+                if !self.is_stateful() && inputs.contains(&StreamKind::Upsert) =>
+            {
+                StreamKind::Upsert
+            }
+            kind => kind,
+        }
+    }
+
     /// Whether the operator holds state that checkpoints must capture.
     fn is_stateful(&self) -> bool;
 

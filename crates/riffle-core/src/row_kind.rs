@@ -70,6 +70,39 @@ impl RowKind {
     }
 }
 
+/// What a stream's rows are: each final, each replacing its key's earlier row, or each
+/// adding or withdrawing a row (docs/engine.md, "Changelog streams"). `riffle explain`
+/// shows it on every edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    /// Every row is final.
+    AppendOnly,
+    /// A row replaces the earlier row of its key.
+    Upsert,
+    /// Rows carry a [`ROW_KIND_FIELD`]: each adds or withdraws a row.
+    Changelog,
+}
+
+impl StreamKind {
+    /// A changelog when `schema` has a row-kind column, else append-only (an upsert
+    /// stream looks append-only by its schema: its producer says so).
+    pub fn of_schema(schema: &crate::StreamSchema) -> Self {
+        match schema.row_kind_index() {
+            Some(_) => StreamKind::Changelog,
+            None => StreamKind::AppendOnly,
+        }
+    }
+
+    /// The name `riffle explain` prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamKind::AppendOnly => "append-only",
+            StreamKind::Upsert => "upsert",
+            StreamKind::Changelog => "changelog",
+        }
+    }
+}
+
 /// The row kinds of `batch`, or `None` when it has no [`ROW_KIND_FIELD`] (every row an
 /// insert or upsert).
 ///

@@ -22,7 +22,7 @@ use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef};
 use riffle_core::{
     row_kind_array, row_kind_field, Epoch, Operator, OperatorContext, OperatorFactory,
-    OperatorState, RecordBatch, Result, RowKind, StreamSchema,
+    OperatorState, RecordBatch, Result, RowKind, StreamKind, StreamSchema,
 };
 use std::sync::Arc;
 
@@ -107,6 +107,14 @@ impl OperatorFactory for UpdatingAggregateFactory {
     }
     fn output_schema(&self) -> &StreamSchema {
         &self.schema
+    }
+    fn output_kind(&self, _: &[StreamKind]) -> StreamKind {
+        match (self.changelog, self.aggregates.is_empty()) {
+            (true, _) => StreamKind::Changelog,
+            // DISTINCT: each distinct row once, when first seen.
+            (false, true) => StreamKind::AppendOnly,
+            (false, false) => StreamKind::Upsert,
+        }
     }
     fn is_stateful(&self) -> bool {
         true

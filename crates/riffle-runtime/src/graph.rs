@@ -140,6 +140,22 @@ impl JobGraph {
         &self.nodes
     }
 
+    /// Per node, what the rows it emits are (append-only, upsert, changelog). Nodes are
+    /// added after their inputs, so one pass in order sees every input's kind first.
+    pub fn output_kinds(&self) -> Vec<riffle_core::StreamKind> {
+        let mut kinds = Vec::with_capacity(self.nodes.len());
+        for node in &self.nodes {
+            let inputs: Vec<_> = node.inputs.iter().map(|e| kinds[e.from.0]).collect();
+            kinds.push(match &node.kind {
+                NodeKind::Operator(factory) => factory.output_kind(&inputs),
+                NodeKind::Source { .. } | NodeKind::Sink(_) => {
+                    riffle_core::StreamKind::of_schema(&node.schema)
+                }
+            });
+        }
+        kinds
+    }
+
     /// Every sink by its id.
     pub fn sinks(&self) -> std::collections::HashMap<String, Arc<dyn SinkFactory>> {
         self.nodes

@@ -63,9 +63,11 @@ impl PhysicalPlan {
         Self { chains, chain_of }
     }
 
-    /// The plan as text: tasks, their operators, parallelism, exchanges and state.
+    /// The plan as text: tasks, their operators, parallelism, exchanges and state, and
+    /// on each edge what its rows are (append-only, upsert, changelog).
     pub fn explain(&self, graph: &JobGraph) -> String {
         let nodes = graph.nodes();
+        let kinds = graph.output_kinds();
         let mut out = String::new();
         for (c, chain) in self.chains.iter().enumerate() {
             let _ = writeln!(out, "task {c} (parallelism {})", chain.parallelism);
@@ -91,7 +93,8 @@ impl PhysicalPlan {
                         other if k > 0 => format!("{} (chained)", other.name()),
                         other => other.name().to_string(),
                     };
-                    let _ = writeln!(out, "      <- [{}] {how}", from.id);
+                    let kind = kinds[edge.from.0].name();
+                    let _ = writeln!(out, "      <- [{}] {how}, {kind}", from.id);
                 }
             }
         }

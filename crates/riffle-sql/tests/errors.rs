@@ -172,6 +172,27 @@ fn a_filtered_updating_result_is_a_changelog_that_only_deleting_sinks_take() {
     .unwrap();
     let explained = PhysicalPlan::compile(&filtered.graph).explain(&filtered.graph);
     assert!(explained.contains("changelog -U/+U"), "{explained}");
+    // Each edge says what its rows are: the source's final, the Top-N's a changelog.
+    let edge = |from: &str| {
+        explained
+            .lines()
+            .find(|l| l.contains(&format!("<- [{from}]")))
+            .unwrap_or_else(|| panic!("no edge from {from}:\n{explained}"))
+            .to_string()
+    };
+    assert!(edge("bid").ends_with(", append-only"), "{explained}");
+    assert!(edge("top_n_1").ends_with(", changelog"), "{explained}");
+    // Unread by a filter, the Top-N is an upsert stream.
+    let upserts = plan(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out {top3};"
+    ))
+    .unwrap();
+    let explained = PhysicalPlan::compile(&upserts.graph).explain(&upserts.graph);
+    assert!(
+        explained.contains("<- [top_n_1] forward (chained), upsert")
+            || explained.contains("<- [top_n_1] forward, upsert"),
+        "{explained}"
+    );
     // … and so does an aggregate over one.
     plan(&format!(
         "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT rn, count(*) AS n, max(price) AS top FROM ({top3}) GROUP BY rn;"

@@ -221,6 +221,13 @@ impl OperatorFactory for OverAggregateFactory {
         )
     }
 
+    fn output_kind(&self, _: &[riffle_core::StreamKind]) -> riffle_core::StreamKind {
+        match self.mode {
+            Mode::EventTime => riffle_core::StreamKind::AppendOnly,
+            Mode::Updating { .. } => riffle_core::StreamKind::Upsert,
+        }
+    }
+
     fn output_schema(&self) -> &StreamSchema {
         &self.config.schema
     }

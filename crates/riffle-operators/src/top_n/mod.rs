@@ -34,7 +34,7 @@ use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use riffle_core::arrow::row::{OwnedRow, Row, RowConverter, SortField};
 use riffle_core::{
     row_kind_field, row_kinds, Epoch, Error, Operator, OperatorContext, OperatorFactory,
-    OperatorState, RecordBatch, Result, RowKind, StreamSchema,
+    OperatorState, RecordBatch, Result, RowKind, StreamKind, StreamSchema,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -263,6 +263,13 @@ impl OperatorFactory for TopNFactory {
     }
     fn output_schema(&self) -> &StreamSchema {
         &self.schema
+    }
+    fn output_kind(&self, _: &[StreamKind]) -> StreamKind {
+        match (self.changelog, self.window_end) {
+            (true, _) => StreamKind::Changelog,
+            (false, Some(_)) => StreamKind::AppendOnly,
+            (false, None) => StreamKind::Upsert,
+        }
     }
     fn is_stateful(&self) -> bool {
         true
