@@ -46,6 +46,7 @@ fn source_config(broker: &KafkaBroker, topic: &str) -> KafkaSourceConfig {
         batch_rows: 7,
         max_records_per_second: None,
         partition_idle_timeout: None,
+        upsert_key: None,
     }
 }
 

@@ -201,6 +201,20 @@ pub(crate) fn whole_rows(input: &StreamSchema) -> Result<RowConverter> {
     )?)
 }
 
+/// `input` without its column `at` (a changelog's row kind, which rows kept in state
+/// do not hold).
+pub(crate) fn without_column(input: &StreamSchema, at: usize) -> Result<StreamSchema> {
+    let fields: Vec<Field> = input
+        .schema
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != at)
+        .map(|(_, f)| f.as_ref().clone())
+        .collect();
+    StreamSchema::new(Arc::new(Schema::new(fields)))
+}
+
 /// Whole input rows (`columns`, with `_timestamp`) as a state batch: keyed by the key
 /// group of their `key` columns, then `extra` columns after them.
 pub(crate) fn keyed_rows_state(

@@ -114,13 +114,16 @@ fn changes(rows: &[(RowKind, i64, Option<i64>)], ts: i64) -> RecordBatch {
     RecordBatch::try_new(changelog_schema().schema, columns).unwrap()
 }
 
+/// A live (k, v) row.
+type Live = (i64, Option<i64>);
+
 /// A random changelog of (k, v) rows: inserts, deletes and updates of live rows.
-fn random_changes(seed: u64, steps: usize) -> (Vec<(usize, RecordBatch)>, Vec<(i64, Option<i64>)>) {
+fn random_changes(seed: u64, steps: usize) -> (Vec<(usize, RecordBatch)>, Vec<Live>) {
     let mut rng = Rng(seed);
     let mut live: Vec<(i64, Option<i64>)> = Vec::new();
     let (mut batches, mut pending) = (Vec::new(), Vec::new());
     for step in 0..steps {
-        let value = |x: u64| (x % 9 != 0).then_some(x as i64 % 40);
+        let value = |x: u64| (!x.is_multiple_of(9)).then_some(x as i64 % 40);
         if !live.is_empty() && rng.below(5) < 2 {
             let (k, v) = live.swap_remove(rng.below(live.len() as u64) as usize);
             if rng.below(2) == 0 {

@@ -602,3 +602,55 @@ fn debezium_sources_are_changelogs_and_their_schema_option_is_checked() {
     ));
     assert_mentions(&e, &["applies to 'format' = 'debezium-json'"]);
 }
+
+#[test]
+fn upsert_kafka_tables_need_their_key_and_become_changelogs_by_it() {
+    let table = |key: &str, options: &str| {
+        format!(
+            "CREATE TABLE acc (id BIGINT, region VARCHAR, balance BIGINT, ts TIMESTAMP{key}, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'upsert-kafka', 'bootstrap.servers' = '127.0.0.1:1', 'topic' = 't'{options});\n"
+        )
+    };
+    let sink = "CREATE TABLE out (region VARCHAR, n BIGINT, PRIMARY KEY (region)) WITH ('connector' = 'postgres', 'url' = 'postgres://u@127.0.0.1:1/db');\n";
+    let query = "INSERT INTO out SELECT region, count(*) AS n FROM acc GROUP BY region;";
+    let planned = plan(&format!(
+        "{}{sink}{query}",
+        table(", PRIMARY KEY (id) NOT ENFORCED", ", 'key.format' = 'json'")
+    ))
+    .unwrap();
+    let explained = PhysicalPlan::compile(&planned.graph).explain(&planned.graph);
+    assert!(
+        explained.contains("upserts to a changelog by (id)"),
+        "{explained}"
+    );
+    assert!(
+        explained.contains("keyed by (id), changelog"),
+        "{explained}"
+    );
+    // The normalized rows are a changelog keyed by id: a table keyed by id takes them.
+    plan(&format!(
+        "{}CREATE TABLE copy (id BIGINT, balance BIGINT, PRIMARY KEY (id)) WITH ('connector' = 'postgres', 'url' = 'postgres://u@127.0.0.1:1/db');\nINSERT INTO copy SELECT id, balance FROM acc;",
+        table(", PRIMARY KEY (id) NOT ENFORCED", "")
+    ))
+    .unwrap();
+    for (key, options, expected) in [
+        ("", "", "needs PRIMARY KEY"),
+        (
+            ", PRIMARY KEY (id) NOT ENFORCED",
+            ", 'value.format' = 'csv'",
+            "value.format",
+        ),
+        (
+            ", PRIMARY KEY (id) NOT ENFORCED",
+            ", 'format' = 'json'",
+            "'format'",
+        ),
+        (
+            ", PRIMARY KEY (id) NOT ENFORCED",
+            ", 'sink.delivery' = 'at-least-once'",
+            "does not apply",
+        ),
+    ] {
+        let e = error(&format!("{}{sink}{query}", table(key, options)));
+        assert_mentions(&e, &["acc", expected]);
+    }
+}

@@ -25,6 +25,7 @@ mod kafka_sink;
 mod kafka_to_postgres;
 mod postgres_changelog;
 mod postgres_sink;
+mod upsert_kafka;
 
 use common::{riffle, stderr};
 use kafka::KafkaBroker;

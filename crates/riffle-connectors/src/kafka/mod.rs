@@ -12,6 +12,7 @@ mod producer;
 mod sink;
 mod source;
 mod transactions;
+mod upsert;
 
 pub use format::ValueFormat;
 pub use sink::{KafkaDelivery, KafkaSinkConfig, KafkaSinkFactory};

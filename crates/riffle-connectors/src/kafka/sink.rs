@@ -53,6 +53,9 @@ pub struct KafkaSinkConfig {
     /// object of several (records of a key stay in order on one partition, and a
     /// compacted topic keeps the last per key); empty: no key.
     pub key_columns: Vec<String>,
+    /// Keys are JSON objects even of one column (Flink's `upsert-kafka` with
+    /// `'key.format' = 'json'`).
+    pub json_keys: bool,
     /// Exactly-once or at-least-once.
     pub delivery: KafkaDelivery,
     /// Names the transactional ids and the ledger: `<pipeline>/<table>`.
@@ -69,6 +72,7 @@ impl KafkaSinkConfig {
             topic: topic.into(),
             format: ValueFormat::Json,
             key_columns: Vec::new(),
+            json_keys: false,
             delivery: KafkaDelivery::ExactlyOnce,
             label: label.into(),
             transaction_timeout: Duration::from_secs(60),
@@ -285,7 +289,7 @@ impl Sink for KafkaSink {
                 row_kinds(&batch)?,
             ),
         };
-        let keys = record_keys(&self.config.key_columns, &batch)?;
+        let keys = record_keys(&self.config.key_columns, self.config.json_keys, &batch)?;
         let transactional;
         let (producer, name): (&KafkaProducer, Option<&str>) = match &self.output {
             Output::Transactional(t) => {
@@ -341,8 +345,12 @@ impl Sink for KafkaSink {
 }
 
 /// The record keys of `batch`'s rows: one column's text, or a JSON object of several
-/// columns; `None` without key columns.
-fn record_keys(columns: &[String], batch: &RecordBatch) -> Result<Option<Vec<Vec<u8>>>> {
+/// columns (or of one, with `json`); `None` without key columns.
+fn record_keys(
+    columns: &[String],
+    json: bool,
+    batch: &RecordBatch,
+) -> Result<Option<Vec<Vec<u8>>>> {
     let column = |name: &String| {
         batch
             .schema()
@@ -351,7 +359,7 @@ fn record_keys(columns: &[String], batch: &RecordBatch) -> Result<Option<Vec<Vec
     };
     match columns {
         [] => Ok(None),
-        [one] => {
+        [one] if !json => {
             let array = batch.column(column(one)?);
             let keys = (0..batch.num_rows())
                 .map(|r| array_value_to_string(array, r).map(String::into_bytes))

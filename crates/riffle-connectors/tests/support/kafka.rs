@@ -23,6 +23,9 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
+
+/// A record to produce: partition, key, value (`None`: a tombstone), timestamp (ms).
+pub type KeyedInput = (i32, Option<Vec<u8>>, Option<Vec<u8>>, i64);
 use std::time::{Duration, Instant};
 
 /// Counts what the broker refused (e.g. a partition that does not exist).
@@ -185,6 +188,16 @@ impl KafkaBroker {
     /// Produces `values` to `topic`, record i to partition `i % partitions` (or the
     /// given partition), with timestamps `ts(i)`; waits for delivery.
     pub fn produce(&self, topic: &str, records: &[(i32, Vec<u8>, i64)]) {
+        let keyless: Vec<KeyedInput> = records
+            .iter()
+            .map(|(p, value, ts)| (*p, None, Some(value.clone()), *ts))
+            .collect();
+        self.produce_keyed(topic, &keyless);
+    }
+
+    /// Produces (partition, key, value, timestamp) records; a `None` value is a
+    /// tombstone. Waits for delivery.
+    pub fn produce_keyed(&self, topic: &str, records: &[KeyedInput]) {
         // One record per batch: tansu's high watermark is wrong for bigger batches.
         let producer: BaseProducer<FailedDeliveries> = self
             .client()
@@ -192,11 +205,16 @@ impl KafkaBroker {
             .set("linger.ms", "0")
             .create_with_context(FailedDeliveries::default())
             .unwrap();
-        for (partition, value, ts) in records {
-            let mut record = BaseRecord::<(), [u8]>::to(topic)
-                .payload(value.as_slice())
+        for (partition, key, value, ts) in records {
+            let mut record = BaseRecord::<[u8], [u8]>::to(topic)
                 .partition(*partition)
                 .timestamp(*ts);
+            if let Some(key) = key {
+                record = record.key(key.as_slice());
+            }
+            if let Some(value) = value {
+                record = record.payload(value.as_slice());
+            }
             loop {
                 match producer.send(record) {
                     Ok(()) => break,

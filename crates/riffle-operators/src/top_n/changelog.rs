@@ -13,12 +13,15 @@ use riffle_core::arrow::row::Row;
 use riffle_core::{row_kind_array, Error, RecordBatch, Result, RowKind};
 use std::sync::Arc;
 
+/// A row to emit and its kind.
+type Emitted<'a> = Option<(Row<'a>, RowKind)>;
+
 /// What one rank of a changed partition emits: its old row withdrawn (`-U`, or `-D` when
 /// the rank is empty now) and its new row added (`+U`, or `+I` when it was empty).
 pub(crate) fn rank_change<'a>(
     old: Option<Row<'a>>,
     new: Option<Row<'a>>,
-) -> (Option<(Row<'a>, RowKind)>, Option<(Row<'a>, RowKind)>) {
+) -> (Emitted<'a>, Emitted<'a>) {
     match (old, new) {
         (Some(o), Some(n)) if o == n => (None, None),
         (Some(o), Some(n)) => (

@@ -26,11 +26,11 @@ mod changelog;
 
 use crate::window::{
     fields_but_timestamp, key_schema, keyed_rows_state, state_columns, take_rows, timestamp_array,
-    timestamps, whole_rows, with_row_key,
+    timestamps, whole_rows, with_row_key, without_column,
 };
 use riffle_core::arrow::array::{ArrayRef, Int64Array};
 use riffle_core::arrow::compute::SortOptions;
-use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use riffle_core::arrow::datatypes::{DataType, Field, SchemaRef};
 use riffle_core::arrow::row::{OwnedRow, Row, RowConverter, SortField};
 use riffle_core::{
     row_kind_field, row_kinds, Epoch, Error, Operator, OperatorContext, OperatorFactory,
@@ -91,19 +91,6 @@ pub struct TopNFactory {
     /// The input is a changelog whose batches carry their row kinds in this column; the
     /// rows are kept without it (`input` has none).
     kind_at: Option<usize>,
-}
-
-/// `input` without its column `at`.
-fn without_column(input: &StreamSchema, at: usize) -> Result<StreamSchema> {
-    let fields: Vec<Field> = input
-        .schema
-        .fields()
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != at)
-        .map(|(_, f)| f.as_ref().clone())
-        .collect();
-    StreamSchema::new(Arc::new(Schema::new(fields)))
 }
 
 /// The kept rows' columns but the event time, the rank, the row kind of a changelog, and

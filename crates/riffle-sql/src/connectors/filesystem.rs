@@ -97,6 +97,7 @@ impl Connector for FilesystemConnector {
             },
             expected_rows: None,
             sql_names: None,
+            upsert_key: None,
         })
     }
 

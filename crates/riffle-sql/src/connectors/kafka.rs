@@ -141,103 +141,7 @@ impl Connector for KafkaConnector {
 
     fn source(&self, table: &TableDef, _: &RunSettings) -> Result<SourceTable> {
         refuse(table, &["sink.delivery", "key.field"], "source")?;
-        let client = client(table)?;
-        let topic = required(table, "topic", "bids")?;
-        let mut format = format(table)?;
-        if choice_option(
-            table,
-            "debezium-json.schema-include",
-            &["true", "false"],
-            "false",
-        )? == "true"
-        {
-            if format != ValueFormat::DebeziumJson {
-                return Err(SqlError::connector(
-                    &table.name,
-                    "'debezium-json.schema-include' applies to 'format' = 'debezium-json'",
-                ));
-            }
-            format = ValueFormat::DebeziumJsonWithSchema;
-        }
-        if table.columns.is_empty() {
-            return Err(SqlError::connector(
-                &table.name,
-                "a Kafka source needs its columns declared: CREATE TABLE name (col TYPE, …, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH (…)",
-            ));
-        }
-        let watermark = required_watermark(table, "a Kafka source")?;
-        let timestamp = match table.options.get("timestamp.column") {
-            Some(column) if *column == watermark.column => KafkaTimestamp::Record(column.clone()),
-            Some(column) => {
-                return Err(SqlError::connector(
-                    &table.name,
-                    format!(
-                        "'timestamp.column' = '{column}' must be the WATERMARK column `{}`",
-                        watermark.column
-                    ),
-                ))
-            }
-            None => KafkaTimestamp::Field(watermark.column.clone()),
-        };
-        let startup = match choice_option(
-            table,
-            "scan.startup.mode",
-            &["earliest", "latest", "group-offsets", "timestamp"],
-            "earliest",
-        )? {
-            "latest" => KafkaStartup::Latest,
-            "group-offsets" => KafkaStartup::GroupOffsets,
-            "timestamp" => {
-                let text = required(table, "scan.startup.timestamp-millis", "1700000000000")?;
-                KafkaStartup::Timestamp(text.trim().parse().map_err(|_| {
-                    SqlError::connector(
-                        &table.name,
-                        format!(
-                            "'scan.startup.timestamp-millis' = '{text}' is not epoch milliseconds"
-                        ),
-                    )
-                })?)
-            }
-            _ => KafkaStartup::Earliest,
-        };
-        let bounded = choice_option(
-            table,
-            "scan.bounded.mode",
-            &["unbounded", "latest-offset"],
-            "unbounded",
-        )? == "latest-offset";
-        let on_malformed = malformed_option(table)?;
-        let idle_timeout = duration_option(
-            table,
-            "scan.watermark.idle-timeout",
-            Some(DEFAULT_IDLE_TIMEOUT),
-        )?;
-        let factory = KafkaSourceFactory::new(KafkaSourceConfig {
-            client,
-            topic: topic.to_string(),
-            group_id: table.options.get("group.id").cloned(),
-            format,
-            schema: Arc::new(Schema::new(table.columns.clone())),
-            timestamp,
-            startup,
-            bounded,
-            on_malformed,
-            batch_rows: 8192,
-            max_records_per_second: count_option(table, "scan.max-records-per-second")?,
-            partition_idle_timeout: idle_timeout,
-        })
-        .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
-        Ok(SourceTable {
-            factory: Arc::new(factory),
-            event_time: watermark.column,
-            watermarks: WatermarkStrategy {
-                max_out_of_orderness: watermark.delay,
-                // A subtask whose partitions are quiet must not hold the others back.
-                idle_timeout,
-            },
-            expected_rows: None,
-            sql_names: None,
-        })
+        kafka_source(table, None)
     }
 
     fn sink(&self, table: &TableDef, pipeline: &str) -> Result<SinkTable> {
@@ -256,48 +160,164 @@ impl Connector for KafkaConnector {
             ],
             "sink",
         )?;
-        let client = client(table)?;
-        let topic = required(table, "topic", "results")?;
-        let mut config = KafkaSinkConfig::new(client, topic, format!("{pipeline}/{}", table.name));
-        config.format = format(table)?;
-        // JSON values can hold a window `{start, end}`; CSV and raw cannot.
-        let nested = matches!(config.format, ValueFormat::Json | ValueFormat::DebeziumJson);
-        let debezium = config.format == ValueFormat::DebeziumJson;
-        // A declared key makes the topic an upsert log: each updated row is a record
-        // keyed by it, and a compacted topic keeps the last one per key.
-        config.key_columns = match table.options.get("key.field") {
-            Some(_) if !table.primary_key.is_empty() => {
-                return Err(SqlError::connector(
+        kafka_sink(table, pipeline, false)
+    }
+}
+
+/// The source of a `kafka` table, or (with the key columns) of an `upsert-kafka` one,
+/// whose values are JSON.
+pub(super) fn kafka_source(
+    table: &TableDef,
+    upsert_key: Option<Vec<String>>,
+) -> Result<SourceTable> {
+    let client = client(table)?;
+    let topic = required(table, "topic", "bids")?;
+    let mut format = match upsert_key {
+        Some(_) => ValueFormat::Json,
+        None => format(table)?,
+    };
+    if choice_option(
+        table,
+        "debezium-json.schema-include",
+        &["true", "false"],
+        "false",
+    )? == "true"
+    {
+        if format != ValueFormat::DebeziumJson {
+            return Err(SqlError::connector(
+                &table.name,
+                "'debezium-json.schema-include' applies to 'format' = 'debezium-json'",
+            ));
+        }
+        format = ValueFormat::DebeziumJsonWithSchema;
+    }
+    if table.columns.is_empty() {
+        return Err(SqlError::connector(
+                &table.name,
+                "a Kafka source needs its columns declared: CREATE TABLE name (col TYPE, …, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH (…)",
+            ));
+    }
+    let watermark = required_watermark(table, "a Kafka source")?;
+    let timestamp = match table.options.get("timestamp.column") {
+        Some(column) if *column == watermark.column => KafkaTimestamp::Record(column.clone()),
+        Some(column) => {
+            return Err(SqlError::connector(
+                &table.name,
+                format!(
+                    "'timestamp.column' = '{column}' must be the WATERMARK column `{}`",
+                    watermark.column
+                ),
+            ))
+        }
+        None => KafkaTimestamp::Field(watermark.column.clone()),
+    };
+    let startup = match choice_option(
+        table,
+        "scan.startup.mode",
+        &["earliest", "latest", "group-offsets", "timestamp"],
+        "earliest",
+    )? {
+        "latest" => KafkaStartup::Latest,
+        "group-offsets" => KafkaStartup::GroupOffsets,
+        "timestamp" => {
+            let text = required(table, "scan.startup.timestamp-millis", "1700000000000")?;
+            KafkaStartup::Timestamp(text.trim().parse().map_err(|_| {
+                SqlError::connector(
                     &table.name,
-                    "declare PRIMARY KEY (…) or 'key.field', not both: the primary key is the record key",
-                ))
-            }
-            Some(column) => vec![column.clone()],
-            None => table.primary_key.clone(),
-        };
-        let updates = if table.primary_key.is_empty() {
-            Err(format!(
+                    format!("'scan.startup.timestamp-millis' = '{text}' is not epoch milliseconds"),
+                )
+            })?)
+        }
+        _ => KafkaStartup::Earliest,
+    };
+    let bounded = choice_option(
+        table,
+        "scan.bounded.mode",
+        &["unbounded", "latest-offset"],
+        "unbounded",
+    )? == "latest-offset";
+    let on_malformed = malformed_option(table)?;
+    let idle_timeout = duration_option(
+        table,
+        "scan.watermark.idle-timeout",
+        Some(DEFAULT_IDLE_TIMEOUT),
+    )?;
+    let factory = KafkaSourceFactory::new(KafkaSourceConfig {
+        client,
+        topic: topic.to_string(),
+        group_id: table.options.get("group.id").cloned(),
+        format,
+        schema: Arc::new(Schema::new(table.columns.clone())),
+        timestamp,
+        startup,
+        bounded,
+        on_malformed,
+        batch_rows: 8192,
+        max_records_per_second: count_option(table, "scan.max-records-per-second")?,
+        partition_idle_timeout: idle_timeout,
+        upsert_key: upsert_key.clone(),
+    })
+    .map_err(|e| SqlError::connector(&table.name, e.to_string()))?;
+    Ok(SourceTable {
+        factory: Arc::new(factory),
+        event_time: watermark.column,
+        watermarks: WatermarkStrategy {
+            max_out_of_orderness: watermark.delay,
+            // A subtask whose partitions are quiet must not hold the others back.
+            idle_timeout,
+        },
+        expected_rows: None,
+        sql_names: None,
+        upsert_key,
+    })
+}
+
+/// The sink of a `kafka` table, or of an `upsert-kafka` one (`upsert`: JSON values,
+/// keys a JSON object of the primary key's columns).
+pub(super) fn kafka_sink(table: &TableDef, pipeline: &str, upsert: bool) -> Result<SinkTable> {
+    let client = client(table)?;
+    let topic = required(table, "topic", "results")?;
+    let mut config = KafkaSinkConfig::new(client, topic, format!("{pipeline}/{}", table.name));
+    config.format = match upsert {
+        true => ValueFormat::Json,
+        false => format(table)?,
+    };
+    config.json_keys = upsert;
+    // JSON values can hold a window `{start, end}`; CSV and raw cannot.
+    let nested = matches!(config.format, ValueFormat::Json | ValueFormat::DebeziumJson);
+    let debezium = config.format == ValueFormat::DebeziumJson;
+    // A declared key makes the topic an upsert log: each updated row is a record
+    // keyed by it, and a compacted topic keeps the last one per key.
+    config.key_columns = match table.options.get("key.field") {
+        Some(_) if !table.primary_key.is_empty() => return Err(SqlError::connector(
+            &table.name,
+            "declare PRIMARY KEY (…) or 'key.field', not both: the primary key is the record key",
+        )),
+        Some(column) => vec![column.clone()],
+        None => table.primary_key.clone(),
+    };
+    let updates = if table.primary_key.is_empty() {
+        Err(format!(
                 "`{}` appends records to a Kafka topic; declare PRIMARY KEY (…) on it to write the updates as records keyed by it (an upsert log, for a compacted topic)",
                 table.name
             ))
-        } else {
-            Ok(())
-        };
-        config.delivery = match choice_option(
-            table,
-            "sink.delivery",
-            &["exactly-once", "at-least-once"],
-            "exactly-once",
-        )? {
-            "at-least-once" => KafkaDelivery::AtLeastOnce,
-            _ => KafkaDelivery::ExactlyOnce,
-        };
-        Ok(SinkTable {
-            factory: Arc::new(KafkaSinkFactory::new(config)),
-            // A withdrawn row is a tombstone of its key, or a Debezium delete event.
-            retractions: if debezium { Ok(()) } else { updates.clone() },
-            updates,
-            nested,
-        })
-    }
+    } else {
+        Ok(())
+    };
+    config.delivery = match choice_option(
+        table,
+        "sink.delivery",
+        &["exactly-once", "at-least-once"],
+        "exactly-once",
+    )? {
+        "at-least-once" => KafkaDelivery::AtLeastOnce,
+        _ => KafkaDelivery::ExactlyOnce,
+    };
+    Ok(SinkTable {
+        factory: Arc::new(KafkaSinkFactory::new(config)),
+        // A withdrawn row is a tombstone of its key, or a Debezium delete event.
+        retractions: if debezium { Ok(()) } else { updates.clone() },
+        updates,
+        nested,
+    })
 }

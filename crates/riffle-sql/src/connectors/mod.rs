@@ -8,6 +8,7 @@ mod kafka;
 mod nexmark;
 mod postgres;
 mod sinks;
+mod upsert_kafka;
 
 use crate::ddl::{TableDef, Watermark};
 use crate::error::{Result, SqlError};
@@ -25,6 +26,7 @@ pub use kafka::KafkaConnector;
 pub use nexmark::NexmarkConnector;
 pub use postgres::PostgresConnector;
 pub use sinks::{BlackholeConnector, StdoutConnector};
+pub use upsert_kafka::UpsertKafkaConnector;
 
 /// One option a connector accepts.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +50,9 @@ pub struct SourceTable {
     /// The names SQL reads the columns by, in order, when they are not the source's
     /// own (a nexmark table declared with Flink's `dateTime`, `itemName`, …).
     pub sql_names: Option<Vec<String>>,
+    /// An upsert source keyed by these columns: its rows are `+U` (the key's new row)
+    /// and `-D` (the key deleted), which the planner turns into a changelog by the key.
+    pub upsert_key: Option<Vec<String>>,
 }
 
 /// A table written by `INSERT INTO`.
@@ -147,6 +152,7 @@ impl Default for ConnectorRegistry {
         registry.register(Arc::new(BlackholeConnector));
         registry.register(Arc::new(PostgresConnector));
         registry.register(Arc::new(KafkaConnector));
+        registry.register(Arc::new(UpsertKafkaConnector));
         registry.register(Arc::new(IcebergConnector));
         registry
     }

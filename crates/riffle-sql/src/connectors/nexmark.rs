@@ -129,6 +129,7 @@ impl Connector for NexmarkConnector {
             },
             expected_rows: config.events,
             sql_names: flink_names.then_some(flink),
+            upsert_key: None,
         })
     }
 }

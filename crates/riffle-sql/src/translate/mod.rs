@@ -27,7 +27,7 @@ use datafusion::functions::core::expr_fn::named_struct;
 use datafusion::logical_expr::{cast, lit, Expr, LogicalPlan, Projection};
 use riffle_core::arrow::datatypes::DataType;
 use riffle_core::{LookupTableFactory, OperatorFactory, TIMESTAMP_FIELD};
-use riffle_operators::{FilterFactory, ProjectFactory, WindowSpec};
+use riffle_operators::{FilterFactory, ProjectFactory, UpsertNormalizeFactory, WindowSpec};
 use riffle_runtime::{JobGraph, NodeId};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -200,9 +200,15 @@ impl<'a> Translator<'a> {
             Some(n) => *n,
             None => {
                 let p = self.parallelism;
-                let n = self
-                    .graph
-                    .source(&table, source.factory.clone(), p, source.watermarks)?;
+                let mut n =
+                    self.graph
+                        .source(&table, source.factory.clone(), p, source.watermarks)?;
+                if let Some(key) = &source.upsert_key {
+                    // Upserts and deletes by key become a changelog, keyed by the key.
+                    let refs: Vec<&str> = key.iter().map(String::as_str).collect();
+                    let factory = UpsertNormalizeFactory::new(self.graph.schema(n), &refs)?;
+                    n = self.add("upsert_normalize", Arc::new(factory), Some(p), &[n])?;
+                }
                 self.source_nodes.insert(table.clone(), n);
                 n
             }
@@ -223,8 +229,17 @@ impl<'a> Translator<'a> {
             stream.event_time = stream.columns.iter().position(|c| *c == source.event_time);
         }
         if self.graph.schema(node).row_kind_index().is_some() {
-            // A source of change events (Debezium): a changelog without a key of its own.
+            // A source of change events (Debezium): a changelog without a key of its own;
+            // an upsert topic's, keyed by its primary key (while the query keeps it).
             stream.make_keyless_changelog();
+            let key = source.upsert_key.as_deref().unwrap_or_default();
+            let at: Option<Vec<usize>> = key
+                .iter()
+                .map(|k| stream.columns.iter().position(|c| c == k))
+                .collect();
+            if let Some(at) = at {
+                stream.updating = Some(at);
+            }
         }
         if let Some(predicate) = scan.filters.iter().cloned().reduce(|a, b| a.and(b)) {
             stream = self.filter(&stream, &predicate, &scan.projected_schema)?;

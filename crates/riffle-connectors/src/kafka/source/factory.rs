@@ -4,6 +4,7 @@
 use super::{lag, KafkaSource};
 use crate::decode::{columns_to_read, reading_note};
 use crate::kafka::format::{ValueDecoder, ValueFormat};
+use crate::kafka::upsert::UpsertDecoder;
 use crate::kafka::KafkaClient;
 use crate::MalformedRecords;
 use rdkafka::consumer::BaseConsumer;
@@ -69,6 +70,9 @@ pub struct KafkaSourceConfig {
     /// delivers again (its later records may then be late); none: an empty partition
     /// stops event time.
     pub partition_idle_timeout: Option<Duration>,
+    /// An upsert topic keyed by these columns (`kafka::upsert`): values are the keys'
+    /// new rows (`+U`), tombstones delete them (`-D`). JSON values only.
+    pub upsert_key: Option<Vec<String>>,
 }
 
 /// Builds Kafka source subtasks.
@@ -115,14 +119,20 @@ impl KafkaSourceFactory {
             config.schema.clone()
         };
         config.format.check(&value_schema)?;
+        if config.upsert_key.is_some() && config.format != ValueFormat::Json {
+            return Err(Error::config(
+                "value.format",
+                "an upsert topic's values are JSON rows: 'value.format' = 'json'",
+            ));
+        }
         let mut fields: Vec<Field> = config
             .schema
             .fields()
             .iter()
             .map(|f| f.as_ref().clone().with_nullable(true))
             .collect();
-        if config.format.is_change_events() {
-            // Change events: a changelog.
+        if config.format.is_change_events() || config.upsert_key.is_some() {
+            // Change events or upserts: rows with kinds.
             fields.push(riffle_core::row_kind_field());
         }
         let output = StreamSchema::with_timestamp(fields);
@@ -149,7 +159,8 @@ impl SourceFactory for KafkaSourceFactory {
     /// JSON and CSV values: the used columns, the event-time one and the NOT NULL
     /// ones are decoded (a raw value is one column, read whole).
     fn reading_only(&self, used: &[usize]) -> Option<Arc<dyn SourceFactory>> {
-        if self.config.format == ValueFormat::Raw {
+        // An upsert's whole row is what the normalizer compares and withdraws.
+        if self.config.format == ValueFormat::Raw || self.config.upsert_key.is_some() {
             return None;
         }
         let event_time = match &self.config.timestamp {
@@ -203,7 +214,22 @@ impl SourceFactory for KafkaSourceFactory {
                     .client
                     .error(format!("cannot create a consumer: {e}"))
             })?;
+        let upsert = match &config.upsert_key {
+            Some(key) => {
+                let event_field = match &config.timestamp {
+                    KafkaTimestamp::Field(c) => Some(c.clone()),
+                    KafkaTimestamp::Record(_) => None,
+                };
+                Some(UpsertDecoder::new(
+                    self.value_schema.clone(),
+                    key,
+                    event_field,
+                )?)
+            }
+            None => None,
+        };
         Ok(Box::new(KafkaSource {
+            upsert,
             config: config.clone(),
             output: self.output.clone(),
             values: ValueDecoder::new(config.format, self.value_schema.clone(), self.read.clone()),

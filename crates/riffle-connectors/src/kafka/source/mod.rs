@@ -32,6 +32,8 @@ struct KafkaSource {
     config: Arc<KafkaSourceConfig>,
     output: StreamSchema,
     values: ValueDecoder,
+    /// An upsert topic's decoder (record keys and tombstones too).
+    upsert: Option<super::upsert::UpsertDecoder>,
     consumer: BaseConsumer<lag::LagContext>,
     subtask: usize,
     parallelism: usize,
@@ -236,6 +238,7 @@ impl KafkaSource {
         &mut self,
         records: Vec<Polled>,
         values: &Values,
+        keys: &Values,
     ) -> Result<Option<RecordBatch>> {
         let skip = self.config.on_malformed == MalformedRecords::Skip;
         let topic = self.config.topic.clone();
@@ -248,7 +251,14 @@ impl KafkaSource {
             }
         };
         // Rows decoded, each row's record, and (Debezium) each row's kind.
-        let (batch, rows_of, kinds) = if self.values.is_changelog() {
+        let (batch, rows_of, kinds) = if let Some(upsert) = &mut self.upsert {
+            let times: Vec<Option<i64>> = records.iter().map(|r| r.timestamp_ms).collect();
+            let changes = upsert
+                .decode(values, keys, &times, skip)
+                .map_err(malformed)?;
+            self.counters.add_skipped(changes.skipped.len() as u64);
+            (changes.batch, changes.records, Some(changes.kinds))
+        } else if self.values.is_changelog() {
             let changes = self
                 .values
                 .decode_changes(values, skip)
@@ -369,6 +379,8 @@ impl Source for KafkaSource {
         }
         let mut records = Vec::new();
         let mut values = Values::default();
+        // An upsert topic's record keys (tombstones name what they delete by them).
+        let mut keys = Values::default();
         let mut wait = Duration::from_millis(50);
         while records.len() < limit {
             let Some(message) = self.consumer.poll(wait) else {
@@ -396,6 +408,9 @@ impl Source for KafkaSource {
                 timestamp_ms: message.timestamp().to_millis(),
             });
             values.push(message.payload());
+            if self.upsert.is_some() {
+                keys.push(message.key());
+            }
         }
         if let Some((_, read)) = &mut self.throttle {
             *read += records.len() as u64;
@@ -419,7 +434,7 @@ impl Source for KafkaSource {
         if records.is_empty() {
             return Ok(SourcePoll::Pending);
         }
-        Ok(match self.decode_batch(records, &values)? {
+        Ok(match self.decode_batch(records, &values, &keys)? {
             Some(batch) => SourcePoll::Batch(batch),
             None => SourcePoll::Pending,
         })
