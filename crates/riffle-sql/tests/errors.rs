@@ -231,10 +231,15 @@ fn a_filtered_updating_result_is_a_changelog_that_only_deleting_sinks_take() {
         "{BID}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\n{left}"
     ));
     assert_mentions(&e, &["withdraws rows", "debezium-json"]);
-    let e = error(&format!(
-        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT a.auction, b.bidder FROM (SELECT *, tumble(INTERVAL '1' SECOND) AS w FROM bid) a FULL JOIN (SELECT *, tumble(INTERVAL '1' SECOND) AS w FROM bid) b ON a.auction = b.bidder AND a.w = b.w;"
-    ));
-    assert_mentions(&e, &["JOIN of windows", "hint:"]);
+    // An outer window join's padded rows leave when the window closes: append-only, so
+    // even plain JSON files take them.
+    let windowed = plan(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\nINSERT INTO out SELECT a.auction, b.bidder FROM (SELECT *, tumble(INTERVAL '1' SECOND) AS w FROM bid) a FULL JOIN (SELECT *, tumble(INTERVAL '1' SECOND) AS w FROM bid) b ON a.auction = b.bidder AND a.w = b.w;"
+    ))
+    .unwrap();
+    let explained = PhysicalPlan::compile(&windowed.graph).explain(&windowed.graph);
+    assert!(explained.contains("full outer join"), "{explained}");
+    assert!(!explained.contains(", changelog"), "{explained}");
     // debezium-json is a sink format only.
     let e = error(
         "CREATE TABLE src (ts BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'debezium-json');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT ts FROM src;",

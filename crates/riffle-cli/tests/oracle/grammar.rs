@@ -60,6 +60,9 @@ pub enum Query {
     TopGroups { g: i64, n: i64 },
     /// Window join of `ev` and `pay` on the key and a tumbling window.
     WindowJoin { size_s: i64 },
+    /// The same as a `LEFT`, `RIGHT` or `FULL` join: a row that matched nothing in its
+    /// window leaves padded when the window closes (append-only).
+    OuterWindowJoin { size_s: i64, kind: &'static str },
     /// Interval join: `pay` rows within `[-lo, +hi]` ms of an `ev` row of the same key.
     IntervalJoin { lo_ms: i64, hi_ms: i64 },
 }
@@ -78,7 +81,7 @@ pub enum OutputKind {
 }
 
 /// How many kinds of query the grammar has.
-pub const KINDS: u64 = 15;
+pub const KINDS: u64 = 16;
 
 impl Query {
     /// A query of kind `kind % KINDS` with random parameters.
@@ -131,6 +134,10 @@ impl Query {
                 changelog: rng.random_bool(0.5),
                 m: rng.random_range(2..5),
             },
+            15 => Query::OuterWindowJoin {
+                size_s: [1, 2][rng.random_range(0..2)],
+                kind: ["LEFT", "RIGHT", "FULL"][rng.random_range(0..3)],
+            },
             13 => Query::RankedRegroup {
                 n: rng.random_range(1..4),
                 newest: rng.random_bool(0.5),
@@ -167,7 +174,7 @@ impl Query {
             Query::RankedRegroup { .. } => &["r", "n", "total", "hi"],
             Query::TopGroups { .. } => &["p", "rn", "k", "n"],
             Query::WindowJoin { .. } => &["eid", "pid", "ws"],
-            Query::IntervalJoin { .. } => &["eid", "pid"],
+            Query::IntervalJoin { .. } | Query::OuterWindowJoin { .. } => &["eid", "pid"],
         }
     }
 
@@ -199,6 +206,7 @@ impl Query {
         if matches!(
             self,
             Query::WindowJoin { .. }
+                | Query::OuterWindowJoin { .. }
                 | Query::IntervalJoin { .. }
                 | Query::OuterJoin { .. }
                 | Query::Union { .. }
@@ -275,6 +283,11 @@ impl Query {
                 "SELECT e.id AS eid, p.id AS pid FROM ev e JOIN pay p ON e.k = p.k\n\
                  WHERE p.ts BETWEEN e.ts - {lo_ms} AND e.ts + {hi_ms}"
             ),
+            Query::OuterWindowJoin { size_s, kind } => format!(
+                "SELECT e.id AS eid, p.id AS pid\n\
+                 FROM (SELECT id, k, tumble(INTERVAL '{size_s}' SECOND) AS w FROM ev) e\n\
+                 {kind} JOIN (SELECT id, k, tumble(INTERVAL '{size_s}' SECOND) AS w FROM pay) p\n  ON e.k = p.k AND e.w = p.w"
+            ),
         };
         sql + "INSERT INTO out\n" + &select + ";\n"
     }
@@ -339,6 +352,12 @@ impl Query {
                 "SELECT e.id AS eid, p.id AS pid FROM ev e JOIN pay p ON e.k = p.k\n\
                  WHERE p.ts BETWEEN e.ts - {lo_ms} AND e.ts + {hi_ms}"
             ),
+            Query::OuterWindowJoin { size_s, kind } => {
+                let size = size_s * 1000;
+                format!(
+                    "SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p\n  ON e.k = p.k AND e.ts // {size} = p.ts // {size}"
+                )
+            }
         }
     }
 }

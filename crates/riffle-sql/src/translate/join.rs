@@ -100,12 +100,6 @@ impl Translator<'_> {
                 "join ON a.key = b.key (and a.w = b.w for a window join); riffle has no cross or theta joins on streams",
             ));
         }
-        if window.is_some() && is_outer {
-            return Err(SqlError::unsupported(
-                format!("{} JOIN of windows", j.join_type),
-                "outer joins are unbounded for now: join ON the keys alone, or use an inner window join",
-            ));
-        }
         if window.is_none() && kind == JoinKind::LeftSemi {
             return Err(SqlError::unsupported(
                 "EXISTS / IN over an unbounded stream",
@@ -172,7 +166,8 @@ impl Translator<'_> {
                     granule,
                     &refs(&left_cols),
                     &refs(&right_cols),
-                )?;
+                )?
+                .with_outer(outer.0, outer.1)?;
                 self.add("window_join", Arc::new(f), p, &[left.node, right.node])?
             }
             None => {
@@ -218,8 +213,9 @@ impl Translator<'_> {
             .collect();
         let mut stream = Stream::of_node(node, columns);
         stream.windows = windows;
-        if is_outer {
+        if is_outer && window.is_none() {
             // A changelog without a key: padded rows are withdrawn by their whole value.
+            // (A window's padded rows are final: they leave when it closes.)
             stream.make_keyless_changelog();
         }
         match &j.filter {

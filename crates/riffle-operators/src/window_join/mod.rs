@@ -2,14 +2,19 @@
 //!
 //! Both sides are keyed by their join keys and buffered per window; when the watermark
 //! closes a window the buffered rows are joined with a hash table. `LeftSemi` emits each
-//! left row once if any right row matches (Nexmark q8); `Inner` emits every pair.
+//! left row once if any right row matches (Nexmark q8); `Inner` emits every pair, and
+//! as an outer join ([`WindowJoinFactory::with_outer`], `outer.rs`) also each row of an
+//! outer side that matched nothing in its window, padded with NULLs: once the window
+//! closes a row's matches are all known, so the result stays append-only.
 //! Output: the chosen left columns, the chosen right columns (inner only),
 //! `window_start`, `window_end`, `_timestamp = window_end − 1ns`.
 
 use crate::aggregate::GroupKeys;
 use crate::delta_log::DeltaLog;
+mod outer;
+
 use crate::window::{
-    nanos, take_rows, timestamp_array, timestamps, window_fields, window_start, window_state_schema,
+    nanos, timestamp_array, timestamps, window_fields, window_start, window_state_schema,
 };
 use riffle_core::arrow::array::{ArrayRef, AsArray, StructArray, UInt32Array};
 use riffle_core::arrow::buffer::BooleanBuffer;
@@ -48,6 +53,8 @@ pub struct WindowJoinFactory {
     key_schema: SchemaRef,
     size: i64,
     schema: StreamSchema,
+    /// Unmatched rows of (left, right) are emitted padded with NULLs.
+    outer: (bool, bool),
 }
 
 /// The columns one side of a join keeps until its window fires.
@@ -153,7 +160,41 @@ impl WindowJoinFactory {
             key_schema,
             size: nanos(size),
             schema: StreamSchema::with_timestamp(fields),
+            outer: (false, false),
         })
+    }
+
+    /// The same join as a LEFT (`left`), RIGHT (`right`) or FULL outer join: a row of an
+    /// outer side that matches nothing in its window is emitted when the window closes,
+    /// the other side's columns NULL.
+    ///
+    /// # Errors
+    /// A semi join.
+    pub fn with_outer(mut self, left: bool, right: bool) -> Result<Self> {
+        if (left || right) && self.kind != JoinKind::Inner {
+            return Err(Error::plan("only an inner window join can be outer"));
+        }
+        self.outer = (left, right);
+        let left_fields = self.buffers[0].out.len();
+        let fields: Vec<Field> = self
+            .schema
+            .user_fields()
+            .enumerate()
+            .map(|(i, f)| {
+                // A padded row's other side is NULL.
+                let padded = if i < left_fields { right } else { left };
+                f.as_ref().clone().with_nullable(f.is_nullable() || padded)
+            })
+            .collect();
+        let window_bounds = 2;
+        let mut fields = fields;
+        // The window bounds are never padded.
+        let n = fields.len();
+        for f in &mut fields[n - window_bounds..] {
+            *f = f.clone().with_nullable(false);
+        }
+        self.schema = StreamSchema::with_timestamp(fields);
+        Ok(self)
     }
 }
 
@@ -165,10 +206,15 @@ impl OperatorFactory for WindowJoinFactory {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let kind = match self.outer {
+            (true, true) => "full outer".to_string(),
+            (true, false) => "left outer".to_string(),
+            (false, true) => "right outer".to_string(),
+            (false, false) => format!("{:?}", self.kind),
+        };
         format!(
-            "tumble({}) {:?} join on ({}) = ({})",
+            "tumble({}) {kind} join on ({}) = ({})",
             crate::window::display_nanos(self.size),
-            self.kind,
             names(&self.left, &self.left_keys),
             names(&self.right, &self.right_keys)
         )
@@ -262,7 +308,8 @@ impl WindowJoin {
 
     fn join(&self, start: EventTime, buffered: Buffered) -> Result<Option<RecordBatch>> {
         let [left, right] = buffered.sides;
-        if left.is_empty() {
+        let (pad_left, pad_right) = self.plan.outer;
+        if left.is_empty() && !pad_right {
             return Ok(None);
         }
         let left = concat_batches(&self.plan.buffers[0].schema, &left)?;
@@ -285,7 +332,7 @@ impl WindowJoin {
             }
             None
         } else {
-            if right.is_empty() {
+            if right.is_empty() && !pad_left {
                 return Ok(None);
             }
             let right = concat_batches(&self.plan.buffers[1].schema, &right)?;
@@ -307,10 +354,17 @@ impl WindowJoin {
             }
             Some(right)
         };
-        if out_left.is_empty() {
+        // The rows each side takes: matched pairs, then an outer side's unmatched rows.
+        let (left_take, right_take) = outer::picks(
+            out_left,
+            out_right,
+            (left.num_rows(), right.as_ref().map_or(0, |r| r.num_rows())),
+            self.plan.outer,
+        );
+        let n = left_take.len();
+        if n == 0 {
             return Ok(None);
         }
-        let n = out_left.len();
         let left_cols: Vec<ArrayRef> = self.plan.buffers[0]
             .out
             .iter()
@@ -324,8 +378,8 @@ impl WindowJoin {
                 .collect(),
             None => Vec::new(),
         };
-        let mut columns = take_rows(&left_cols, &out_left)?;
-        columns.extend(take_rows(&right_cols, &out_right)?);
+        let mut columns = outer::take(&left_cols, &left_take)?;
+        columns.extend(outer::take(&right_cols, &right_take)?);
         columns.push(timestamp_array(vec![start; n]));
         columns.push(timestamp_array(vec![start + self.plan.size; n]));
         columns.push(timestamp_array(vec![start + self.plan.size - 1; n]));
