@@ -38,6 +38,7 @@ fn source_config(broker: &KafkaBroker, topic: &str) -> KafkaSourceConfig {
         topic: topic.into(),
         group_id: Some(format!("test-{topic}")),
         format: ValueFormat::Json,
+        avro: Default::default(),
         schema: bids_schema(),
         timestamp: KafkaTimestamp::Field("ts".into()),
         startup: KafkaStartup::Earliest,

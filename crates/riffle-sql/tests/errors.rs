@@ -659,3 +659,30 @@ fn upsert_kafka_tables_need_their_key_and_become_changelogs_by_it() {
         assert_mentions(&e, &["acc", expected]);
     }
 }
+
+#[test]
+fn avro_options_are_checked_at_planning() {
+    let source = |options: &str| {
+        format!(
+            "CREATE TABLE t (id BIGINT, ts BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'kafka', 'bootstrap.servers' = '127.0.0.1:1', 'topic' = 't'{options});\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT id FROM t;"
+        )
+    };
+    for options in [
+        ", 'format' = 'avro'",
+        ", 'format' = 'avro', 'avro.schema' = '{\"type\": \"record\", \"name\": \"r\", \"fields\": [{\"name\": \"id\", \"type\": \"long\"}, {\"name\": \"ts\", \"type\": \"long\"}]}'",
+        ", 'format' = 'avro-confluent', 'avro-confluent.url' = 'http://127.0.0.1:1'",
+    ] {
+        plan(&source(options)).unwrap_or_else(|e| panic!("{options}: {e}"));
+    }
+    for (options, expected) in [
+        (", 'format' = 'avro-confluent'", "avro-confluent.url"),
+        (", 'format' = 'json', 'avro.schema' = '{}'", "does not apply"),
+        (", 'format' = 'avro', 'avro-confluent.url' = 'http://x'", "does not apply"),
+        (", 'format' = 'avro', 'avro.schema' = 'not json'", "Avro"),
+        // A writer schema without the table's column `ts` and no default for it.
+        (", 'format' = 'avro', 'avro.schema' = '{\"type\": \"record\", \"name\": \"r\", \"fields\": [{\"name\": \"id\", \"type\": \"string\"}]}'", "resolve"),
+    ] {
+        let e = error(&source(options));
+        assert_mentions(&e, &["`t`", expected]);
+    }
+}

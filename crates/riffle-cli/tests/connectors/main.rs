@@ -17,6 +17,7 @@ mod moto;
 #[path = "../../../riffle-connectors/tests/support/postgres.rs"]
 mod postgres;
 
+mod avro_kafka;
 mod errors;
 #[cfg(feature = "iceberg")]
 mod iceberg;

@@ -24,10 +24,14 @@ pub enum ValueFormat {
     /// The same wrapped with their schema, `{"schema": …, "payload": {"before", …}}`
     /// (Kafka Connect's JSON converter with `schemas.enable`); read only.
     DebeziumJsonWithSchema,
+    /// One Avro datum per record (`avro.rs`).
+    Avro,
+    /// Confluent's wire format: a schema registry id, then the Avro datum (`avro.rs`).
+    AvroConfluent,
 }
 
 impl ValueFormat {
-    /// Parses `json`, `csv`, `raw` or `debezium-json`.
+    /// Parses `json`, `csv`, `raw`, `debezium-json`, `avro` or `avro-confluent`.
     ///
     /// # Errors
     /// Any other name.
@@ -37,13 +41,20 @@ impl ValueFormat {
             "csv" => Ok(ValueFormat::Csv),
             "raw" => Ok(ValueFormat::Raw),
             "debezium-json" => Ok(ValueFormat::DebeziumJson),
+            "avro" => Ok(ValueFormat::Avro),
+            "avro-confluent" => Ok(ValueFormat::AvroConfluent),
             other => Err(Error::config(
                 "format",
                 format!(
-                    "unknown Kafka value format `{other}`; use json, csv, raw or debezium-json"
+                    "unknown Kafka value format `{other}`; use json, csv, raw, debezium-json, avro or avro-confluent"
                 ),
             )),
         }
+    }
+
+    /// Whether values are Avro (`avro.rs` decodes and encodes them).
+    pub fn is_avro(self) -> bool {
+        matches!(self, ValueFormat::Avro | ValueFormat::AvroConfluent)
     }
 
     /// Whether values are Debezium change events (the table is a changelog).
@@ -116,6 +127,7 @@ impl<'a> FromIterator<Option<&'a [u8]>> for Values {
 }
 
 /// A record that could not be decoded: its index in the input, the field, the reason.
+#[derive(Debug)]
 pub(crate) struct BadRecord {
     pub index: usize,
     pub field: Option<String>,
@@ -131,6 +143,8 @@ pub(crate) struct ValueDecoder {
     /// Debezium: the declared columns.
     declared: SchemaRef,
     records: RecordDecoder,
+    /// Avro values' decoder ([`Self::with_avro`]).
+    avro: Option<super::avro::AvroDecoder>,
 }
 
 /// The changes a poll's Debezium records stand for.
@@ -159,7 +173,22 @@ impl ValueDecoder {
             format,
             schema,
             declared,
+            avro: None,
         }
+    }
+
+    /// The decoder of Avro values (`'format' = 'avro'` or `'avro-confluent'`).
+    ///
+    /// # Errors
+    /// A given schema that is not Avro or does not resolve to the columns.
+    pub(crate) fn with_avro(mut self, options: &super::avro::AvroOptions) -> Result<Self> {
+        if self.format.is_avro() {
+            self.avro = Some(super::avro::AvroDecoder::new(
+                self.declared.clone(),
+                options,
+            )?);
+        }
+        Ok(self)
     }
 
     /// Whether values are change events (rows come with kinds: [`Self::decode_changes`]).
@@ -224,6 +253,9 @@ impl ValueDecoder {
     ) -> std::result::Result<(RecordBatch, Vec<usize>), BadRecord> {
         if self.format == ValueFormat::Raw {
             return decode_raw(&self.schema, &values.each(), skip);
+        }
+        if let Some(avro) = &mut self.avro {
+            return avro.decode(values, skip);
         }
         if values.spans.iter().all(Option::is_some) {
             if let Ok(Some(batch)) = self.records.decode(&values.text, values.len()) {
@@ -355,6 +387,9 @@ pub(crate) fn encode_rows(format: ValueFormat, batch: &RecordBatch) -> Result<Ve
         ValueFormat::DebeziumJson => {
             encode_rows(ValueFormat::Json, &crate::sinks::debezium_envelope(batch)?)
         }
+        ValueFormat::Avro | ValueFormat::AvroConfluent => Err(Error::plan(
+            "Avro values are encoded by the sink's own encoder (kafka/avro.rs)",
+        )),
         ValueFormat::DebeziumJsonWithSchema => Err(Error::config(
             "debezium-json.schema-include",
             "riffle writes Debezium events without their schema; leave the option unset on a sink",

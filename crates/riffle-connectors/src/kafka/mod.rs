@@ -4,16 +4,19 @@
 //! The client is librdkafka (the `rdkafka` crate), driven through its blocking
 //! producer and consumer from riffle's task threads.
 
+pub(crate) mod avro;
 mod debezium;
 mod format;
 mod ledger;
 mod offsets;
 mod producer;
+mod registry;
 mod sink;
 mod source;
 mod transactions;
 mod upsert;
 
+pub use avro::AvroOptions;
 pub use format::ValueFormat;
 pub use sink::{KafkaDelivery, KafkaSinkConfig, KafkaSinkFactory};
 pub use source::{KafkaSourceConfig, KafkaSourceFactory, KafkaStartup, KafkaTimestamp};

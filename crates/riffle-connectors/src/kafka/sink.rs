@@ -49,6 +49,8 @@ pub struct KafkaSinkConfig {
     pub topic: String,
     /// Value layout.
     pub format: ValueFormat,
+    /// With an Avro format: the registry and subject, or the schema.
+    pub avro: super::AvroOptions,
     /// The columns whose values make the record key: one column's text, or a JSON
     /// object of several (records of a key stay in order on one partition, and a
     /// compacted topic keeps the last per key); empty: no key.
@@ -71,6 +73,7 @@ impl KafkaSinkConfig {
             client,
             topic: topic.into(),
             format: ValueFormat::Json,
+            avro: super::AvroOptions::default(),
             key_columns: Vec::new(),
             json_keys: false,
             delivery: KafkaDelivery::ExactlyOnce,
@@ -173,6 +176,11 @@ impl SinkFactory for KafkaSinkFactory {
             Output::Plain(producer)
         };
         Ok(Box::new(KafkaSink {
+            avro: self
+                .config
+                .format
+                .is_avro()
+                .then(|| super::avro::AvroEncoder::new(self.config.avro.clone())),
             config: self.config.clone(),
             output,
             transaction: 0,
@@ -242,6 +250,8 @@ enum Output {
 /// One subtask.
 struct KafkaSink {
     config: Arc<KafkaSinkConfig>,
+    /// Avro values' encoder (it registers its schema once).
+    avro: Option<super::avro::AvroEncoder>,
     output: Output,
     /// The transaction this subtask writes: how many barriers it has passed.
     transaction: u64,
@@ -284,10 +294,14 @@ impl Sink for KafkaSink {
             ValueFormat::DebeziumJson | ValueFormat::DebeziumJsonWithSchema => {
                 (encode_rows(self.config.format, &batch)?, None)
             }
-            format => (
-                encode_rows(format, &without_row_kind(&batch)?)?,
-                row_kinds(&batch)?,
-            ),
+            format => {
+                let rows = without_row_kind(&batch)?;
+                let values = match &mut self.avro {
+                    Some(avro) => avro.encode(&rows)?,
+                    None => encode_rows(format, &rows)?,
+                };
+                (values, row_kinds(&batch)?)
+            }
         };
         let keys = record_keys(&self.config.key_columns, self.config.json_keys, &batch)?;
         let transactional;

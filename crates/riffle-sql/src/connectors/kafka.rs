@@ -8,7 +8,7 @@ use super::{
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
 use riffle_connectors::kafka::{
-    KafkaClient, KafkaDelivery, KafkaSinkConfig, KafkaSinkFactory, KafkaSourceConfig,
+    AvroOptions, KafkaClient, KafkaDelivery, KafkaSinkConfig, KafkaSinkFactory, KafkaSourceConfig,
     KafkaSourceFactory, KafkaStartup, KafkaTimestamp, ValueFormat,
 };
 use riffle_core::arrow::datatypes::Schema;
@@ -33,7 +33,23 @@ const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec {
         name: "format",
-        help: "json (default), csv, raw (the value as the only VARCHAR/BYTEA column), or debezium-json (change events: a source reads them as a changelog, a sink writes one as them)",
+        help: "json (default), csv, raw (the value as the only VARCHAR/BYTEA column), debezium-json (change events: a source reads them as a changelog, a sink writes one as them), avro (one Avro datum per record), or avro-confluent (Confluent's wire format, with a schema registry)",
+    },
+    OptionSpec {
+        name: "avro.schema",
+        help: "with 'format' = 'avro': the writer schema (Avro JSON) of the records; default: derived from the columns",
+    },
+    OptionSpec {
+        name: "avro-confluent.url",
+        help: "with 'format' = 'avro-confluent' (required): the schema registry's URL, e.g. http://registry:8081",
+    },
+    OptionSpec {
+        name: "avro-confluent.subject",
+        help: "sink with 'format' = 'avro-confluent': the subject its schema is registered under; default <topic>-value",
+    },
+    OptionSpec {
+        name: "avro-confluent.schema",
+        help: "sink with 'format' = 'avro-confluent': the schema (Avro JSON) to register and write; default: derived from the columns",
     },
     OptionSpec {
         name: "group.id",
@@ -113,10 +129,59 @@ fn format(table: &TableDef) -> Result<ValueFormat> {
     let name = choice_option(
         table,
         "format",
-        &["json", "csv", "raw", "debezium-json"],
+        &[
+            "json",
+            "csv",
+            "raw",
+            "debezium-json",
+            "avro",
+            "avro-confluent",
+        ],
         "json",
     )?;
     ValueFormat::parse(name).map_err(|e| SqlError::connector(&table.name, e.to_string()))
+}
+
+/// The Avro options of `format`; an Avro option beside another format is an error.
+fn avro_options(table: &TableDef, format: ValueFormat, topic: &str) -> Result<AvroOptions> {
+    let wanted: &[&str] = match format {
+        ValueFormat::Avro => &["avro.schema"],
+        ValueFormat::AvroConfluent => &[
+            "avro-confluent.url",
+            "avro-confluent.subject",
+            "avro-confluent.schema",
+        ],
+        _ => &[],
+    };
+    for key in table.options.keys() {
+        let avro = key.starts_with("avro.") || key.starts_with("avro-confluent.");
+        if avro && !wanted.contains(&key.as_str()) {
+            return Err(SqlError::connector(
+                &table.name,
+                format!("'{key}' does not apply to this 'format'; the Avro options are 'avro.schema' (format avro) and 'avro-confluent.url', '.subject', '.schema' (format avro-confluent)"),
+            ));
+        }
+    }
+    let schema = table
+        .options
+        .get("avro.schema")
+        .or_else(|| table.options.get("avro-confluent.schema"))
+        .cloned();
+    let registry_url = match format {
+        ValueFormat::AvroConfluent => {
+            Some(required(table, "avro-confluent.url", "http://127.0.0.1:8081")?.to_string())
+        }
+        _ => None,
+    };
+    Ok(AvroOptions {
+        registry_url,
+        schema,
+        subject: table
+            .options
+            .get("avro-confluent.subject")
+            .cloned()
+            .unwrap_or_else(|| format!("{topic}-value")),
+    })
 }
 
 /// Options that only a source or only a sink takes, refused on the other.
@@ -246,6 +311,7 @@ pub(super) fn kafka_source(
         client,
         topic: topic.to_string(),
         group_id: table.options.get("group.id").cloned(),
+        avro: avro_options(table, format, topic)?,
         format,
         schema: Arc::new(Schema::new(table.columns.clone())),
         timestamp,
@@ -283,6 +349,7 @@ pub(super) fn kafka_sink(table: &TableDef, pipeline: &str, upsert: bool) -> Resu
         false => format(table)?,
     };
     config.json_keys = upsert;
+    config.avro = avro_options(table, config.format, topic)?;
     // JSON values can hold a window `{start, end}`; CSV and raw cannot.
     let nested = matches!(config.format, ValueFormat::Json | ValueFormat::DebeziumJson);
     let debezium = config.format == ValueFormat::DebeziumJson;

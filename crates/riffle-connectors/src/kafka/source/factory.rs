@@ -48,6 +48,8 @@ pub struct KafkaSourceConfig {
     pub group_id: Option<String>,
     /// Value layout.
     pub format: ValueFormat,
+    /// With an Avro format: the registry, or the schema.
+    pub avro: crate::kafka::AvroOptions,
     /// The declared columns (without `_timestamp`).
     pub schema: SchemaRef,
     /// The event time.
@@ -119,6 +121,11 @@ impl KafkaSourceFactory {
             config.schema.clone()
         };
         config.format.check(&value_schema)?;
+        if config.format == ValueFormat::Avro {
+            // A given writer schema that is not Avro, or does not resolve to the columns,
+            // is refused at planning (a registry's schemas are known only at run time).
+            crate::kafka::avro::AvroDecoder::new(value_schema.clone(), &config.avro)?;
+        }
         if config.upsert_key.is_some() && config.format != ValueFormat::Json {
             return Err(Error::config(
                 "value.format",
@@ -160,7 +167,10 @@ impl SourceFactory for KafkaSourceFactory {
     /// ones are decoded (a raw value is one column, read whole).
     fn reading_only(&self, used: &[usize]) -> Option<Arc<dyn SourceFactory>> {
         // An upsert's whole row is what the normalizer compares and withdraws.
-        if self.config.format == ValueFormat::Raw || self.config.upsert_key.is_some() {
+        if self.config.format == ValueFormat::Raw
+            || self.config.format.is_avro()
+            || self.config.upsert_key.is_some()
+        {
             return None;
         }
         let event_time = match &self.config.timestamp {
@@ -232,7 +242,8 @@ impl SourceFactory for KafkaSourceFactory {
             upsert,
             config: config.clone(),
             output: self.output.clone(),
-            values: ValueDecoder::new(config.format, self.value_schema.clone(), self.read.clone()),
+            values: ValueDecoder::new(config.format, self.value_schema.clone(), self.read.clone())
+                .with_avro(&config.avro)?,
             consumer,
             subtask: ctx.subtask,
             parallelism: ctx.parallelism,
