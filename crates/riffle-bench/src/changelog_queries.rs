@@ -8,10 +8,15 @@
 //! changed row before its new one); `changelog_regroup` aggregates its result again,
 //! taking withdrawn rows back. `changelog_inner_join` (each auction with its seller) is
 //! the baseline of `changelog_left_join`, the same join keeping auctions whose seller
-//! has not arrived, padded, and withdrawing them when it does.
+//! has not arrived, padded, and withdrawing them when it does. `changelog_dedup` (each
+//! bidder's newest bid, an upsert per bidder) is the baseline of
+//! `changelog_dedup_count`, which counts those bids per auction: the deduplication then
+//! withdraws a bidder's previous bid and the count takes it back. `changelog_top_groups`
+//! ranks an unwindowed aggregate (the 3 auctions with the most bids per `auction % 10`):
+//! a Top-N over a changelog, keeping every auction of a partition.
 
 /// The texts by name.
-pub const QUERIES: [(&str, &str); 5] = [
+pub const QUERIES: [(&str, &str); 8] = [
     (
         "changelog_upsert",
         "CREATE TABLE discard_sink (auction BIGINT, num BIGINT, total BIGINT) WITH ('connector' = 'blackhole');
@@ -43,6 +48,34 @@ SELECT a.id, a.seller, p.name FROM auction a JOIN person p ON a.seller = p.id;",
         "CREATE TABLE discard_sink (id BIGINT, seller BIGINT, name VARCHAR) WITH ('connector' = 'blackhole');
 INSERT INTO discard_sink
 SELECT a.id, a.seller, p.name FROM auction a LEFT JOIN person p ON a.seller = p.id;",
+    ),
+    (
+        "changelog_dedup",
+        "CREATE TABLE discard_sink (bidder BIGINT, auction BIGINT, price BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT bidder, auction, price FROM (
+  SELECT bidder, auction, price, ROW_NUMBER() OVER (PARTITION BY bidder ORDER BY date_time DESC) AS rn FROM bid
+) WHERE rn = 1;",
+    ),
+    (
+        "changelog_dedup_count",
+        "CREATE TABLE discard_sink (auction BIGINT, bidders BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT auction, count(*) AS bidders FROM (
+  SELECT bidder, auction FROM (
+    SELECT bidder, auction, ROW_NUMBER() OVER (PARTITION BY bidder ORDER BY date_time DESC) AS rn FROM bid
+  ) WHERE rn = 1
+) GROUP BY auction;",
+    ),
+    (
+        "changelog_top_groups",
+        "CREATE TABLE discard_sink (category BIGINT, auction BIGINT, num BIGINT, rn BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT category, auction, num, rn FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY category ORDER BY num DESC, auction) AS rn FROM (
+    SELECT auction % 10 AS category, auction, num FROM (
+      SELECT auction, count(*) AS num FROM bid GROUP BY auction))
+) WHERE rn <= 3;",
     ),
 ];
 

@@ -1,16 +1,18 @@
-//! A Top-N's result as a changelog: per partition a batch changed, the rows its visible
-//! ranks held before the batch are withdrawn and the rows they hold after it are added,
-//! rank by rank, leaving out ranks whose row did not change.
+//! A Top-N's result as a changelog: per partition a batch changed, the rows its first
+//! N ranks held before the batch are withdrawn and the rows they hold after it are
+//! added, rank by rank, leaving out ranks whose row did not change. Used by the Top-N of
+//! append-only rows when a filter or an aggregate reads it, and always by the Top-N over
+//! a changelog (`retract.rs`).
 //!
 //! Withdrawals come first within a partition, so that a reader never sees a row twice
 //! (a retracting aggregate's count never overshoots), and a rank's `-U` precedes its `+U`
 //! as a keyed table expects.
 
-use super::{Before, Held, TopN};
+use super::{Before, Entry, Held, TopN};
 use crate::window::timestamp_array;
 use riffle_core::arrow::array::{ArrayRef, Int64Array};
-use riffle_core::arrow::row::Row;
-use riffle_core::{row_kind_array, Error, RecordBatch, Result, RowKind};
+use riffle_core::arrow::row::{OwnedRow, Row, RowConverter};
+use riffle_core::{row_kind_array, Error, RecordBatch, Result, RowKind, StreamSchema};
 use std::sync::Arc;
 
 /// A row to emit and its kind.
@@ -34,80 +36,120 @@ pub(crate) fn rank_change<'a>(
     }
 }
 
+/// Appends what one partition emits, given its first N rows before (`old`) and after
+/// (`new`) a batch, from rank `from` (0-based) on: withdrawals, then additions.
+pub(super) fn rank_changes<'a>(
+    old: &[Row<'a>],
+    new: &[Row<'a>],
+    from: usize,
+    picked: &mut Vec<Row<'a>>,
+    ranks: &mut Vec<i64>,
+    kinds: &mut Vec<RowKind>,
+) {
+    let mut added = Vec::new();
+    for k in from..old.len().max(new.len()) {
+        let (withdrawn, put) = rank_change(old.get(k).copied(), new.get(k).copied());
+        let rank = k as i64 + 1;
+        if let Some((row, kind)) = withdrawn {
+            picked.push(row);
+            ranks.push(rank);
+            kinds.push(kind);
+        }
+        if let Some((row, kind)) = put {
+            added.push((row, rank, kind));
+        }
+    }
+    for (row, rank, kind) in added {
+        picked.push(row);
+        ranks.push(rank);
+        kinds.push(kind);
+    }
+}
+
+/// The output batch of changelog rows: the kept rows' columns but the event time, the
+/// rank, the kind, and the event time (the rows' own, or `time` for all).
+pub(super) fn changelog_batch(
+    rows: &RowConverter,
+    input: &StreamSchema,
+    schema: &StreamSchema,
+    picked: Vec<Row<'_>>,
+    ranks: Vec<i64>,
+    kinds: Vec<RowKind>,
+    time: Option<i64>,
+) -> Result<RecordBatch> {
+    let n = ranks.len();
+    let mut columns = rows.convert_rows(picked)?;
+    let ts = columns.remove(input.timestamp_index);
+    columns.push(Arc::new(Int64Array::from(ranks)));
+    columns.push(Arc::new(row_kind_array(kinds)));
+    let ts: ArrayRef = match time {
+        Some(t) => timestamp_array(vec![t; n]),
+        None => ts,
+    };
+    columns.push(ts);
+    Ok(RecordBatch::try_new(schema.schema.clone(), columns)?)
+}
+
 impl TopN {
-    /// Offers a batch and emits the changed ranks as a changelog.
+    /// Offers a batch of appended rows and emits the changed ranks as a changelog.
     pub(super) fn on_changes(
         &mut self,
         batch: &RecordBatch,
         out: &mut Vec<RecordBatch>,
     ) -> Result<()> {
         let mut before = Before::new();
-        let (changed, time) = match self.kind_at {
-            Some(at) => {
-                let (rows, kinds, latest) = self.split_kinds(batch, at)?;
-                let changed = self.offer_changes(&rows, Some(&kinds), Some(&mut before))?;
-                (changed, Some(latest))
-            }
-            None => (self.offer_changes(batch, None, Some(&mut before))?, None),
-        };
-        if changed.is_empty() {
-            return Ok(());
-        }
-        let mut picked: Vec<Row<'_>> = Vec::new();
+        let changed = self.offer_changes(batch, Some(&mut before))?;
+        let mut picked = Vec::new();
         let mut ranks = Vec::new();
         let mut kinds = Vec::new();
-        let mut added: Vec<(Row<'_>, i64, RowKind)> = Vec::new();
         for &(id, from) in &changed {
-            let old = before.get(&id).map_or(&[][..], Vec::as_slice);
-            let new = &self.tops[id as usize];
-            let visible = old.len().max(new.len().min(self.limit));
-            added.clear();
-            for k in from..visible {
-                let new_row = match new.get(k).filter(|_| k < self.limit).map(|e| &e.row) {
-                    Some(Held::Row(r)) => Some(r.row()),
-                    Some(Held::Pending(_)) => {
-                        return Err(Error::State {
-                            operator: self.operator.clone(),
-                            message: "a kept row was never converted".into(),
-                        })
-                    }
-                    None => None,
-                };
-                let (withdrawn, put) = rank_change(old.get(k).map(|r| r.row()), new_row);
-                let rank = k as i64 + 1;
-                if let Some((row, kind)) = withdrawn {
-                    picked.push(row);
-                    ranks.push(rank);
-                    kinds.push(kind);
-                }
-                if let Some((row, kind)) = put {
-                    added.push((row, rank, kind));
-                }
-            }
-            for &(row, rank, kind) in &added {
-                picked.push(row);
-                ranks.push(rank);
-                kinds.push(kind);
-            }
+            let old: Vec<Row<'_>> = before
+                .get(&id)
+                .map_or(&[][..], Vec::as_slice)
+                .iter()
+                .map(OwnedRow::row)
+                .collect();
+            let new = self.tops[id as usize]
+                .iter()
+                .map(|e| match &e.row {
+                    Held::Row(r) => Ok(r.row()),
+                    Held::Pending(_) => Err(Error::State {
+                        operator: self.operator.clone(),
+                        message: "a kept row was never converted".into(),
+                    }),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            rank_changes(&old, &new, from, &mut picked, &mut ranks, &mut kinds);
         }
         if picked.is_empty() {
             return Ok(());
         }
-        let mut columns = self.rows.convert_rows(picked)?;
-        let n = ranks.len();
-        let ts = columns.remove(self.input.timestamp_index);
-        columns.push(Arc::new(Int64Array::from(ranks)));
-        columns.push(Arc::new(row_kind_array(kinds)));
-        // Over a changelog the kept rows have no event time of their own
-        // (`TopN::split_kinds`): what a batch emits carries the batch's latest.
-        let ts: ArrayRef = match time {
-            Some(t) => timestamp_array(vec![t; n]),
-            None => ts,
-        };
-        columns.push(ts);
-        out.push(RecordBatch::try_new(self.schema.schema.clone(), columns)?);
+        out.push(changelog_batch(
+            &self.rows,
+            &self.input,
+            &self.schema,
+            picked,
+            ranks,
+            kinds,
+            None,
+        )?);
         Ok(())
     }
+}
+
+/// The first `limit` rows of `top`, each converted already (only a failed batch leaves
+/// one pending).
+pub(super) fn visible_rows(top: &[Entry], limit: usize, operator: &str) -> Result<Vec<OwnedRow>> {
+    top.iter()
+        .take(limit)
+        .map(|e| match &e.row {
+            Held::Row(r) => Ok(r.clone()),
+            Held::Pending(_) => Err(Error::State {
+                operator: operator.into(),
+                message: "a kept row was never converted (an earlier batch failed)".into(),
+            }),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -8,8 +8,9 @@
 //! As a changelog ([`TopNFactory::changelog`], `changelog.rs`) each changed rank's
 //! previous row is withdrawn (`-U`) before its new one, so that filters and aggregates
 //! can read the result. Over a changelog input (a Top-N of an unwindowed GROUP BY) rows
-//! can leave a top: then every row of a partition is kept, not only the first `N`, so
-//! that the next row takes a withdrawn row's rank (docs/engine.md, "Changelog streams").
+//! can leave a top: `retract.rs` keeps every row of a partition, not only the first `N`,
+//! so that the next row takes a withdrawn row's rank (docs/engine.md, "Changelog
+//! streams").
 //!
 //! Rows that tie in the order keep their arrival order: a new row goes after the rows
 //! it ties with (so with `ORDER BY time DESC`, of two rows at the same time the first
@@ -23,18 +24,20 @@
 use crate::aggregate::GroupKeys;
 use crate::delta_log::DeltaLog;
 mod changelog;
+mod retract;
 
 use crate::window::{
-    fields_but_timestamp, key_schema, keyed_rows_state, state_columns, take_rows, timestamp_array,
-    timestamps, whole_rows, with_row_key, without_column,
+    fields_but_timestamp, key_schema, keyed_rows_state, state_columns, take_rows, whole_rows,
+    with_row_key, without_column,
 };
+use changelog::visible_rows;
 use riffle_core::arrow::array::{ArrayRef, Int64Array};
 use riffle_core::arrow::compute::SortOptions;
 use riffle_core::arrow::datatypes::{DataType, Field, SchemaRef};
-use riffle_core::arrow::row::{OwnedRow, Row, RowConverter, SortField};
+use riffle_core::arrow::row::{OwnedRow, RowConverter, SortField};
 use riffle_core::{
-    row_kind_field, row_kinds, Epoch, Error, Operator, OperatorContext, OperatorFactory,
-    OperatorState, RecordBatch, Result, RowKind, StreamKind, StreamSchema,
+    row_kind_field, Epoch, Error, Operator, OperatorContext, OperatorFactory, OperatorState,
+    RecordBatch, Result, StreamKind, StreamSchema,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -217,7 +220,6 @@ impl TopNFactory {
             operator: ctx.operator_id.0.clone(),
             delta: DeltaLog::default(),
             changelog: self.changelog,
-            kind_at: self.kind_at,
         })
     }
 }
@@ -272,9 +274,10 @@ impl OperatorFactory for TopNFactory {
         Some(self.partition.clone())
     }
     fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
-        Ok(match self.window_end {
-            Some(end) => Box::new(crate::window_top_n::WindowTopN::new(self, end, ctx)?),
-            None => Box::new(self.top_n(ctx)?),
+        Ok(match (self.window_end, self.kind_at) {
+            (Some(end), _) => Box::new(crate::window_top_n::WindowTopN::new(self, end, ctx)?),
+            (None, Some(at)) => Box::new(retract::RetractTopN::new(self, at, ctx)?),
+            (None, None) => Box::new(self.top_n(ctx)?),
         })
     }
 }
@@ -312,9 +315,6 @@ pub(crate) struct TopN {
     delta: DeltaLog,
     /// Emits a changelog.
     changelog: bool,
-    /// The input is a changelog with its row kinds in this column of each batch: every
-    /// row is kept, and withdrawals remove them.
-    kind_at: Option<usize>,
 }
 
 /// Per partition changed by a batch, its visible rows (first `N`) before the batch.
@@ -324,17 +324,14 @@ impl TopN {
     /// Offers every row of `batch` to its partition's top; returns, per partition that
     /// changed (first-changed order), the first rank that changed (from 0).
     pub(crate) fn offer(&mut self, batch: &RecordBatch) -> Result<Vec<(u32, usize)>> {
-        self.offer_changes(batch, None, None)
+        self.offer_changes(batch, None)
     }
 
-    /// [`offer`](Self::offer) for rows of the given `kinds` (a changelog input's, as
-    /// [`split_kinds`](Self::split_kinds) returns them): withdrawn rows leave their top.
-    /// Fills `before` with the visible rows of each partition the batch changes, as they
-    /// were.
+    /// [`offer`](Self::offer), filling `before` with the first rows of each partition
+    /// the batch changes, as they were.
     pub(crate) fn offer_changes(
         &mut self,
         batch: &RecordBatch,
-        kinds: Option<&[RowKind]>,
         mut before: Option<&mut Before>,
     ) -> Result<Vec<(u32, usize)>> {
         let n = batch.num_rows();
@@ -355,63 +352,29 @@ impl TopN {
         if self.tops.len() < self.partitions.len() {
             self.tops.resize_with(self.partitions.len(), Vec::new);
         }
-        // Over a changelog every row is kept and withdrawals are matched by value, so the
-        // rows are converted at once.
-        let keep_all = self.kind_at.is_some();
-        let whole = keep_all
-            .then(|| self.rows.convert_columns(batch.columns()))
-            .transpose()?;
         let mut changed: Vec<(u32, usize)> = Vec::new();
         let mut at: HashMap<u32, usize> = HashMap::new();
         for (r, &id) in ids.iter().enumerate() {
             let top = &mut self.tops[id as usize];
             let key = order.row(r);
-            let withdrawn = kinds.is_some_and(|k| k[r].is_retraction());
-            let position = match (&whole, withdrawn) {
-                (Some(whole), true) => {
-                    withdrawn_at(top, key, whole.row(r)).ok_or_else(|| Error::State {
-                        operator: self.operator.clone(),
-                        message: "the input withdraws a row it never inserted".into(),
-                    })?
-                }
-                // After every row it ties with: the earlier arrival keeps its rank.
-                _ => top.partition_point(|e| e.order.row() <= key),
-            };
-            if position >= self.limit && !keep_all {
-                continue;
-            }
-            if position < self.limit {
-                if let Some(before) = before.as_deref_mut() {
-                    if let std::collections::hash_map::Entry::Vacant(e) = before.entry(id) {
-                        e.insert(visible_rows(top, self.limit, &self.operator)?);
-                    }
-                }
-            }
-            if withdrawn {
-                top.remove(position);
-            } else {
-                let row = match &whole {
-                    Some(whole) => Held::Row(whole.row(r).owned()),
-                    None => Held::Pending(r as u32),
-                };
-                top.insert(
-                    position,
-                    Entry {
-                        order: key.owned(),
-                        row,
-                    },
-                );
-                if !keep_all {
-                    top.truncate(self.limit);
-                }
-            }
-            if keep_all {
-                // Rows past the first `N` change the state, if not the result.
-                self.delta.touch(&[id]);
-            }
+            // After every row it ties with: the earlier arrival keeps its rank.
+            let position = top.partition_point(|e| e.order.row() <= key);
             if position >= self.limit {
                 continue;
             }
+            if let Some(before) = before.as_deref_mut() {
+                if let std::collections::hash_map::Entry::Vacant(e) = before.entry(id) {
+                    e.insert(visible_rows(top, self.limit, &self.operator)?);
+                }
+            }
+            top.insert(
+                position,
+                Entry {
+                    order: key.owned(),
+                    row: Held::Pending(r as u32),
+                },
+            );
+            top.truncate(self.limit);
             match at.get(&id) {
                 Some(&k) => changed[k].1 = changed[k].1.min(position),
                 None => {
@@ -420,9 +383,7 @@ impl TopN {
                 }
             }
         }
-        if whole.is_none() {
-            self.convert_pending(batch, &changed)?;
-        }
+        self.convert_pending(batch, &changed)?;
         let ids: Vec<u32> = changed.iter().map(|&(id, _)| id).collect();
         self.delta.touch(&ids);
         Ok(changed)
@@ -467,31 +428,6 @@ impl TopN {
             }
         }
         Ok(())
-    }
-
-    /// A changelog input's batch as the rows it keeps and their kinds: without the kind
-    /// column, and at event time 0 (a withdrawal names its row by value, whatever time it
-    /// carries). Returns the batch's latest event time too, the time of what it emits.
-    pub(crate) fn split_kinds(
-        &self,
-        batch: &RecordBatch,
-        kind_at: usize,
-    ) -> Result<(RecordBatch, Vec<RowKind>, i64)> {
-        let kinds = row_kinds(batch)?.ok_or_else(|| Error::State {
-            operator: self.operator.clone(),
-            message: "a changelog batch without row kinds".into(),
-        })?;
-        let mut columns = batch.columns().to_vec();
-        columns.remove(kind_at);
-        let ts = self.input.timestamp_index;
-        let latest = timestamps(batch, if kind_at <= ts { ts + 1 } else { ts })
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(0);
-        columns[ts] = timestamp_array(vec![0; batch.num_rows()]);
-        let rows = RecordBatch::try_new(self.input.schema.clone(), columns)?;
-        Ok((rows, kinds, latest))
     }
 
     /// The whole top of each partition in `ids`, with ranks, as a state batch whose rows
@@ -577,32 +513,6 @@ impl TopN {
     }
 }
 
-/// Where in `top` the row `row` with order key `key` is: the first of the rows that tie
-/// with it and equal it.
-fn withdrawn_at(top: &[Entry], key: Row<'_>, row: Row<'_>) -> Option<usize> {
-    let first = top.partition_point(|e| e.order.row() < key);
-    top[first..]
-        .iter()
-        .take_while(|e| e.order.row() == key)
-        .position(|e| matches!(&e.row, Held::Row(r) if r.row() == row))
-        .map(|k| first + k)
-}
-
-/// The first `limit` rows of `top`, each converted already (only a failed batch leaves
-/// one pending).
-fn visible_rows(top: &[Entry], limit: usize, operator: &str) -> Result<Vec<OwnedRow>> {
-    top.iter()
-        .take(limit)
-        .map(|e| match &e.row {
-            Held::Row(r) => Ok(r.clone()),
-            Held::Pending(_) => Err(Error::State {
-                operator: operator.into(),
-                message: "a kept row was never converted (an earlier batch failed)".into(),
-            }),
-        })
-        .collect()
-}
-
 impl Operator for TopN {
     fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
         if self.changelog {
@@ -618,12 +528,6 @@ impl Operator for TopN {
     }
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
-        if self.kind_at.is_some() {
-            // Written whole (`TopNFactory::stable_state`).
-            return Ok(OperatorState {
-                batches: vec![self.full_state()?],
-            });
-        }
         let len = self.tops.len();
         let ids = self.delta.take_changed(len);
         let batch = (!ids.is_empty())
