@@ -195,8 +195,8 @@ impl TopNFactory {
         &self.input
     }
 
-    /// One partition set's Top-N (a whole operator's, or one window's).
-    pub(crate) fn top_n(&self, ctx: &OperatorContext) -> Result<TopN> {
+    /// Row bytes of the order columns, which compare as the order does.
+    fn order_converter(&self) -> Result<RowConverter> {
         let order_fields = self
             .order
             .iter()
@@ -204,13 +204,17 @@ impl TopNFactory {
                 SortField::new_with_options(self.input.schema.field(*i).data_type().clone(), *o)
             })
             .collect();
+        Ok(RowConverter::new(order_fields)?)
+    }
 
+    /// One partition set's Top-N (a whole operator's, or one window's).
+    pub(crate) fn top_n(&self, ctx: &OperatorContext) -> Result<TopN> {
         Ok(TopN {
             partition: self.partition.clone(),
             order: self.order.iter().map(|(i, _)| *i).collect(),
             limit: self.limit,
             partitions: GroupKeys::new(self.partition_schema.clone())?,
-            order_rows: RowConverter::new(order_fields)?,
+            order_rows: self.order_converter()?,
             rows: whole_rows(&self.input)?,
             tops: Vec::new(),
             input: self.input.clone(),
@@ -280,6 +284,32 @@ impl OperatorFactory for TopNFactory {
             (None, None) => Box::new(self.top_n(ctx)?),
         })
     }
+}
+
+/// Kept rows (`columns` of `input`) with their `rank` as a state batch whose rows are
+/// identified by the partition and the rank.
+fn ranked_state(
+    input: &StreamSchema,
+    partition: &[usize],
+    rank_name: &str,
+    columns: Vec<ArrayRef>,
+    rank: Vec<i64>,
+    max_parallelism: u16,
+) -> Result<RecordBatch> {
+    let rank: ArrayRef = Arc::new(Int64Array::from(rank));
+    let batch = keyed_rows_state(
+        input,
+        columns,
+        partition,
+        vec![(Field::new(rank_name, DataType::Int64, false), rank)],
+        max_parallelism,
+    )?;
+    let mut row_key: Vec<&str> = partition
+        .iter()
+        .map(|&i| input.schema.field(i).name().as_str())
+        .collect();
+    row_key.push(rank_name);
+    with_row_key(batch, &row_key)
 }
 
 /// A row kept in a partition's top: its order key and the whole input row.
@@ -435,21 +465,14 @@ impl TopN {
     pub(crate) fn state_batch(&self, ids: &[u32]) -> Result<RecordBatch> {
         let all: Vec<(u32, usize)> = ids.iter().map(|&id| (id, 0)).collect();
         let (columns, rank) = self.rows_from(&all)?;
-        let rank: ArrayRef = Arc::new(Int64Array::from(rank));
-        let batch = keyed_rows_state(
+        ranked_state(
             &self.input,
-            columns,
             &self.partition,
-            vec![(Field::new(&self.rank, DataType::Int64, false), rank)],
+            &self.rank,
+            columns,
+            rank,
             self.max_parallelism,
-        )?;
-        let mut row_key: Vec<&str> = self
-            .partition
-            .iter()
-            .map(|&i| self.input.schema.field(i).name().as_str())
-            .collect();
-        row_key.push(&self.rank);
-        with_row_key(batch, &row_key)
+        )
     }
 
     /// Every partition's whole top as one state batch.

@@ -13,18 +13,14 @@
 use super::changelog::{changelog_batch, rank_changes};
 use super::TopNFactory;
 use crate::aggregate::GroupKeys;
-use crate::window::{
-    keyed_rows_state, state_columns, timestamp_array, timestamps, whole_rows, with_row_key,
-};
-use riffle_core::arrow::array::{ArrayRef, Int64Array};
-use riffle_core::arrow::datatypes::{DataType, Field};
-use riffle_core::arrow::row::{OwnedRow, Row, RowConverter, SortField};
+use crate::window::{state_columns, timestamp_array, timestamps, whole_rows};
+use riffle_core::arrow::array::ArrayRef;
+use riffle_core::arrow::row::{OwnedRow, Row, RowConverter};
 use riffle_core::{
     row_kinds, Epoch, Error, Operator, OperatorContext, OperatorState, RecordBatch, Result,
     RowKind, StreamSchema,
 };
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
 
 /// One partition's rows by (order key, arrival): ties keep arrival order.
 type Ordered = BTreeMap<(OwnedRow, u64), OwnedRow>;
@@ -60,19 +56,12 @@ fn visible(top: &Ordered, key: &(OwnedRow, u64), limit: usize) -> bool {
 
 impl RetractTopN {
     pub(crate) fn new(f: &TopNFactory, kind_at: usize, ctx: &OperatorContext) -> Result<Self> {
-        let order_fields = f
-            .order
-            .iter()
-            .map(|(i, o)| {
-                SortField::new_with_options(f.input.schema.field(*i).data_type().clone(), *o)
-            })
-            .collect();
         Ok(Self {
             partition: f.partition.clone(),
             order: f.order.iter().map(|(i, _)| *i).collect(),
             limit: f.limit,
             partitions: GroupKeys::new(f.partition_schema.clone())?,
-            order_rows: RowConverter::new(order_fields)?,
+            order_rows: f.order_converter()?,
             rows: whole_rows(&f.input)?,
             tops: Vec::new(),
             arrivals: 0,
@@ -173,21 +162,14 @@ impl RetractTopN {
             }
         }
         let columns = self.rows.convert_rows(picked)?;
-        let rank: ArrayRef = Arc::new(Int64Array::from(rank));
-        let batch = keyed_rows_state(
+        super::ranked_state(
             &self.input,
-            columns,
             &self.partition,
-            vec![(Field::new(&self.rank, DataType::Int64, false), rank)],
+            &self.rank,
+            columns,
+            rank,
             self.max_parallelism,
-        )?;
-        let mut row_key: Vec<&str> = self
-            .partition
-            .iter()
-            .map(|&i| self.input.schema.field(i).name().as_str())
-            .collect();
-        row_key.push(&self.rank);
-        with_row_key(batch, &row_key)
+        )
     }
 }
 

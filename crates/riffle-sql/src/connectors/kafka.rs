@@ -22,11 +22,54 @@ pub struct KafkaConnector;
 /// How long a quiet partition (or subtask) holds event time back by default.
 const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
+// Options an `upsert-kafka` table shares with a `kafka` one.
+pub(super) const BOOTSTRAP_SERVERS: OptionSpec = OptionSpec {
+    name: "bootstrap.servers",
+    help: "host:port[,host:port…] of the brokers (required)",
+};
+pub(super) const GROUP_ID: OptionSpec = OptionSpec {
+    name: "group.id",
+    help: "source: consumer group that gets the offsets of each committed checkpoint (advisory)",
+};
+pub(super) const STARTUP_MODE: OptionSpec = OptionSpec {
+    name: "scan.startup.mode",
+    help: "source, without a checkpoint: earliest (default), latest, group-offsets or timestamp",
+};
+pub(super) const STARTUP_TIMESTAMP: OptionSpec = OptionSpec {
+    name: "scan.startup.timestamp-millis",
+    help: "source: the start time for 'scan.startup.mode' = 'timestamp'",
+};
+pub(super) const BOUNDED_MODE: OptionSpec = OptionSpec {
+    name: "scan.bounded.mode",
+    help: "source: unbounded (default), or latest-offset to stop at the partitions' ends when the job first starts",
+};
+pub(super) const MAX_RECORDS_PER_SECOND: OptionSpec = OptionSpec {
+    name: "scan.max-records-per-second",
+    help: "source: read at most this many records per second (e.g. 10K), to catch up on a backlog gently",
+};
+pub(super) const IDLE_TIMEOUT: OptionSpec = OptionSpec {
+    name: "scan.watermark.idle-timeout",
+    help: "source: a partition quiet for this long stops holding event time back, default 5s; none to wait for every partition",
+};
+pub(super) const TIMESTAMP_COLUMN: OptionSpec = OptionSpec {
+    name: "timestamp.column",
+    help: "source: a declared column filled from the record timestamp instead of the value",
+};
+pub(super) const ON_MALFORMED: OptionSpec = OptionSpec {
+    name: "on_malformed",
+    help: "source: fail (default) or skip, counting skipped records",
+};
+pub(super) const SINK_DELIVERY: OptionSpec = OptionSpec {
+    name: "sink.delivery",
+    help: "sink: exactly-once (default; needs broker transactions) or at-least-once",
+};
+pub(super) const PROPERTIES: OptionSpec = OptionSpec {
+    name: "properties.*",
+    help: "any librdkafka property, e.g. 'properties.security.protocol' = 'sasl_ssl'; secrets as 'properties.sasl.password.env' = 'VARIABLE'",
+};
+
 const OPTIONS: &[OptionSpec] = &[
-    OptionSpec {
-        name: "bootstrap.servers",
-        help: "host:port[,host:port…] of the brokers (required)",
-    },
+    BOOTSTRAP_SERVERS,
     OptionSpec {
         name: "topic",
         help: "the topic (required; it must exist)",
@@ -51,50 +94,20 @@ const OPTIONS: &[OptionSpec] = &[
         name: "avro-confluent.schema",
         help: "sink with 'format' = 'avro-confluent': the schema (Avro JSON) to register and write; default: derived from the columns",
     },
-    OptionSpec {
-        name: "group.id",
-        help: "source: consumer group that gets the offsets of each committed checkpoint (advisory)",
-    },
-    OptionSpec {
-        name: "scan.startup.mode",
-        help: "source, without a checkpoint: earliest (default), latest, group-offsets or timestamp",
-    },
-    OptionSpec {
-        name: "scan.startup.timestamp-millis",
-        help: "source: the start time for 'scan.startup.mode' = 'timestamp'",
-    },
-    OptionSpec {
-        name: "scan.bounded.mode",
-        help: "source: unbounded (default), or latest-offset to stop at the partitions' ends when the job first starts",
-    },
-    OptionSpec {
-        name: "scan.max-records-per-second",
-        help: "source: read at most this many records per second (e.g. 10K), to catch up on a backlog gently",
-    },
-    OptionSpec {
-        name: "scan.watermark.idle-timeout",
-        help: "source: a partition quiet for this long stops holding event time back, default 5s; none to wait for every partition",
-    },
-    OptionSpec {
-        name: "timestamp.column",
-        help: "source: a declared column filled from the record timestamp instead of the value",
-    },
-    OptionSpec {
-        name: "on_malformed",
-        help: "source: fail (default) or skip, counting skipped records",
-    },
-    OptionSpec {
-        name: "sink.delivery",
-        help: "sink: exactly-once (default; needs broker transactions) or at-least-once",
-    },
+    GROUP_ID,
+    STARTUP_MODE,
+    STARTUP_TIMESTAMP,
+    BOUNDED_MODE,
+    MAX_RECORDS_PER_SECOND,
+    IDLE_TIMEOUT,
+    TIMESTAMP_COLUMN,
+    ON_MALFORMED,
+    SINK_DELIVERY,
     OptionSpec {
         name: "key.field",
         help: "sink: the column whose text is the record key (or declare PRIMARY KEY (…): a JSON object of several columns, and the topic takes updating results as an upsert log)",
     },
-    OptionSpec {
-        name: "properties.*",
-        help: "any librdkafka property, e.g. 'properties.security.protocol' = 'sasl_ssl'; secrets as 'properties.sasl.password.env' = 'VARIABLE'",
-    },
+    PROPERTIES,
     OptionSpec {
         name: "debezium-json.schema-include",
         help: "source with 'format' = 'debezium-json': true when each event is wrapped as {\"schema\": …, \"payload\": …} (Kafka Connect's JSON converter with schemas.enable); default false",

@@ -4,7 +4,7 @@
 //! (docs/sql.md, "Updating results"). Written, each row is a record keyed by the
 //! primary key (a JSON object of its columns) and each withdrawn row a tombstone.
 
-use super::kafka::{kafka_sink, kafka_source};
+use super::kafka::{self, kafka_sink, kafka_source};
 use super::{choice_option, Connector, OptionSpec, RunSettings, SinkTable, SourceTable};
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
@@ -13,10 +13,7 @@ use crate::error::{Result, SqlError};
 pub struct UpsertKafkaConnector;
 
 const OPTIONS: &[OptionSpec] = &[
-    OptionSpec {
-        name: "bootstrap.servers",
-        help: "host:port[,host:port…] of the brokers (required)",
-    },
+    kafka::BOOTSTRAP_SERVERS,
     OptionSpec {
         name: "topic",
         help: "the topic (required; it must exist; compacted, so that it keeps each key's last record)",
@@ -29,46 +26,16 @@ const OPTIONS: &[OptionSpec] = &[
         name: "value.format",
         help: "json (default): the value is the whole row as a JSON object",
     },
-    OptionSpec {
-        name: "group.id",
-        help: "source: consumer group that gets the offsets of each committed checkpoint (advisory)",
-    },
-    OptionSpec {
-        name: "scan.startup.mode",
-        help: "source, without a checkpoint: earliest (default), latest, group-offsets or timestamp",
-    },
-    OptionSpec {
-        name: "scan.startup.timestamp-millis",
-        help: "source: the start time for 'scan.startup.mode' = 'timestamp'",
-    },
-    OptionSpec {
-        name: "scan.bounded.mode",
-        help: "source: unbounded (default), or latest-offset to stop at the partitions' ends when the job first starts",
-    },
-    OptionSpec {
-        name: "scan.max-records-per-second",
-        help: "source: read at most this many records per second",
-    },
-    OptionSpec {
-        name: "scan.watermark.idle-timeout",
-        help: "source: a partition quiet for this long stops holding event time back, default 5s; none to wait for every partition",
-    },
-    OptionSpec {
-        name: "timestamp.column",
-        help: "source: a declared column filled from the record timestamp instead of the value",
-    },
-    OptionSpec {
-        name: "on_malformed",
-        help: "source: fail (default) or skip, counting skipped records",
-    },
-    OptionSpec {
-        name: "sink.delivery",
-        help: "sink: exactly-once (default; needs broker transactions) or at-least-once",
-    },
-    OptionSpec {
-        name: "properties.*",
-        help: "any librdkafka property; secrets as 'properties.sasl.password.env' = 'VARIABLE'",
-    },
+    kafka::GROUP_ID,
+    kafka::STARTUP_MODE,
+    kafka::STARTUP_TIMESTAMP,
+    kafka::BOUNDED_MODE,
+    kafka::MAX_RECORDS_PER_SECOND,
+    kafka::IDLE_TIMEOUT,
+    kafka::TIMESTAMP_COLUMN,
+    kafka::ON_MALFORMED,
+    kafka::SINK_DELIVERY,
+    kafka::PROPERTIES,
 ];
 
 /// The primary key, and the formats checked (JSON only).
