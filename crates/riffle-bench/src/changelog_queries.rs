@@ -54,7 +54,7 @@ SELECT a.id, a.seller, p.name FROM auction a LEFT JOIN person p ON a.seller = p.
         "CREATE TABLE discard_sink (bidder BIGINT, auction BIGINT, price BIGINT) WITH ('connector' = 'blackhole');
 INSERT INTO discard_sink
 SELECT bidder, auction, price FROM (
-  SELECT bidder, auction, price, ROW_NUMBER() OVER (PARTITION BY bidder ORDER BY date_time DESC) AS rn FROM bid
+  SELECT bidder, auction, price, ROW_NUMBER() OVER (PARTITION BY bidder ORDER BY dateTime DESC) AS rn FROM bid
 ) WHERE rn = 1;",
     ),
     (
@@ -63,7 +63,7 @@ SELECT bidder, auction, price FROM (
 INSERT INTO discard_sink
 SELECT auction, count(*) AS bidders FROM (
   SELECT bidder, auction FROM (
-    SELECT bidder, auction, ROW_NUMBER() OVER (PARTITION BY bidder ORDER BY date_time DESC) AS rn FROM bid
+    SELECT bidder, auction, ROW_NUMBER() OVER (PARTITION BY bidder ORDER BY dateTime DESC) AS rn FROM bid
   ) WHERE rn = 1
 ) GROUP BY auction;",
     ),

@@ -23,6 +23,7 @@ use std::time::Duration;
     after_help = "Examples:\n  riffle bench                                  # every query and both peer jobs\n  riffle bench --queries q0,q5 --events 1M --runs 1\n  riffle bench --job peer-window --events 25M --parallelism 1\n  riffle bench --queries q5,q8 --job peer-window --checkpoint-interval 0,10s,1s\n  riffle bench --queries none --job none --restart-keys 27M   # restart with ~1 GiB of state\n  riffle bench --job none --sql --runs 5   # each SQL example against its Rust twin
   riffle bench --flink-suite --job none --checkpoint-interval 1s --runs 1   # the Flink suite's texts
   riffle bench --flink-suite --job none --queries changelog_upsert,changelog_having,changelog_regroup,changelog_inner_join,changelog_left_join
+  riffle bench --flink-suite --job none --queries changelog_dedup,changelog_dedup_count,changelog_top_groups
   riffle bench --sinks --events 10M --runs 3   # q0 into Parquet files vs Iceberg tables
   riffle bench --json > bench.jsonl"
 )]
@@ -84,7 +85,7 @@ pub struct BenchArgs {
     /// corrected form) instead of riffle's own; --queries names which (e.g. q0,q12,q13),
     /// and also takes riffle's changelog benchmarks, which `all` leaves out:
     /// changelog_upsert, changelog_having, changelog_regroup, changelog_inner_join,
-    /// changelog_left_join.
+    /// changelog_left_join, changelog_dedup, changelog_dedup_count, changelog_top_groups.
     #[arg(long)]
     pub flink_suite: bool,
     /// Instead: Nexmark q0 (--events, --parallelism, checkpoints every first
