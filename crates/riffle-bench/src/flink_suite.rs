@@ -338,6 +338,23 @@ mod tests {
     }
 
     #[test]
+    fn every_changelog_benchmark_plans_on_the_suite_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = SuiteRun {
+            events: 1000,
+            rate: 10_000_000,
+            watermark_delay: Duration::from_secs(4),
+            parallelism: 2,
+            side_input_dir: dir.path(),
+        };
+        for (name, _) in crate::changelog_queries::QUERIES {
+            if let Err(e) = plan(name, &run) {
+                panic!("{name} does not plan: {e}");
+            }
+        }
+    }
+
+    #[test]
     fn every_runnable_text_has_its_ddl_replaced() {
         let with = Declarations {
             sources: "",
