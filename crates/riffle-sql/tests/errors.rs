@@ -88,6 +88,10 @@ fn unbounded_constructs_are_named_with_a_hint() {
             "condition besides column equalities",
         ),
         (
+            "SELECT a.auction FROM bid a LEFT JOIN bid b ON a.auction = b.bidder AND b.date_time BETWEEN a.date_time - INTERVAL '1' SECOND AND a.date_time + INTERVAL '2' SECOND",
+            "an outer interval join",
+        ),
+        (
             "SELECT a.auction FROM bid a JOIN bid b ON a.price < b.price",
             "without an equality",
         ),

@@ -38,12 +38,6 @@ impl Translator<'_> {
             }
         };
         let is_outer = outer.0 || outer.1;
-        if is_outer && j.filter.is_some() {
-            return Err(SqlError::unsupported(
-                format!("{} JOIN with a condition besides column equalities", j.join_type),
-                "join ON equalities only, and filter the joined rows in a WHERE (or filter a side before joining)",
-            ));
-        }
         let left = self.translate(&j.left)?;
         refuse_updating(&left)?;
         if let Some(s) = self.max_rows(j, &left)? {
@@ -51,6 +45,20 @@ impl Translator<'_> {
         }
         let right = self.translate(&j.right)?;
         refuse_updating(&right)?;
+        if let (true, Some(f)) = (is_outer, &j.filter) {
+            let bounded = super::interval::interval_bounds(f, j, &left, &right);
+            if bounded.0.is_some() || bounded.1.is_some() {
+                // A WHERE after an outer join is another query: it drops the padded rows.
+                return Err(SqlError::unsupported(
+                    format!("{} JOIN bounded by event time (an outer interval join)", j.join_type),
+                    "use an outer window join (both sides tagged with tumble(…) AS w, ON a.k = b.k AND a.w = b.w), an unbounded outer join ON the keys, or an inner interval join",
+                ));
+            }
+            return Err(SqlError::unsupported(
+                format!("{} JOIN with a condition besides column equalities", j.join_type),
+                "join ON equalities only; filter a side before joining (a WHERE after an outer join also drops its padded rows)",
+            ));
+        }
         // Rows of a HOP or CUMULATE table function are joined once per window.
         let left = self.expand_windows(&left, None)?;
         let right = self.expand_windows(&right, None)?;
