@@ -286,6 +286,24 @@ impl OperatorFactory for TopNFactory {
     }
 }
 
+/// Each row's partition id (the `partition` columns interned in `partitions`), with
+/// `tops` grown to one entry per partition seen.
+fn partition_ids<T: Default>(
+    partitions: &mut GroupKeys,
+    partition: &[usize],
+    rows: &RecordBatch,
+    tops: &mut Vec<T>,
+) -> Result<Vec<u32>> {
+    let keys: Vec<ArrayRef> = partition.iter().map(|&i| rows.column(i).clone()).collect();
+    let all: Vec<u32> = (0..rows.num_rows() as u32).collect();
+    let mut ids = Vec::with_capacity(all.len());
+    partitions.intern(&keys, &all, &mut ids)?;
+    if tops.len() < partitions.len() {
+        tops.resize_with(partitions.len(), T::default);
+    }
+    Ok(ids)
+}
+
 /// Kept rows (`columns` of `input`) with their `rank` as a state batch whose rows are
 /// identified by the partition and the rank.
 fn ranked_state(
@@ -364,24 +382,13 @@ impl TopN {
         batch: &RecordBatch,
         mut before: Option<&mut Before>,
     ) -> Result<Vec<(u32, usize)>> {
-        let n = batch.num_rows();
-        let keys: Vec<ArrayRef> = self
-            .partition
-            .iter()
-            .map(|&i| batch.column(i).clone())
-            .collect();
-        let all: Vec<u32> = (0..n as u32).collect();
-        let mut ids = Vec::with_capacity(n);
-        self.partitions.intern(&keys, &all, &mut ids)?;
+        let ids = partition_ids(&mut self.partitions, &self.partition, batch, &mut self.tops)?;
         let order: Vec<ArrayRef> = self
             .order
             .iter()
             .map(|&i| batch.column(i).clone())
             .collect();
         let order = self.order_rows.convert_columns(&order)?;
-        if self.tops.len() < self.partitions.len() {
-            self.tops.resize_with(self.partitions.len(), Vec::new);
-        }
         let mut changed: Vec<(u32, usize)> = Vec::new();
         let mut at: HashMap<u32, usize> = HashMap::new();
         for (r, &id) in ids.iter().enumerate() {
@@ -485,17 +492,7 @@ impl TopN {
     /// lose what earlier batches gave them, as a later snapshot's top replaces an
     /// earlier one's.
     pub(crate) fn restore_rows(&mut self, rows: &RecordBatch) -> Result<()> {
-        let keys: Vec<ArrayRef> = self
-            .partition
-            .iter()
-            .map(|&i| rows.column(i).clone())
-            .collect();
-        let all: Vec<u32> = (0..rows.num_rows() as u32).collect();
-        let mut ids = Vec::with_capacity(all.len());
-        self.partitions.intern(&keys, &all, &mut ids)?;
-        if self.tops.len() < self.partitions.len() {
-            self.tops.resize_with(self.partitions.len(), Vec::new);
-        }
+        let ids = partition_ids(&mut self.partitions, &self.partition, rows, &mut self.tops)?;
         for &id in &ids {
             self.tops[id as usize].clear();
         }

@@ -91,22 +91,6 @@ impl RetractTopN {
         Ok((rows, kinds, latest))
     }
 
-    /// Each row's partition id.
-    fn partition_ids(&mut self, rows: &RecordBatch) -> Result<Vec<u32>> {
-        let keys: Vec<ArrayRef> = self
-            .partition
-            .iter()
-            .map(|&i| rows.column(i).clone())
-            .collect();
-        let all: Vec<u32> = (0..rows.num_rows() as u32).collect();
-        let mut ids = Vec::with_capacity(all.len());
-        self.partitions.intern(&keys, &all, &mut ids)?;
-        if self.tops.len() < self.partitions.len() {
-            self.tops.resize_with(self.partitions.len(), Ordered::new);
-        }
-        Ok(ids)
-    }
-
     /// Adds (or, with `kinds`, adds and withdraws) `rows`; returns the partitions whose
     /// first `limit` rows changed, each with those rows as they were.
     fn apply(
@@ -114,7 +98,8 @@ impl RetractTopN {
         rows: &RecordBatch,
         kinds: Option<&[RowKind]>,
     ) -> Result<Vec<(u32, Vec<OwnedRow>)>> {
-        let ids = self.partition_ids(rows)?;
+        let ids =
+            super::partition_ids(&mut self.partitions, &self.partition, rows, &mut self.tops)?;
         let order: Vec<ArrayRef> = self.order.iter().map(|&i| rows.column(i).clone()).collect();
         let order = self.order_rows.convert_columns(&order)?;
         let whole = self.rows.convert_columns(rows.columns())?;
