@@ -172,6 +172,16 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// The watermark passed downstream after [`on_watermark`](Operator::on_watermark)
+    /// of `input`: by default `input`. An operator that may still emit rows at or
+    /// before `input` (an outer interval join's padded rows, emitted when their bound
+    /// closes) holds it back to just before the oldest of them, so they are not late
+    /// downstream (docs/engine.md, "Watermarks held back"). The runtime never lets the
+    /// forwarded watermark go back.
+    fn output_watermark(&self, input: EventTime) -> EventTime {
+        input
+    }
+
     /// All input is done; emit anything still held (after the final watermark).
     fn on_end(&mut self, _out: &mut Vec<RecordBatch>) -> Result<()> {
         Ok(())

@@ -54,6 +54,10 @@ pub struct Chain {
     /// The heading source's flow, when a source heads the chain (its watermark is the
     /// one the chain is told).
     source_flow: Option<Arc<FlowCounters>>,
+    /// Per link, the watermark it last passed on.
+    forwarded: Vec<EventTime>,
+    /// Per link, the watermark it last saw (the one before it passed on).
+    seen: Vec<EventTime>,
 }
 
 type ChainResult<T> = std::result::Result<T, ChainError>;
@@ -77,6 +81,8 @@ impl Chain {
     ) -> Self {
         let tail = links.last().map_or(head, |l| l.id.clone());
         Self {
+            forwarded: vec![EventTime::MIN; links.len()],
+            seen: vec![EventTime::MIN; links.len()],
             links,
             sink,
             emitted: Vec::new(),
@@ -135,19 +141,27 @@ impl Chain {
     }
 
     /// The combined watermark advanced: each operator in turn fires, its output flowing
-    /// through the rest of the chain before the next operator sees the watermark.
-    pub fn on_watermark(&mut self, watermark: EventTime) -> ChainResult<()> {
+    /// through the rest of the chain before the next operator sees the watermark. Each
+    /// operator passes on the watermark it chooses ([`Operator::output_watermark`]);
+    /// returns the one the chain's tail passes on, for the downstream tasks.
+    pub fn on_watermark(&mut self, watermark: EventTime) -> ChainResult<EventTime> {
         if let Some(flow) = &self.source_flow {
             flow.watermark_at(watermark);
         }
+        let mut watermark = watermark;
         for level in 0..self.links.len() {
             let mut out = Vec::new();
+            self.seen[level] = watermark;
             let link = &mut self.links[level];
             link.operator
                 .on_watermark(watermark, &mut out)
                 .map_err(at(&link.id))?;
             link.flow.watermark_at(watermark);
             link.flow.emitted(&out);
+            // A watermark never goes back, even when an operator holds it.
+            let held = link.operator.output_watermark(watermark);
+            watermark = held.max(self.forwarded[level]).min(watermark);
+            self.forwarded[level] = watermark;
             for b in out {
                 self.push(level + 1, 0, b)?;
             }
@@ -157,7 +171,17 @@ impl Chain {
                 .set_sink_watermark(sink.watermark_slot, watermark);
             sink.flow.watermark_at(watermark);
         }
-        Ok(())
+        Ok(watermark)
+    }
+
+    /// The links that saw a lower watermark than `task_watermark` (the task's input),
+    /// since a link before them held it back, with the watermark each saw. A restore
+    /// resumes them from there, so the rows held back are not late after it.
+    pub fn held_watermarks(&self, task_watermark: EventTime) -> Vec<(OperatorId, EventTime)> {
+        (self.links.iter().zip(&self.seen))
+            .filter(|(_, seen)| **seen < task_watermark)
+            .map(|(link, seen)| (link.id.clone(), *seen))
+            .collect()
     }
 
     /// Input ended (after the final watermark): flush every operator, then the sink.
@@ -215,5 +239,96 @@ impl Chain {
         };
         let payload = sink.sink.pre_commit(epoch).map_err(at(&sink.id))?;
         Ok(payload.map(|p| (sink.id.clone(), p)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Holds the watermark `by` behind its input.
+    struct Holds {
+        by: EventTime,
+        seen: Arc<Mutex<Vec<EventTime>>>,
+    }
+
+    impl Operator for Holds {
+        fn on_batch(
+            &mut self,
+            _: usize,
+            _: RecordBatch,
+            _: &mut Vec<RecordBatch>,
+        ) -> Result<(), Error> {
+            Ok(())
+        }
+        fn on_watermark(&mut self, w: EventTime, _: &mut Vec<RecordBatch>) -> Result<(), Error> {
+            self.seen.lock().unwrap().push(w);
+            Ok(())
+        }
+        fn output_watermark(&self, input: EventTime) -> EventTime {
+            input - self.by
+        }
+    }
+
+    fn chain(holds: &[EventTime]) -> (Chain, Vec<Arc<Mutex<Vec<EventTime>>>>) {
+        let metrics = Arc::new(JobMetrics::default());
+        let mut seen = Vec::new();
+        let links = holds
+            .iter()
+            .enumerate()
+            .map(|(i, &by)| {
+                let id = OperatorId(format!("op{i}"));
+                let log = Arc::new(Mutex::new(Vec::new()));
+                seen.push(log.clone());
+                ChainLink {
+                    operator: Box::new(Holds { by, seen: log }),
+                    restore: None,
+                    counters: metrics.register_operator(&id, 0),
+                    flow: metrics.register_flow(&id, 0),
+                    id,
+                }
+            })
+            .collect();
+        let head = OperatorId("op0".into());
+        (Chain::new(head, None, links, None, metrics), seen)
+    }
+
+    #[test]
+    fn an_operator_that_holds_the_watermark_holds_it_for_the_rest_of_the_chain() {
+        let (mut chain, seen) = chain(&[100, 0]);
+        assert_eq!(chain.on_watermark(1_000).ok().unwrap(), 900);
+        assert_eq!(*seen[1].lock().unwrap(), vec![900]);
+        // What each link saw is what a restore resumes it from.
+        assert_eq!(
+            chain.held_watermarks(1_000),
+            vec![(OperatorId("op1".into()), 900)]
+        );
+    }
+
+    #[test]
+    fn a_held_watermark_never_goes_back() {
+        struct Drops(EventTime);
+        impl Operator for Drops {
+            fn on_batch(
+                &mut self,
+                _: usize,
+                _: RecordBatch,
+                _: &mut Vec<RecordBatch>,
+            ) -> Result<(), Error> {
+                Ok(())
+            }
+            fn output_watermark(&self, _: EventTime) -> EventTime {
+                self.0
+            }
+        }
+        let (mut chain, _) = chain(&[0]);
+        chain.links[0].operator = Box::new(Drops(500));
+        assert_eq!(chain.on_watermark(1_000).ok().unwrap(), 500);
+        chain.links[0].operator = Box::new(Drops(200));
+        assert_eq!(chain.on_watermark(2_000).ok().unwrap(), 500);
+        // Nor past the input.
+        chain.links[0].operator = Box::new(Drops(9_000));
+        assert_eq!(chain.on_watermark(3_000).ok().unwrap(), 3_000);
     }
 }

@@ -64,6 +64,9 @@ pub struct SnapshotAck {
     pub committables: Vec<Committable>,
     /// The task's input watermark at the barrier.
     pub watermark: EventTime,
+    /// Operators of the chain that saw a lower watermark than the task's, because an
+    /// operator before them holds it back: the one each saw, which it resumes from.
+    pub held_watermarks: Vec<(riffle_core::OperatorId, EventTime)>,
     /// Counters of the task's operators (and source) at the barrier.
     pub counters: Vec<(OperatorId, riffle_core::CounterValues)>,
     /// Time spent aligning barriers.

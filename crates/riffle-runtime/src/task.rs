@@ -55,7 +55,7 @@ pub(crate) async fn advance_watermark(
     routers: &mut [OutputRouter],
     watermark: EventTime,
 ) -> TaskOutcome<()> {
-    chain.on_watermark(watermark)?;
+    let watermark = chain.on_watermark(watermark)?;
     flush(chain, routers).await?;
     broadcast(routers, Message::Watermark(Watermark::EventTime(watermark))).await
 }
@@ -86,6 +86,7 @@ pub(crate) async fn take_snapshot(
     } = aligned;
     let started = std::time::Instant::now();
     states.extend(chain.snapshot(barrier.epoch)?);
+    let held_watermarks = chain.held_watermarks(watermark);
     counters.extend(chain.counters());
     let committables = chain
         .pre_commit(barrier.epoch)?
@@ -106,6 +107,7 @@ pub(crate) async fn take_snapshot(
             states,
             committables,
             watermark,
+            held_watermarks,
             counters,
             alignment,
             snapshot: started.elapsed(),

@@ -30,6 +30,11 @@ impl CheckpointCoordinator {
             *total = total.plus(values);
         }
         for (operator, state) in ack.states {
+            // What this operator saw, below the task's watermark when one before it in
+            // the chain holds it back.
+            let watermark = (ack.held_watermarks.iter())
+                .find(|(id, _)| *id == operator)
+                .map_or(ack.watermark, |(_, w)| *w);
             if state.batches.is_empty() && !self.operators.contains_key(&operator) {
                 continue;
             }
@@ -71,7 +76,7 @@ impl CheckpointCoordinator {
                 .push(SubtaskEntry {
                     subtask: ack.subtask,
                     files: entries,
-                    watermark: (ack.watermark > i64::MIN).then_some(ack.watermark),
+                    watermark: (watermark > i64::MIN).then_some(watermark),
                 });
         }
         let upload = started.elapsed();
