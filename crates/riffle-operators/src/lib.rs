@@ -46,7 +46,7 @@ pub use over::{OverAggregate, OverAggregateFactory, OverFrame, OverFunction, Ove
 pub use project::ProjectFactory;
 pub use retracting_aggregate::RetractingAggregateFactory;
 pub use session_aggregate::SessionAggregateFactory;
-pub use stream_join::StreamJoinFactory;
+pub use stream_join::{IntervalCondition, StreamJoinFactory, TimeBound};
 pub use top_n::{OrderColumn, TopNFactory};
 pub use union::UnionFactory;
 pub use updating_aggregate::UpdatingAggregateFactory;

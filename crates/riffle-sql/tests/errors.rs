@@ -88,8 +88,12 @@ fn unbounded_constructs_are_named_with_a_hint() {
             "condition besides column equalities",
         ),
         (
-            "SELECT a.auction FROM bid a LEFT JOIN bid b ON a.auction = b.bidder AND b.date_time BETWEEN a.date_time - INTERVAL '1' SECOND AND a.date_time + INTERVAL '2' SECOND",
-            "an outer interval join",
+            "SELECT a.auction FROM bid a LEFT JOIN bid b ON a.auction = b.bidder AND b.date_time >= a.date_time - INTERVAL '1' SECOND",
+            "bounds only one side",
+        ),
+        (
+            "SELECT a.auction FROM bid a LEFT JOIN bid b ON a.auction = b.bidder AND b.date_time BETWEEN a.date_time - INTERVAL '1' SECOND AND a.date_time + INTERVAL '2' SECOND AND a.price < b.price",
+            "more than equalities and event-time bounds",
         ),
         (
             "SELECT a.auction FROM bid a JOIN bid b ON a.price < b.price",
@@ -243,6 +247,20 @@ fn a_filtered_updating_result_is_a_changelog_that_only_deleting_sinks_take() {
     .unwrap();
     let explained = PhysicalPlan::compile(&windowed.graph).explain(&windowed.graph);
     assert!(explained.contains("full outer join"), "{explained}");
+    assert!(!explained.contains(", changelog"), "{explained}");
+    // So do an outer interval join's, when their bounds close; the join checks the
+    // bounds itself (strict ones too), in either order of the sides.
+    let interval = plan(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\nINSERT INTO out SELECT a.auction, b.bidder FROM bid a LEFT JOIN bid b ON a.auction = b.bidder AND a.date_time < b.date_time + INTERVAL '1' SECOND AND b.date_time <= a.date_time + INTERVAL '2' SECOND;"
+    ))
+    .unwrap();
+    let explained = PhysicalPlan::compile(&interval.graph).explain(&interval.graph);
+    assert!(
+        explained.contains(
+            "interval left outer join (keep left 2s, right 1s; right - left in (-1s, 2s])"
+        ),
+        "{explained}"
+    );
     assert!(!explained.contains(", changelog"), "{explained}");
     // debezium-json is a sink format only.
     let e = error(

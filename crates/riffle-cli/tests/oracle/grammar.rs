@@ -65,6 +65,16 @@ pub enum Query {
     OuterWindowJoin { size_s: i64, kind: &'static str },
     /// Interval join: `pay` rows within `[-lo, +hi]` ms of an `ev` row of the same key.
     IntervalJoin { lo_ms: i64, hi_ms: i64 },
+    /// The same as a `LEFT`, `RIGHT` or `FULL` join (the bounds in `ON`): a row that
+    /// matched nothing within its bounds leaves padded when they close (append-only).
+    /// Optionally counted per tumbling window of the joined rows' event time (the later
+    /// of the two rows', a padded row's own): padded rows must not arrive late.
+    OuterIntervalJoin {
+        lo_ms: i64,
+        hi_ms: i64,
+        kind: &'static str,
+        window_s: Option<i64>,
+    },
 }
 
 /// How the output is compared.
@@ -81,7 +91,7 @@ pub enum OutputKind {
 }
 
 /// How many kinds of query the grammar has.
-pub const KINDS: u64 = 16;
+pub const KINDS: u64 = 17;
 
 impl Query {
     /// A query of kind `kind % KINDS` with random parameters.
@@ -147,6 +157,12 @@ impl Query {
                 g: rng.random_range(20..80),
                 n: rng.random_range(1..4),
             },
+            16 => Query::OuterIntervalJoin {
+                lo_ms: rng.random_range(0..1500),
+                hi_ms: rng.random_range(0..1500),
+                kind: ["LEFT", "RIGHT", "FULL"][rng.random_range(0..3)],
+                window_s: rng.random_bool(0.5).then(|| rng.random_range(1..3)),
+            },
             11 => Query::OuterJoin {
                 kind: ["LEFT", "RIGHT", "FULL"][rng.random_range(0..3)],
             },
@@ -174,7 +190,12 @@ impl Query {
             Query::RankedRegroup { .. } => &["r", "n", "total", "hi"],
             Query::TopGroups { .. } => &["p", "rn", "k", "n"],
             Query::WindowJoin { .. } => &["eid", "pid", "ws"],
-            Query::IntervalJoin { .. } | Query::OuterWindowJoin { .. } => &["eid", "pid"],
+            Query::OuterIntervalJoin {
+                window_s: Some(_), ..
+            } => &["ws", "n", "matched"],
+            Query::IntervalJoin { .. }
+            | Query::OuterWindowJoin { .. }
+            | Query::OuterIntervalJoin { .. } => &["eid", "pid"],
         }
     }
 
@@ -208,6 +229,7 @@ impl Query {
             Query::WindowJoin { .. }
                 | Query::OuterWindowJoin { .. }
                 | Query::IntervalJoin { .. }
+                | Query::OuterIntervalJoin { .. }
                 | Query::OuterJoin { .. }
                 | Query::Union { .. }
         ) {
@@ -288,6 +310,14 @@ impl Query {
                  FROM (SELECT id, k, tumble(INTERVAL '{size_s}' SECOND) AS w FROM ev) e\n\
                  {kind} JOIN (SELECT id, k, tumble(INTERVAL '{size_s}' SECOND) AS w FROM pay) p\n  ON e.k = p.k AND e.w = p.w"
             ),
+            Query::OuterIntervalJoin { window_s, .. } => match window_s {
+                None => self.outer_interval_sql(),
+                Some(s) => format!(
+                    "SELECT {ws} AS ws, count(*) AS n, count(pid) AS matched FROM (\n  SELECT eid, pid, tumble(INTERVAL '{s}' SECOND) AS w FROM ({joined}))\nGROUP BY w",
+                    ws = ms("w['start']"),
+                    joined = self.outer_interval_sql(),
+                ),
+            },
         };
         sql + "INSERT INTO out\n" + &select + ";\n"
     }
@@ -358,11 +388,39 @@ impl Query {
                     "SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p\n  ON e.k = p.k AND e.ts // {size} = p.ts // {size}"
                 )
             }
+            Query::OuterIntervalJoin { window_s, .. } => match window_s {
+                None => self.outer_interval_sql(),
+                // A joined row's event time is the later of its rows', a padded row's
+                // its own.
+                Some(s) => {
+                    let size = s * 1000;
+                    let joined = self.outer_interval_sql().replacen(
+                        "SELECT e.id AS eid, p.id AS pid",
+                        "SELECT e.id AS eid, p.id AS pid, CASE WHEN e.ts IS NULL THEN p.ts WHEN p.ts IS NULL THEN e.ts ELSE greatest(e.ts, p.ts) END AS t",
+                        1,
+                    );
+                    format!("SELECT (t // {size}) * {size} AS ws, count(*) AS n, count(pid) AS matched FROM ({joined}) GROUP BY ws")
+                }
+            },
         }
     }
 }
 
 impl Query {
+    /// An `OuterIntervalJoin` query's text, the same in both dialects (`ts` is epoch
+    /// milliseconds in both).
+    fn outer_interval_sql(&self) -> String {
+        let Query::OuterIntervalJoin {
+            lo_ms, hi_ms, kind, ..
+        } = self
+        else {
+            unreachable!("outer_interval_sql of {self:?}")
+        };
+        format!(
+            "SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p\n  ON e.k = p.k AND p.ts BETWEEN e.ts - {lo_ms} AND e.ts + {hi_ms}"
+        )
+    }
+
     /// A `Having` query's text, the same in both dialects.
     fn having_sql(&self) -> String {
         let Query::Having {

@@ -209,7 +209,7 @@ fn check_seeds(seeds: impl Iterator<Item = u64>, deadline: Option<Instant>) {
 /// The seeds `.ci/run` checks: each query kind of the grammar three times
 /// (the seed picks the kind), at several parallelisms, through crash points, `kill -9`,
 /// damaged checkpoints and rescaled restores (see the printed schedules).
-const CI_SEEDS: std::ops::Range<u64> = 1..49;
+const CI_SEEDS: std::ops::Range<u64> = 1..52;
 
 #[test]
 fn generated_pipelines_agree_with_duckdb_through_crashes_and_rescales() {

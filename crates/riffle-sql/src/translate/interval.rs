@@ -6,10 +6,12 @@ use super::join::{column_index, join_below, max_argument, refuse_updating};
 use super::{col_expr, Stream, Translator};
 use crate::error::{Result, SqlError};
 use crate::windows::interval_nanos;
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::JoinType;
+use datafusion::common::ScalarValue;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{cast, Aggregate, BinaryExpr, Expr, Join, Operator};
-use riffle_operators::{IntervalMaxJoinFactory, ProjectFactory};
+use riffle_operators::{IntervalCondition, IntervalMaxJoinFactory, ProjectFactory, TimeBound};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -155,9 +157,71 @@ pub(super) fn interval_bounds(
     left: &Stream,
     right: &Stream,
 ) -> (Option<Duration>, Option<Duration>) {
+    let (mut keep_left, mut keep_right): (Option<i128>, Option<i128>) = (None, None);
+    for (op, d) in split_conjunction(filter)
+        .into_iter()
+        .filter_map(|c| time_comparison(c, j, left, right))
+    {
+        let tighter = |slot: &mut Option<i128>, v: i128| {
+            *slot = Some(slot.map_or(v, |s| s.min(v)).max(0));
+        };
+        match op {
+            // r.t >= l.t + d: right rows older than watermark + d are never matched again.
+            Operator::GtEq | Operator::Gt => tighter(&mut keep_right, -d),
+            // r.t <= l.t + d: left rows older than watermark − d are never matched again.
+            Operator::LtEq | Operator::Lt => tighter(&mut keep_left, d),
+            _ => {}
+        }
+    }
+    let duration =
+        |n: Option<i128>| n.map(|n| Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX)));
+    (duration(keep_left), duration(keep_right))
+}
+
+/// The exact time condition of an outer interval join: `Some` when every conjunct of
+/// `filter` compares the two sides' event times and they bound `r.t - l.t` from both
+/// sides (the tightest bound of each kind wins).
+pub(super) fn interval_condition(
+    filter: &Expr,
+    j: &Join,
+    left: &Stream,
+    right: &Stream,
+) -> Option<IntervalCondition> {
+    let (mut lower, mut upper): (Option<TimeBound>, Option<TimeBound>) = (None, None);
+    for c in split_conjunction(filter) {
+        let (op, d) = time_comparison(c, j, left, right)?;
+        let nanos = i64::try_from(d).ok()?;
+        let bound = TimeBound {
+            nanos,
+            strict: matches!(op, Operator::Gt | Operator::Lt),
+        };
+        match op {
+            Operator::GtEq | Operator::Gt => {
+                // The larger lower bound is the tighter (at a tie, the strict one).
+                if lower.is_none_or(|l| (l.nanos, l.strict) < (bound.nanos, bound.strict)) {
+                    lower = Some(bound);
+                }
+            }
+            Operator::LtEq | Operator::Lt => {
+                if upper.is_none_or(|u| (u.nanos, !u.strict) > (bound.nanos, !bound.strict)) {
+                    upper = Some(bound);
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some(IntervalCondition {
+        lower: lower?,
+        upper: upper?,
+    })
+}
+
+/// A conjunct comparing the two sides' event times, as `r.t op l.t + d` (`d` in ns):
+/// each side a term `t`, `t + interval` or `t - interval` (for an event-time column of
+/// epoch milliseconds, `t ± n` with `n` in milliseconds).
+fn time_comparison(c: &Expr, j: &Join, left: &Stream, right: &Stream) -> Option<(Operator, i128)> {
     let n_left = j.left.schema().fields().len();
-    // A term `t`, `t + interval` or `t - interval` over an event-time column:
-    // (is it the right side's, offset in ns).
+    // A term over an event-time column: (is it the right side's, offset in ns).
     let term = |e: &Expr| -> Option<(bool, i128)> {
         let (column, offset) = match e {
             Expr::BinaryExpr(BinaryExpr {
@@ -165,7 +229,7 @@ pub(super) fn interval_bounds(
                 op,
                 right: b,
             }) => {
-                let n = interval_nanos(b)?;
+                let n = interval_nanos(b).or_else(|| millis_nanos(a, b, j))?;
                 match op {
                     Operator::Plus => (a.as_ref(), n),
                     Operator::Minus => (a.as_ref(), -n),
@@ -186,37 +250,27 @@ pub(super) fn interval_bounds(
             (right.event_time == Some(i - n_left)).then_some((true, offset))
         }
     };
-    let (mut keep_left, mut keep_right): (Option<i128>, Option<i128>) = (None, None);
-    for c in split_conjunction(filter) {
-        let Some((a, op, b)) = comparison(c) else {
-            continue;
-        };
-        let (Some((a_right, oa)), Some((b_right, ob))) = (term(a), term(b)) else {
-            continue;
-        };
-        // As `r.t op l.t + d`.
-        let (op, d) = match (a_right, b_right) {
-            (true, false) => (*op, ob - oa),
-            (false, true) => match op.swap() {
-                Some(swapped) => (swapped, oa - ob),
-                None => continue,
-            },
-            _ => continue,
-        };
-        let tighter = |slot: &mut Option<i128>, v: i128| {
-            *slot = Some(slot.map_or(v, |s| s.min(v)).max(0));
-        };
-        match op {
-            // r.t >= l.t + d: right rows older than watermark + d are never matched again.
-            Operator::GtEq | Operator::Gt => tighter(&mut keep_right, -d),
-            // r.t <= l.t + d: left rows older than watermark − d are never matched again.
-            Operator::LtEq | Operator::Lt => tighter(&mut keep_left, d),
-            _ => {}
-        }
+    let (a, op, b) = comparison(c)?;
+    let ((a_right, oa), (b_right, ob)) = (term(a)?, term(b)?);
+    match (a_right, b_right) {
+        (true, false) => Some((*op, ob - oa)),
+        (false, true) => Some((op.swap()?, oa - ob)),
+        _ => None,
     }
-    let duration =
-        |n: Option<i128>| n.map(|n| Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX)));
-    (duration(keep_left), duration(keep_right))
+}
+
+/// `n` of `column ± n` as nanoseconds, when `column` is a BIGINT column (an event time
+/// in epoch milliseconds) and `n` an integer literal.
+fn millis_nanos(column: &Expr, n: &Expr, j: &Join) -> Option<i128> {
+    let Expr::Column(c) = column else { return None };
+    let field = j.schema.field(j.schema.index_of_column(c).ok()?);
+    if field.data_type() != &DataType::Int64 {
+        return None;
+    }
+    let Expr::Literal(ScalarValue::Int64(Some(ms)), _) = n else {
+        return None;
+    };
+    Some(i128::from(*ms) * 1_000_000)
 }
 
 /// `a op b` of a binary expression.

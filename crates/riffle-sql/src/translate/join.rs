@@ -10,7 +10,8 @@ use datafusion::common::{DFSchema, JoinType};
 use datafusion::logical_expr::expr::AggregateFunction as DfAggregate;
 use datafusion::logical_expr::{Aggregate, Expr, Join, LogicalPlan};
 use riffle_operators::{
-    JoinKind, ProjectFactory, StreamJoinFactory, WindowJoinFactory, WindowMaxRowsFactory,
+    IntervalCondition, JoinKind, ProjectFactory, StreamJoinFactory, WindowJoinFactory,
+    WindowMaxRowsFactory,
 };
 use std::sync::Arc;
 
@@ -45,20 +46,11 @@ impl Translator<'_> {
         }
         let right = self.translate(&j.right)?;
         refuse_updating(&right)?;
-        if let (true, Some(f)) = (is_outer, &j.filter) {
-            let bounded = super::interval::interval_bounds(f, j, &left, &right);
-            if bounded.0.is_some() || bounded.1.is_some() {
-                // A WHERE after an outer join is another query: it drops the padded rows.
-                return Err(SqlError::unsupported(
-                    format!("{} JOIN bounded by event time (an outer interval join)", j.join_type),
-                    "use an outer window join (both sides tagged with tumble(…) AS w, ON a.k = b.k AND a.w = b.w), an unbounded outer join ON the keys, or an inner interval join",
-                ));
-            }
-            return Err(SqlError::unsupported(
-                format!("{} JOIN with a condition besides column equalities", j.join_type),
-                "join ON equalities only; filter a side before joining (a WHERE after an outer join also drops its padded rows)",
-            ));
-        }
+        // An outer join's condition: the bounds of an outer interval join, or nothing.
+        let outer_interval = match (is_outer, &j.filter) {
+            (true, Some(f)) => Some(outer_interval_condition(f, j, &left, &right)?),
+            _ => None,
+        };
         // Rows of a HOP or CUMULATE table function are joined once per window.
         let left = self.expand_windows(&left, None)?;
         let right = self.expand_windows(&right, None)?;
@@ -157,8 +149,14 @@ impl Translator<'_> {
             self.graph.schema(right.node).clone(),
         );
         let p = Some(self.parallelism());
-        let node = match window {
-            Some(w) => {
+        let node = match (window, outer_interval) {
+            (Some(_), Some(_)) => {
+                return Err(SqlError::unsupported(
+                    format!("{} JOIN of windows with a time condition", j.join_type),
+                    "join the windows ON the keys and the window alone, or drop the window for an outer interval join",
+                ))
+            }
+            (Some(w), None) => {
                 let granule = w.granule().ok_or_else(|| {
                     SqlError::unsupported(
                         "joining session windows",
@@ -178,7 +176,19 @@ impl Translator<'_> {
                 .with_outer(outer.0, outer.1)?;
                 self.add("window_join", Arc::new(f), p, &[left.node, right.node])?
             }
-            None => {
+            (None, Some(condition)) => {
+                let f = StreamJoinFactory::new(
+                    &lschema,
+                    &rschema,
+                    &lk,
+                    &rk,
+                    &refs(&left_cols),
+                    &refs(&right_cols),
+                )?
+                .with_outer_interval(outer.0, outer.1, condition)?;
+                self.add("interval_join", Arc::new(f), p, &[left.node, right.node])?
+            }
+            (None, None) => {
                 let (keep_left, keep_right) = match &j.filter {
                     Some(f) => super::interval::interval_bounds(f, j, &left, &right),
                     None => (None, None),
@@ -221,12 +231,15 @@ impl Translator<'_> {
             .collect();
         let mut stream = Stream::of_node(node, columns);
         stream.windows = windows;
-        if is_outer && window.is_none() {
+        if is_outer && window.is_none() && outer_interval.is_none() {
             // A changelog without a key: padded rows are withdrawn by their whole value.
             // (A window's padded rows are final: they leave when it closes.)
             stream.make_keyless_changelog();
         }
         match &j.filter {
+            // The operator checks the time condition itself: a filter after it would
+            // drop the padded rows.
+            Some(_) if outer_interval.is_some() => Ok(stream),
             Some(f) if semi_as_inner => {
                 let joined = ls.join(rs)?;
                 let mut out = self.filter(&stream, f, &joined)?;
@@ -400,6 +413,33 @@ fn right_unique_on_keys(j: &Join) -> bool {
             .filter_map(|i| map.get(i).copied())
             .collect();
     (0..agg.group_expr.len()).all(|g| on.contains(&g))
+}
+
+/// The time condition of an outer join `j` whose ON has `filter` besides its equalities;
+/// an error unless it bounds the sides' event times from both sides and nothing else.
+fn outer_interval_condition(
+    filter: &Expr,
+    j: &Join,
+    left: &Stream,
+    right: &Stream,
+) -> Result<IntervalCondition> {
+    if let Some(c) = super::interval::interval_condition(filter, j, left, right) {
+        return Ok(c);
+    }
+    let (keep_left, keep_right) = super::interval::interval_bounds(filter, j, left, right);
+    if keep_left.is_some() || keep_right.is_some() {
+        return Err(SqlError::unsupported(
+            format!(
+                "{} JOIN whose ON holds more than equalities and event-time bounds, or bounds only one side",
+                j.join_type
+            ),
+            "bound both sides' event times and nothing else: ON a.k = b.k AND b.t BETWEEN a.t - INTERVAL '1' SECOND AND a.t + INTERVAL '1' SECOND; filter a side before joining",
+        ));
+    }
+    Err(SqlError::unsupported(
+        format!("{} JOIN with a condition besides column equalities", j.join_type),
+        "join ON equalities only (plus both sides' event-time bounds for an outer interval join); filter a side before joining (a WHERE after an outer join also drops its padded rows)",
+    ))
 }
 
 pub(super) fn refuse_updating(s: &Stream) -> Result<()> {

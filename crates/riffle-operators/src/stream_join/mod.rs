@@ -12,26 +12,38 @@
 //! changelog (docs/engine.md, "Changelog streams"); a padded row is never withdrawn
 //! again, since rows are never removed from an unbounded join.
 //!
+//! Interval joins may be outer too ([`StreamJoinFactory::with_outer_interval`]): the
+//! operator then checks the time condition itself, remembers which stored rows met it,
+//! and emits an outer side's unmatched rows padded when they leave the state
+//! (`interval.rs`). That output is append-only; the watermark it passes on is held
+//! before the oldest row that may still leave padded.
+//!
 //! Snapshots are incremental (docs/state-format.md, "Incremental checkpoints"): each stored
 //! batch's state batch is made once and handed to every later snapshot unchanged, so a
-//! checkpoint writes only the rows that arrived since the last; after [`MAX_CHAIN`]
+//! checkpoint writes only the rows that arrived since the last; after `MAX_CHAIN`
 //! snapshots a side is written whole again, bounding its files.
 
+mod interval;
+mod state;
+
+pub use interval::{IntervalCondition, TimeBound};
+
 use crate::aggregate::GroupKeys;
-use crate::delta_log::MAX_CHAIN;
 use crate::gather::Referenced;
-use riffle_core::arrow::array::{
-    new_null_array, Array, ArrayRef, AsArray, StructArray, UInt16Array,
-};
-use riffle_core::arrow::compute::cast;
-use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampNanosecondType};
-use riffle_core::state::KEY_GROUP_FIELD;
+use interval::MatchedRows;
+use riffle_core::arrow::array::{new_null_array, Array, ArrayRef, AsArray, BooleanArray};
+use riffle_core::arrow::compute::{cast, filter_record_batch};
+use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef, TimestampNanosecondType};
 use riffle_core::{
     row_kind_array, row_kind_field, Epoch, Error, EventTime, Operator, OperatorContext,
     OperatorFactory, OperatorState, RecordBatch, Result, RowKind, StreamSchema,
 };
+use state::SideSnapshots;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The state column of an outer interval join's matched flags.
+const MATCHED_FIELD: &str = "matched";
 
 /// Plans an unbounded stream-stream inner join.
 pub struct StreamJoinFactory {
@@ -43,9 +55,50 @@ pub struct StreamJoinFactory {
     retention: [Option<i64>; 2],
     /// Per side, whether its unmatched rows are emitted padded (LEFT: the left side).
     outer: [bool; 2],
+    /// The time condition an outer interval join checks itself.
+    condition: Option<IntervalCondition>,
 }
 
 impl StreamJoinFactory {
+    /// An outer interval join: pairs whose times meet `condition` join; a row of a side
+    /// marked outer that met no row of the other side is emitted alone, the other
+    /// side's columns NULL, once the watermark passes its bound (append-only output).
+    /// Rows are kept as long as `condition` lets a row arriving in time match them.
+    ///
+    /// # Errors
+    /// Neither side outer (an inner interval join filters its output instead).
+    pub fn with_outer_interval(
+        mut self,
+        left: bool,
+        right: bool,
+        condition: IntervalCondition,
+    ) -> Result<Self> {
+        if !(left || right) {
+            return Err(Error::plan(
+                "an outer interval join needs an outer side; an inner one is a join with a retention and a filter",
+            ));
+        }
+        let (keep_left, keep_right) = condition.retention();
+        self = self.with_retention(Some(keep_left), Some(keep_right));
+        self.outer = [left, right];
+        self.condition = Some(condition);
+        self.schema = StreamSchema::with_timestamp(self.padded_fields());
+        Ok(self)
+    }
+
+    /// The output fields, a side's nullable when rows are padded for the other side.
+    fn padded_fields(&self) -> Vec<Field> {
+        let mut fields: Vec<Field> = Vec::new();
+        for side in 0..2 {
+            let padded = self.outer[1 - side];
+            for &i in &self.outputs[side] {
+                let f = self.sides[side].schema.field(i).clone();
+                fields.push(if padded { f.with_nullable(true) } else { f });
+            }
+        }
+        fields
+    }
+
     /// The same join, outer on the sides marked: `(true, false)` is a LEFT join,
     /// `(false, true)` a RIGHT join, both a FULL join. The other side's columns become
     /// nullable and the output a changelog.
@@ -63,15 +116,7 @@ impl StreamJoinFactory {
             ));
         }
         self.outer = [left, right];
-        let mut fields: Vec<Field> = Vec::new();
-        for side in 0..2 {
-            // A side's columns are NULL in rows padded for the other side.
-            let padded = self.outer[1 - side];
-            for &i in &self.outputs[side] {
-                let f = self.sides[side].schema.field(i).clone();
-                fields.push(if padded { f.with_nullable(true) } else { f });
-            }
-        }
+        let mut fields = self.padded_fields();
         fields.push(row_kind_field());
         self.schema = StreamSchema::with_timestamp(fields);
         Ok(self)
@@ -139,6 +184,7 @@ impl StreamJoinFactory {
             schema: StreamSchema::with_timestamp(fields),
             retention: [None, None],
             outer: [false, false],
+            condition: None,
         })
     }
 }
@@ -151,7 +197,18 @@ impl OperatorFactory for StreamJoinFactory {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let side_name = match self.outer {
+            [true, true] => "full",
+            [true, false] => "left",
+            _ => "right",
+        };
         let kind = match (self.retention, self.outer) {
+            ([Some(l), Some(r)], _) if self.condition.is_some() => format!(
+                "interval {side_name} outer join (keep left {}, right {}; {})",
+                crate::window::display_nanos(l),
+                crate::window::display_nanos(r),
+                self.condition.map(|c| c.describe()).unwrap_or_default()
+            ),
             (_, [true, true]) => "unbounded full outer join, changelog".to_string(),
             (_, [true, false]) => "unbounded left outer join, changelog".to_string(),
             (_, [false, true]) => "unbounded right outer join, changelog".to_string(),
@@ -180,7 +237,9 @@ impl OperatorFactory for StreamJoinFactory {
         true
     }
     fn stable_state(&self) -> bool {
-        true // a stored batch's state batch is made once and handed back unchanged
+        // A stored batch's state batch is made once and handed back unchanged, unless
+        // it carries matched flags, which change.
+        self.condition.is_none()
     }
     fn key_columns(&self, input: usize) -> Option<Vec<usize>> {
         Some(self.keys[input.min(1)].clone())
@@ -199,6 +258,8 @@ impl OperatorFactory for StreamJoinFactory {
             operator: ctx.operator_id.0.clone(),
             retention: self.retention,
             outer: self.outer,
+            condition: self.condition,
+            matched: Default::default(),
             compacted_at: EventTime::MIN,
             snapshots: Default::default(),
         }))
@@ -222,26 +283,24 @@ struct StreamJoin {
     retention: [Option<i64>; 2],
     /// Per side, whether its unmatched rows are emitted padded.
     outer: [bool; 2],
+    /// An outer interval join's time condition, checked per pair.
+    condition: Option<IntervalCondition>,
+    /// With a condition: per side, its stored rows' times and matched flags.
+    matched: [MatchedRows; 2],
     /// Watermark of the last compaction.
     compacted_at: EventTime,
     /// Per side, what earlier snapshots handed out.
     snapshots: [SideSnapshots; 2],
 }
 
-/// The state batches of one side's stored batches, made for earlier snapshots.
-#[derive(Default)]
-struct SideSnapshots {
-    /// `batches[i]` is the state batch of stored batch `i`.
-    batches: Vec<RecordBatch>,
-    /// Snapshots that added batches since the side was last written whole (files).
-    chain: usize,
-}
-
 impl StreamJoin {
     /// Drops rows no future row can match. Runs when the watermark has moved by the
     /// longest retention (at least 1 s) since the last time, so state stays within about
     /// twice the retention while each row is copied a bounded number of times.
-    fn compact(&mut self, watermark: EventTime) -> Result<()> {
+    ///
+    /// An outer interval join emits here, padded, the dropped rows of its outer sides
+    /// that never matched: no row arriving in time can match them any more.
+    fn compact(&mut self, watermark: EventTime, out: &mut Vec<RecordBatch>) -> Result<()> {
         let Some(longest) = self.retention.iter().flatten().max().copied() else {
             return Ok(());
         };
@@ -252,24 +311,42 @@ impl StreamJoin {
         }
         self.compacted_at = watermark;
         let mut kept: [Vec<RecordBatch>; 2] = [Vec::new(), Vec::new()];
-        for (side, kept) in kept.iter_mut().enumerate() {
+        let mut kept_flags: [Vec<Vec<bool>>; 2] = [Vec::new(), Vec::new()];
+        for side in 0..2 {
             let batches = std::mem::take(&mut self.stored[side]);
+            let flags = self.matched[side].take();
             let Some(keep_for) = self.retention[side] else {
                 // Kept whole and in order: their state batches stay valid.
-                *kept = batches;
+                kept[side] = batches;
+                kept_flags[side] = flags;
                 continue;
             };
             self.snapshots[side] = SideSnapshots::default();
             let horizon = watermark.saturating_sub(keep_for);
-            for b in batches {
+            let pads = self.condition.is_some() && self.outer[side];
+            for (i, b) in batches.into_iter().enumerate() {
                 let ts = b
                     .column(self.sides[side].timestamp_index)
                     .as_primitive::<TimestampNanosecondType>();
-                let mask: riffle_core::arrow::array::BooleanArray =
-                    ts.values().iter().map(|t| Some(*t >= horizon)).collect();
-                let b = riffle_core::arrow::compute::filter_record_batch(&b, &mask)?;
-                if b.num_rows() > 0 {
-                    kept.push(b);
+                let keep: Vec<bool> = ts.values().iter().map(|t| *t >= horizon).collect();
+                if pads {
+                    let unmatched: BooleanArray = (keep.iter().zip(&flags[i]))
+                        .map(|(k, m)| Some(!k && !m))
+                        .collect();
+                    if unmatched.true_count() > 0 {
+                        let rows = filter_record_batch(&b, &unmatched)?;
+                        out.push(self.padded_batch(side, &rows)?);
+                    }
+                }
+                let mask: BooleanArray = keep.iter().map(|k| Some(*k)).collect();
+                let b = filter_record_batch(&b, &mask)?;
+                if b.num_rows() == 0 {
+                    continue;
+                }
+                kept[side].push(b);
+                if let Some(f) = flags.get(i) {
+                    let f = f.iter().zip(&keep).filter(|(_, k)| **k).map(|(m, _)| *m);
+                    kept_flags[side].push(f.collect());
                 }
             }
         }
@@ -281,30 +358,11 @@ impl StreamJoin {
             for b in batches {
                 self.index(side, b, &mut ignored, false)?;
             }
+            if self.condition.is_some() {
+                self.matched[side].restore_flags(std::mem::take(&mut kept_flags[side]));
+            }
         }
         Ok(())
-    }
-
-    /// `rows` of `side` as a state batch: their key groups, and the rows as a struct
-    /// column (sharing their arrays) named after the side.
-    fn state_batch(&self, side: usize, rows: &RecordBatch) -> Result<RecordBatch> {
-        let name = if side == 0 { "left" } else { "right" };
-        let row_fields = self.sides[side].schema.fields().clone();
-        let schema = Arc::new(Schema::new(vec![
-            Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
-            Field::new(name, DataType::Struct(row_fields.clone()), false),
-        ]));
-        let keys = self.key_columns(side, rows)?;
-        let (_, kg) =
-            crate::window::key_group_column(&keys, rows.num_rows(), self.max_parallelism)?;
-        let kg: UInt16Array = kg
-            .as_primitive::<riffle_core::arrow::datatypes::UInt16Type>()
-            .clone();
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(kg),
-            Arc::new(StructArray::new(row_fields, rows.columns().to_vec(), None)),
-        ];
-        Ok(RecordBatch::try_new(schema, columns)?)
     }
 
     fn key_columns(&self, side: usize, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
@@ -343,6 +401,15 @@ impl StreamJoin {
             list.resize_with(self.table.len(), Vec::new);
         }
         let batch_index = self.stored[side].len() as u32;
+        let times = self.condition.map(|_| {
+            (batch.column(self.sides[side].timestamp_index))
+                .as_primitive::<TimestampNanosecondType>()
+                .values()
+                .clone()
+        });
+        if let Some(times) = &times {
+            self.matched[side].push(times.clone());
+        }
         self.stored[side].push(batch);
         // Pairs (this row, other row) as (batch, row) references.
         let mut mine: Vec<(usize, usize)> = Vec::new();
@@ -352,7 +419,20 @@ impl StreamJoin {
         let mut unpadded: Vec<(usize, usize)> = Vec::new();
         let mut padded: Vec<(usize, usize)> = Vec::new();
         for (row, &id) in ids.iter().enumerate() {
-            if emit {
+            if let (true, Some(condition), Some(times)) = (emit, self.condition, &times) {
+                // An outer interval join: only pairs within the bounds join.
+                let t = times[row];
+                for &(b, r) in &self.rows_by_key[other][id as usize] {
+                    let u = self.matched[other].time(b as usize, r as usize);
+                    let (left, right) = if side == 0 { (t, u) } else { (u, t) };
+                    if condition.holds(left, right) {
+                        self.matched[other].mark(b as usize, r as usize);
+                        self.matched[side].mark(batch_index as usize, row);
+                        mine.push((batch_index as usize, row));
+                        theirs.push((b as usize, r as usize));
+                    }
+                }
+            } else if emit {
                 let matches = &self.rows_by_key[other][id as usize];
                 let first_of_key = self.rows_by_key[side][id as usize].is_empty();
                 if self.outer[other] && first_of_key {
@@ -380,27 +460,45 @@ impl StreamJoin {
         Ok(())
     }
 
-    /// Whether the output carries row kinds (an outer join).
+    /// Whether the output carries row kinds (an unbounded outer join).
     fn changelog(&self) -> bool {
-        self.outer[0] || self.outer[1]
+        (self.outer[0] || self.outer[1]) && self.condition.is_none()
     }
 
     /// Rows `rows` of `side` alone, the other side's columns NULL, of kind `kind`.
     fn padded(&self, side: usize, rows: Vec<(usize, usize)>, kind: RowKind) -> Result<RecordBatch> {
         let n = rows.len();
         let rows = Referenced::new(rows);
+        self.pad(side, n, Some(kind), |c| self.gather(side, c, &rows))
+    }
+
+    /// `rows` (of `side`'s schema) alone, the other side's columns NULL (append-only).
+    fn padded_batch(&self, side: usize, rows: &RecordBatch) -> Result<RecordBatch> {
+        self.pad(side, rows.num_rows(), None, |c| Ok(rows.column(c).clone()))
+    }
+
+    /// `n` output rows whose `side` columns are `column(i)` of that side's field `i`.
+    fn pad(
+        &self,
+        side: usize,
+        n: usize,
+        kind: Option<RowKind>,
+        column: impl Fn(usize) -> Result<ArrayRef>,
+    ) -> Result<RecordBatch> {
         let mut columns = Vec::new();
         for s in 0..2 {
             for &c in &self.outputs[s] {
                 columns.push(if s == side {
-                    self.gather(side, c, &rows)?
+                    column(c)?
                 } else {
                     new_null_array(self.sides[s].schema.field(c).data_type(), n)
                 });
             }
         }
-        columns.push(Arc::new(row_kind_array(std::iter::repeat_n(kind, n))));
-        columns.push(self.gather(side, self.sides[side].timestamp_index, &rows)?);
+        if let Some(kind) = kind {
+            columns.push(Arc::new(row_kind_array(std::iter::repeat_n(kind, n))));
+        }
+        columns.push(column(self.sides[side].timestamp_index)?);
         Ok(RecordBatch::try_new(self.schema.schema.clone(), columns)?)
     }
 
@@ -460,53 +558,28 @@ impl Operator for StreamJoin {
         Ok(())
     }
 
-    fn on_watermark(&mut self, watermark: EventTime, _: &mut Vec<RecordBatch>) -> Result<()> {
-        self.compact(watermark)
+    fn on_watermark(&mut self, watermark: EventTime, out: &mut Vec<RecordBatch>) -> Result<()> {
+        self.compact(watermark, out)
+    }
+
+    /// An outer interval join holds the watermark before its oldest stored row of an
+    /// outer side: that row may still leave padded, at its own event time.
+    fn output_watermark(&self, input: EventTime) -> EventTime {
+        if self.condition.is_none() {
+            return input;
+        }
+        (0..2)
+            .filter(|&side| self.outer[side])
+            .filter_map(|side| self.matched[side].oldest())
+            .map(|oldest| oldest.saturating_sub(1))
+            .fold(input, EventTime::min)
     }
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
-        let mut batches = Vec::new();
-        for side in 0..2 {
-            let mut made = std::mem::take(&mut self.snapshots[side]);
-            if made.chain >= MAX_CHAIN {
-                // New arrays for every row: written whole, as one file.
-                made = SideSnapshots::default();
-            }
-            // On an error `made` is dropped: the next snapshot writes the side whole.
-            let fresh = self.stored[side][made.batches.len()..]
-                .iter()
-                .map(|rows| self.state_batch(side, rows))
-                .collect::<Result<Vec<_>>>()?;
-            if !fresh.is_empty() {
-                made.chain += 1;
-                made.batches.extend(fresh);
-            }
-            batches.extend(made.batches.iter().cloned());
-            self.snapshots[side] = made;
-        }
-        Ok(OperatorState { batches })
+        self.snapshot_state()
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {
-        let mut ignored = Vec::new();
-        for batch in state.batches {
-            let (side, rows) = match (batch.column_by_name("left"), batch.column_by_name("right")) {
-                (Some(l), _) => (0, l.clone()),
-                (_, Some(r)) => (1, r.clone()),
-                _ => {
-                    return Err(Error::State {
-                        operator: self.operator.clone(),
-                        message: "state batch has neither `left` nor `right`".into(),
-                    })
-                }
-            };
-            let rows = RecordBatch::try_new(
-                self.sides[side].schema.clone(),
-                rows.as_struct().columns().to_vec(),
-            )?;
-            // Re-adding restores the index; matches were emitted before the snapshot.
-            self.add(side, rows, &mut ignored)?;
-        }
-        Ok(())
+        self.restore_state(state)
     }
 }
