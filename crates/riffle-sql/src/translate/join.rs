@@ -176,7 +176,7 @@ impl Translator<'_> {
                 .with_outer(outer.0, outer.1)?;
                 self.add("window_join", Arc::new(f), p, &[left.node, right.node])?
             }
-            (None, Some(condition)) => {
+            (None, outer_interval) => {
                 let f = StreamJoinFactory::new(
                     &lschema,
                     &rschema,
@@ -184,30 +184,26 @@ impl Translator<'_> {
                     &rk,
                     &refs(&left_cols),
                     &refs(&right_cols),
-                )?
-                .with_outer_interval(outer.0, outer.1, condition)?;
-                self.add("interval_join", Arc::new(f), p, &[left.node, right.node])?
-            }
-            (None, None) => {
-                let (keep_left, keep_right) = match &j.filter {
-                    Some(f) => super::interval::interval_bounds(f, j, &left, &right),
-                    None => (None, None),
-                };
-                let f = StreamJoinFactory::new(
-                    &lschema,
-                    &rschema,
-                    &lk,
-                    &rk,
-                    &refs(&left_cols),
-                    &refs(&right_cols),
-                )?
-                .with_retention(keep_left, keep_right)
-                .with_outer(outer.0, outer.1)
-                .map_err(|e| SqlError::unsupported(e.to_string(), "join ON the keys alone"))?;
-                let kind = if keep_left.or(keep_right).is_some() {
-                    "interval_join"
-                } else {
-                    "join"
+                )?;
+                let (f, kind) = match (outer_interval, &j.filter) {
+                    (Some(condition), _) => (
+                        f.with_outer_interval(outer.0, outer.1, condition)?,
+                        "interval_join",
+                    ),
+                    (None, filter) => {
+                        let (keep_left, keep_right) = match filter {
+                            Some(f) => super::interval::interval_bounds(f, j, &left, &right),
+                            None => (None, None),
+                        };
+                        let f = f
+                            .with_retention(keep_left, keep_right)
+                            .with_outer(outer.0, outer.1)
+                            .map_err(|e| {
+                                SqlError::unsupported(e.to_string(), "join ON the keys alone")
+                            })?;
+                        let bounded = keep_left.or(keep_right).is_some();
+                        (f, if bounded { "interval_join" } else { "join" })
+                    }
                 };
                 self.add(kind, Arc::new(f), p, &[left.node, right.node])?
             }
