@@ -14,9 +14,12 @@
 //! withdraws a bidder's previous bid and the count takes it back. `changelog_top_groups`
 //! ranks an unwindowed aggregate (the 3 auctions with the most bids per `auction % 10`):
 //! a Top-N over a changelog, keeping every auction of a partition.
+//! `changelog_interval_join` (each auction with the bids of its first second) is the
+//! baseline of `changelog_outer_interval_join`, the same as a LEFT JOIN: an auction
+//! without such a bid leaves padded once its second has passed (append-only).
 
 /// The texts by name.
-pub const QUERIES: [(&str, &str); 8] = [
+pub const QUERIES: [(&str, &str); 10] = [
     (
         "changelog_upsert",
         "CREATE TABLE discard_sink (auction BIGINT, num BIGINT, total BIGINT) WITH ('connector' = 'blackhole');
@@ -76,6 +79,20 @@ SELECT category, auction, num, rn FROM (
     SELECT auction % 10 AS category, auction, num FROM (
       SELECT auction, count(*) AS num FROM bid GROUP BY auction))
 ) WHERE rn <= 3;",
+    ),
+    (
+        "changelog_interval_join",
+        "CREATE TABLE discard_sink (id BIGINT, bidder BIGINT, price BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT a.id, b.bidder, b.price FROM auction a JOIN bid b
+  ON a.id = b.auction AND b.dateTime BETWEEN a.dateTime AND a.dateTime + INTERVAL '1' SECOND;",
+    ),
+    (
+        "changelog_outer_interval_join",
+        "CREATE TABLE discard_sink (id BIGINT, bidder BIGINT, price BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT a.id, b.bidder, b.price FROM auction a LEFT JOIN bid b
+  ON a.id = b.auction AND b.dateTime BETWEEN a.dateTime AND a.dateTime + INTERVAL '1' SECOND;",
     ),
 ];
 

@@ -85,7 +85,8 @@ pub struct BenchArgs {
     /// corrected form) instead of riffle's own; --queries names which (e.g. q0,q12,q13),
     /// and also takes riffle's changelog benchmarks, which `all` leaves out:
     /// changelog_upsert, changelog_having, changelog_regroup, changelog_inner_join,
-    /// changelog_left_join, changelog_dedup, changelog_dedup_count, changelog_top_groups.
+    /// changelog_left_join, changelog_dedup, changelog_dedup_count, changelog_top_groups,
+    /// changelog_interval_join, changelog_outer_interval_join.
     #[arg(long)]
     pub flink_suite: bool,
     /// Instead: Nexmark q0 (--events, --parallelism, checkpoints every first
