@@ -55,7 +55,7 @@ pub struct StreamJoinFactory {
     retention: [Option<i64>; 2],
     /// Per side, whether its unmatched rows are emitted padded (LEFT: the left side).
     outer: [bool; 2],
-    /// The time condition an outer interval join checks itself.
+    /// The time condition an interval join checks per pair itself.
     condition: Option<IntervalCondition>,
 }
 
@@ -78,12 +78,24 @@ impl StreamJoinFactory {
                 "an outer interval join needs an outer side; an inner one is a join with a retention and a filter",
             ));
         }
-        let (keep_left, keep_right) = condition.retention();
-        self = self.with_retention(Some(keep_left), Some(keep_right));
+        self = self.with_interval(condition);
         self.outer = [left, right];
-        self.condition = Some(condition);
         self.schema = StreamSchema::with_timestamp(self.padded_fields());
         Ok(self)
+    }
+
+    /// An inner interval join that checks `condition` per pair itself (no filter after
+    /// it), keeping rows as long as `condition` lets a row arriving in time match them.
+    pub fn with_interval(mut self, condition: IntervalCondition) -> Self {
+        let (keep_left, keep_right) = condition.retention();
+        self = self.with_retention(Some(keep_left), Some(keep_right));
+        self.condition = Some(condition);
+        self
+    }
+
+    /// Whether stored rows carry matched flags: an outer interval join's.
+    fn tracks_matches(&self) -> bool {
+        self.condition.is_some() && (self.outer[0] || self.outer[1])
     }
 
     /// The output fields, a side's nullable when rows are padded for the other side.
@@ -203,6 +215,12 @@ impl OperatorFactory for StreamJoinFactory {
             _ => "right",
         };
         let kind = match (self.retention, self.outer) {
+            ([Some(l), Some(r)], [false, false]) if self.condition.is_some() => format!(
+                "interval join (keep left {}, right {}; {})",
+                crate::window::display_nanos(l),
+                crate::window::display_nanos(r),
+                self.condition.map(|c| c.describe()).unwrap_or_default()
+            ),
             ([Some(l), Some(r)], _) if self.condition.is_some() => format!(
                 "interval {side_name} outer join (keep left {}, right {}; {})",
                 crate::window::display_nanos(l),
@@ -239,7 +257,7 @@ impl OperatorFactory for StreamJoinFactory {
     fn stable_state(&self) -> bool {
         // A stored batch's state batch is made once and handed back unchanged, unless
         // it carries matched flags, which change.
-        self.condition.is_none()
+        !self.tracks_matches()
     }
     fn key_columns(&self, input: usize) -> Option<Vec<usize>> {
         Some(self.keys[input.min(1)].clone())
@@ -283,9 +301,10 @@ struct StreamJoin {
     retention: [Option<i64>; 2],
     /// Per side, whether its unmatched rows are emitted padded.
     outer: [bool; 2],
-    /// An outer interval join's time condition, checked per pair.
+    /// An interval join's time condition, checked per pair.
     condition: Option<IntervalCondition>,
-    /// With a condition: per side, its stored rows' times and matched flags.
+    /// With a condition: per side, its stored rows' times and matched flags (used by
+    /// an outer side).
     matched: [MatchedRows; 2],
     /// Watermark of the last compaction.
     compacted_at: EventTime,
@@ -420,7 +439,7 @@ impl StreamJoin {
         let mut padded: Vec<(usize, usize)> = Vec::new();
         for (row, &id) in ids.iter().enumerate() {
             if let (true, Some(condition), Some(times)) = (emit, self.condition, &times) {
-                // An outer interval join: only pairs within the bounds join.
+                // An interval join: only pairs within the bounds join.
                 let t = times[row];
                 for &(b, r) in &self.rows_by_key[other][id as usize] {
                     let u = self.matched[other].time(b as usize, r as usize);
@@ -458,6 +477,11 @@ impl StreamJoin {
             out.push(self.padded(side, padded, RowKind::Insert)?);
         }
         Ok(())
+    }
+
+    /// Whether stored rows carry matched flags: an outer interval join's.
+    fn tracks_matches(&self) -> bool {
+        self.condition.is_some() && (self.outer[0] || self.outer[1])
     }
 
     /// Whether the output carries row kinds (an unbounded outer join).

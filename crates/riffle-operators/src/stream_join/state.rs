@@ -23,7 +23,7 @@ pub(super) struct SideSnapshots {
 impl StreamJoin {
     /// Stored batch `batch` of `side` as a state batch: its rows' key groups, and the
     /// rows as a struct column (sharing their arrays) named after the side; with a time
-    /// condition, whether each row matched (`matched`).
+    /// condition and an outer side, whether each row matched (`matched`).
     fn state_batch(&self, side: usize, batch: usize) -> Result<RecordBatch> {
         let rows = &self.stored[side][batch];
         let name = if side == 0 { "left" } else { "right" };
@@ -32,7 +32,7 @@ impl StreamJoin {
             Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
             Field::new(name, DataType::Struct(row_fields.clone()), false),
         ];
-        if self.condition.is_some() {
+        if self.tracks_matches() {
             fields.push(Field::new(MATCHED_FIELD, DataType::Boolean, false));
         }
         let schema = Arc::new(Schema::new(fields));
@@ -46,7 +46,7 @@ impl StreamJoin {
             Arc::new(kg),
             Arc::new(StructArray::new(row_fields, rows.columns().to_vec(), None)),
         ];
-        if self.condition.is_some() {
+        if self.tracks_matches() {
             let flags = self.matched[side].flags(batch);
             columns.push(Arc::new(BooleanArray::from(flags.to_vec())));
         }
@@ -55,7 +55,7 @@ impl StreamJoin {
 
     /// The state at a barrier (see [`Operator::snapshot`]).
     pub(super) fn snapshot_state(&mut self) -> Result<OperatorState> {
-        if self.condition.is_some() {
+        if self.tracks_matches() {
             // Matched flags change: every stored batch is written again.
             let batches = (0..2)
                 .flat_map(|side| (0..self.stored[side].len()).map(move |b| (side, b)))

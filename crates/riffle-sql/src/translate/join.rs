@@ -51,6 +51,14 @@ impl Translator<'_> {
             (true, Some(f)) => Some(outer_interval_condition(f, j, &left, &right)?),
             _ => None,
         };
+        // An inner join whose whole condition bounds the two event times: the join
+        // checks it per pair instead of a filter after it.
+        let inner_interval = match (&j.filter, kind, is_outer || semi_as_inner) {
+            (Some(f), JoinKind::Inner, false) => {
+                super::interval::interval_condition(f, j, &left, &right)
+            }
+            _ => None,
+        };
         // Rows of a HOP or CUMULATE table function are joined once per window.
         let left = self.expand_windows(&left, None)?;
         let right = self.expand_windows(&right, None)?;
@@ -156,7 +164,7 @@ impl Translator<'_> {
                     "join the windows ON the keys and the window alone, or drop the window for an outer interval join",
                 ))
             }
-            (Some(w), None) => {
+            (Some(w), _) => {
                 let granule = w.granule().ok_or_else(|| {
                     SqlError::unsupported(
                         "joining session windows",
@@ -185,12 +193,13 @@ impl Translator<'_> {
                     &refs(&left_cols),
                     &refs(&right_cols),
                 )?;
-                let (f, kind) = match (outer_interval, &j.filter) {
-                    (Some(condition), _) => (
+                let (f, kind) = match (outer_interval, inner_interval, &j.filter) {
+                    (Some(condition), _, _) => (
                         f.with_outer_interval(outer.0, outer.1, condition)?,
                         "interval_join",
                     ),
-                    (None, filter) => {
+                    (None, Some(condition), _) => (f.with_interval(condition), "interval_join"),
+                    (None, None, filter) => {
                         let (keep_left, keep_right) = match filter {
                             Some(f) => super::interval::interval_bounds(f, j, &left, &right),
                             None => (None, None),
@@ -232,10 +241,12 @@ impl Translator<'_> {
             // (A window's padded rows are final: they leave when it closes.)
             stream.make_keyless_changelog();
         }
+        // The interval join checks the time condition itself (a filter after an outer
+        // one would drop its padded rows).
+        let checked_by_join =
+            window.is_none() && (outer_interval.is_some() || inner_interval.is_some());
         match &j.filter {
-            // The operator checks the time condition itself: a filter after it would
-            // drop the padded rows.
-            Some(_) if outer_interval.is_some() => Ok(stream),
+            Some(_) if checked_by_join => Ok(stream),
             Some(f) if semi_as_inner => {
                 let joined = ls.join(rs)?;
                 let mut out = self.filter(&stream, f, &joined)?;
