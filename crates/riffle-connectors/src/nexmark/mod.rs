@@ -6,13 +6,16 @@
 //! checkpointed offset reproduces the same events. Subtasks take blocks of events in turn
 //! (block `b` goes to subtask `b % parallelism`), so all subtasks walk the same timeline.
 
+mod columns;
 mod config;
+mod events;
 mod generate;
 mod rng;
 mod schema;
 mod source;
 
 pub use config::NexmarkConfig;
-pub use generate::{Auction, Bid, Event, EventGenerator, EventKind, EventSink, Person};
+pub use events::{Auction, Bid, Event, Person};
+pub use generate::{EventGenerator, EventKind, EventSink};
 pub use schema::NexmarkTable;
 pub use source::NexmarkSourceFactory;

@@ -1,0 +1,275 @@
+//! An accumulator set's state for snapshots: per aggregate a value column (or list of
+//! distinct values) and a count, and the restore that reads them back.
+
+use super::{AccumulatorSet, Column};
+use crate::aggregate::distinct_sets::DistinctValues;
+use crate::aggregate::shared_distinct::Members;
+use crate::aggregate::shared_set::{SharedEntries, SharedSet};
+use riffle_core::arrow::array::{
+    Array, ArrayRef, AsArray, Float64Array, Int64Array, Int64Builder, ListArray, ListBuilder,
+    StringBuilder,
+};
+use riffle_core::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
+use riffle_core::{Error, Result};
+use std::sync::Arc;
+
+impl AccumulatorSet {
+    /// State columns of slots `groups`, for snapshots: per aggregate `{name}__value`
+    /// (Int64/Float64 or a list of distinct values: all, or those `distinct` says) and
+    /// `{name}__count`. From the first call on, sets note what they gain until the next.
+    ///
+    /// # Errors
+    /// Arrow failures building lists.
+    pub fn state(
+        &mut self,
+        groups: &[u32],
+        distinct: DistinctValues,
+    ) -> Result<Vec<(Field, ArrayRef)>> {
+        let out = self.state_columns(groups, distinct)?;
+        for column in &mut self.columns {
+            match column {
+                Column::DistinctInt(v) => v.snapshot_taken(),
+                Column::DistinctText(v) => v.snapshot_taken(),
+                _ => {}
+            }
+        }
+        self.shared.iter_mut().for_each(SharedSet::snapshot_taken);
+        Ok(out)
+    }
+
+    fn state_columns(
+        &self,
+        groups: &[u32],
+        distinct: DistinctValues,
+    ) -> Result<Vec<(Field, ArrayRef)>> {
+        let mut out = Vec::new();
+        // Each shared map's entries of `groups`, listed once for all its members.
+        let shared_entries: Vec<std::cell::OnceCell<SharedEntries>> = self
+            .shared
+            .iter()
+            .map(|_| std::cell::OnceCell::new())
+            .collect();
+        for (column, agg) in self.columns.iter().zip(&self.aggregates) {
+            let name = agg.output.name();
+            let count_field = Field::new(format!("{name}__count"), DataType::Int64, false);
+            match column {
+                Column::Count(v) => out.push((
+                    count_field,
+                    Arc::new(Int64Array::from_iter_values(
+                        groups.iter().map(|&g| v[g as usize]),
+                    )) as ArrayRef,
+                )),
+                Column::Int { values, seen } => {
+                    out.push((
+                        Field::new(format!("{name}__value"), DataType::Int64, false),
+                        Arc::new(Int64Array::from_iter_values(
+                            groups.iter().map(|&g| values[g as usize]),
+                        )),
+                    ));
+                    out.push((
+                        count_field,
+                        Arc::new(Int64Array::from_iter_values(
+                            groups.iter().map(|&g| seen[g as usize]),
+                        )),
+                    ));
+                }
+                Column::Float { values, seen } => {
+                    out.push((
+                        Field::new(format!("{name}__value"), DataType::Float64, false),
+                        Arc::new(Float64Array::from_iter_values(
+                            groups.iter().map(|&g| values[g as usize]),
+                        )),
+                    ));
+                    out.push((
+                        count_field,
+                        Arc::new(Int64Array::from_iter_values(
+                            groups.iter().map(|&g| seen[g as usize]),
+                        )),
+                    ));
+                }
+                Column::DistinctInt(v) => {
+                    let mut b = ListBuilder::new(Int64Builder::new());
+                    for &g in groups {
+                        for value in v.snapshot_values(g as usize, distinct) {
+                            b.values().append_value(*value);
+                        }
+                        b.append(true);
+                    }
+                    let list = b.finish();
+                    out.push((
+                        Field::new(format!("{name}__value"), list.data_type().clone(), false),
+                        Arc::new(list),
+                    ));
+                }
+                Column::Text(t) => out.push((
+                    Field::new(format!("{name}__value"), DataType::Utf8, true),
+                    t.finish(groups),
+                )),
+                Column::DistinctText(v) => {
+                    let mut b = ListBuilder::new(StringBuilder::new());
+                    for &g in groups {
+                        for s in v.snapshot_values(g as usize, distinct) {
+                            b.values().append_value(s);
+                        }
+                        b.append(true);
+                    }
+                    let list = b.finish();
+                    out.push((
+                        Field::new(format!("{name}__value"), list.data_type().clone(), false),
+                        Arc::new(list),
+                    ));
+                }
+                // The same list a count DISTINCT of its own writes: a snapshot does not
+                // depend on which aggregates share a map.
+                Column::Shared { set, member } => {
+                    let bit: Members = 1 << *member;
+                    let entries = shared_entries[*set]
+                        .get_or_init(|| SharedEntries::of(&self.shared[*set], groups, distinct));
+                    let list: ArrayRef = match entries {
+                        SharedEntries::Int(slots) => {
+                            let mut b = ListBuilder::new(Int64Builder::new());
+                            for entries in slots {
+                                for (value, _) in entries.iter().filter(|(_, m)| m & bit != 0) {
+                                    b.values().append_value(**value);
+                                }
+                                b.append(true);
+                            }
+                            Arc::new(b.finish())
+                        }
+                        SharedEntries::Text(slots) => {
+                            let mut b = ListBuilder::new(StringBuilder::new());
+                            for entries in slots {
+                                for (value, _) in entries.iter().filter(|(_, m)| m & bit != 0) {
+                                    b.values().append_value(value);
+                                }
+                                b.append(true);
+                            }
+                            Arc::new(b.finish())
+                        }
+                    };
+                    out.push((
+                        Field::new(format!("{name}__value"), list.data_type().clone(), false),
+                        list,
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Restores slots `groups` from the columns [`state`](Self::state) wrote, found by
+    /// name in `batch`.
+    ///
+    /// # Errors
+    /// A state column is missing or has the wrong type.
+    pub fn restore(
+        &mut self,
+        groups: &[u32],
+        batch: &riffle_core::RecordBatch,
+        operator: &str,
+    ) -> Result<()> {
+        let max = groups.iter().copied().max().map_or(0, |m| m as usize + 1);
+        self.ensure(max);
+        let missing = |c: &str| Error::State {
+            operator: operator.into(),
+            message: format!("missing or mistyped state column `{c}`"),
+        };
+        for (column, agg) in self.columns.iter_mut().zip(&self.aggregates) {
+            let name = agg.output.name();
+            let value_name = format!("{name}__value");
+            let count_name = format!("{name}__count");
+            let ints = |n: &str| {
+                batch
+                    .column_by_name(n)
+                    .and_then(|c| c.as_primitive_opt::<Int64Type>().cloned())
+                    .ok_or_else(|| missing(n))
+            };
+            match column {
+                Column::Count(v) => {
+                    let c = ints(&count_name)?;
+                    for (row, &g) in groups.iter().enumerate() {
+                        v[g as usize] = c.value(row);
+                    }
+                }
+                Column::Int { values, seen } => {
+                    let (val, cnt) = (ints(&value_name)?, ints(&count_name)?);
+                    for (row, &g) in groups.iter().enumerate() {
+                        values[g as usize] = val.value(row);
+                        seen[g as usize] = cnt.value(row);
+                    }
+                }
+                Column::Float { values, seen } => {
+                    let val = batch
+                        .column_by_name(&value_name)
+                        .and_then(|c| c.as_primitive_opt::<Float64Type>().cloned())
+                        .ok_or_else(|| missing(&value_name))?;
+                    let cnt = ints(&count_name)?;
+                    for (row, &g) in groups.iter().enumerate() {
+                        values[g as usize] = val.value(row);
+                        seen[g as usize] = cnt.value(row);
+                    }
+                }
+                Column::DistinctInt(v) => {
+                    let list = batch
+                        .column_by_name(&value_name)
+                        .and_then(|c| c.as_any().downcast_ref::<ListArray>())
+                        .ok_or_else(|| missing(&value_name))?;
+                    for (row, &g) in groups.iter().enumerate() {
+                        let values = list.value(row);
+                        let values = values
+                            .as_primitive_opt::<Int64Type>()
+                            .ok_or_else(|| missing(&value_name))?;
+                        // A union: a group's later rows may hold only what it gained.
+                        v.extend(g as usize, values.values().iter().copied());
+                    }
+                }
+                Column::Text(t) => batch
+                    .column_by_name(&value_name)
+                    .and_then(|c| t.restore(groups, c))
+                    .ok_or_else(|| missing(&value_name))?,
+                Column::DistinctText(v) => {
+                    let list = batch
+                        .column_by_name(&value_name)
+                        .and_then(|c| c.as_any().downcast_ref::<ListArray>())
+                        .ok_or_else(|| missing(&value_name))?;
+                    for (row, &g) in groups.iter().enumerate() {
+                        let values = list.value(row);
+                        let values = values
+                            .as_string_opt::<i32>()
+                            .ok_or_else(|| missing(&value_name))?;
+                        v.extend(g as usize, values.iter().flatten().map(Into::into));
+                    }
+                }
+                Column::Shared { set, member } => {
+                    let list = batch
+                        .column_by_name(&value_name)
+                        .and_then(|c| c.as_any().downcast_ref::<ListArray>())
+                        .ok_or_else(|| missing(&value_name))?;
+                    let bit: Members = 1 << *member;
+                    for (row, &g) in groups.iter().enumerate() {
+                        let values = list.value(row);
+                        match &mut self.shared[*set] {
+                            SharedSet::Int(v) => {
+                                let values = values
+                                    .as_primitive_opt::<Int64Type>()
+                                    .ok_or_else(|| missing(&value_name))?;
+                                for x in values.values() {
+                                    v.insert(g as usize, x, bit, |v| *v);
+                                }
+                            }
+                            SharedSet::Text(v) => {
+                                let values = values
+                                    .as_string_opt::<i32>()
+                                    .ok_or_else(|| missing(&value_name))?;
+                                for x in values.iter().flatten() {
+                                    v.insert(g as usize, x, bit, |s: &str| Box::from(s));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,236 @@
+//! How planning reads changelogs: which sinks take an updating result, what `explain`
+//! says of each edge, and the change-stream sources (Debezium JSON, upsert-kafka).
+
+mod common;
+
+use common::{assert_mentions, error, plan, BID};
+use riffle_runtime::PhysicalPlan;
+
+#[test]
+fn a_filtered_updating_result_is_a_changelog_that_only_deleting_sinks_take() {
+    let having = "INSERT INTO out SELECT auction, count(*) AS n FROM bid GROUP BY auction HAVING count(*) % 2 = 1;";
+    let outer = "INSERT INTO out SELECT * FROM (SELECT auction, count(*) AS n FROM bid GROUP BY auction) WHERE n > 3;";
+    for query in [having, outer] {
+        for sink in [
+            "WITH ('connector' = 'stdout')",
+            "WITH ('connector' = 'blackhole')",
+            "WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'debezium-json')",
+            "(auction BIGINT, n BIGINT, PRIMARY KEY (auction)) WITH ('connector' = 'postgres', 'url' = 'postgres://u@127.0.0.1:1/db')",
+        ] {
+            plan(&format!("{BID}CREATE TABLE out {sink};\n{query}"))
+                .unwrap_or_else(|e| panic!("{sink}: {e}"));
+        }
+        // A keyed topic takes tombstones; an unkeyed one cannot delete.
+        let kafka = "WITH ('connector' = 'kafka', 'topic' = 't', 'bootstrap.servers' = '127.0.0.1:1', 'format' = 'json')";
+        plan(&format!(
+            "{BID}CREATE TABLE out (auction BIGINT, n BIGINT, PRIMARY KEY (auction)) {kafka};\n{query}"
+        ))
+        .unwrap();
+        let e = error(&format!("{BID}CREATE TABLE out {kafka};\n{query}"));
+        assert_mentions(&e, &["withdraws rows", "PRIMARY KEY", "hint:"]);
+        // Upsert files cannot say "withdrawn".
+        let e = error(&format!(
+            "{BID}CREATE TABLE out (auction BIGINT, n BIGINT, PRIMARY KEY (auction)) WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\n{query}"
+        ));
+        assert_mentions(&e, &["withdraws rows", "debezium-json", "hint:"]);
+    }
+    // A filter over a Top-N reads its changelog (DataFusion merges it into the Top-N's
+    // own WHERE, whose other conjuncts then filter the ranked rows).
+    let top3 = "SELECT * FROM (SELECT auction, price, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE rn <= 3";
+    let filtered = plan(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT * FROM ({top3}) WHERE price % 2 = 0;"
+    ))
+    .unwrap();
+    let explained = PhysicalPlan::compile(&filtered.graph).explain(&filtered.graph);
+    assert!(explained.contains("changelog -U/+U"), "{explained}");
+    // Each edge says what its rows are: the source's final, the Top-N's a changelog.
+    let edge = |from: &str| {
+        explained
+            .lines()
+            .find(|l| l.contains(&format!("<- [{from}]")))
+            .unwrap_or_else(|| panic!("no edge from {from}:\n{explained}"))
+            .to_string()
+    };
+    assert!(edge("bid").ends_with(", append-only"), "{explained}");
+    assert!(edge("top_n_1").ends_with(", changelog"), "{explained}");
+    // Unread by a filter, the Top-N is an upsert stream.
+    let upserts = plan(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out {top3};"
+    ))
+    .unwrap();
+    let explained = PhysicalPlan::compile(&upserts.graph).explain(&upserts.graph);
+    assert!(
+        explained.contains("<- [top_n_1] forward (chained), upsert")
+            || explained.contains("<- [top_n_1] forward, upsert"),
+        "{explained}"
+    );
+    // … and so does an aggregate over one.
+    plan(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT rn, count(*) AS n, max(price) AS top FROM ({top3}) GROUP BY rn;"
+    ))
+    .unwrap();
+    // An aggregate over a changelog takes rows back: count, sum, avg, min, max and
+    // count(DISTINCT) (once per column).
+    let inner = "(SELECT auction, count(*) AS n, max(price) AS top FROM bid GROUP BY auction)";
+    plan(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT n, count(*) AS auctions, sum(top) AS s, avg(top) AS a FROM {inner} GROUP BY n;"
+    ))
+    .unwrap();
+    plan(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT n, max(top) AS m, min(top) AS l FROM {inner} GROUP BY n;"
+    ))
+    .unwrap();
+    plan(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT n, count(DISTINCT top) AS m FROM {inner} GROUP BY n;"
+    ))
+    .unwrap();
+    let e = error(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT n, count(DISTINCT top) AS m, count(DISTINCT top) FILTER (WHERE top > 5) AS m5 FROM {inner} GROUP BY n;"
+    ));
+    assert_mentions(&e, &["count(DISTINCT", "hint:"]);
+    // Outer joins emit padded rows and withdraw them: a keyless changelog, applied by the
+    // key a table declares.
+    let left = "INSERT INTO out SELECT a.auction, a.price, b.bidder FROM bid a LEFT JOIN bid b ON a.auction = b.bidder;";
+    for sink in [
+        "WITH ('connector' = 'stdout')",
+        "WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'debezium-json')",
+        "(auction BIGINT, price BIGINT, bidder BIGINT, PRIMARY KEY (auction)) WITH ('connector' = 'postgres', 'url' = 'postgres://u@127.0.0.1:1/db')",
+    ] {
+        plan(&format!("{BID}CREATE TABLE out {sink};\n{left}")).unwrap_or_else(|e| panic!("{sink}: {e}"));
+    }
+    let e = error(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\n{left}"
+    ));
+    assert_mentions(&e, &["withdraws rows", "debezium-json"]);
+    // An outer window join's padded rows leave when the window closes: append-only, so
+    // even plain JSON files take them.
+    let windowed = plan(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\nINSERT INTO out SELECT a.auction, b.bidder FROM (SELECT *, tumble(INTERVAL '1' SECOND) AS w FROM bid) a FULL JOIN (SELECT *, tumble(INTERVAL '1' SECOND) AS w FROM bid) b ON a.auction = b.bidder AND a.w = b.w;"
+    ))
+    .unwrap();
+    let explained = PhysicalPlan::compile(&windowed.graph).explain(&windowed.graph);
+    assert!(explained.contains("full outer join"), "{explained}");
+    assert!(!explained.contains(", changelog"), "{explained}");
+    // So do an outer interval join's, when their bounds close; the join checks the
+    // bounds itself (strict ones too), in either order of the sides.
+    let interval = plan(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\nINSERT INTO out SELECT a.auction, b.bidder FROM bid a LEFT JOIN bid b ON a.auction = b.bidder AND a.date_time < b.date_time + INTERVAL '1' SECOND AND b.date_time <= a.date_time + INTERVAL '2' SECOND;"
+    ))
+    .unwrap();
+    let explained = PhysicalPlan::compile(&interval.graph).explain(&interval.graph);
+    assert!(
+        explained.contains(
+            "interval left outer join (keep left 2s, right 1s; right - left in (-1s, 2s])"
+        ),
+        "{explained}"
+    );
+    assert!(!explained.contains(", changelog"), "{explained}");
+    // debezium-json is a sink format only.
+    let e = error(
+        "CREATE TABLE src (ts BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'debezium-json');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT ts FROM src;",
+    );
+    assert_mentions(&e, &["debezium-json", "not supported yet"]);
+}
+
+#[test]
+fn union_all_and_union_plan_with_appended_rows_as_inserts_beside_a_changelog() {
+    let sink = "CREATE TABLE out WITH ('connector' = 'stdout');\n";
+    for query in [
+        "SELECT auction, price FROM bid UNION ALL SELECT bidder, price FROM bid",
+        "SELECT auction FROM bid UNION SELECT bidder FROM bid",
+        "SELECT auction, count(*) AS n FROM bid GROUP BY auction UNION ALL SELECT bidder, price FROM bid",
+        "SELECT auction, count(*) AS n FROM bid GROUP BY auction HAVING count(*) > 1 UNION ALL SELECT bidder, price FROM bid",
+    ] {
+        plan(&format!("{BID}{sink}INSERT INTO out {query};"))
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+    }
+}
+
+#[test]
+fn debezium_sources_are_changelogs_and_their_schema_option_is_checked() {
+    let source = |format: &str| {
+        format!(
+            "CREATE TABLE acc (id BIGINT, region VARCHAR, balance BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'kafka', 'topic' = 't', 'bootstrap.servers' = '127.0.0.1:1', {format});\n"
+        )
+    };
+    let regroup = "INSERT INTO out SELECT region, count(*) AS n, sum(balance) AS total FROM acc GROUP BY region;";
+    for format in [
+        "'format' = 'debezium-json'",
+        "'format' = 'debezium-json', 'debezium-json.schema-include' = 'true'",
+    ] {
+        plan(&format!(
+            "{}CREATE TABLE out (region VARCHAR, n BIGINT, total BIGINT, PRIMARY KEY (region)) WITH ('connector' = 'postgres', 'url' = 'postgres://u@127.0.0.1:1/db');\n{regroup}",
+            source(format)
+        ))
+        .unwrap_or_else(|e| panic!("{format}: {e}"));
+        // A changelog cannot be appended to plain JSON files.
+        let e = error(&format!(
+            "{}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\nINSERT INTO out SELECT id, balance FROM acc;",
+            source(format)
+        ));
+        assert_mentions(&e, &["withdraws rows", "debezium-json"]);
+        // Nor can its DISTINCT rows, which come and go with the rows holding them.
+        let e = error(&format!(
+            "{}CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\nINSERT INTO out SELECT DISTINCT region FROM acc;",
+            source(format)
+        ));
+        assert_mentions(&e, &["withdraws rows", "debezium-json"]);
+    }
+    let e = error(&format!(
+        "{}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT id FROM acc;",
+        source("'format' = 'json', 'debezium-json.schema-include' = 'true'")
+    ));
+    assert_mentions(&e, &["applies to 'format' = 'debezium-json'"]);
+}
+
+#[test]
+fn upsert_kafka_tables_need_their_key_and_become_changelogs_by_it() {
+    let table = |key: &str, options: &str| {
+        format!(
+            "CREATE TABLE acc (id BIGINT, region VARCHAR, balance BIGINT, ts TIMESTAMP{key}, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'upsert-kafka', 'bootstrap.servers' = '127.0.0.1:1', 'topic' = 't'{options});\n"
+        )
+    };
+    let sink = "CREATE TABLE out (region VARCHAR, n BIGINT, PRIMARY KEY (region)) WITH ('connector' = 'postgres', 'url' = 'postgres://u@127.0.0.1:1/db');\n";
+    let query = "INSERT INTO out SELECT region, count(*) AS n FROM acc GROUP BY region;";
+    let planned = plan(&format!(
+        "{}{sink}{query}",
+        table(", PRIMARY KEY (id) NOT ENFORCED", ", 'key.format' = 'json'")
+    ))
+    .unwrap();
+    let explained = PhysicalPlan::compile(&planned.graph).explain(&planned.graph);
+    assert!(
+        explained.contains("upserts to a changelog by (id)"),
+        "{explained}"
+    );
+    assert!(
+        explained.contains("keyed by (id), changelog"),
+        "{explained}"
+    );
+    // The normalized rows are a changelog keyed by id: a table keyed by id takes them.
+    plan(&format!(
+        "{}CREATE TABLE copy (id BIGINT, balance BIGINT, PRIMARY KEY (id)) WITH ('connector' = 'postgres', 'url' = 'postgres://u@127.0.0.1:1/db');\nINSERT INTO copy SELECT id, balance FROM acc;",
+        table(", PRIMARY KEY (id) NOT ENFORCED", "")
+    ))
+    .unwrap();
+    for (key, options, expected) in [
+        ("", "", "needs PRIMARY KEY"),
+        (
+            ", PRIMARY KEY (id) NOT ENFORCED",
+            ", 'value.format' = 'csv'",
+            "value.format",
+        ),
+        (
+            ", PRIMARY KEY (id) NOT ENFORCED",
+            ", 'format' = 'json'",
+            "'format'",
+        ),
+        (
+            ", PRIMARY KEY (id) NOT ENFORCED",
+            ", 'sink.delivery' = 'at-least-once'",
+            "does not apply",
+        ),
+    ] {
+        let e = error(&format!("{}{sink}{query}", table(key, options)));
+        assert_mentions(&e, &["acc", expected]);
+    }
+}
