@@ -64,20 +64,21 @@ impl IntervalCondition {
 
 /// One side's stored rows as the time condition sees them, parallel to the stored
 /// batches: their event times, whether each row joined some row of the other side, and
-/// each batch's oldest event time.
+/// per batch its oldest event time and how many of its rows never joined.
 #[derive(Default)]
 pub(super) struct MatchedRows {
     times: Vec<ScalarBuffer<i64>>,
     matched: Vec<Vec<bool>>,
+    /// `EventTime::MAX` for an empty batch.
     oldest: Vec<i64>,
+    unmatched: Vec<usize>,
 }
 
 impl MatchedRows {
     /// A stored batch with event times `times`, none matched yet.
     pub(super) fn push(&mut self, times: ScalarBuffer<i64>) {
-        if let Some(oldest) = times.iter().copied().min() {
-            self.oldest.push(oldest);
-        }
+        (self.oldest).push(times.iter().copied().min().unwrap_or(EventTime::MAX));
+        self.unmatched.push(times.len());
         self.matched.push(vec![false; times.len()]);
         self.times.push(times);
     }
@@ -87,7 +88,11 @@ impl MatchedRows {
     }
 
     pub(super) fn mark(&mut self, batch: usize, row: usize) {
-        self.matched[batch][row] = true;
+        let flag = &mut self.matched[batch][row];
+        if !*flag {
+            *flag = true;
+            self.unmatched[batch] -= 1;
+        }
     }
 
     /// The flags of stored batch `batch`.
@@ -97,10 +102,12 @@ impl MatchedRows {
 
     /// Sets the flags of the newest stored batch (restoring it).
     pub(super) fn set_last(&mut self, flags: &BooleanArray) {
-        if let Some(last) = self.matched.last_mut() {
+        if let (Some(last), Some(unmatched)) = (self.matched.last_mut(), self.unmatched.last_mut())
+        {
             for (i, slot) in last.iter_mut().enumerate() {
                 *slot = flags.is_valid(i) && flags.value(i);
             }
+            *unmatched = last.iter().filter(|m| !**m).count();
         }
     }
 
@@ -108,19 +115,25 @@ impl MatchedRows {
     pub(super) fn take(&mut self) -> Vec<Vec<bool>> {
         self.times.clear();
         self.oldest.clear();
+        self.unmatched.clear();
         std::mem::take(&mut self.matched)
     }
 
     /// Puts back the flags of the batches re-stored after a compaction, in order.
     pub(super) fn restore_flags(&mut self, flags: Vec<Vec<bool>>) {
         for (i, f) in flags.into_iter().enumerate() {
+            self.unmatched[i] = f.iter().filter(|m| !**m).count();
             self.matched[i] = f;
         }
     }
 
-    /// The oldest event time stored, if any row is.
-    pub(super) fn oldest(&self) -> Option<EventTime> {
-        self.oldest.iter().copied().min()
+    /// The oldest event time of a stored batch holding a row that never joined (the
+    /// rows that may still leave padded), if any does.
+    pub(super) fn oldest_unmatched(&self) -> Option<EventTime> {
+        (self.oldest.iter().zip(&self.unmatched))
+            .filter(|(_, unmatched)| **unmatched > 0)
+            .map(|(oldest, _)| *oldest)
+            .min()
     }
 }
 
@@ -179,6 +192,31 @@ mod tests {
         assert!(c.holds(0, i64::MIN));
         assert!(c.holds(0, i64::MAX));
         assert_eq!(c.retention().0, Duration::from_nanos(i64::MAX as u64));
+    }
+
+    #[test]
+    fn only_batches_with_rows_that_never_joined_hold_the_watermark() {
+        let mut rows = MatchedRows::default();
+        rows.push(ScalarBuffer::from(vec![10, 5]));
+        rows.push(ScalarBuffer::from(vec![20]));
+        assert_eq!(rows.oldest_unmatched(), Some(5));
+        rows.mark(0, 0);
+        assert_eq!(
+            rows.oldest_unmatched(),
+            Some(5),
+            "row 1 at 5 may still leave padded"
+        );
+        rows.mark(0, 1);
+        rows.mark(0, 1);
+        assert_eq!(rows.oldest_unmatched(), Some(20));
+        rows.set_last(&BooleanArray::from(vec![true]));
+        assert_eq!(rows.oldest_unmatched(), None);
+        // Compacted and put back: the counts follow the flags.
+        let flags = rows.take();
+        rows.push(ScalarBuffer::from(vec![10, 5]));
+        rows.restore_flags(vec![vec![true, false]]);
+        assert_eq!(flags.len(), 2);
+        assert_eq!(rows.oldest_unmatched(), Some(5));
     }
 
     #[test]

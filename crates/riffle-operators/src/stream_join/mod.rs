@@ -503,15 +503,16 @@ impl Operator for StreamJoin {
         self.compact(watermark, out)
     }
 
-    /// An outer interval join holds the watermark before its oldest stored row of an
-    /// outer side: that row may still leave padded, at its own event time.
+    /// An outer interval join holds the watermark before the oldest stored batch of an
+    /// outer side that has a row that never joined: that row may still leave padded,
+    /// at its own event time.
     fn output_watermark(&self, input: EventTime) -> EventTime {
         if self.condition.is_none() {
             return input;
         }
         (0..2)
             .filter(|&side| self.outer[side])
-            .filter_map(|side| self.matched[side].oldest())
+            .filter_map(|side| self.matched[side].oldest_unmatched())
             .map(|oldest| oldest.saturating_sub(1))
             .fold(input, EventTime::min)
     }
