@@ -54,10 +54,8 @@ pub struct Chain {
     /// The heading source's flow, when a source heads the chain (its watermark is the
     /// one the chain is told).
     source_flow: Option<Arc<FlowCounters>>,
-    /// Per link, the watermark it last passed on.
+    /// Per link, the watermark it last passed on (the next link's last seen).
     forwarded: Vec<EventTime>,
-    /// Per link, the watermark it last saw (the one before it passed on).
-    seen: Vec<EventTime>,
 }
 
 type ChainResult<T> = std::result::Result<T, ChainError>;
@@ -82,7 +80,6 @@ impl Chain {
         let tail = links.last().map_or(head, |l| l.id.clone());
         Self {
             forwarded: vec![EventTime::MIN; links.len()],
-            seen: vec![EventTime::MIN; links.len()],
             links,
             sink,
             emitted: Vec::new(),
@@ -151,7 +148,6 @@ impl Chain {
         let mut watermark = watermark;
         for level in 0..self.links.len() {
             let mut out = Vec::new();
-            self.seen[level] = watermark;
             let link = &mut self.links[level];
             link.operator
                 .on_watermark(watermark, &mut out)
@@ -178,7 +174,9 @@ impl Chain {
     /// since a link before them held it back, with the watermark each saw. A restore
     /// resumes them from there, so the rows held back are not late after it.
     pub fn held_watermarks(&self, task_watermark: EventTime) -> Vec<(OperatorId, EventTime)> {
-        (self.links.iter().zip(&self.seen))
+        // The first link sees the task's watermark; each later one what the link before
+        // it passed on.
+        (self.links.iter().skip(1).zip(&self.forwarded))
             .filter(|(_, seen)| **seen < task_watermark)
             .map(|(link, seen)| (link.id.clone(), *seen))
             .collect()
@@ -247,13 +245,13 @@ mod tests {
     use super::*;
     use std::sync::Mutex;
 
-    /// Holds the watermark `by` behind its input.
-    struct Holds {
-        by: EventTime,
+    /// Passes on `pass(input)`, logging the watermarks it sees.
+    struct Passes {
+        pass: fn(EventTime) -> EventTime,
         seen: Arc<Mutex<Vec<EventTime>>>,
     }
 
-    impl Operator for Holds {
+    impl Operator for Passes {
         fn on_batch(
             &mut self,
             _: usize,
@@ -267,22 +265,23 @@ mod tests {
             Ok(())
         }
         fn output_watermark(&self, input: EventTime) -> EventTime {
-            input - self.by
+            (self.pass)(input)
         }
     }
 
-    fn chain(holds: &[EventTime]) -> (Chain, Vec<Arc<Mutex<Vec<EventTime>>>>) {
+    /// A chain of links passing on `passes[i](input)`, and what each saw.
+    fn chain(passes: &[fn(EventTime) -> EventTime]) -> (Chain, Vec<Arc<Mutex<Vec<EventTime>>>>) {
         let metrics = Arc::new(JobMetrics::default());
         let mut seen = Vec::new();
-        let links = holds
+        let links = passes
             .iter()
             .enumerate()
-            .map(|(i, &by)| {
+            .map(|(i, &pass)| {
                 let id = OperatorId(format!("op{i}"));
                 let log = Arc::new(Mutex::new(Vec::new()));
                 seen.push(log.clone());
                 ChainLink {
-                    operator: Box::new(Holds { by, seen: log }),
+                    operator: Box::new(Passes { pass, seen: log }),
                     restore: None,
                     counters: metrics.register_operator(&id, 0),
                     flow: metrics.register_flow(&id, 0),
@@ -296,7 +295,7 @@ mod tests {
 
     #[test]
     fn an_operator_that_holds_the_watermark_holds_it_for_the_rest_of_the_chain() {
-        let (mut chain, seen) = chain(&[100, 0]);
+        let (mut chain, seen) = chain(&[|w| w - 100, |w| w]);
         assert_eq!(chain.on_watermark(1_000).ok().unwrap(), 900);
         assert_eq!(*seen[1].lock().unwrap(), vec![900]);
         // What each link saw is what a restore resumes it from.
@@ -308,27 +307,19 @@ mod tests {
 
     #[test]
     fn a_held_watermark_never_goes_back() {
-        struct Drops(EventTime);
-        impl Operator for Drops {
-            fn on_batch(
-                &mut self,
-                _: usize,
-                _: RecordBatch,
-                _: &mut Vec<RecordBatch>,
-            ) -> Result<(), Error> {
-                Ok(())
+        // Passes on 500 below 1_000, 200 below 2_000, 9_000 (past its input) after.
+        let (mut chain, _) = chain(&[|w| {
+            if w <= 1_000 {
+                500
+            } else if w <= 2_000 {
+                200
+            } else {
+                9_000
             }
-            fn output_watermark(&self, _: EventTime) -> EventTime {
-                self.0
-            }
-        }
-        let (mut chain, _) = chain(&[0]);
-        chain.links[0].operator = Box::new(Drops(500));
+        }]);
         assert_eq!(chain.on_watermark(1_000).ok().unwrap(), 500);
-        chain.links[0].operator = Box::new(Drops(200));
         assert_eq!(chain.on_watermark(2_000).ok().unwrap(), 500);
         // Nor past the input.
-        chain.links[0].operator = Box::new(Drops(9_000));
         assert_eq!(chain.on_watermark(3_000).ok().unwrap(), 3_000);
     }
 }

@@ -1,7 +1,8 @@
-//! Outer interval joins: the time condition a pair must meet, and per stored row whether
-//! it met it with some row of the other side. A row of an outer side that never did is
-//! emitted padded with NULLs when the watermark passes its bound and it leaves the
-//! state, so the output stays append-only (docs/engine.md, "Outer interval joins").
+//! Interval joins checked per pair: the time condition a pair must meet, and per stored
+//! row whether it met it with some row of the other side. In an outer interval join a
+//! row of an outer side that never did is emitted padded with NULLs when the watermark
+//! passes its bound and it leaves the state, so the output stays append-only
+//! (docs/engine.md, "Changelog streams").
 
 use riffle_core::arrow::array::{Array, BooleanArray};
 use riffle_core::arrow::buffer::ScalarBuffer;

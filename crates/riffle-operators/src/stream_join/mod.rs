@@ -46,7 +46,7 @@ use std::time::Duration;
 /// The state column of an outer interval join's matched flags.
 const MATCHED_FIELD: &str = "matched";
 
-/// Plans an unbounded stream-stream inner join.
+/// Plans a stream-stream equi-join: unbounded or interval, inner or outer.
 pub struct StreamJoinFactory {
     sides: [StreamSchema; 2],
     keys: [Vec<usize>; 2],
@@ -67,7 +67,7 @@ impl StreamJoinFactory {
     /// Rows are kept as long as `condition` lets a row arriving in time match them.
     ///
     /// # Errors
-    /// Neither side outer (an inner interval join filters its output instead).
+    /// Neither side outer (an inner interval join is [`with_interval`](Self::with_interval)).
     pub fn with_outer_interval(
         mut self,
         left: bool,
@@ -76,7 +76,7 @@ impl StreamJoinFactory {
     ) -> Result<Self> {
         if !(left || right) {
             return Err(Error::plan(
-                "an outer interval join needs an outer side; an inner one is a join with a retention and a filter",
+                "an outer interval join needs an outer side; an inner one is built by with_interval",
             ));
         }
         self = self.with_interval(condition);
@@ -92,11 +92,6 @@ impl StreamJoinFactory {
         self = self.with_retention(Some(keep_left), Some(keep_right));
         self.condition = Some(condition);
         self
-    }
-
-    /// Whether stored rows carry matched flags: an outer interval join's.
-    fn tracks_matches(&self) -> bool {
-        self.condition.is_some() && (self.outer[0] || self.outer[1])
     }
 
     /// The output fields, a side's nullable when rows are padded for the other side.
@@ -117,15 +112,15 @@ impl StreamJoinFactory {
     /// nullable and the output a changelog.
     ///
     /// # Errors
-    /// A join with a retention (an interval join): its padded rows would have to wait
-    /// for the bound to pass, which is not built.
+    /// A join with a retention: an outer interval join is
+    /// [`with_outer_interval`](Self::with_outer_interval).
     pub fn with_outer(mut self, left: bool, right: bool) -> Result<Self> {
         if !(left || right) {
             return Ok(self);
         }
         if self.retention.iter().any(Option::is_some) {
             return Err(Error::plan(
-                "an outer interval join is not supported; outer joins are unbounded",
+                "an outer join with a retention is an outer interval join: use with_outer_interval",
             ));
         }
         self.outer = [left, right];
@@ -258,7 +253,7 @@ impl OperatorFactory for StreamJoinFactory {
     fn stable_state(&self) -> bool {
         // A stored batch's state batch is made once and handed back unchanged, unless
         // it carries matched flags, which change.
-        !self.tracks_matches()
+        !tracks_matches(self.condition, self.outer)
     }
     fn key_columns(&self, input: usize) -> Option<Vec<usize>> {
         Some(self.keys[input.min(1)].clone())
@@ -482,8 +477,14 @@ impl StreamJoin {
 
     /// Whether stored rows carry matched flags: an outer interval join's.
     fn tracks_matches(&self) -> bool {
-        self.condition.is_some() && (self.outer[0] || self.outer[1])
+        tracks_matches(self.condition, self.outer)
     }
+}
+
+/// Whether a join with `condition` and `outer` sides keeps matched flags per stored row
+/// (an outer interval join; its state is then written whole at each snapshot).
+fn tracks_matches(condition: Option<IntervalCondition>, outer: [bool; 2]) -> bool {
+    condition.is_some() && (outer[0] || outer[1])
 }
 
 impl Operator for StreamJoin {

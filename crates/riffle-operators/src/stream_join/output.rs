@@ -32,7 +32,7 @@ impl StreamJoin {
     }
 
     /// `n` output rows whose `side` columns are `column(i)` of that side's field `i`.
-    pub(super) fn pad(
+    fn pad(
         &self,
         side: usize,
         n: usize,

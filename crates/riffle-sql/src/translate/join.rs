@@ -46,15 +46,11 @@ impl Translator<'_> {
         }
         let right = self.translate(&j.right)?;
         refuse_updating(&right)?;
-        // An outer join's condition: the bounds of an outer interval join, or nothing.
-        let outer_interval = match (is_outer, &j.filter) {
-            (true, Some(f)) => Some(outer_interval_condition(f, j, &left, &right)?),
-            _ => None,
-        };
-        // An inner join whose whole condition bounds the two event times: the join
-        // checks it per pair instead of a filter after it.
-        let inner_interval = match (&j.filter, kind, is_outer || semi_as_inner) {
-            (Some(f), JoinKind::Inner, false) => {
+        // The bounds an interval join checks per pair itself: an outer join's condition
+        // must be just those; an inner join's may be, else it filters after the join.
+        let interval = match (&j.filter, is_outer) {
+            (Some(f), true) => Some(outer_interval_condition(f, j, &left, &right)?),
+            (Some(f), false) if kind == JoinKind::Inner && !semi_as_inner => {
                 super::interval::interval_condition(f, j, &left, &right)
             }
             _ => None,
@@ -157,8 +153,8 @@ impl Translator<'_> {
             self.graph.schema(right.node).clone(),
         );
         let p = Some(self.parallelism());
-        let node = match (window, outer_interval) {
-            (Some(_), Some(_)) => {
+        let node = match (window, interval) {
+            (Some(_), Some(_)) if is_outer => {
                 return Err(SqlError::unsupported(
                     format!("{} JOIN of windows with a time condition", j.join_type),
                     "join the windows ON the keys and the window alone, or drop the window for an outer interval join",
@@ -184,7 +180,7 @@ impl Translator<'_> {
                 .with_outer(outer.0, outer.1)?;
                 self.add("window_join", Arc::new(f), p, &[left.node, right.node])?
             }
-            (None, outer_interval) => {
+            (None, interval) => {
                 let f = StreamJoinFactory::new(
                     &lschema,
                     &rschema,
@@ -193,23 +189,22 @@ impl Translator<'_> {
                     &refs(&left_cols),
                     &refs(&right_cols),
                 )?;
-                let (f, kind) = match (outer_interval, inner_interval, &j.filter) {
-                    (Some(condition), _, _) => (
+                let (f, kind) = match (interval, &j.filter) {
+                    (Some(condition), _) if is_outer => (
                         f.with_outer_interval(outer.0, outer.1, condition)?,
                         "interval_join",
                     ),
-                    (None, Some(condition), _) => (f.with_interval(condition), "interval_join"),
-                    (None, None, filter) => {
+                    (Some(condition), _) => (f.with_interval(condition), "interval_join"),
+                    // An outer join here has no condition (see `interval`), so no
+                    // retention either.
+                    (None, filter) => {
                         let (keep_left, keep_right) = match filter {
                             Some(f) => super::interval::interval_bounds(f, j, &left, &right),
                             None => (None, None),
                         };
                         let f = f
                             .with_retention(keep_left, keep_right)
-                            .with_outer(outer.0, outer.1)
-                            .map_err(|e| {
-                                SqlError::unsupported(e.to_string(), "join ON the keys alone")
-                            })?;
+                            .with_outer(outer.0, outer.1)?;
                         let bounded = keep_left.or(keep_right).is_some();
                         (f, if bounded { "interval_join" } else { "join" })
                     }
@@ -236,15 +231,14 @@ impl Translator<'_> {
             .collect();
         let mut stream = Stream::of_node(node, columns);
         stream.windows = windows;
-        if is_outer && window.is_none() && outer_interval.is_none() {
+        if is_outer && window.is_none() && interval.is_none() {
             // A changelog without a key: padded rows are withdrawn by their whole value.
             // (A window's padded rows are final: they leave when it closes.)
             stream.make_keyless_changelog();
         }
         // The interval join checks the time condition itself (a filter after an outer
         // one would drop its padded rows).
-        let checked_by_join =
-            window.is_none() && (outer_interval.is_some() || inner_interval.is_some());
+        let checked_by_join = window.is_none() && interval.is_some();
         match &j.filter {
             Some(_) if checked_by_join => Ok(stream),
             Some(f) if semi_as_inner => {
