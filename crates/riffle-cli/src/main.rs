@@ -18,6 +18,8 @@ struct Cli {
 enum Command {
     /// Run a SQL pipeline file (CREATE TABLE … WITH connector, INSERT INTO … SELECT …).
     Run(commands::run::RunArgs),
+    /// Run one worker process of a SQL pipeline spread over several (docs/cluster.md).
+    Worker(commands::worker::WorkerArgs),
     /// Print the dataflow a SQL pipeline file plans to: operators, exchanges, state.
     Explain(commands::run::ExplainArgs),
     /// Run one Nexmark query on the built-in generator, with a live progress line.
@@ -46,6 +48,7 @@ fn main() -> std::process::ExitCode {
     }
     let result = match cli.command {
         Command::Run(args) => commands::run::run(args),
+        Command::Worker(args) => commands::worker::run(args),
         Command::Explain(args) => commands::run::explain(args),
         Command::Nexmark(args) => commands::nexmark::run(args),
         Command::Bench(args) => commands::bench::run(args),

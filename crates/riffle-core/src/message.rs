@@ -31,7 +31,7 @@ pub enum BarrierKind {
 }
 
 /// A checkpoint barrier: every row before it belongs to `epoch`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Barrier {
     /// The epoch the barrier closes.
     pub epoch: Epoch,

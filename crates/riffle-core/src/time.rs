@@ -8,7 +8,7 @@ pub type EventTime = i64;
 /// A watermark `t` promises that no later row on that channel has an event time `<= t`
 /// (rows that break the promise are late). An idle channel does not hold back the
 /// minimum taken over a task's inputs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Watermark {
     /// All rows with event time `<= t` have been seen.
     EventTime(EventTime),

@@ -56,6 +56,16 @@ pub struct JobHandle {
     /// With [`JobConfig::exactly_once`], one message per source subtask that reached
     /// the end of its input and waits for the end-of-input barrier.
     pub end_of_input: Option<UnboundedReceiver<()>>,
+    /// Channels with one end on another worker (none in a single process).
+    pub remote: crate::job::RemoteEnds,
+    /// Tasks of the whole job, over every worker: the acks each checkpoint needs.
+    pub job_tasks: usize,
+    /// Source subtasks of the whole job, over every worker.
+    pub job_sources: usize,
+    /// On a job spread over workers: where other workers' acks and ends of input join
+    /// this process's (taken once, by the cluster layer).
+    pub(crate) ack_sender: Option<UnboundedSender<SnapshotAck>>,
+    pub(crate) end_sender: Option<UnboundedSender<()>>,
     pub(crate) tasks: JoinSet<(usize, TaskOutcome<TaskExit>)>,
     pub(crate) stop_tx: UnboundedSender<RuntimeError>,
     pub(crate) stop_rx: UnboundedReceiver<RuntimeError>,
@@ -73,6 +83,18 @@ impl JobHandle {
     /// Number of source subtasks (each takes barriers from the injector).
     pub fn source_subtasks(&self) -> usize {
         self.barrier_senders.len()
+    }
+
+    /// Of a job spread over workers: senders into this process's ack and end-of-input
+    /// channels, for acks of other workers' tasks (worker 0). The coordinator ends once
+    /// every sender is gone, so the caller drops them when the remote tasks end.
+    pub fn take_remote_inputs(
+        &mut self,
+    ) -> (
+        Option<UnboundedSender<SnapshotAck>>,
+        Option<UnboundedSender<()>>,
+    ) {
+        (self.ack_sender.take(), self.end_sender.take())
     }
 
     /// A handle that fails the job while [`wait`](Self::wait) runs.

@@ -6,6 +6,7 @@ use crate::exchange::{Exchange, OutputRouter};
 use crate::graph::{JobGraph, NodeKind};
 pub use crate::handle::{BarrierInjector, JobHandle, JobStopper};
 use crate::metrics::{JobMetrics, OperatorTotals};
+use crate::placement::{ChannelKey, Placement};
 use crate::plan::PhysicalPlan;
 use crate::restore::{RestoredJob, RestoredWatermark, StateOwner};
 use crate::source_task::SourceTask;
@@ -35,6 +36,8 @@ pub struct JobConfig {
     pub generation: u64,
     /// Savepoint requests the checkpoint coordinator serves (control endpoint, signals).
     pub savepoints: Option<crate::savepoint::SavepointRequests>,
+    /// Which subtasks this process runs (all of them unless the job spans workers).
+    pub placement: Placement,
 }
 
 impl Default for JobConfig {
@@ -45,8 +48,20 @@ impl Default for JobConfig {
             exactly_once: false,
             generation: 0,
             savepoints: None,
+            placement: Placement::single(),
         }
     }
+}
+
+/// The ends of channels whose other end is on another worker; the cluster layer carries
+/// their messages over the network, in order (docs/cluster.md).
+#[derive(Default)]
+pub struct RemoteEnds {
+    /// Channels a local task sends on and a task of worker `.1` receives: drain and ship.
+    pub outgoing: Vec<(ChannelKey, usize, Receiver<Message>)>,
+    /// Channels a local task receives on and a remote task sends on: feed them from the
+    /// network; dropping one without [`Message::End`] fails the receiving task.
+    pub incoming: Vec<(ChannelKey, Sender<Message>)>,
 }
 
 /// A task's acknowledgement of a barrier: its state at that epoch.
@@ -211,7 +226,10 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
     };
 
     // Channels: for every edge into a chain head, one channel per (upstream subtask,
-    // downstream subtask) pair (only u == d for forward edges).
+    // downstream subtask) pair (only u == d for forward edges). Of a job spread over
+    // workers, this process makes the channels with at least one local end.
+    let placement = config.placement;
+    let mut remote = RemoteEnds::default();
     let mut inputs_of: HashMap<(usize, usize), Vec<InputChannel>> = HashMap::new();
     // (chain, subtask) -> routers of its tail.
     let mut routers_of: HashMap<(usize, usize), Vec<OutputRouter>> = HashMap::new();
@@ -227,16 +245,38 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                     if edge.exchange == Exchange::Forward && u != d {
                         continue;
                     }
+                    let (sends_here, receives_here) =
+                        (placement.is_local(u), placement.is_local(d));
+                    if !sends_here && !receives_here {
+                        continue;
+                    }
                     let (tx, rx): (Sender<Message>, Receiver<Message>) =
                         mpsc::channel(config.channel_capacity);
-                    senders.push(tx);
-                    inputs_of.entry((c, d)).or_default().push(InputChannel {
-                        logical_input,
-                        receiver: rx,
-                    });
+                    let key = ChannelKey {
+                        chain: c,
+                        input: logical_input,
+                        from: u,
+                        to: d,
+                    };
+                    if sends_here {
+                        senders.push(tx);
+                    } else {
+                        remote.incoming.push((key, tx));
+                    }
+                    if receives_here {
+                        inputs_of.entry((c, d)).or_default().push(InputChannel {
+                            logical_input,
+                            receiver: rx,
+                        });
+                    } else {
+                        remote.outgoing.push((key, placement.worker_of(d), rx));
+                    }
                 }
             }
             for (u, senders) in senders_by_upstream.into_iter().enumerate() {
+                if !placement.is_local(u) {
+                    continue;
+                }
                 routers_of
                     .entry((up_chain, u))
                     .or_default()
@@ -279,7 +319,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                 counters,
             }
         };
-        for subtask in 0..chain.parallelism {
+        for subtask in (0..chain.parallelism).filter(|&s| placement.is_local(s)) {
             let mut links = Vec::new();
             let mut sink = None;
             for id in &chain.nodes {
@@ -416,11 +456,29 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
             }
         }
     }
+    let job_tasks = plan.chains.iter().map(|c| c.parallelism).sum();
+    let job_sources = plan
+        .chains
+        .iter()
+        .filter(|c| matches!(nodes[c.nodes[0].0].kind, NodeKind::Source { .. }))
+        .map(|c| c.parallelism)
+        .sum();
+    // Acks and ends of input of other workers join this process's channels on worker 0.
+    let (ack_sender, end_sender) = if placement.is_distributed() {
+        (ack_tx, end_tx)
+    } else {
+        (None, None)
+    };
     Ok(JobHandle {
         metrics,
         barrier_senders,
         acks: ack_rx,
         end_of_input: end_rx,
+        remote,
+        job_tasks,
+        job_sources,
+        ack_sender,
+        end_sender,
         tasks,
         stop_tx,
         stop_rx,
@@ -452,12 +510,49 @@ pub fn start_with_checkpoints(
     checkpoints: crate::CheckpointConfig,
     listeners: Vec<Arc<dyn crate::CheckpointListener>>,
 ) -> RuntimeResult<(JobHandle, tokio::task::JoinHandle<crate::CheckpointReport>)> {
-    let config = JobConfig {
-        exactly_once: true,
-        generation: checkpoints.generation,
-        ..config.clone()
-    };
+    let config = exactly_once(config, checkpoints.generation);
     let mut handle = start(graph, &config, true)?;
+    let report = attach_coordinator(
+        graph,
+        &config,
+        &mut handle,
+        (store, checkpoints, listeners),
+        Vec::new(),
+    )?;
+    Ok((handle, report))
+}
+
+/// `config` for an exactly-once run of `generation`: sinks publish only what
+/// checkpoints commit, and acks are collected.
+pub fn exactly_once(config: &JobConfig, generation: u64) -> JobConfig {
+    JobConfig {
+        exactly_once: true,
+        generation,
+        ..config.clone()
+    }
+}
+
+/// Where checkpoints go, how they are taken, and who hears of them.
+pub type CheckpointTarget = (
+    riffle_state::CheckpointStore,
+    crate::CheckpointConfig,
+    Vec<Arc<dyn crate::CheckpointListener>>,
+);
+
+/// Starts the checkpoint coordinator of a job started with acks collected. Of a job
+/// spread over workers (run on worker 0), `remote_sources` carry barriers to the
+/// other workers' source subtasks, whose acks arrive through
+/// [`JobHandle::take_remote_inputs`].
+///
+/// # Errors
+/// The acks were not collected, or the coordinator's thread could not start.
+pub fn attach_coordinator(
+    graph: &JobGraph,
+    config: &JobConfig,
+    handle: &mut JobHandle,
+    (store, checkpoints, listeners): CheckpointTarget,
+    remote_sources: Vec<tokio::sync::mpsc::UnboundedSender<riffle_core::Barrier>>,
+) -> RuntimeResult<tokio::task::JoinHandle<crate::CheckpointReport>> {
     let acks = handle
         .acks
         .take()
@@ -487,21 +582,22 @@ pub fn start_with_checkpoints(
         pipeline: graph.name.clone(),
         operators,
         sinks: graph.sinks(),
-        task_count: handle.task_count(),
-        source_subtasks: handle.source_subtasks(),
+        task_count: handle.job_tasks,
+        source_subtasks: handle.job_sources,
         plan_fingerprint: graph.fingerprint(),
         metrics: Some(handle.metrics.clone()),
         listeners,
     };
+    let mut injector = handle.barrier_injector();
+    injector.senders.extend(remote_sources);
     let inputs = crate::coordinator::CoordinatorInputs {
-        injector: handle.barrier_injector(),
+        injector,
         acks,
         end_of_input: handle.end_of_input.take(),
         stopper: handle.stopper(),
         savepoints: config.savepoints.clone(),
     };
-    let report = spawn_coordinator(coordinator, inputs)?;
-    Ok((handle, report))
+    spawn_coordinator(coordinator, inputs)
 }
 
 /// Runs the coordinator on a thread of its own: on a worker of the job's runtime it

@@ -100,7 +100,7 @@ impl CheckpointArgs {
     }
 
     /// The named savepoint or checkpoint to start from, if any.
-    fn explicit_restore(&self, store: &CheckpointStore) -> Result<Option<ExplicitRestore>> {
+    pub fn explicit_restore(&self, store: &CheckpointStore) -> Result<Option<ExplicitRestore>> {
         let from = match (&self.from_savepoint, &self.from_checkpoint) {
             (Some(savepoint), _) => match split_state_url(savepoint, "savepoints")? {
                 None => RestoreFrom::Savepoint {
@@ -389,6 +389,34 @@ fn source_offsets(restored: &RestoredJob, sources: &[String]) -> Vec<String> {
     out
 }
 
+/// What `args` ask of a checkpointed run; `listeners` hear of its checkpoints.
+///
+/// # Errors
+/// An unknown restart strategy.
+pub fn checkpointed_run(
+    args: &CheckpointArgs,
+    restore_from: Option<ExplicitRestore>,
+    listeners: Vec<Arc<dyn riffle_runtime::CheckpointListener>>,
+) -> Result<CheckpointedRun> {
+    Ok(CheckpointedRun {
+        job: JobConfig::default(),
+        restore_from,
+        checkpoints: CheckpointConfig {
+            interval: args.checkpoint_interval,
+            timeout: args.checkpoint_timeout,
+            min_pause: args.checkpoint_min_pause,
+            tolerable_failures: args.tolerable_failed_checkpoints,
+            retain: args.retain_checkpoints.max(1),
+            ..CheckpointConfig::default()
+        },
+        restart: args.restart_strategy()?,
+        start_empty: args.no_restore,
+        accept_replayed_output: args.accept_replayed_output,
+        replace_output: args.replace_output,
+        listeners,
+    })
+}
+
 /// Runs `graph` with checkpoints as `args` say, restarting after failures.
 pub fn run(
     runtime: &tokio::runtime::Runtime,
@@ -407,26 +435,8 @@ pub fn run(
     let status = Arc::new(CheckpointStatus::default());
     let live = Arc::new(LiveMetrics::new(JobOutline::of(graph)));
     let (savepoints, requests) = savepoint_channel();
-    let run = CheckpointedRun {
-        job: JobConfig {
-            savepoints: Some(requests),
-            ..JobConfig::default()
-        },
-        restore_from,
-        checkpoints: CheckpointConfig {
-            interval: args.checkpoint_interval,
-            timeout: args.checkpoint_timeout,
-            min_pause: args.checkpoint_min_pause,
-            tolerable_failures: args.tolerable_failed_checkpoints,
-            retain: args.retain_checkpoints.max(1),
-            ..CheckpointConfig::default()
-        },
-        restart: args.restart_strategy()?,
-        start_empty: args.no_restore,
-        accept_replayed_output: args.accept_replayed_output,
-        replace_output: args.replace_output,
-        listeners: vec![status.clone(), live.clone()],
-    };
+    let mut run = checkpointed_run(args, restore_from, vec![status.clone(), live.clone()])?;
+    run.job.savepoints = Some(requests);
     let mut observer = CliObserver {
         pipeline: graph.name.clone(),
         sources: graph

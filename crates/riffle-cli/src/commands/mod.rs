@@ -9,3 +9,4 @@ pub mod pipeline;
 pub mod run;
 pub mod savepoint;
 pub mod state;
+pub mod worker;

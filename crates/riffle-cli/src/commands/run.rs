@@ -73,6 +73,10 @@ pub struct RunArgs {
     /// Draw the progress line even when stderr is not a terminal.
     #[arg(long)]
     pub progress: bool,
+    /// Run the job as this many worker processes on this machine (`riffle worker`
+    /// each; docs/cluster.md). Needs checkpoints; a worker that fails restarts them all.
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
     /// Checkpoints, state root and restarts.
     #[command(flatten)]
     pub checkpoints: CheckpointArgs,
@@ -92,6 +96,21 @@ pub fn run(args: RunArgs) -> Result<()> {
     let pipeline = args.sql.plan()?;
     if args.explain {
         return explain_pipeline(&pipeline);
+    }
+    if let Some(workers) = args.workers.filter(|&n| n > 1) {
+        anyhow::ensure!(
+            args.checkpoints.enabled(),
+            "--workers needs checkpoints: add --checkpoint-interval (e.g. 1s)"
+        );
+        anyhow::ensure!(
+            args.checkpoints.http_address.is_none(),
+            "--http-address with --workers: the workers do not serve the control endpoint yet"
+        );
+        let restarts = match args.checkpoints.restart.as_str() {
+            "none" => 0,
+            _ => args.checkpoints.restart_attempts,
+        };
+        return super::worker::launch(workers, restarts);
     }
     let label = args
         .sql

@@ -1,0 +1,217 @@
+//! One job on several worker processes (docs/cluster.md): the output equals a single
+//! process's, through kill -9 of any worker and a resume on fewer workers.
+
+mod common;
+
+use common::{published, riffle, stderr};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// q5 (keyed window aggregate, then a join on the window) and q8 (a window join of two
+/// sources): every exchange kind crosses workers.
+fn pipeline(query: &str, out: &Path) -> String {
+    let source = |event_type: &str| {
+        format!(
+            "CREATE TABLE {event_type} (WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND) \
+             WITH ('connector' = 'nexmark', 'event_type' = '{event_type}', 'events' = '10M', 'rate' = '10K');\n"
+        )
+    };
+    let sink = format!(
+        "CREATE TABLE {query} WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n",
+        out.display()
+    );
+    match query {
+        "q5" => format!(
+            "{}CREATE VIEW auction_counts AS
+             SELECT auction, count(*) AS num, hop(INTERVAL '2' SECOND, INTERVAL '10' SECOND) AS w
+             FROM bid GROUP BY auction, w;
+             {sink}
+             INSERT INTO q5
+             SELECT c.auction, c.w['start'] AS window_start, c.num
+             FROM auction_counts c
+             JOIN (SELECT w, max(num) AS max_num FROM auction_counts GROUP BY w) m
+               ON c.w = m.w AND c.num = m.max_num;",
+            source("bid")
+        ),
+        "q8" => format!(
+            "{}{}{sink}
+             INSERT INTO q8
+             SELECT p.id, p.name, p.w['start'] AS window_start
+             FROM (SELECT id, name, tumble(INTERVAL '10' SECOND) AS w FROM person) p
+             WHERE EXISTS (
+               SELECT 1 FROM (SELECT seller, tumble(INTERVAL '10' SECOND) AS w FROM auction) a
+               WHERE a.seller = p.id AND a.w = p.w);",
+            source("person"),
+            source("auction")
+        ),
+        other => panic!("no pipeline {other}"),
+    }
+}
+
+/// `riffle run` of `query` over `events` events into `dir/out`, checkpointed into
+/// `dir/state` every 50 ms, on `workers` worker processes (0: one process).
+fn run(query: &str, dir: &Path, events: &str, parallelism: usize, workers: usize) -> Command {
+    let file = dir.join(format!("{query}.sql"));
+    std::fs::write(&file, pipeline(query, &dir.join("out"))).unwrap();
+    let mut cmd = riffle();
+    cmd.arg("run")
+        .arg(&file)
+        .args(["--events", events, "-p", &parallelism.to_string()])
+        .args(["--checkpoint-interval", "50ms", "--state"])
+        .arg(dir.join("state"));
+    if workers > 0 {
+        cmd.args(["--workers", &workers.to_string()]);
+    }
+    cmd
+}
+
+fn finished(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    text
+}
+
+fn single_process(query: &str, events: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    finished(&mut run(query, dir.path(), events, 3, 0));
+    let lines = published(&dir.path().join("out"));
+    assert!(lines.len() > 10, "{query}: too few rows for a comparison");
+    lines
+}
+
+/// Checkpoints the coordinator committed, from its report.
+fn committed(text: &str) -> usize {
+    text.lines()
+        .find_map(|l| {
+            let rest = l.trim().strip_prefix("checkpoints")?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn q5_and_q8_on_three_workers_equal_one_process() {
+    for query in ["q5", "q8"] {
+        let expected = single_process(query, "300K");
+        let dir = tempfile::tempdir().unwrap();
+        let text = finished(run(query, dir.path(), "300K", 3, 3).args(["--throttle", "200K"]));
+        assert!(text.contains("all 3 workers finished"), "{text}");
+        assert!(
+            committed(&text) >= 3,
+            "{query}: checkpoints across workers were not taken: {text}"
+        );
+        assert_eq!(published(&dir.path().join("out")), expected, "{query}");
+    }
+}
+
+/// The worker processes a launcher started, by index, from its stderr so far.
+fn worker_pids(log: &Path) -> Vec<(usize, i32)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut latest = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("riffle: worker ") else {
+            continue;
+        };
+        let Some((index, pid)) = rest.split_once(" is process ") else {
+            continue;
+        };
+        latest.insert(index.parse().unwrap(), pid.trim().parse().unwrap());
+    }
+    latest.into_iter().collect()
+}
+
+fn launched(mut cmd: Command, log: &Path) -> Child {
+    let file = std::fs::File::create(log).unwrap();
+    cmd.stdout(Stdio::null()).stderr(file).spawn().unwrap()
+}
+
+fn kill(pid: i32) {
+    // SAFETY: sending a signal to a process this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+}
+
+/// A small deterministic sequence for kill timings and victims (no test flakiness
+/// from an unseeded source).
+fn sequence(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut state = seed;
+    move |bound| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % bound
+    }
+}
+
+#[test]
+fn kill_9_of_any_worker_at_random_moments_loses_and_repeats_nothing() {
+    let expected = single_process("q5", "600K");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("launcher.log");
+    let mut cmd = run("q5", dir.path(), "600K", 3, 3);
+    cmd.args([
+        "--throttle",
+        "100K",
+        "--restart-attempts",
+        "20",
+        "--restart-delay",
+        "0s",
+    ]);
+    let mut launcher = launched(cmd, &log);
+    let mut next = sequence(7);
+    let mut kills = 0;
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut victims = Vec::new();
+    while kills < 6 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(400 + next(900)));
+        if launcher.try_wait().unwrap().is_some() {
+            break;
+        }
+        let pids = worker_pids(&log);
+        if pids.len() < 3 {
+            continue;
+        }
+        // Worker 0 (the coordinator) every third kill; any worker otherwise.
+        let victim = if kills % 3 == 0 { 0 } else { next(3) as usize };
+        kill(pids[victim].1);
+        victims.push(victim);
+        kills += 1;
+    }
+    let status = launcher.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{text}");
+    assert!(
+        kills >= 3,
+        "the run ended before the kills: {kills} ({text})"
+    );
+    assert!(victims.contains(&0), "worker 0 was never killed");
+    assert!(text.contains("restarting all 3 workers"), "{text}");
+    assert_eq!(published(&dir.path().join("out")), expected);
+}
+
+#[test]
+fn a_job_killed_on_three_workers_resumes_on_two() {
+    let expected = single_process("q5", "600K");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("launcher.log");
+    let mut cmd = run("q5", dir.path(), "600K", 3, 3);
+    cmd.args(["--throttle", "100K", "--restart", "none"]);
+    let mut launcher = launched(cmd, &log);
+    // Kill the whole job (launcher, then every worker) once checkpoints exist.
+    let started = Instant::now();
+    while !dir.path().join("state/q5/checkpoints").exists()
+        || started.elapsed() < Duration::from_millis(1500)
+    {
+        assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill(launcher.id() as i32);
+    for (_, pid) in worker_pids(&log) {
+        kill(pid);
+    }
+    let _ = launcher.wait();
+    let text = finished(&mut run("q5", dir.path(), "600K", 2, 2));
+    assert!(text.contains("all 2 workers finished"), "{text}");
+    assert_eq!(published(&dir.path().join("out")), expected);
+}

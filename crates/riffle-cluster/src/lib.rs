@@ -1,0 +1,25 @@
+//! riffle-cluster: one job on several worker processes (docs/cluster.md).
+//!
+//! ```text
+//!  worker 0                                   worker 1
+//!  ┌──────────────────────────┐  Arrow Flight ┌──────────────────────────┐
+//!  │ coordinator ── barriers ─┼──────────────▶│ sources                  │
+//!  │   ▲ acks ◀───────────────┼───────────────┼─ acks                    │
+//!  │ subtasks 0, 2, … ◀──rows─┼──────────────▶│ subtasks 1, 3, …         │
+//!  └──────────────────────────┘  (do_put)     └──────────────────────────┘
+//! ```
+//!
+//! Every worker plans the same job; [`riffle_runtime::Placement`] puts subtask `s` of
+//! every chain on worker `s % workers`. A channel between subtasks on different workers
+//! is an Arrow Flight `do_put` stream; everything else is as in one process.
+
+pub mod ack;
+pub mod error;
+pub mod links;
+pub mod protocol;
+pub mod service;
+pub mod wire;
+pub mod worker;
+
+pub use error::{ClusterError, ClusterResult};
+pub use worker::{run_worker, WorkerOptions, WorkerOutcome};

@@ -1,0 +1,249 @@
+//! The sending ends between workers: a connection per peer, one stream per remote
+//! channel, this worker's acks to worker 0, and worker 0's barriers to the others.
+
+use crate::ack;
+use crate::error::{ClusterError, ClusterResult};
+use crate::protocol::{Attempt, ChannelControl, Hello, StreamKind, ToCoordinator};
+use crate::service::ATTEMPT_ACTION;
+use crate::wire::StreamEncoder;
+use arrow_flight::flight_service_client::FlightServiceClient;
+use arrow_flight::{Action, FlightData, FlightDescriptor};
+use futures::stream::{self, StreamExt};
+use riffle_core::{Barrier, Message};
+use riffle_runtime::handle::JobStopper;
+use riffle_runtime::SnapshotAck;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
+use tokio::task::JoinHandle;
+use tonic::transport::{Channel, Endpoint};
+
+/// How often an idle connection is pinged, and how long a ping may go unanswered.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(1);
+/// See [`KEEP_ALIVE`].
+pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection to one worker, shared by every stream to it (HTTP/2 multiplexes them,
+/// each with its own flow-control window: a slow receiver slows only its senders).
+pub type Peer = FlightServiceClient<Channel>;
+
+/// Connects to the worker at `address` (`host:port`), retrying while it starts, for up
+/// to `patience`.
+///
+/// # Errors
+/// The address is malformed, or nothing answered in time.
+pub async fn connect(address: &str, patience: Duration) -> ClusterResult<Peer> {
+    let failed = |message: String| ClusterError::Connect {
+        address: address.to_string(),
+        message,
+    };
+    let endpoint = Endpoint::from_shared(format!("http://{address}"))
+        .map_err(|e| failed(e.to_string()))?
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(2))
+        // A worker that stops answering (paused, cut off) fails its streams within
+        // seconds, which fails the attempt everywhere.
+        .http2_keep_alive_interval(KEEP_ALIVE)
+        .keep_alive_timeout(KEEP_ALIVE_TIMEOUT)
+        .keep_alive_while_idle(true);
+    let started = Instant::now();
+    loop {
+        match endpoint.connect().await {
+            Ok(channel) => {
+                return Ok(FlightServiceClient::new(channel)
+                    .max_decoding_message_size(usize::MAX)
+                    .max_encoding_message_size(usize::MAX))
+            }
+            Err(e) if started.elapsed() >= patience => {
+                return Err(failed(format!("not reachable for {patience:?}: {e}")))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// Asks worker 0 which attempt to start.
+///
+/// # Errors
+/// The call failed or its answer is not an attempt.
+pub async fn fetch_attempt(peer: &mut Peer) -> ClusterResult<Attempt> {
+    let action = Action {
+        r#type: ATTEMPT_ACTION.into(),
+        body: Default::default(),
+    };
+    let mut results = peer.do_action(action).await?.into_inner();
+    let result = results
+        .message()
+        .await?
+        .ok_or_else(|| ClusterError::Protocol("worker 0 sent no attempt".into()))?;
+    serde_json::from_slice(&result.body).map_err(ClusterError::Json)
+}
+
+fn opening(hello: &Hello) -> ClusterResult<FlightData> {
+    let cmd = serde_json::to_vec(hello).map_err(ClusterError::Json)?;
+    Ok(FlightData {
+        flight_descriptor: Some(FlightDescriptor::new_cmd(cmd)),
+        ..FlightData::default()
+    })
+}
+
+/// Sends `messages` as one stream opened by `hello`; an error ends it, and `failed`
+/// says why.
+fn put(
+    peer: Peer,
+    hello: Hello,
+    messages: stream::BoxStream<'static, Vec<FlightData>>,
+    failed: impl Fn(String) + Send + 'static,
+) -> futures::future::BoxFuture<'static, ()> {
+    Box::pin(async move {
+        let what = format!("{:?} to worker", hello.stream);
+        let first = match opening(&hello) {
+            Ok(first) => first,
+            Err(e) => return failed(format!("{what}: {e}")),
+        };
+        let body = stream::iter([first])
+            .chain(messages.flat_map(stream::iter))
+            .map(Ok);
+        let mut client = arrow_flight::FlightClient::new_from_inner(peer);
+        match client.do_put(body).await {
+            Ok(mut results) => {
+                // The receiver answers once it has taken the whole stream.
+                while let Some(result) = results.next().await {
+                    if let Err(e) = result {
+                        return failed(format!("{what}: {e}"));
+                    }
+                }
+            }
+            Err(e) => failed(format!("{what}: {e}")),
+        }
+    })
+}
+
+/// Encodes `item` with `encoder`, or fails the attempt and ends the stream.
+fn encoded(
+    stopper: &JobStopper,
+    result: ClusterResult<Vec<FlightData>>,
+) -> Option<Vec<FlightData>> {
+    match result {
+        Ok(data) => Some(data),
+        Err(e) => {
+            stopper.fail(format!("sending to another worker: {e}"));
+            None
+        }
+    }
+}
+
+/// Ships the local channel `receiver` to the task on `peer` that `hello` names.
+pub fn ship_channel(
+    peer: Peer,
+    hello: Hello,
+    receiver: Receiver<Message>,
+    stopper: JobStopper,
+) -> JoinHandle<()> {
+    let encoding = stopper.clone();
+    let messages = stream::unfold(
+        (receiver, StreamEncoder::default(), false),
+        move |(mut receiver, mut encoder, ended)| {
+            let stopper = encoding.clone();
+            async move {
+                if ended {
+                    return None;
+                }
+                let message = receiver.recv().await?;
+                let ends = matches!(message, Message::End);
+                let data = match message {
+                    Message::Data(batch) => encoder.batch(&batch),
+                    Message::Watermark(w) => encoder
+                        .control(&ChannelControl::Watermark(w))
+                        .map(|d| vec![d]),
+                    Message::Barrier(b) => encoder
+                        .control(&ChannelControl::Barrier(b))
+                        .map(|d| vec![d]),
+                    Message::End => encoder.control(&ChannelControl::End).map(|d| vec![d]),
+                };
+                let data = encoded(&stopper, data)?;
+                Some((data, (receiver, encoder, ends)))
+            }
+        },
+    );
+    tokio::spawn(put(peer, hello, messages.boxed(), fail_attempt(stopper)))
+}
+
+/// Fails the attempt with the reason a stream broke.
+fn fail_attempt(stopper: JobStopper) -> impl Fn(String) + Send + 'static {
+    move |message| stopper.fail(message)
+}
+
+/// What a worker sends its coordinator, in the order it happened.
+enum Outgoing {
+    Ack(SnapshotAck),
+    EndOfInput,
+}
+
+/// Ships this worker's acks and ends of input to the coordinator on worker 0. The
+/// stream ends when both channels close (every local task ended).
+pub fn ship_acks(
+    peer: Peer,
+    hello: Hello,
+    acks: UnboundedReceiver<SnapshotAck>,
+    ends: Option<UnboundedReceiver<()>>,
+    stopper: JobStopper,
+) -> JoinHandle<()> {
+    let acks = stream::unfold(acks, |mut r| async move {
+        r.recv().await.map(|a| (Outgoing::Ack(a), r))
+    });
+    let ends = stream::unfold(ends, |r| async move {
+        let mut r = r?;
+        r.recv().await.map(|()| (Outgoing::EndOfInput, Some(r)))
+    });
+    let encoding = stopper.clone();
+    let mut encoder = StreamEncoder::default();
+    let messages = stream::select(acks, ends).filter_map(move |item| {
+        let data = match item {
+            Outgoing::EndOfInput => encoder.control(&ToCoordinator::EndOfInput).map(|d| vec![d]),
+            Outgoing::Ack(a) => ack_messages(&mut encoder, a),
+        };
+        futures::future::ready(encoded(&encoding, data))
+    });
+    tokio::spawn(put(peer, hello, messages.boxed(), fail_attempt(stopper)))
+}
+
+/// An ack's header, then its state batches.
+fn ack_messages(encoder: &mut StreamEncoder, ack: SnapshotAck) -> ClusterResult<Vec<FlightData>> {
+    let (header, batches) = ack::split(ack);
+    let mut data = vec![encoder.control(&ToCoordinator::Ack(header))?];
+    for b in &batches {
+        data.extend(encoder.batch(b)?);
+    }
+    Ok(data)
+}
+
+/// Ships the coordinator's barriers for `peer`'s source subtasks. A broken barrier
+/// stream does not fail the attempt by itself: a worker that ends normally closes it
+/// while worker 0 still runs, and a worker that died breaks its acks stream, which does.
+pub fn ship_barriers(
+    peer: Peer,
+    hello: Hello,
+    barriers: UnboundedReceiver<Barrier>,
+    stopper: JobStopper,
+) -> JoinHandle<()> {
+    let encoder = StreamEncoder::default();
+    let encoding = stopper.clone();
+    let messages = stream::unfold(
+        barriers,
+        |mut r| async move { r.recv().await.map(|b| (b, r)) },
+    )
+    .filter_map(move |b| {
+        futures::future::ready(encoded(&encoding, encoder.control(&b).map(|d| vec![d])))
+    });
+    let lost = |message: String| tracing::debug!(%message, "barrier stream ended");
+    tokio::spawn(put(peer, hello, messages.boxed(), lost))
+}
+
+/// Opens streams only for `StreamKind`s: a helper for tests and the worker.
+pub fn hello(generation: u64, worker: usize, stream: StreamKind) -> Hello {
+    Hello {
+        generation,
+        worker,
+        stream,
+    }
+}

@@ -1,0 +1,92 @@
+//! The messages workers exchange, besides rows (docs/cluster.md, "Between workers").
+
+use riffle_core::{Barrier, Watermark};
+use riffle_runtime::ChannelKey;
+use riffle_state::Manifest;
+use serde::{Deserialize, Serialize};
+
+/// The first message of every stream a worker opens to another: which stream it is and
+/// for which attempt. A stream of another attempt than the receiver's is refused, so a
+/// worker left over from a failed attempt (a zombie) cannot feed the new one.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Hello {
+    /// The attempt's generation (claimed on the checkpoint store by worker 0).
+    pub generation: u64,
+    /// The sending worker.
+    pub worker: usize,
+    /// What the stream carries.
+    pub stream: StreamKind,
+}
+
+/// What a stream carries.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum StreamKind {
+    /// One channel of the dataflow: rows, watermarks, barriers, end.
+    Channel(ChannelKey),
+    /// A worker's snapshot acks and ends of input, to the coordinator on worker 0.
+    Acks,
+    /// Barriers from the coordinator to the receiving worker's source subtasks.
+    Barriers,
+}
+
+/// A message of a channel stream that is not rows.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum ChannelControl {
+    /// Event-time progress of the sending subtask.
+    Watermark(Watermark),
+    /// A checkpoint barrier.
+    Barrier(Barrier),
+    /// The sending subtask has no more messages.
+    End,
+}
+
+/// A message of an acks stream. An ack's state batches follow its header, in order.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum ToCoordinator {
+    /// A task's snapshot; its state batches follow.
+    Ack(AckHeader),
+    /// A source subtask ran dry and waits for the end-of-input barrier.
+    EndOfInput,
+}
+
+/// A [`SnapshotAck`](riffle_runtime::SnapshotAck) without its state batches.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AckHeader {
+    /// The task (its chain's head operator).
+    pub task: String,
+    /// The subtask.
+    pub subtask: usize,
+    /// The epoch.
+    pub epoch: u64,
+    /// For each operator of the chain with state: its id and how many batches follow.
+    pub states: Vec<(String, usize)>,
+    /// What the chain's sink staged.
+    pub committables: Vec<riffle_core::Committable>,
+    /// The task's input watermark at the barrier.
+    pub watermark: i64,
+    /// Operators that saw a lower watermark than the task's.
+    pub held_watermarks: Vec<(String, i64)>,
+    /// Counters of the task's operators.
+    pub counters: Vec<(String, riffle_core::CounterValues)>,
+    /// Alignment time, nanoseconds.
+    pub alignment_nanos: u64,
+    /// Snapshot time, nanoseconds.
+    pub snapshot_nanos: u64,
+}
+
+/// What worker 0 tells the others before an attempt starts.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Attempt {
+    /// The attempt's generation.
+    pub generation: u64,
+    /// The checkpoint every worker restores from, if any.
+    pub manifest: Option<Manifest>,
+    /// The plan's fingerprint: every worker must have planned the same job.
+    pub fingerprint: String,
+    /// How many workers the job runs on.
+    pub workers: usize,
+    /// The first epoch the attempt's checkpoints take.
+    pub first_epoch: u64,
+    /// The identity of the pipeline's state.
+    pub state_id: String,
+}

@@ -1,0 +1,351 @@
+//! The Flight service every worker serves: streams from other workers feed this
+//! worker's tasks (channels), its coordinator (acks, on worker 0) or its sources
+//! (barriers); `attempt` tells a starting worker what worker 0 decided.
+
+use crate::ack;
+use crate::protocol::{Attempt, ChannelControl, Hello, StreamKind, ToCoordinator};
+use crate::wire::{Decoded, StreamDecoder};
+use arrow_flight::flight_service_server::FlightService;
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+};
+use futures::stream::BoxStream;
+use riffle_core::{Barrier, Message};
+use riffle_runtime::handle::{BarrierInjector, JobStopper};
+use riffle_runtime::{ChannelKey, SnapshotAck};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc::{Sender, UnboundedSender};
+use tokio::sync::watch;
+use tonic::{Request, Response, Status, Streaming};
+
+/// The action that returns worker 0's [`Attempt`] as JSON.
+pub const ATTEMPT_ACTION: &str = "attempt";
+
+/// How long a stream waits for this worker to start the attempt it names.
+const ATTEMPT_WAIT: Duration = Duration::from_secs(60);
+
+/// Where the coordinator on worker 0 takes other workers' acks and ends of input.
+pub struct CoordinatorInbox {
+    /// Into the coordinator's ack channel.
+    pub acks: UnboundedSender<SnapshotAck>,
+    /// Into its end-of-input channel.
+    pub ends: UnboundedSender<()>,
+    /// Acks streams still expected; once all arrived, the inbox lets go of its senders
+    /// so the coordinator ends when the last stream does.
+    pub expected: usize,
+}
+
+/// One attempt of the job, as this worker runs it.
+pub struct LocalAttempt {
+    /// Its generation.
+    pub generation: u64,
+    /// Senders into local tasks, for channels whose sender is on another worker.
+    pub incoming: Mutex<HashMap<ChannelKey, Sender<Message>>>,
+    /// On worker 0: the coordinator's inbox.
+    pub inbox: Mutex<Option<CoordinatorInbox>>,
+    /// Injects barriers at this worker's source subtasks.
+    pub barriers: BarrierInjector,
+    /// Fails the attempt when a stream breaks.
+    pub stopper: JobStopper,
+}
+
+/// The service state: the attempt this worker runs, once started.
+#[derive(Clone)]
+pub struct WorkerService {
+    attempt: watch::Sender<Option<Arc<LocalAttempt>>>,
+    plan: watch::Sender<Option<Attempt>>,
+}
+
+impl Default for WorkerService {
+    fn default() -> Self {
+        Self {
+            attempt: watch::channel(None).0,
+            plan: watch::channel(None).0,
+        }
+    }
+}
+
+impl WorkerService {
+    /// Streams for `attempt` are served from now on; older attempts' are refused.
+    pub fn start_attempt(&self, attempt: Arc<LocalAttempt>) {
+        self.attempt.send_replace(Some(attempt));
+    }
+
+    /// Worker 0 publishes what every worker must start from.
+    pub fn publish(&self, attempt: Attempt) {
+        self.plan.send_replace(Some(attempt));
+    }
+
+    async fn attempt_for(&self, hello: &Hello) -> Result<Arc<LocalAttempt>, Status> {
+        let mut current = self.attempt.subscribe();
+        let wanted = hello.generation;
+        let found = tokio::time::timeout(
+            ATTEMPT_WAIT,
+            current.wait_for(|a| a.as_ref().is_some_and(|a| a.generation >= wanted)),
+        )
+        .await
+        .map_err(|_| {
+            Status::unavailable(format!(
+                "worker {} waited {ATTEMPT_WAIT:?} for this worker to start generation {wanted}",
+                hello.worker
+            ))
+        })?
+        .map_err(|_| Status::unavailable("the worker is shutting down"))?;
+        let attempt = found
+            .clone()
+            .ok_or_else(|| Status::internal("no attempt"))?;
+        if attempt.generation != wanted {
+            return Err(Status::failed_precondition(format!(
+                "fenced: worker {} speaks for generation {wanted}, this worker runs generation {}",
+                hello.worker, attempt.generation
+            )));
+        }
+        Ok(attempt)
+    }
+}
+
+/// Reads the stream's opening [`Hello`] (its descriptor's command).
+async fn hello(stream: &mut Streaming<FlightData>) -> Result<Hello, Status> {
+    let first = stream
+        .message()
+        .await?
+        .ok_or_else(|| Status::invalid_argument("an empty stream"))?;
+    let descriptor = first
+        .flight_descriptor
+        .ok_or_else(|| Status::invalid_argument("the first message names no stream"))?;
+    serde_json::from_slice(&descriptor.cmd)
+        .map_err(|e| Status::invalid_argument(format!("not a riffle stream: {e}")))
+}
+
+fn protocol(e: crate::error::ClusterError) -> Status {
+    Status::invalid_argument(e.to_string())
+}
+
+/// Feeds a remote channel into the local task it belongs to.
+async fn feed_channel(
+    attempt: &LocalAttempt,
+    key: ChannelKey,
+    from: usize,
+    mut stream: Streaming<FlightData>,
+) -> Result<(), Status> {
+    let sender = attempt
+        .incoming
+        .lock()
+        .map_err(|_| Status::internal("poisoned"))?
+        .remove(&key)
+        .ok_or_else(|| {
+            Status::failed_precondition(format!("no task here waits for channel {key:?}"))
+        })?;
+    let mut decoder = StreamDecoder::default();
+    loop {
+        let data = match stream.message().await {
+            Ok(Some(data)) => data,
+            Ok(None) => break,
+            Err(e) => {
+                attempt.stopper.fail(format!(
+                    "the connection from worker {from} for channel {key:?} broke: {e}"
+                ));
+                return Err(e);
+            }
+        };
+        let message = match decoder.decode::<ChannelControl>(&data).map_err(protocol)? {
+            None => continue,
+            Some(Decoded::Batch(b)) => Message::Data(b),
+            Some(Decoded::Control(ChannelControl::Watermark(w))) => Message::Watermark(w),
+            Some(Decoded::Control(ChannelControl::Barrier(b))) => Message::Barrier(b),
+            Some(Decoded::Control(ChannelControl::End)) => {
+                let _ = sender.send(Message::End).await;
+                return Ok(());
+            }
+        };
+        if sender.send(message).await.is_err() {
+            return Err(Status::cancelled("the receiving task is gone"));
+        }
+    }
+    attempt.stopper.fail(format!(
+        "the stream from worker {from} for channel {key:?} ended before its end of input"
+    ));
+    Err(Status::aborted("the stream ended early"))
+}
+
+/// Passes another worker's acks and ends of input to the coordinator.
+async fn feed_acks(
+    attempt: &LocalAttempt,
+    from: usize,
+    mut stream: Streaming<FlightData>,
+) -> Result<(), Status> {
+    let (acks, ends) = {
+        let mut inbox = attempt
+            .inbox
+            .lock()
+            .map_err(|_| Status::internal("poisoned"))?;
+        let Some(open) = inbox.as_mut() else {
+            return Err(Status::failed_precondition(
+                "acks go to worker 0, or every worker's acks stream is already open",
+            ));
+        };
+        let senders = (open.acks.clone(), open.ends.clone());
+        open.expected = open.expected.saturating_sub(1);
+        if open.expected == 0 {
+            *inbox = None;
+        }
+        senders
+    };
+    let mut decoder = StreamDecoder::default();
+    let mut pending: Option<(crate::protocol::AckHeader, Vec<riffle_core::RecordBatch>)> = None;
+    let lost = |e: &dyn std::fmt::Display| {
+        attempt
+            .stopper
+            .fail(format!("the acks stream of worker {from} broke: {e}"));
+    };
+    loop {
+        let data = match stream.message().await {
+            Ok(Some(data)) => data,
+            Ok(None) => break,
+            Err(e) => {
+                lost(&e);
+                return Err(e);
+            }
+        };
+        match decoder.decode::<ToCoordinator>(&data).map_err(protocol)? {
+            None => continue,
+            Some(Decoded::Control(ToCoordinator::EndOfInput)) => {
+                let _ = ends.send(());
+            }
+            Some(Decoded::Control(ToCoordinator::Ack(header))) => {
+                pending = Some((header, Vec::new()));
+            }
+            Some(Decoded::Batch(batch)) => match pending.as_mut() {
+                Some((_, batches)) => batches.push(batch),
+                None => return Err(Status::invalid_argument("a state batch without its ack")),
+            },
+        }
+        if let Some((header, batches)) = pending.take() {
+            if batches.len() < ack::batches_after(&header) {
+                pending = Some((header, batches));
+                continue;
+            }
+            let joined = ack::join(header, batches).map_err(protocol)?;
+            let _ = acks.send(joined);
+        }
+    }
+    if pending.is_some() {
+        lost(&"it ended inside an ack");
+    }
+    Ok(())
+}
+
+/// Injects barriers from the coordinator at this worker's sources.
+async fn feed_barriers(
+    attempt: &LocalAttempt,
+    mut stream: Streaming<FlightData>,
+) -> Result<(), Status> {
+    let mut decoder = StreamDecoder::default();
+    while let Some(data) = stream.message().await? {
+        if let Some(Decoded::Control(barrier)) =
+            decoder.decode::<Barrier>(&data).map_err(protocol)?
+        {
+            attempt.barriers.inject(barrier);
+        }
+    }
+    Ok(())
+}
+
+fn unimplemented<T>(what: &str) -> Result<T, Status> {
+    Err(Status::unimplemented(format!(
+        "{what}: not a riffle worker call"
+    )))
+}
+
+#[tonic::async_trait]
+impl FlightService for WorkerService {
+    type HandshakeStream = BoxStream<'static, Result<HandshakeResponse, Status>>;
+    type ListFlightsStream = BoxStream<'static, Result<FlightInfo, Status>>;
+    type DoGetStream = BoxStream<'static, Result<FlightData, Status>>;
+    type DoPutStream = BoxStream<'static, Result<PutResult, Status>>;
+    type DoActionStream = BoxStream<'static, Result<arrow_flight::Result, Status>>;
+    type ListActionsStream = BoxStream<'static, Result<ActionType, Status>>;
+    type DoExchangeStream = BoxStream<'static, Result<FlightData, Status>>;
+
+    async fn do_put(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
+        let mut stream = request.into_inner();
+        let hello = hello(&mut stream).await?;
+        let attempt = self.attempt_for(&hello).await?;
+        match hello.stream {
+            StreamKind::Channel(key) => feed_channel(&attempt, key, hello.worker, stream).await?,
+            StreamKind::Acks => feed_acks(&attempt, hello.worker, stream).await?,
+            StreamKind::Barriers => feed_barriers(&attempt, stream).await?,
+        }
+        Ok(Response::new(Box::pin(futures::stream::empty())))
+    }
+
+    async fn do_action(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<Self::DoActionStream>, Status> {
+        if request.get_ref().r#type != ATTEMPT_ACTION {
+            return unimplemented(&request.get_ref().r#type);
+        }
+        let mut plan = self.plan.subscribe();
+        let published = tokio::time::timeout(ATTEMPT_WAIT, plan.wait_for(Option::is_some))
+            .await
+            .map_err(|_| Status::unavailable("worker 0 has not started an attempt yet"))?
+            .map_err(|_| Status::unavailable("worker 0 is shutting down"))?
+            .clone();
+        let json = serde_json::to_vec(&published).map_err(|e| Status::internal(e.to_string()))?;
+        let result = arrow_flight::Result { body: json.into() };
+        Ok(Response::new(Box::pin(futures::stream::iter([Ok(result)]))))
+    }
+
+    async fn handshake(
+        &self,
+        _: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Self::HandshakeStream>, Status> {
+        unimplemented("handshake")
+    }
+    async fn list_flights(
+        &self,
+        _: Request<Criteria>,
+    ) -> Result<Response<Self::ListFlightsStream>, Status> {
+        unimplemented("list_flights")
+    }
+    async fn get_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        unimplemented("get_flight_info")
+    }
+    async fn poll_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<PollInfo>, Status> {
+        unimplemented("poll_flight_info")
+    }
+    async fn get_schema(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<SchemaResult>, Status> {
+        unimplemented("get_schema")
+    }
+    async fn do_get(&self, _: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        unimplemented("do_get")
+    }
+    async fn list_actions(
+        &self,
+        _: Request<Empty>,
+    ) -> Result<Response<Self::ListActionsStream>, Status> {
+        unimplemented("list_actions")
+    }
+    async fn do_exchange(
+        &self,
+        _: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        unimplemented("do_exchange")
+    }
+}

@@ -1,0 +1,296 @@
+//! One worker process of a job spread over several (docs/cluster.md).
+//!
+//! Worker 0 recovers (claims the generation, picks the checkpoint) and publishes the
+//! attempt; the others fetch it, load the same checkpoint from the shared store, and
+//! start their subtasks. Worker 0 runs the coordinator: barriers go out to every
+//! worker's sources, acks come back over the network. A failure anywhere fails the
+//! attempt on every worker: each process exits with the error, and its supervisor
+//! (Kubernetes, or `riffle run --workers`) starts it again, which resumes from the
+//! newest committed checkpoint.
+
+use crate::error::{ClusterError, ClusterResult};
+use crate::links::{self, Peer};
+use crate::protocol::{Attempt, StreamKind};
+use crate::service::{CoordinatorInbox, LocalAttempt, WorkerService};
+use arrow_flight::flight_service_server::FlightServiceServer;
+use riffle_runtime::job::{self, attach_coordinator, exactly_once};
+use riffle_runtime::recovery::{recover, recover_from, RecoveryOptions};
+use riffle_runtime::supervisor::RunObserver;
+use riffle_runtime::{
+    CheckpointConfig, CheckpointReport, CheckpointedRun, JobConfig, JobGraph, JobSummary,
+    Placement, RestoredJob, RuntimeError,
+};
+use riffle_state::CheckpointStore;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// Where the workers are and which one this is.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// This worker's index and the number of workers.
+    pub placement: Placement,
+    /// Every worker's address (`host:port`), by index.
+    pub addresses: Vec<String>,
+    /// Where this worker listens (its address's port, on every interface by default).
+    pub listen: SocketAddr,
+    /// How long to wait for another worker to come up.
+    pub patience: Duration,
+}
+
+/// How a worker's attempt went.
+#[derive(Debug)]
+pub struct WorkerOutcome {
+    /// What this worker's subtasks did.
+    pub summary: JobSummary,
+    /// On worker 0: the coordinator's report.
+    pub report: Option<CheckpointReport>,
+    /// The attempt's generation.
+    pub generation: u64,
+}
+
+/// Runs this worker's share of `graph` for one attempt.
+///
+/// # Errors
+/// Recovery or start failed, a peer could not be reached, the job failed on any
+/// worker, or (worker 0) its end-of-input checkpoint did not commit.
+pub async fn run_worker(
+    graph: &JobGraph,
+    store: &CheckpointStore,
+    run: CheckpointedRun,
+    options: &WorkerOptions,
+    observer: &mut dyn RunObserver,
+) -> ClusterResult<WorkerOutcome> {
+    let placement = options.placement;
+    if options.addresses.len() != placement.workers || placement.worker >= placement.workers {
+        return Err(ClusterError::Unsupported(format!(
+            "worker {} of {} workers, but {} addresses",
+            placement.worker,
+            placement.workers,
+            options.addresses.len()
+        )));
+    }
+    let service = WorkerService::default();
+    let server = serve(service.clone(), options.listen).await?;
+    let result = attempt(graph, store, run, options, &service, observer).await;
+    server.abort();
+    result
+}
+
+async fn serve(service: WorkerService, listen: SocketAddr) -> ClusterResult<JoinHandle<()>> {
+    let listener =
+        tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| ClusterError::Connect {
+                address: listen.to_string(),
+                message: format!("cannot listen: {e}"),
+            })?;
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let flight = FlightServiceServer::new(service)
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX);
+    Ok(tokio::spawn(async move {
+        if let Err(e) = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(links::KEEP_ALIVE))
+            .http2_keepalive_timeout(Some(links::KEEP_ALIVE_TIMEOUT))
+            .add_service(flight)
+            .serve_with_incoming(incoming)
+            .await
+        {
+            tracing::error!(%e, "worker service stopped");
+        }
+    }))
+}
+
+/// Worker 0 decides the attempt; the others ask it.
+async fn agree(
+    graph: &JobGraph,
+    store: &CheckpointStore,
+    run: &CheckpointedRun,
+    options: &WorkerOptions,
+    service: &WorkerService,
+    observer: &mut dyn RunObserver,
+    peers: &mut Peers,
+) -> ClusterResult<(Attempt, Option<Arc<RestoredJob>>)> {
+    if options.placement.worker == 0 {
+        let recovered = match &run.restore_from {
+            Some(explicit) => recover_from(store, graph, explicit).await?,
+            None => {
+                let choice = RecoveryOptions {
+                    start_empty: run.start_empty,
+                    accept_replayed_output: run.accept_replayed_output,
+                    replace_output: run.replace_output,
+                };
+                recover(store, graph, choice).await?
+            }
+        };
+        observer.recovered(&recovered);
+        let attempt = Attempt {
+            generation: recovered.generation,
+            manifest: recovered.manifest.clone(),
+            fingerprint: graph.fingerprint(),
+            workers: options.placement.workers,
+            first_epoch: recovered.next_epoch.0,
+            state_id: recovered.state_id.clone(),
+        };
+        service.publish(attempt.clone());
+        return Ok((attempt, recovered.restored));
+    }
+    let attempt = links::fetch_attempt(peers.get(0).await?).await?;
+    if attempt.fingerprint != graph.fingerprint() {
+        return Err(ClusterError::Unsupported(
+            "worker 0 planned a different job: every worker must run the same pipeline file with the same options".into(),
+        ));
+    }
+    if attempt.workers != options.placement.workers {
+        return Err(ClusterError::Unsupported(format!(
+            "worker 0 runs the job on {} workers, this one was told {}",
+            attempt.workers, options.placement.workers
+        )));
+    }
+    let restored = match &attempt.manifest {
+        Some(manifest) => Some(Arc::new(RestoredJob::load(store, manifest).await?)),
+        None => None,
+    };
+    Ok((attempt, restored))
+}
+
+/// Connections to other workers, opened when first needed.
+struct Peers {
+    addresses: Vec<String>,
+    patience: Duration,
+    open: HashMap<usize, Peer>,
+}
+
+impl Peers {
+    async fn get(&mut self, worker: usize) -> ClusterResult<&mut Peer> {
+        if !self.open.contains_key(&worker) {
+            let peer = links::connect(&self.addresses[worker], self.patience).await?;
+            self.open.insert(worker, peer);
+        }
+        self.open
+            .get_mut(&worker)
+            .ok_or_else(|| ClusterError::Protocol("connection vanished".into()))
+    }
+}
+
+async fn attempt(
+    graph: &JobGraph,
+    store: &CheckpointStore,
+    run: CheckpointedRun,
+    options: &WorkerOptions,
+    service: &WorkerService,
+    observer: &mut dyn RunObserver,
+) -> ClusterResult<WorkerOutcome> {
+    let placement = options.placement;
+    let me = placement.worker;
+    let mut peers = Peers {
+        addresses: options.addresses.clone(),
+        patience: options.patience,
+        open: HashMap::new(),
+    };
+    let (attempt, restored) =
+        agree(graph, store, &run, options, service, observer, &mut peers).await?;
+    let generation = attempt.generation;
+    let config = exactly_once(
+        &JobConfig {
+            restore: restored,
+            placement,
+            ..run.job.clone()
+        },
+        generation,
+    );
+    let mut handle = job::start(graph, &config, true)?;
+    let remote = std::mem::take(&mut handle.remote);
+    let (acks_in, ends_in) = handle.take_remote_inputs();
+    let stopper = handle.stopper();
+    let inbox = match (me, acks_in, ends_in) {
+        (0, Some(acks), Some(ends)) => Some(CoordinatorInbox {
+            acks,
+            ends,
+            expected: placement.workers - 1,
+        }),
+        _ => None,
+    };
+    service.start_attempt(Arc::new(LocalAttempt {
+        generation,
+        incoming: Mutex::new(remote.incoming.into_iter().collect()),
+        inbox: Mutex::new(inbox),
+        barriers: handle.barrier_injector(),
+        stopper: stopper.clone(),
+    }));
+    // Every stream this worker sends, awaited before it returns: its last messages
+    // (ends of input, final acks) must reach their workers.
+    let mut shipping = Vec::new();
+    for (key, worker, receiver) in remote.outgoing {
+        let peer = peers.get(worker).await?.clone();
+        let hello = links::hello(generation, me, StreamKind::Channel(key));
+        shipping.push(links::ship_channel(peer, hello, receiver, stopper.clone()));
+    }
+    let report = if me == 0 {
+        let mut remote_sources = Vec::new();
+        for worker in 1..placement.workers {
+            let (sender, barriers) = tokio::sync::mpsc::unbounded_channel();
+            let peer = peers.get(worker).await?.clone();
+            let hello = links::hello(generation, me, StreamKind::Barriers);
+            links::ship_barriers(peer, hello, barriers, stopper.clone());
+            remote_sources.push(sender);
+        }
+        let checkpoints = CheckpointConfig {
+            generation,
+            first_epoch: riffle_core::Epoch(attempt.first_epoch),
+            state_id: Some(attempt.state_id.clone()),
+            ..run.checkpoints.clone()
+        };
+        let target = (store.clone(), checkpoints, run.listeners.clone());
+        Some(attach_coordinator(
+            graph,
+            &config,
+            &mut handle,
+            target,
+            remote_sources,
+        )?)
+    } else {
+        let acks = handle
+            .acks
+            .take()
+            .ok_or_else(|| ClusterError::Protocol("acks were not collected".into()))?;
+        let peer = peers.get(0).await?.clone();
+        let hello = links::hello(generation, me, StreamKind::Acks);
+        let ends = handle.end_of_input.take();
+        shipping.push(links::ship_acks(peer, hello, acks, ends, stopper.clone()));
+        None
+    };
+    observer.started(&handle.metrics);
+    let summary = handle.wait().await;
+    if summary.is_ok() {
+        for shipment in shipping {
+            let _ = shipment.await;
+        }
+    }
+    let report = match report {
+        Some(report) => Some(
+            report
+                .await
+                .map_err(|e| RuntimeError::Checkpoint(format!("checkpoint coordinator: {e}")))?,
+        ),
+        None => None,
+    };
+    let summary = summary?;
+    if let Some(r) = &report {
+        if !r.end_of_input_committed && r.stopped.is_none() {
+            return Err(RuntimeError::Checkpoint(format!(
+                "the job ended but its final checkpoint did not commit ({}); output after the last committed epoch is not published",
+                r.errors.last().cloned().unwrap_or_else(|| "no reason recorded".into())
+            ))
+            .into());
+        }
+    }
+    Ok(WorkerOutcome {
+        summary,
+        report,
+        generation,
+    })
+}

@@ -1,0 +1,87 @@
+//! Which worker process runs which subtask, when one job runs on several (docs/cluster.md).
+//!
+//! Every worker plans the same job from the same file and computes the same placement,
+//! so no placement service is needed: subtask `s` of every chain runs on worker
+//! `s % workers`. Forward edges join subtasks of equal index, so they never leave a
+//! worker; keyed, broadcast and round-robin edges cross workers where their ends differ.
+
+use serde::{Deserialize, Serialize};
+
+/// The workers of a job and which one this process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// How many worker processes run the job (1: a single process).
+    pub workers: usize,
+    /// This process's index, `0..workers`. Worker 0 runs the checkpoint coordinator.
+    pub worker: usize,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Self::single()
+    }
+}
+
+impl Placement {
+    /// The whole job in this process.
+    pub fn single() -> Self {
+        Self {
+            workers: 1,
+            worker: 0,
+        }
+    }
+
+    /// The worker that runs `subtask` of any chain.
+    pub fn worker_of(&self, subtask: usize) -> usize {
+        subtask % self.workers.max(1)
+    }
+
+    /// Whether this process runs `subtask`.
+    pub fn is_local(&self, subtask: usize) -> bool {
+        self.worker_of(subtask) == self.worker
+    }
+
+    /// Whether the job is spread over more than one process.
+    pub fn is_distributed(&self) -> bool {
+        self.workers > 1
+    }
+}
+
+/// One channel of the job: the edge into a chain's head, and the subtasks at its ends.
+/// Both workers of a remote channel name it the same way, so a stream is matched to
+/// the task it feeds by this key alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ChannelKey {
+    /// The receiving chain (its index in the physical plan).
+    pub chain: usize,
+    /// Which input edge of the chain's head.
+    pub input: usize,
+    /// The sending subtask.
+    pub from: usize,
+    /// The receiving subtask.
+    pub to: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subtasks_are_dealt_to_workers_in_turn() {
+        let p = Placement {
+            workers: 3,
+            worker: 1,
+        };
+        let local: Vec<usize> = (0..7).filter(|&s| p.is_local(s)).collect();
+        assert_eq!(local, vec![1, 4]);
+        assert_eq!(p.worker_of(5), 2);
+        assert!(p.is_distributed());
+    }
+
+    #[test]
+    fn a_single_process_runs_every_subtask() {
+        let p = Placement::single();
+        assert!((0..9).all(|s| p.is_local(s)));
+        assert!(!p.is_distributed());
+    }
+}
