@@ -186,7 +186,8 @@ fn kill_9_of_any_worker_at_random_moments_loses_and_repeats_nothing() {
         "the run ended before the kills: {kills} ({text})"
     );
     assert!(victims.contains(&0), "worker 0 was never killed");
-    assert!(text.contains("restarting all 3 workers"), "{text}");
+    assert!(text.contains("starting it again"), "{text}");
+    assert!(text.contains("rejoining the next one"), "{text}");
     assert_eq!(published(&dir.path().join("out")), expected);
 }
 
@@ -212,6 +213,43 @@ fn a_job_killed_on_three_workers_resumes_on_two() {
     }
     let _ = launcher.wait();
     let text = finished(&mut run("q5", dir.path(), "600K", 2, 2));
+    assert!(text.contains("all 2 workers finished"), "{text}");
+    assert_eq!(published(&dir.path().join("out")), expected);
+}
+
+#[test]
+fn a_savepoint_taken_on_three_workers_restores_on_two() {
+    let expected = single_process("q5", "600K");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("launcher.log");
+    let mut cmd = run("q5", dir.path(), "600K", 3, 3);
+    cmd.args(["--throttle", "100K"]);
+    let mut launcher = launched(cmd, &log);
+    let started = Instant::now();
+    while !dir.path().join("state/q5/checkpoints").exists()
+        || started.elapsed() < Duration::from_millis(1500)
+    {
+        assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // As Ctrl-C would: the launcher asks worker 0 to stop the job with a savepoint.
+    // SAFETY: signalling a process this test started.
+    unsafe { libc::kill(launcher.id() as i32, libc::SIGTERM) };
+    let status = launcher.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{text}");
+    let label = text
+        .lines()
+        .find_map(|l| l.split("stopped with savepoint `").nth(1))
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no savepoint: {text}"))
+        .to_string();
+    let partial = published(&dir.path().join("out"));
+    assert!(
+        partial.len() < expected.len(),
+        "the job was not stopped early"
+    );
+    let text = finished(run("q5", dir.path(), "600K", 2, 2).args(["--from-savepoint", &label]));
     assert!(text.contains("all 2 workers finished"), "{text}");
     assert_eq!(published(&dir.path().join("out")), expected);
 }

@@ -61,21 +61,41 @@ pub async fn connect(address: &str, patience: Duration) -> ClusterResult<Peer> {
     }
 }
 
-/// Asks worker 0 which attempt to start.
+/// Asks worker 0 which attempt to start: one of generation `at_least` or newer (an
+/// older one already failed here). Waits up to `patience` for worker 0 to start it.
 ///
 /// # Errors
-/// The call failed or its answer is not an attempt.
-pub async fn fetch_attempt(peer: &mut Peer) -> ClusterResult<Attempt> {
-    let action = Action {
-        r#type: ATTEMPT_ACTION.into(),
-        body: Default::default(),
-    };
-    let mut results = peer.do_action(action).await?.into_inner();
-    let result = results
-        .message()
-        .await?
-        .ok_or_else(|| ClusterError::Protocol("worker 0 sent no attempt".into()))?;
-    serde_json::from_slice(&result.body).map_err(ClusterError::Json)
+/// Worker 0 did not start such an attempt in time, or its answer is not an attempt.
+pub async fn fetch_attempt(
+    peer: &mut Peer,
+    at_least: u64,
+    patience: Duration,
+) -> ClusterResult<Attempt> {
+    let started = Instant::now();
+    loop {
+        let action = Action {
+            r#type: ATTEMPT_ACTION.into(),
+            body: serde_json::to_vec(&at_least)
+                .map_err(ClusterError::Json)?
+                .into(),
+        };
+        let status = match peer.do_action(action).await {
+            Ok(results) => {
+                let mut results = results.into_inner();
+                let result = results
+                    .message()
+                    .await?
+                    .ok_or_else(|| ClusterError::Protocol("worker 0 sent no attempt".into()))?;
+                return serde_json::from_slice(&result.body).map_err(ClusterError::Json);
+            }
+            Err(status) => status,
+        };
+        // Worker 0 is restarting or still recovering: ask again while patience lasts.
+        if started.elapsed() >= patience {
+            return Err(status.into());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 fn opening(hello: &Hello) -> ClusterResult<FlightData> {
@@ -95,7 +115,11 @@ fn put(
     failed: impl Fn(String) + Send + 'static,
 ) -> futures::future::BoxFuture<'static, ()> {
     Box::pin(async move {
-        let what = format!("{:?} to worker", hello.stream);
+        let what = match hello.stream {
+            StreamKind::Channel(key) => format!("sending the {key}"),
+            StreamKind::Acks => "sending acks to worker 0".to_string(),
+            StreamKind::Barriers => "sending barriers".to_string(),
+        };
         let first = match opening(&hello) {
             Ok(first) => first,
             Err(e) => return failed(format!("{what}: {e}")),
@@ -109,13 +133,21 @@ fn put(
                 // The receiver answers once it has taken the whole stream.
                 while let Some(result) = results.next().await {
                     if let Err(e) = result {
-                        return failed(format!("{what}: {e}"));
+                        return failed(format!("{what}: {}", reason(&e)));
                     }
                 }
             }
-            Err(e) => failed(format!("{what}: {e}")),
+            Err(e) => failed(format!("{what}: {}", reason(&e))),
         }
     })
+}
+
+/// What went wrong with a call, without the transport's layers of wrapping.
+fn reason(error: &arrow_flight::error::FlightError) -> String {
+    match error {
+        arrow_flight::error::FlightError::Tonic(status) => status.message().to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// Encodes `item` with `encoder`, or fails the attempt and ends the stream.
@@ -126,7 +158,7 @@ fn encoded(
     match result {
         Ok(data) => Some(data),
         Err(e) => {
-            stopper.fail(format!("sending to another worker: {e}"));
+            peer_failed(stopper, format!("sending to another worker: {e}"));
             None
         }
     }
@@ -170,7 +202,12 @@ pub fn ship_channel(
 
 /// Fails the attempt with the reason a stream broke.
 fn fail_attempt(stopper: JobStopper) -> impl Fn(String) + Send + 'static {
-    move |message| stopper.fail(message)
+    move |message| peer_failed(&stopper, message)
+}
+
+/// Fails the attempt because a stream between workers broke.
+pub fn peer_failed(stopper: &JobStopper, message: String) {
+    stopper.fail_with(riffle_runtime::RuntimeError::Peer(message));
 }
 
 /// What a worker sends its coordinator, in the order it happened.

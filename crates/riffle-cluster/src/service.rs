@@ -24,6 +24,10 @@ use tonic::{Request, Response, Status, Streaming};
 /// The action that returns worker 0's [`Attempt`] as JSON.
 pub const ATTEMPT_ACTION: &str = "attempt";
 
+/// How long one `attempt` call waits for worker 0 to start a new enough attempt (the
+/// caller asks again).
+const ATTEMPT_POLL: Duration = Duration::from_secs(5);
+
 /// How long a stream waits for this worker to start the attempt it names.
 const ATTEMPT_WAIT: Duration = Duration::from_secs(60);
 
@@ -136,18 +140,17 @@ async fn feed_channel(
         .lock()
         .map_err(|_| Status::internal("poisoned"))?
         .remove(&key)
-        .ok_or_else(|| {
-            Status::failed_precondition(format!("no task here waits for channel {key:?}"))
-        })?;
+        .ok_or_else(|| Status::failed_precondition(format!("no task here waits for the {key}")))?;
     let mut decoder = StreamDecoder::default();
     loop {
         let data = match stream.message().await {
             Ok(Some(data)) => data,
             Ok(None) => break,
             Err(e) => {
-                attempt.stopper.fail(format!(
-                    "the connection from worker {from} for channel {key:?} broke: {e}"
-                ));
+                crate::links::peer_failed(
+                    &attempt.stopper,
+                    format!("worker {from}'s {key} broke: {}", e.message()),
+                );
                 return Err(e);
             }
         };
@@ -165,9 +168,10 @@ async fn feed_channel(
             return Err(Status::cancelled("the receiving task is gone"));
         }
     }
-    attempt.stopper.fail(format!(
-        "the stream from worker {from} for channel {key:?} ended before its end of input"
-    ));
+    crate::links::peer_failed(
+        &attempt.stopper,
+        format!("worker {from}'s {key} ended before its end of input"),
+    );
     Err(Status::aborted("the stream ended early"))
 }
 
@@ -197,16 +201,17 @@ async fn feed_acks(
     let mut decoder = StreamDecoder::default();
     let mut pending: Option<(crate::protocol::AckHeader, Vec<riffle_core::RecordBatch>)> = None;
     let lost = |e: &dyn std::fmt::Display| {
-        attempt
-            .stopper
-            .fail(format!("the acks stream of worker {from} broke: {e}"));
+        crate::links::peer_failed(
+            &attempt.stopper,
+            format!("the acks stream of worker {from} broke: {e}"),
+        );
     };
     loop {
         let data = match stream.message().await {
             Ok(Some(data)) => data,
             Ok(None) => break,
             Err(e) => {
-                lost(&e);
+                lost(&e.message());
                 return Err(e);
             }
         };
@@ -292,8 +297,11 @@ impl FlightService for WorkerService {
         if request.get_ref().r#type != ATTEMPT_ACTION {
             return unimplemented(&request.get_ref().r#type);
         }
+        let at_least: u64 = serde_json::from_slice(&request.get_ref().body)
+            .map_err(|e| Status::invalid_argument(format!("attempt: {e}")))?;
         let mut plan = self.plan.subscribe();
-        let published = tokio::time::timeout(ATTEMPT_WAIT, plan.wait_for(Option::is_some))
+        let newer = |a: &Option<Attempt>| a.as_ref().is_some_and(|a| a.generation >= at_least);
+        let published = tokio::time::timeout(ATTEMPT_POLL, plan.wait_for(newer))
             .await
             .map_err(|_| Status::unavailable("worker 0 has not started an attempt yet"))?
             .map_err(|_| Status::unavailable("worker 0 is shutting down"))?

@@ -74,9 +74,85 @@ pub async fn run_worker(
     }
     let service = WorkerService::default();
     let server = serve(service.clone(), options.listen).await?;
-    let result = attempt(graph, store, run, options, &service, observer).await;
+    let result = attempts(graph, store, run, options, &service, observer).await;
     server.abort();
     result
+}
+
+/// Runs attempts until one finishes. Worker 0 starts a new attempt after a failure as
+/// the restart strategy allows; the others rejoin each new attempt worker 0 starts,
+/// until worker 0 stops answering.
+async fn attempts(
+    graph: &JobGraph,
+    store: &CheckpointStore,
+    run: CheckpointedRun,
+    options: &WorkerOptions,
+    service: &WorkerService,
+    observer: &mut dyn RunObserver,
+) -> ClusterResult<WorkerOutcome> {
+    let mut restarts = 0;
+    let mut failed_generation = 0;
+    loop {
+        let mut peers = Peers {
+            addresses: options.addresses.clone(),
+            patience: options.patience,
+            open: HashMap::new(),
+        };
+        let agreed = agree(
+            graph,
+            store,
+            &run,
+            options,
+            service,
+            observer,
+            &mut peers,
+            failed_generation + 1,
+        )
+        .await?;
+        let generation = agreed.0.generation;
+        let error = match run_attempt(
+            graph, store, &run, options, service, observer, peers, agreed,
+        )
+        .await
+        {
+            Ok(outcome) => return Ok(outcome),
+            Err(error) => error,
+        };
+        restarts += 1;
+        failed_generation = generation;
+        let delay = match options.placement.worker {
+            0 => worth_restarting(&error)
+                .then(|| run.restart.delay(restarts))
+                .flatten(),
+            // Worker 0 decides whether there is a next attempt; this one waits for it.
+            _ => worth_restarting(&error).then_some(Duration::ZERO),
+        };
+        if let ClusterError::Runtime(e) = &error {
+            observer.failed(e, delay.map(|d| (restarts, d)));
+        }
+        match delay {
+            Some(d) => {
+                eprintln!(
+                    "riffle: worker {}: attempt of generation {generation} failed ({error}); rejoining the next one",
+                    options.placement.worker
+                );
+                tokio::time::sleep(d).await;
+            }
+            None => return Err(error),
+        }
+    }
+}
+
+/// Whether an attempt that failed with `error` is worth another.
+fn worth_restarting(error: &ClusterError) -> bool {
+    match error {
+        ClusterError::Runtime(e) => riffle_runtime::supervisor::restartable(e),
+        ClusterError::Connect { .. } | ClusterError::Status(_) | ClusterError::Protocol(_) => true,
+        ClusterError::Unsupported(_)
+        | ClusterError::Encode(_)
+        | ClusterError::Json(_)
+        | ClusterError::State(_) => false,
+    }
 }
 
 async fn serve(service: WorkerService, listen: SocketAddr) -> ClusterResult<JoinHandle<()>> {
@@ -104,7 +180,8 @@ async fn serve(service: WorkerService, listen: SocketAddr) -> ClusterResult<Join
     }))
 }
 
-/// Worker 0 decides the attempt; the others ask it.
+/// Worker 0 decides the attempt; the others ask it for one of at least `generation`.
+#[allow(clippy::too_many_arguments)]
 async fn agree(
     graph: &JobGraph,
     store: &CheckpointStore,
@@ -113,6 +190,7 @@ async fn agree(
     service: &WorkerService,
     observer: &mut dyn RunObserver,
     peers: &mut Peers,
+    generation: u64,
 ) -> ClusterResult<(Attempt, Option<Arc<RestoredJob>>)> {
     if options.placement.worker == 0 {
         let recovered = match &run.restore_from {
@@ -138,7 +216,7 @@ async fn agree(
         service.publish(attempt.clone());
         return Ok((attempt, recovered.restored));
     }
-    let attempt = links::fetch_attempt(peers.get(0).await?).await?;
+    let attempt = links::fetch_attempt(peers.get(0).await?, generation, options.patience).await?;
     if attempt.fingerprint != graph.fingerprint() {
         return Err(ClusterError::Unsupported(
             "worker 0 planned a different job: every worker must run the same pipeline file with the same options".into(),
@@ -176,23 +254,32 @@ impl Peers {
     }
 }
 
-async fn attempt(
+/// Streams this worker sends; aborted if the attempt fails, awaited if it ends well
+/// (their last messages, ends of input and final acks, must reach their workers).
+#[derive(Default)]
+struct Shipments(Vec<JoinHandle<()>>);
+
+impl Drop for Shipments {
+    fn drop(&mut self) {
+        for s in &self.0 {
+            s.abort();
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_attempt(
     graph: &JobGraph,
     store: &CheckpointStore,
-    run: CheckpointedRun,
+    run: &CheckpointedRun,
     options: &WorkerOptions,
     service: &WorkerService,
     observer: &mut dyn RunObserver,
+    mut peers: Peers,
+    (attempt, restored): (Attempt, Option<Arc<RestoredJob>>),
 ) -> ClusterResult<WorkerOutcome> {
     let placement = options.placement;
     let me = placement.worker;
-    let mut peers = Peers {
-        addresses: options.addresses.clone(),
-        patience: options.patience,
-        open: HashMap::new(),
-    };
-    let (attempt, restored) =
-        agree(graph, store, &run, options, service, observer, &mut peers).await?;
     let generation = attempt.generation;
     let config = exactly_once(
         &JobConfig {
@@ -221,13 +308,13 @@ async fn attempt(
         barriers: handle.barrier_injector(),
         stopper: stopper.clone(),
     }));
-    // Every stream this worker sends, awaited before it returns: its last messages
-    // (ends of input, final acks) must reach their workers.
-    let mut shipping = Vec::new();
+    let mut shipping = Shipments::default();
     for (key, worker, receiver) in remote.outgoing {
         let peer = peers.get(worker).await?.clone();
         let hello = links::hello(generation, me, StreamKind::Channel(key));
-        shipping.push(links::ship_channel(peer, hello, receiver, stopper.clone()));
+        shipping
+            .0
+            .push(links::ship_channel(peer, hello, receiver, stopper.clone()));
     }
     let report = if me == 0 {
         let mut remote_sources = Vec::new();
@@ -235,7 +322,9 @@ async fn attempt(
             let (sender, barriers) = tokio::sync::mpsc::unbounded_channel();
             let peer = peers.get(worker).await?.clone();
             let hello = links::hello(generation, me, StreamKind::Barriers);
-            links::ship_barriers(peer, hello, barriers, stopper.clone());
+            shipping
+                .0
+                .push(links::ship_barriers(peer, hello, barriers, stopper.clone()));
             remote_sources.push(sender);
         }
         let checkpoints = CheckpointConfig {
@@ -260,13 +349,15 @@ async fn attempt(
         let peer = peers.get(0).await?.clone();
         let hello = links::hello(generation, me, StreamKind::Acks);
         let ends = handle.end_of_input.take();
-        shipping.push(links::ship_acks(peer, hello, acks, ends, stopper.clone()));
+        shipping
+            .0
+            .push(links::ship_acks(peer, hello, acks, ends, stopper.clone()));
         None
     };
     observer.started(&handle.metrics);
     let summary = handle.wait().await;
     if summary.is_ok() {
-        for shipment in shipping {
+        for shipment in std::mem::take(&mut shipping.0) {
             let _ = shipment.await;
         }
     }

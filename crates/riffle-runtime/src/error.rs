@@ -36,6 +36,11 @@ pub enum RuntimeError {
     #[error("checkpoint error: {0}")]
     Checkpoint(String),
 
+    /// A stream to or from another worker of a job spread over several broke: the
+    /// attempt fails on every worker and the job resumes from its newest checkpoint.
+    #[error("between workers: {0}")]
+    Peer(String),
+
     /// Checkpointed state cannot be given to the job as planned.
     #[error("cannot restore `{operator}` from the checkpoint: {message}")]
     Restore {

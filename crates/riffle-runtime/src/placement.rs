@@ -62,6 +62,16 @@ pub struct ChannelKey {
     pub to: usize,
 }
 
+impl std::fmt::Display for ChannelKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "channel {}→{} into task {} (input {})",
+            self.from, self.to, self.chain, self.input
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

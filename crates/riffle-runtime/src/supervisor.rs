@@ -59,10 +59,10 @@ impl RestartStrategy {
 
 /// Whether a failure is worth a restart: task failures and failed checkpoints are;
 /// an unusable checkpoint, a plan error or a fenced run would only fail again.
-fn restartable(error: &RuntimeError) -> bool {
+pub fn restartable(error: &RuntimeError) -> bool {
     match error {
         RuntimeError::Task { .. } | RuntimeError::Panic { .. } => true,
-        RuntimeError::Checkpoint(_) => true,
+        RuntimeError::Checkpoint(_) | RuntimeError::Peer(_) => true,
         RuntimeError::Fenced { .. }
         | RuntimeError::Graph(_)
         | RuntimeError::Restore { .. }

@@ -215,7 +215,7 @@ pub fn print_stopped(stopped: &Result<SavepointDone, String>, state: &str) {
 
 /// Waits for SIGINT or SIGTERM, then asks for a stop-with-savepoint; a second signal
 /// exits at once (the next run resumes from the newest checkpoint).
-async fn stop_on_signal(sender: SavepointSender) {
+pub async fn stop_on_signal(sender: SavepointSender) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut interrupt), Ok(mut terminate)) = (
         signal(SignalKind::interrupt()),

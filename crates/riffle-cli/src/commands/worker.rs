@@ -1,7 +1,9 @@
 //! `riffle worker`: one process of a job spread over several (docs/cluster.md), and
 //! `riffle run --workers N`, which starts N of them on this machine.
 
-use super::checkpointing::{checkpointed_run, open_store, print_report, CheckpointArgs};
+use super::checkpointing::{
+    checkpointed_run, open_store, print_report, print_stopped, stop_on_signal, CheckpointArgs,
+};
 use super::run::SqlArgs;
 use anyhow::{Context, Result};
 use riffle_cluster::{run_worker, WorkerOptions};
@@ -99,7 +101,9 @@ pub fn run(args: WorkerArgs) -> Result<()> {
     let graph = &pipeline.graph;
     let store = open_store(&args.checkpoints.state, &graph.name)?;
     let restore_from = args.checkpoints.explicit_restore(&store)?;
-    let run = checkpointed_run(&args.checkpoints, restore_from, Vec::new())?;
+    let mut run = checkpointed_run(&args.checkpoints, restore_from, Vec::new())?;
+    let (savepoints, requests) = riffle_runtime::savepoint_channel();
+    run.job.savepoints = Some(requests);
     let options = WorkerOptions {
         placement: Placement { workers, worker },
         addresses: args.workers.clone(),
@@ -116,7 +120,18 @@ pub fn run(args: WorkerArgs) -> Result<()> {
         .build()
         .context("starting the runtime")?;
     let outcome = runtime
-        .block_on(run_worker(graph, &store, run, &options, &mut ()))
+        .block_on(async {
+            // Worker 0 stops the job with a savepoint on SIGINT or SIGTERM; the others
+            // run on until that savepoint stops their subtasks too.
+            let signals = if worker == 0 {
+                tokio::spawn(stop_on_signal(savepoints))
+            } else {
+                tokio::spawn(outlast_signals(worker))
+            };
+            let outcome = run_worker(graph, &store, run, &options, &mut ()).await;
+            signals.abort();
+            outcome
+        })
         .with_context(|| format!("worker {worker} failed"))?;
     eprintln!(
         "riffle: worker {worker} finished (generation {}): rows in / out {} / {}",
@@ -124,8 +139,31 @@ pub fn run(args: WorkerArgs) -> Result<()> {
     );
     if let Some(report) = &outcome.report {
         print_report(report);
+        if let Some(stopped) = &report.stopped {
+            print_stopped(stopped, &args.checkpoints.state);
+        }
     }
     Ok(())
+}
+
+/// A worker other than 0 takes SIGINT and SIGTERM as notice that worker 0 is stopping
+/// the job with a savepoint (as Kubernetes signals every pod of a deleted StatefulSet),
+/// and keeps running until that savepoint ends its subtasks.
+async fn outlast_signals(worker: usize) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        eprintln!("riffle: worker {worker}: signalled; worker 0 stops the job (with a savepoint)");
+    }
 }
 
 /// `riffle run … --workers N`: the same command as `riffle worker` for each of N
@@ -177,9 +215,16 @@ fn without_launcher_options(run_args: &[OsString]) -> Vec<OsString> {
     out
 }
 
-/// Starts `workers` worker processes of this command and waits for them; when one
-/// fails, stops the others and starts them all again (each attempt resumes from the
-/// newest checkpoint), up to `restarts` times.
+/// Set by SIGINT or SIGTERM in the launcher.
+static STOP_REQUESTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn request_stop(_: libc::c_int) {
+    STOP_REQUESTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Starts `workers` worker processes of this command and supervises them: a worker
+/// that dies is started again (it rejoins the job's next attempt), up to `restarts`
+/// times in all. Ctrl-C (or SIGTERM) asks worker 0 to stop the job with a savepoint.
 pub fn launch(workers: usize, restarts: u32) -> Result<()> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let at = argv
@@ -187,58 +232,66 @@ pub fn launch(workers: usize, restarts: u32) -> Result<()> {
         .position(|a| a == "run")
         .context("--workers is an option of `riffle run`")?;
     let exe = std::env::current_exe().context("finding the riffle executable")?;
-    let mut attempt = 0;
-    loop {
-        let commands = worker_commands(&argv[at + 1..], workers)?;
-        let mut children: Vec<Child> = Vec::new();
-        for (i, command) in commands.iter().enumerate() {
-            let child = Command::new(&exe)
-                .args(command)
-                .spawn()
-                .context("starting a worker process")?;
-            eprintln!("riffle: worker {i} is process {}", child.id());
-            children.push(child);
-        }
-        let failed = wait_all(&mut children)?;
-        match failed {
-            None => {
-                eprintln!("riffle: all {workers} workers finished");
-                return Ok(());
-            }
-            Some((worker, status)) if attempt < restarts => {
-                attempt += 1;
-                eprintln!(
-                    "riffle: worker {worker} exited ({status}); restarting all {workers} workers (restart {attempt} of {restarts})"
-                );
-            }
-            Some((worker, status)) => {
-                anyhow::bail!("worker {worker} exited ({status}) and no restarts are left")
-            }
-        }
+    let commands = worker_commands(&argv[at + 1..], workers)?;
+    // SAFETY: the handler only stores into an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            request_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            request_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
     }
-}
-
-/// Waits until every worker ended, or one failed (then stops the rest): the failed one.
-fn wait_all(children: &mut [Child]) -> Result<Option<(usize, std::process::ExitStatus)>> {
-    let mut done = vec![false; children.len()];
+    let spawn = |i: usize| -> Result<Child> {
+        use std::os::unix::process::CommandExt;
+        let child = Command::new(&exe)
+            .args(&commands[i])
+            // Its own process group: a terminal's Ctrl-C reaches the launcher only, which
+            // asks worker 0 for the savepoint.
+            .process_group(0)
+            .spawn()
+            .context("starting a worker process")?;
+        eprintln!("riffle: worker {i} is process {}", child.id());
+        Ok(child)
+    };
+    let mut children = (0..workers).map(spawn).collect::<Result<Vec<_>>>()?;
+    let mut finished = vec![false; workers];
+    let mut restarted = 0;
+    let mut stop_sent = false;
     loop {
-        for (i, child) in children.iter_mut().enumerate() {
-            if done[i] {
+        if STOP_REQUESTED.load(std::sync::atomic::Ordering::SeqCst) && !stop_sent {
+            stop_sent = true;
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(children[0].id() as i32, libc::SIGTERM) };
+        }
+        for i in 0..workers {
+            if finished[i] {
                 continue;
             }
-            if let Some(status) = child.try_wait()? {
-                done[i] = true;
-                if !status.success() {
-                    for other in children.iter_mut() {
-                        let _ = other.kill();
-                        let _ = other.wait();
-                    }
-                    return Ok(Some((i, status)));
+            let Some(status) = children[i].try_wait()? else {
+                continue;
+            };
+            if status.success() {
+                finished[i] = true;
+            } else if restarted < restarts && !stop_sent {
+                restarted += 1;
+                eprintln!(
+                    "riffle: worker {i} exited ({status}); starting it again (restart {restarted} of {restarts})"
+                );
+                children[i] = spawn(i)?;
+            } else {
+                for child in &mut children {
+                    let _ = child.kill();
+                    let _ = child.wait();
                 }
+                anyhow::bail!("worker {i} exited ({status}) and no restarts are left");
             }
         }
-        if done.iter().all(|d| *d) {
-            return Ok(None);
+        if finished.iter().all(|f| *f) {
+            eprintln!("riffle: all {workers} workers finished ({restarted} restarts)");
+            return Ok(());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
