@@ -3,9 +3,10 @@
 
 mod common;
 
+use common::workers::{kill, kill_workers_randomly, launched, worker_pids};
 use common::{published, riffle, stderr};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// q5 (keyed window aggregate, then a join on the window) and q8 (a window join of two
@@ -106,44 +107,6 @@ fn q5_and_q8_on_three_workers_equal_one_process() {
     }
 }
 
-/// The worker processes a launcher started, by index, from its stderr so far.
-fn worker_pids(log: &Path) -> Vec<(usize, i32)> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let mut latest = std::collections::BTreeMap::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("riffle: worker ") else {
-            continue;
-        };
-        let Some((index, pid)) = rest.split_once(" is process ") else {
-            continue;
-        };
-        latest.insert(index.parse().unwrap(), pid.trim().parse().unwrap());
-    }
-    latest.into_iter().collect()
-}
-
-fn launched(mut cmd: Command, log: &Path) -> Child {
-    let file = std::fs::File::create(log).unwrap();
-    cmd.stdout(Stdio::null()).stderr(file).spawn().unwrap()
-}
-
-fn kill(pid: i32) {
-    // SAFETY: sending a signal to a process this test started.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-}
-
-/// A small deterministic sequence for kill timings and victims (no test flakiness
-/// from an unseeded source).
-fn sequence(seed: u64) -> impl FnMut(u64) -> u64 {
-    let mut state = seed;
-    move |bound| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 33) % bound
-    }
-}
-
 #[test]
 fn kill_9_of_any_worker_at_random_moments_loses_and_repeats_nothing() {
     let expected = single_process("q5", "600K");
@@ -159,32 +122,10 @@ fn kill_9_of_any_worker_at_random_moments_loses_and_repeats_nothing() {
         "0s",
     ]);
     let mut launcher = launched(cmd, &log);
-    let mut next = sequence(7);
-    let mut kills = 0;
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let mut victims = Vec::new();
-    while kills < 6 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(400 + next(900)));
-        if launcher.try_wait().unwrap().is_some() {
-            break;
-        }
-        let pids = worker_pids(&log);
-        if pids.len() < 3 {
-            continue;
-        }
-        // Worker 0 (the coordinator) every third kill; any worker otherwise.
-        let victim = if kills % 3 == 0 { 0 } else { next(3) as usize };
-        kill(pids[victim].1);
-        victims.push(victim);
-        kills += 1;
-    }
+    let victims = kill_workers_randomly(&mut launcher, &log, 3, 6, 0x2545_f491_4f6c_dd1d);
     let status = launcher.wait().unwrap();
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(status.success(), "{text}");
-    assert!(
-        kills >= 3,
-        "the run ended before the kills: {kills} ({text})"
-    );
     assert!(victims.contains(&0), "worker 0 was never killed");
     assert!(text.contains("starting it again"), "{text}");
     assert!(text.contains("rejoining the next one"), "{text}");

@@ -229,6 +229,17 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
     // downstream subtask) pair (only u == d for forward edges). Of a job spread over
     // workers, this process makes the channels with at least one local end.
     let placement = config.placement;
+    // Chains whose sink commits only in the process that staged (Kafka): on worker 0.
+    let pinned: Vec<bool> = plan
+        .chains
+        .iter()
+        .map(|chain| {
+            chain.nodes.iter().any(
+                |id| matches!(&nodes[id.0].kind, NodeKind::Sink(f) if !f.commit_outlives_process()),
+            )
+        })
+        .collect();
+    let local = |chain: usize, subtask: usize| placement.is_local(subtask, pinned[chain]);
     let mut remote = RemoteEnds::default();
     let mut inputs_of: HashMap<(usize, usize), Vec<InputChannel>> = HashMap::new();
     // (chain, subtask) -> routers of its tail.
@@ -245,8 +256,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                     if edge.exchange == Exchange::Forward && u != d {
                         continue;
                     }
-                    let (sends_here, receives_here) =
-                        (placement.is_local(u), placement.is_local(d));
+                    let (sends_here, receives_here) = (local(up_chain, u), local(c, d));
                     if !sends_here && !receives_here {
                         continue;
                     }
@@ -269,12 +279,14 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                             receiver: rx,
                         });
                     } else {
-                        remote.outgoing.push((key, placement.worker_of(d), rx));
+                        remote
+                            .outgoing
+                            .push((key, placement.worker_of(d, pinned[c]), rx));
                     }
                 }
             }
             for (u, senders) in senders_by_upstream.into_iter().enumerate() {
-                if !placement.is_local(u) {
+                if !local(up_chain, u) {
                     continue;
                 }
                 routers_of
@@ -319,7 +331,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
                 counters,
             }
         };
-        for subtask in (0..chain.parallelism).filter(|&s| placement.is_local(s)) {
+        for subtask in (0..chain.parallelism).filter(|&s| local(c, s)) {
             let mut links = Vec::new();
             let mut sink = None;
             for id in &chain.nodes {

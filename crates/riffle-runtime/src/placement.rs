@@ -4,6 +4,9 @@
 //! so no placement service is needed: subtask `s` of every chain runs on worker
 //! `s % workers`. Forward edges join subtasks of equal index, so they never leave a
 //! worker; keyed, broadcast and round-robin edges cross workers where their ends differ.
+//! A chain whose sink must commit in the process that staged its output (a Kafka
+//! producer's transaction) is pinned: all its subtasks run on worker 0, next to the
+//! coordinator that commits them.
 
 use serde::{Deserialize, Serialize};
 
@@ -31,14 +34,18 @@ impl Placement {
         }
     }
 
-    /// The worker that runs `subtask` of any chain.
-    pub fn worker_of(&self, subtask: usize) -> usize {
-        subtask % self.workers.max(1)
+    /// The worker that runs `subtask` of a chain, `pinned` to worker 0 or not.
+    pub fn worker_of(&self, subtask: usize, pinned: bool) -> usize {
+        if pinned {
+            0
+        } else {
+            subtask % self.workers.max(1)
+        }
     }
 
-    /// Whether this process runs `subtask`.
-    pub fn is_local(&self, subtask: usize) -> bool {
-        self.worker_of(subtask) == self.worker
+    /// Whether this process runs `subtask` of a chain, `pinned` to worker 0 or not.
+    pub fn is_local(&self, subtask: usize, pinned: bool) -> bool {
+        self.worker_of(subtask, pinned) == self.worker
     }
 
     /// Whether the job is spread over more than one process.
@@ -82,16 +89,30 @@ mod tests {
             workers: 3,
             worker: 1,
         };
-        let local: Vec<usize> = (0..7).filter(|&s| p.is_local(s)).collect();
+        let local: Vec<usize> = (0..7).filter(|&s| p.is_local(s, false)).collect();
         assert_eq!(local, vec![1, 4]);
-        assert_eq!(p.worker_of(5), 2);
+        assert_eq!(p.worker_of(5, false), 2);
         assert!(p.is_distributed());
+    }
+
+    #[test]
+    fn a_pinned_chain_runs_whole_on_worker_0() {
+        let first = Placement {
+            workers: 3,
+            worker: 0,
+        };
+        assert!((0..5).all(|s| first.is_local(s, true) && first.worker_of(s, true) == 0));
+        let other = Placement {
+            workers: 3,
+            worker: 2,
+        };
+        assert!((0..5).all(|s| !other.is_local(s, true)));
     }
 
     #[test]
     fn a_single_process_runs_every_subtask() {
         let p = Placement::single();
-        assert!((0..9).all(|s| p.is_local(s)));
+        assert!((0..9).all(|s| p.is_local(s, false) && p.is_local(s, true)));
         assert!(!p.is_distributed());
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod http;
 pub mod savepoints;
+pub mod workers;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -83,6 +83,70 @@ fn kafka_to_postgres_survives_twenty_random_kills() {
     assert!(server.rows("SELECT gid FROM pg_prepared_xacts").is_empty());
 }
 
+/// The same pipeline on 3 worker processes (docs/cluster.md), read at 3K records/s,
+/// while any worker (worker 0, the coordinator, every third time) is killed six times:
+/// the table equals a single process's crash-free run. PostgreSQL's prepared
+/// transactions of the other workers' sink subtasks are committed by worker 0.
+#[test]
+fn kafka_to_postgres_on_three_workers_survives_killed_workers() {
+    use super::common::workers::{kill_workers_randomly, launched};
+    let broker = KafkaBroker::start();
+    let server = PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    broker.create_topic("bids", 3);
+    let input = example("nexmark_to_kafka")
+        .replace("127.0.0.1:9092", &broker.bootstrap)
+        .replace("'events' = '50K'", "'events' = '30K'");
+    let producer = pipeline(dir.path(), "produce", &input);
+    succeed(&mut run(&producer, &dir.path().join("state-produce"), 1));
+    let clean = pipeline(
+        dir.path(),
+        "clean",
+        &kafka_to_postgres(&broker, &server, "stats_clean"),
+    );
+    succeed(&mut run(&clean, &dir.path().join("state-clean"), 3));
+    let query = |table: &str| {
+        server.rows(&format!(
+            "SELECT auction || ',' || window_start || ',' || window_end || ',' || bids || ',' || max_price FROM {table} ORDER BY 1"
+        ))
+    };
+    let expected = query("stats_clean");
+    assert!(expected.len() > 1_000, "{}", expected.len());
+
+    let soak = kafka_to_postgres(&broker, &server, "stats_workers")
+        .replace(
+            "'scan.max-records-per-second' = '1G'",
+            "'scan.max-records-per-second' = '3K'",
+        )
+        .replace(",\n  PRIMARY KEY (auction, window_start)", "");
+    assert!(!soak.contains("PRIMARY KEY"));
+    let soak = pipeline(dir.path(), "workers", &soak);
+    let log = dir.path().join("launcher.log");
+    let mut cmd = run_restarting(&soak, &dir.path().join("state-workers"), 3);
+    cmd.args([
+        "--workers",
+        "3",
+        "--restart-attempts",
+        "30",
+        "--restart-delay",
+        "0s",
+    ]);
+    let mut launcher = launched(cmd, &log);
+    let victims = kill_workers_randomly(&mut launcher, &log, 3, 6, 0x5851_f42d_4c95_7f2d);
+    let status = launcher.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{text}");
+    assert!(victims.contains(&0));
+    let got = query("stats_workers");
+    assert!(
+        got == expected,
+        "after killing workers {victims:?}: {} rows, expected {}\n{text}",
+        got.len(),
+        expected.len()
+    );
+    assert!(server.rows("SELECT gid FROM pg_prepared_xacts").is_empty());
+}
+
 /// Waits until `per_auction` counts `bids` bids (committed rows only are visible).
 fn wait_for_bids(server: &PgServer, bids: i64) {
     let deadline = Instant::now() + Duration::from_secs(60);
