@@ -1,29 +1,47 @@
-//! A snapshot ack as it crosses from a worker to the coordinator: a header, then the
-//! state batches it lists.
+//! A snapshot ack as it crosses from a worker to the coordinator. The worker writes its
+//! subtasks' state files to the shared store itself; the ack names the files, so state
+//! never passes through worker 0 (docs/cluster.md, "One checkpoint across workers").
 
-use crate::error::{ClusterError, ClusterResult};
+use crate::error::ClusterResult;
 use crate::protocol::AckHeader;
-use riffle_core::{Epoch, OperatorId, OperatorState, RecordBatch};
+use riffle_core::{Epoch, OperatorId};
 use riffle_runtime::SnapshotAck;
+use riffle_state::manifest::FileEntry;
+use riffle_state::CheckpointStore;
 use std::time::Duration;
 
-/// Splits `ack` into its header and its state batches, in the header's order.
-pub fn split(ack: SnapshotAck) -> (AckHeader, Vec<RecordBatch>) {
-    let mut batches = Vec::new();
-    let states = ack
-        .states
-        .into_iter()
-        .map(|(id, state)| {
-            let count = state.batches.len();
-            batches.extend(state.batches);
-            (id.0, count)
-        })
-        .collect();
-    let header = AckHeader {
+/// Writes the state `ack` carries to `store` as files of `generation`, and returns the
+/// ack as the coordinator takes it: the files instead of the batches.
+///
+/// # Errors
+/// Writing a state file failed.
+pub async fn write_state(
+    store: &CheckpointStore,
+    generation: u64,
+    mut ack: SnapshotAck,
+) -> ClusterResult<AckHeader> {
+    let mut written = Vec::with_capacity(ack.states.len());
+    for (operator, state) in std::mem::take(&mut ack.states) {
+        let files = store
+            .write_state(ack.epoch, generation, &operator.0, ack.subtask, &state)
+            .await?;
+        written.push((operator, files));
+    }
+    ack.written.extend(written);
+    Ok(header(ack))
+}
+
+/// The header of an ack whose state is already written (`ack.states` is left out).
+pub fn header(ack: SnapshotAck) -> AckHeader {
+    AckHeader {
         task: ack.task.0,
         subtask: ack.subtask,
         epoch: ack.epoch.0,
-        states,
+        written: ack
+            .written
+            .into_iter()
+            .map(|(id, files)| (id.0, files))
+            .collect(),
         committables: ack.committables,
         watermark: ack.watermark,
         held_watermarks: ack
@@ -34,56 +52,24 @@ pub fn split(ack: SnapshotAck) -> (AckHeader, Vec<RecordBatch>) {
         counters: ack.counters.into_iter().map(|(id, c)| (id.0, c)).collect(),
         alignment_nanos: nanos(ack.alignment),
         snapshot_nanos: nanos(ack.snapshot),
-    };
-    (header, batches)
+    }
 }
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// How many state batches follow `header`.
-pub fn batches_after(header: &AckHeader) -> usize {
-    header.states.iter().map(|(_, n)| n).sum()
-}
-
-/// The ack `header` describes, with `batches` (exactly [`batches_after`] of them).
-///
-/// # Errors
-/// A different number of batches than the header lists.
-pub fn join(header: AckHeader, batches: Vec<RecordBatch>) -> ClusterResult<SnapshotAck> {
-    if batches.len() != batches_after(&header) {
-        return Err(ClusterError::Protocol(format!(
-            "the ack of {}[{}] lists {} state batches but {} arrived",
-            header.task,
-            header.subtask,
-            batches_after(&header),
-            batches.len()
-        )));
-    }
-    let mut batches = batches.into_iter();
-    let states = header
-        .states
-        .into_iter()
-        .map(|(id, count)| {
-            let state = OperatorState {
-                batches: batches.by_ref().take(count).collect(),
-            };
-            (OperatorId(id), state)
-        })
-        .collect();
-    Ok(SnapshotAck {
+/// The ack `header` describes, for the coordinator.
+pub fn ack(header: AckHeader) -> SnapshotAck {
+    let ids = |v: Vec<(String, i64)>| v.into_iter().map(|(id, w)| (OperatorId(id), w)).collect();
+    SnapshotAck {
         task: OperatorId(header.task),
         subtask: header.subtask,
         epoch: Epoch(header.epoch),
-        states,
+        states: Vec::new(),
         committables: header.committables,
         watermark: header.watermark,
-        held_watermarks: header
-            .held_watermarks
-            .into_iter()
-            .map(|(id, w)| (OperatorId(id), w))
-            .collect(),
+        held_watermarks: ids(header.held_watermarks),
         counters: header
             .counters
             .into_iter()
@@ -91,90 +77,76 @@ pub fn join(header: AckHeader, batches: Vec<RecordBatch>) -> ClusterResult<Snaps
             .collect(),
         alignment: Duration::from_nanos(header.alignment_nanos),
         snapshot: Duration::from_nanos(header.snapshot_nanos),
-    })
+        written: header
+            .written
+            .into_iter()
+            .map(|(id, files): (String, Vec<FileEntry>)| (OperatorId(id), files))
+            .collect(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use riffle_core::arrow::array::Int64Array;
+    use riffle_core::{OperatorState, RecordBatch};
     use std::sync::Arc;
 
-    fn batch(v: i64) -> RecordBatch {
-        RecordBatch::try_from_iter([("v", Arc::new(Int64Array::from(vec![v])) as _)]).unwrap()
+    fn state(values: &[i64]) -> OperatorState {
+        let column = Arc::new(Int64Array::from(values.to_vec())) as _;
+        let key_group = Arc::new(riffle_core::arrow::array::UInt16Array::from(
+            values.iter().map(|_| 0u16).collect::<Vec<_>>(),
+        )) as _;
+        OperatorState {
+            batches: vec![RecordBatch::try_from_iter([
+                (riffle_core::state::KEY_GROUP_FIELD, key_group),
+                ("v", column),
+            ])
+            .unwrap()],
+        }
     }
 
-    #[test]
-    fn an_ack_comes_back_whole_with_each_operators_batches() {
+    #[tokio::test]
+    async fn a_worker_writes_its_state_and_the_ack_names_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().display());
+        let store = CheckpointStore::new(riffle_state::StateRoot::parse(&url).unwrap(), "p");
         let ack = SnapshotAck {
             task: OperatorId("agg".into()),
             subtask: 2,
             epoch: Epoch(7),
             states: vec![
-                (
-                    OperatorId("agg".into()),
-                    OperatorState {
-                        batches: vec![batch(1), batch(2)],
-                    },
-                ),
+                (OperatorId("agg".into()), state(&[1, 2, 3])),
                 (OperatorId("empty".into()), OperatorState::default()),
-                (
-                    OperatorId("join".into()),
-                    OperatorState {
-                        batches: vec![batch(3)],
-                    },
-                ),
             ],
             committables: vec![],
             watermark: 42,
-            held_watermarks: vec![(OperatorId("join".into()), 40)],
+            held_watermarks: vec![(OperatorId("agg".into()), 40)],
             counters: vec![],
             alignment: Duration::from_millis(3),
             snapshot: Duration::from_millis(4),
+            written: vec![],
         };
-        let (header, batches) = split(ack);
-        assert_eq!(batches_after(&header), 3);
-        let back = join(header, batches).unwrap();
-        let states: Vec<(String, Vec<RecordBatch>)> = back
-            .states
-            .into_iter()
-            .map(|(id, s)| (id.0, s.batches))
-            .collect();
-        assert_eq!(
-            states,
-            vec![
-                ("agg".into(), vec![batch(1), batch(2)]),
-                ("empty".into(), vec![]),
-                ("join".into(), vec![batch(3)]),
-            ]
+        let header = write_state(&store, 5, ack).await.unwrap();
+        let json = serde_json::to_string(&header).unwrap();
+        let back = super::ack(serde_json::from_str(&json).unwrap());
+        assert!(
+            back.states.is_empty(),
+            "no batches cross to the coordinator"
         );
-        assert_eq!(back.watermark, 42);
+        let written: Vec<(&str, u64)> = back
+            .written
+            .iter()
+            .map(|(id, files)| (id.0.as_str(), files.iter().map(|f| f.rows).sum()))
+            .collect();
+        assert_eq!(written, vec![("agg", 3), ("empty", 0)]);
+        let file = &back.written[0].1[0];
+        assert!(
+            dir.path().join("p").join(&file.path).exists(),
+            "{} was not written",
+            file.path
+        );
+        assert_eq!(back.held_watermarks, vec![(OperatorId("agg".into()), 40)]);
         assert_eq!(back.snapshot, Duration::from_millis(4));
-    }
-
-    #[test]
-    fn missing_state_batches_are_a_protocol_error() {
-        let (header, mut batches) = split(SnapshotAck {
-            task: OperatorId("agg".into()),
-            subtask: 0,
-            epoch: Epoch(1),
-            states: vec![(
-                OperatorId("agg".into()),
-                OperatorState {
-                    batches: vec![batch(1)],
-                },
-            )],
-            committables: vec![],
-            watermark: 0,
-            held_watermarks: vec![],
-            counters: vec![],
-            alignment: Duration::ZERO,
-            snapshot: Duration::ZERO,
-        });
-        batches.clear();
-        assert!(matches!(
-            join(header, batches),
-            Err(ClusterError::Protocol(_))
-        ));
     }
 }

@@ -12,6 +12,7 @@ use futures::stream::{self, StreamExt};
 use riffle_core::{Barrier, Message};
 use riffle_runtime::handle::JobStopper;
 use riffle_runtime::SnapshotAck;
+use riffle_state::CheckpointStore;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
 use tokio::task::JoinHandle;
@@ -216,15 +217,20 @@ enum Outgoing {
     EndOfInput,
 }
 
-/// Ships this worker's acks and ends of input to the coordinator on worker 0. The
-/// stream ends when both channels close (every local task ended).
+/// Ships this worker's acks and ends of input to the coordinator on worker 0, having
+/// written each ack's state to `store` itself. The stream ends when both channels close
+/// (every local task ended).
 pub fn ship_acks(
     peer: Peer,
     hello: Hello,
-    acks: UnboundedReceiver<SnapshotAck>,
-    ends: Option<UnboundedReceiver<()>>,
+    store: CheckpointStore,
+    (acks, ends): (
+        UnboundedReceiver<SnapshotAck>,
+        Option<UnboundedReceiver<()>>,
+    ),
     stopper: JobStopper,
 ) -> JoinHandle<()> {
+    let generation = hello.generation;
     let acks = stream::unfold(acks, |mut r| async move {
         r.recv().await.map(|a| (Outgoing::Ack(a), r))
     });
@@ -233,25 +239,24 @@ pub fn ship_acks(
         r.recv().await.map(|()| (Outgoing::EndOfInput, Some(r)))
     });
     let encoding = stopper.clone();
-    let mut encoder = StreamEncoder::default();
-    let messages = stream::select(acks, ends).filter_map(move |item| {
-        let data = match item {
-            Outgoing::EndOfInput => encoder.control(&ToCoordinator::EndOfInput).map(|d| vec![d]),
-            Outgoing::Ack(a) => ack_messages(&mut encoder, a),
-        };
-        futures::future::ready(encoded(&encoding, data))
-    });
+    let encoder = StreamEncoder::default();
+    let messages = stream::select(acks, ends)
+        .then(move |item| {
+            let store = store.clone();
+            async move {
+                match item {
+                    Outgoing::EndOfInput => Ok(ToCoordinator::EndOfInput),
+                    Outgoing::Ack(a) => ack::write_state(&store, generation, a)
+                        .await
+                        .map(ToCoordinator::Ack),
+                }
+            }
+        })
+        .filter_map(move |message| {
+            let data = message.and_then(|m| encoder.control(&m)).map(|d| vec![d]);
+            futures::future::ready(encoded(&encoding, data))
+        });
     tokio::spawn(put(peer, hello, messages.boxed(), fail_attempt(stopper)))
-}
-
-/// An ack's header, then its state batches.
-fn ack_messages(encoder: &mut StreamEncoder, ack: SnapshotAck) -> ClusterResult<Vec<FlightData>> {
-    let (header, batches) = ack::split(ack);
-    let mut data = vec![encoder.control(&ToCoordinator::Ack(header))?];
-    for b in &batches {
-        data.extend(encoder.batch(b)?);
-    }
-    Ok(data)
 }
 
 /// Ships the coordinator's barriers for `peer`'s source subtasks. A broken barrier

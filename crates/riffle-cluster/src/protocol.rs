@@ -40,16 +40,16 @@ pub enum ChannelControl {
     End,
 }
 
-/// A message of an acks stream. An ack's state batches follow its header, in order.
+/// A message of an acks stream.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub enum ToCoordinator {
-    /// A task's snapshot; its state batches follow.
+    /// A task's snapshot, its state already written by the sending worker.
     Ack(AckHeader),
     /// A source subtask ran dry and waits for the end-of-input barrier.
     EndOfInput,
 }
 
-/// A [`SnapshotAck`](riffle_runtime::SnapshotAck) without its state batches.
+/// A [`SnapshotAck`](riffle_runtime::SnapshotAck) whose state the sending worker wrote.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AckHeader {
     /// The task (its chain's head operator).
@@ -58,8 +58,8 @@ pub struct AckHeader {
     pub subtask: usize,
     /// The epoch.
     pub epoch: u64,
-    /// For each operator of the chain with state: its id and how many batches follow.
-    pub states: Vec<(String, usize)>,
+    /// For each operator of the chain: its id and the state files written for it.
+    pub written: Vec<(String, Vec<riffle_state::manifest::FileEntry>)>,
     /// What the chain's sink staged.
     pub committables: Vec<riffle_core::Committable>,
     /// The task's input watermark at the barrier.

@@ -199,48 +199,33 @@ async fn feed_acks(
         senders
     };
     let mut decoder = StreamDecoder::default();
-    let mut pending: Option<(crate::protocol::AckHeader, Vec<riffle_core::RecordBatch>)> = None;
-    let lost = |e: &dyn std::fmt::Display| {
-        crate::links::peer_failed(
-            &attempt.stopper,
-            format!("the acks stream of worker {from} broke: {e}"),
-        );
-    };
     loop {
         let data = match stream.message().await {
             Ok(Some(data)) => data,
-            Ok(None) => break,
+            Ok(None) => return Ok(()),
             Err(e) => {
-                lost(&e.message());
+                crate::links::peer_failed(
+                    &attempt.stopper,
+                    format!("the acks stream of worker {from} broke: {}", e.message()),
+                );
                 return Err(e);
             }
         };
         match decoder.decode::<ToCoordinator>(&data).map_err(protocol)? {
-            None => continue,
+            None => {}
             Some(Decoded::Control(ToCoordinator::EndOfInput)) => {
                 let _ = ends.send(());
             }
             Some(Decoded::Control(ToCoordinator::Ack(header))) => {
-                pending = Some((header, Vec::new()));
+                let _ = acks.send(ack::ack(header));
             }
-            Some(Decoded::Batch(batch)) => match pending.as_mut() {
-                Some((_, batches)) => batches.push(batch),
-                None => return Err(Status::invalid_argument("a state batch without its ack")),
-            },
-        }
-        if let Some((header, batches)) = pending.take() {
-            if batches.len() < ack::batches_after(&header) {
-                pending = Some((header, batches));
-                continue;
+            Some(Decoded::Batch(_)) => {
+                return Err(Status::invalid_argument(
+                    "state batches do not travel on the acks stream: each worker writes its own",
+                ))
             }
-            let joined = ack::join(header, batches).map_err(protocol)?;
-            let _ = acks.send(joined);
         }
     }
-    if pending.is_some() {
-        lost(&"it ended inside an ack");
-    }
-    Ok(())
 }
 
 /// Injects barriers from the coordinator at this worker's sources.

@@ -349,9 +349,13 @@ async fn run_attempt(
         let peer = peers.get(0).await?.clone();
         let hello = links::hello(generation, me, StreamKind::Acks);
         let ends = handle.end_of_input.take();
-        shipping
-            .0
-            .push(links::ship_acks(peer, hello, acks, ends, stopper.clone()));
+        shipping.0.push(links::ship_acks(
+            peer,
+            hello,
+            store.clone(),
+            (acks, ends),
+            stopper.clone(),
+        ));
         None
     };
     observer.started(&handle.metrics);

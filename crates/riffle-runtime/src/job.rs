@@ -88,6 +88,10 @@ pub struct SnapshotAck {
     pub alignment: Duration,
     /// Time the task was paused taking the snapshot and pre-committing its sink.
     pub snapshot: Duration,
+    /// State files the task's worker already wrote to the store, per operator: of a job
+    /// spread over workers, each writes its own subtasks' state and the coordinator
+    /// only records the files (docs/cluster.md). Empty in a single process.
+    pub written: Vec<(OperatorId, Vec<riffle_state::manifest::FileEntry>)>,
 }
 
 /// What a finished job did.

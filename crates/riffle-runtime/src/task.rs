@@ -111,6 +111,7 @@ pub(crate) async fn take_snapshot(
             counters,
             alignment,
             snapshot: started.elapsed(),
+            written: Vec::new(),
         });
     }
     broadcast(routers, Message::Barrier(barrier)).await

@@ -29,12 +29,31 @@ impl CheckpointCoordinator {
             let total = pending.counters.entry(operator.0).or_default();
             *total = total.plus(values);
         }
+        // What an operator saw, below the task's watermark when one before it in the
+        // chain holds it back.
+        let watermark_of = |operator: &OperatorId| {
+            (ack.held_watermarks.iter())
+                .find(|(id, _)| id == operator)
+                .map_or(ack.watermark, |(_, w)| *w)
+        };
+        let recorded = |w: i64| (w > i64::MIN).then_some(w);
+        for (operator, files) in &ack.written {
+            if files.is_empty() && !self.operators.contains_key(operator) {
+                continue;
+            }
+            pending.bytes += files.iter().map(|f| f.bytes).sum::<u64>();
+            pending
+                .files
+                .entry(operator.0.clone())
+                .or_default()
+                .push(SubtaskEntry {
+                    subtask: ack.subtask,
+                    files: files.clone(),
+                    watermark: recorded(watermark_of(operator)),
+                });
+        }
         for (operator, state) in ack.states {
-            // What this operator saw, below the task's watermark when one before it in
-            // the chain holds it back.
-            let watermark = (ack.held_watermarks.iter())
-                .find(|(id, _)| *id == operator)
-                .map_or(ack.watermark, |(_, w)| *w);
+            let watermark = watermark_of(&operator);
             if state.batches.is_empty() && !self.operators.contains_key(&operator) {
                 continue;
             }
@@ -76,7 +95,7 @@ impl CheckpointCoordinator {
                 .push(SubtaskEntry {
                     subtask: ack.subtask,
                     files: entries,
-                    watermark: (watermark > i64::MIN).then_some(watermark),
+                    watermark: recorded(watermark),
                 });
         }
         let upload = started.elapsed();
