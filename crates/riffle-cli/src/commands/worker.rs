@@ -7,10 +7,12 @@ use super::checkpointing::{
 use super::run::SqlArgs;
 use anyhow::{Context, Result};
 use riffle_cluster::{run_worker, WorkerOptions};
-use riffle_runtime::Placement;
+use riffle_runtime::control::{ControlOptions, ControlServer, JobOutline, LiveMetrics};
+use riffle_runtime::{JobMetrics, Placement, RunObserver};
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::process::{Child, Command};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Arguments of `riffle worker`.
@@ -101,8 +103,14 @@ pub fn run(args: WorkerArgs) -> Result<()> {
     let graph = &pipeline.graph;
     let store = open_store(&args.checkpoints.state, &graph.name)?;
     let restore_from = args.checkpoints.explicit_restore(&store)?;
-    let mut run = checkpointed_run(&args.checkpoints, restore_from, Vec::new())?;
+    let live = Arc::new(LiveMetrics::new(JobOutline::of(graph)));
+    let mut run = checkpointed_run(&args.checkpoints, restore_from, vec![live.clone()])?;
     let (savepoints, requests) = riffle_runtime::savepoint_channel();
+    // Only worker 0's coordinator takes savepoints; the others' requests go nowhere.
+    let control_savepoints = match worker {
+        0 => savepoints.clone(),
+        _ => riffle_runtime::savepoint_channel().0,
+    };
     run.job.savepoints = Some(requests);
     let options = WorkerOptions {
         placement: Placement { workers, worker },
@@ -121,6 +129,27 @@ pub fn run(args: WorkerArgs) -> Result<()> {
         .context("starting the runtime")?;
     let outcome = runtime
         .block_on(async {
+            // The control endpoint, when asked for: Kubernetes probes its /health.
+            let control = match args.checkpoints.http_address {
+                Some(address) => {
+                    let options = ControlOptions {
+                        address,
+                        ..ControlOptions::default()
+                    };
+                    let server = ControlServer::start_with(
+                        &store,
+                        &graph.name,
+                        control_savepoints,
+                        live.clone(),
+                        options,
+                    )
+                    .await
+                    .map_err(|e| anyhow::anyhow!(e))?;
+                    eprintln!("riffle: worker {worker}: control endpoint on http://{address}");
+                    Some(server)
+                }
+                None => None,
+            };
             // Worker 0 stops the job with a savepoint on SIGINT or SIGTERM; the others
             // run on until that savepoint stops their subtasks too.
             let signals = if worker == 0 {
@@ -128,9 +157,13 @@ pub fn run(args: WorkerArgs) -> Result<()> {
             } else {
                 tokio::spawn(outlast_signals(worker))
             };
-            let outcome = run_worker(graph, &store, run, &options, &mut ()).await;
+            let mut observer = LiveObserver(live);
+            let outcome = run_worker(graph, &store, run, &options, &mut observer).await;
             signals.abort();
-            outcome
+            if let Some(control) = control {
+                control.stop().await;
+            }
+            Ok::<_, anyhow::Error>(outcome?)
         })
         .with_context(|| format!("worker {worker} failed"))?;
     eprintln!(
@@ -144,6 +177,15 @@ pub fn run(args: WorkerArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Shows each attempt's metrics on the worker's control endpoint.
+struct LiveObserver(Arc<LiveMetrics>);
+
+impl RunObserver for LiveObserver {
+    fn started(&mut self, metrics: &Arc<JobMetrics>) {
+        self.0.set_job(metrics.clone());
+    }
 }
 
 /// A worker other than 0 takes SIGINT and SIGTERM as notice that worker 0 is stopping

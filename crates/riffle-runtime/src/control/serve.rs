@@ -165,8 +165,10 @@ impl Route {
 
     /// Whether anyone who reaches the endpoint may have it: the page's files hold no
     /// data of the job (what they show, they fetch from the API with the token).
+    /// Routes open without the token: the page's assets, and `/health`, which a
+    /// Kubernetes probe asks without one and which tells nothing about the job.
     fn is_public(&self) -> bool {
-        matches!(self, Route::Page(_))
+        matches!(self, Route::Page(_) | Route::Health)
     }
 }
 
