@@ -259,3 +259,41 @@ fn the_statefulset_runs_a_worker_command_riffle_accepts() {
         .unwrap();
     assert!(explain.status.success(), "{}", stderr(&explain));
 }
+
+/// A worker paused (SIGSTOP) past the keep-alive timeout: the others fail the attempt
+/// and start the next one; the paused worker, resumed, finds its streams gone, drops its
+/// old attempt (whose streams the others refuse) and rejoins. The output stays exact.
+#[test]
+fn a_paused_worker_is_left_behind_and_rejoins_when_resumed() {
+    let expected = single_process("q5", "600K");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("launcher.log");
+    let mut cmd = run("q5", dir.path(), "600K", 3, 3);
+    cmd.args(["--throttle", "100K", "--restart-delay", "0s"]);
+    let mut launcher = launched(cmd, &log);
+    let started = Instant::now();
+    while !dir.path().join("state/q5/checkpoints").exists()
+        || started.elapsed() < Duration::from_millis(1500)
+    {
+        assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let paused = worker_pids(&log)[1].1;
+    // SAFETY: signalling a process this test started.
+    unsafe { libc::kill(paused, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_secs(9));
+    // SAFETY: as above.
+    unsafe { libc::kill(paused, libc::SIGCONT) };
+    let status = launcher.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{text}");
+    assert!(
+        text.contains("worker 1: attempt of generation 1 failed"),
+        "the paused worker did not drop its attempt: {text}"
+    );
+    assert!(
+        !text.contains("worker 1 exited"),
+        "the paused worker was restarted instead of rejoining: {text}"
+    );
+    assert_eq!(published(&dir.path().join("out")), expected);
+}

@@ -132,8 +132,12 @@ async fn attempts(
         }
         match delay {
             Some(d) => {
+                let next = match options.placement.worker {
+                    0 => format!("starting the next one in {d:?}"),
+                    _ => "rejoining the next one".to_string(),
+                };
                 eprintln!(
-                    "riffle: worker {}: attempt of generation {generation} failed ({error}); rejoining the next one",
+                    "riffle: worker {}: attempt of generation {generation} failed ({error}); {next}",
                     options.placement.worker
                 );
                 tokio::time::sleep(d).await;
