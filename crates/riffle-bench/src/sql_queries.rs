@@ -24,7 +24,7 @@ pub fn example(query: Query) -> &'static str {
 }
 
 /// The example with its sink a blackhole and its generator at `opts`' rate.
-fn benchmark_text(query: Query, opts: &QueryOptions) -> String {
+pub fn benchmark_text(query: Query, opts: &QueryOptions) -> String {
     let delay = opts.watermark_delay.as_millis();
     example(query)
         .replace(

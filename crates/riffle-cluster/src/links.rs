@@ -13,6 +13,8 @@ use riffle_core::{Barrier, Message};
 use riffle_runtime::handle::JobStopper;
 use riffle_runtime::SnapshotAck;
 use riffle_state::CheckpointStore;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
 use tokio::task::JoinHandle;
@@ -165,18 +167,21 @@ fn encoded(
     }
 }
 
-/// Ships the local channel `receiver` to the task on `peer` that `hello` names.
+/// Ships the local channel `receiver` to the task on `peer` that `hello` names,
+/// counting the bytes it sends into `sent`.
 pub fn ship_channel(
     peer: Peer,
     hello: Hello,
     receiver: Receiver<Message>,
     stopper: JobStopper,
+    sent: Arc<AtomicU64>,
 ) -> JoinHandle<()> {
     let encoding = stopper.clone();
     let messages = stream::unfold(
         (receiver, StreamEncoder::default(), false),
         move |(mut receiver, mut encoder, ended)| {
             let stopper = encoding.clone();
+            let sent = sent.clone();
             async move {
                 if ended {
                     return None;
@@ -194,6 +199,8 @@ pub fn ship_channel(
                     Message::End => encoder.control(&ChannelControl::End).map(|d| vec![d]),
                 };
                 let data = encoded(&stopper, data)?;
+                let bytes: usize = data.iter().map(wire_bytes).sum();
+                sent.fetch_add(bytes as u64, Ordering::Relaxed);
                 Some((data, (receiver, encoder, ends)))
             }
         },
@@ -209,6 +216,11 @@ fn fail_attempt(stopper: JobStopper) -> impl Fn(String) + Send + 'static {
 /// Fails the attempt because a stream between workers broke.
 pub fn peer_failed(stopper: &JobStopper, message: String) {
     stopper.fail_with(riffle_runtime::RuntimeError::Peer(message));
+}
+
+/// The bytes a message puts on the wire (before HTTP/2 framing).
+fn wire_bytes(data: &FlightData) -> usize {
+    data.data_header.len() + data.data_body.len() + data.app_metadata.len()
 }
 
 /// What a worker sends its coordinator, in the order it happened.

@@ -49,6 +49,9 @@ pub struct WorkerOutcome {
     pub report: Option<CheckpointReport>,
     /// The attempt's generation.
     pub generation: u64,
+    /// Bytes this worker sent to others over its exchange streams (rows, watermarks,
+    /// barriers), and how many such streams it had.
+    pub exchange: (u64, usize),
 }
 
 /// Runs this worker's share of `graph` for one attempt.
@@ -313,12 +316,18 @@ async fn run_attempt(
         stopper: stopper.clone(),
     }));
     let mut shipping = Shipments::default();
+    let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let streams = remote.outgoing.len();
     for (key, worker, receiver) in remote.outgoing {
         let peer = peers.get(worker).await?.clone();
         let hello = links::hello(generation, me, StreamKind::Channel(key));
-        shipping
-            .0
-            .push(links::ship_channel(peer, hello, receiver, stopper.clone()));
+        shipping.0.push(links::ship_channel(
+            peer,
+            hello,
+            receiver,
+            stopper.clone(),
+            sent.clone(),
+        ));
     }
     let report = if me == 0 {
         let mut remote_sources = Vec::new();
@@ -391,5 +400,6 @@ async fn run_attempt(
         summary,
         report,
         generation,
+        exchange: (sent.load(std::sync::atomic::Ordering::Relaxed), streams),
     })
 }

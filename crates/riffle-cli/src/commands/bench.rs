@@ -25,6 +25,7 @@ use std::time::Duration;
   riffle bench --flink-suite --job none --queries changelog_upsert,changelog_having,changelog_regroup,changelog_inner_join,changelog_left_join
   riffle bench --flink-suite --job none --queries changelog_dedup,changelog_dedup_count,changelog_top_groups
   riffle bench --sinks --events 10M --runs 3   # q0 into Parquet files vs Iceberg tables
+  riffle bench --workers 2 --queries q5,q8 --events 10M   # one process vs worker processes
   riffle bench --json > bench.jsonl"
 )]
 pub struct BenchArgs {
@@ -96,6 +97,12 @@ pub struct BenchArgs {
     /// Parquet files and the commit step per checkpoint.
     #[arg(long)]
     pub sinks: bool,
+    /// Instead: each of --queries (`all`: q5, q8) as its SQL pipeline (blackhole sink,
+    /// checkpoints every first nonzero --checkpoint-interval, 1s if none) in one process
+    /// at parallelism N, on N worker processes of parallelism 1, and on 3; runs taking
+    /// turns. Prints events/s, the ratio, checkpoint duration and exchange throughput.
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
 }
 
 /// Runs `riffle bench --in-process --json …` as a child process (so its peak RSS and
@@ -248,6 +255,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     if args.sinks {
         return run_sinks(&args);
+    }
+    if let Some(workers) = args.workers {
+        return super::bench_workers::run(&args, workers);
     }
     let queries: Vec<Query> = match args.queries.as_str() {
         "all" => Query::ALL.to_vec(),

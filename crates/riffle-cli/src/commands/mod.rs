@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_workers;
 pub mod checkpointing;
 pub mod checkpoints;
 pub mod execute;

@@ -166,8 +166,9 @@ pub fn run(args: WorkerArgs) -> Result<()> {
             Ok::<_, anyhow::Error>(outcome?)
         })
         .with_context(|| format!("worker {worker} failed"))?;
+    let (sent, streams) = outcome.exchange;
     eprintln!(
-        "riffle: worker {worker} finished (generation {}): rows in / out {} / {}",
+        "riffle: worker {worker} finished (generation {}): rows in / out {} / {}; sent {sent} bytes over {streams} exchange streams",
         outcome.generation, outcome.summary.source_rows, outcome.summary.sink_rows
     );
     if let Some(report) = &outcome.report {
