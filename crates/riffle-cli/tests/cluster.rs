@@ -297,3 +297,108 @@ fn a_paused_worker_is_left_behind_and_rejoins_when_resumed() {
     );
     assert_eq!(published(&dir.path().join("out")), expected);
 }
+
+/// A TCP proxy on 127.0.0.1 in front of `target`, whose open connections the test can
+/// cut at once (new ones keep being accepted).
+struct CuttableProxy {
+    port: u16,
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl CuttableProxy {
+    fn start(target: u16) -> Self {
+        use std::net::{TcpListener, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let open = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let tracked = open.clone();
+        std::thread::spawn(move || {
+            for inbound in listener.incoming() {
+                let Ok(inbound) = inbound else { continue };
+                let Ok(outbound) = TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let pipe = |mut from: TcpStream, mut to: TcpStream| {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                };
+                let mut list = tracked.lock().unwrap();
+                list.push(inbound.try_clone().unwrap());
+                list.push(outbound.try_clone().unwrap());
+                pipe(inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
+                pipe(outbound, inbound);
+            }
+        });
+        Self { port, open }
+    }
+
+    /// Closes every connection open now.
+    fn cut(&self) -> usize {
+        let mut open = self.open.lock().unwrap();
+        for s in open.iter() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        let cut = open.len() / 2;
+        open.clear();
+        cut
+    }
+}
+
+fn free_port() -> u16 {
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    socket.local_addr().unwrap().port()
+}
+
+/// The connections into worker 1 pass through a proxy, which the test closes mid-run:
+/// the attempt fails on every worker, the next one starts (through the proxy again),
+/// and the output stays exact. No process is restarted.
+#[test]
+fn a_cut_exchange_connection_fails_the_attempt_and_the_job_resumes_exactly() {
+    let expected = single_process("q5", "600K");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("q5.sql");
+    std::fs::write(&file, pipeline("q5", &dir.path().join("out"))).unwrap();
+    let real = [free_port(), free_port(), free_port()];
+    let proxy = CuttableProxy::start(real[1]);
+    let addresses = format!(
+        "127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}",
+        real[0], proxy.port, real[2]
+    );
+    let mut workers: Vec<(std::process::Child, std::path::PathBuf)> = (0..3)
+        .map(|i| {
+            let log = dir.path().join(format!("worker-{i}.log"));
+            let mut cmd = riffle();
+            cmd.arg("worker")
+                .arg(&file)
+                .args(["-p", "3", "--events", "600K", "--throttle", "100K"])
+                .args(["--checkpoint-interval", "50ms", "--restart-delay", "0s"])
+                .arg("--state")
+                .arg(dir.path().join("state"))
+                .args(["--worker-id", &i.to_string(), "--workers", &addresses])
+                .args(["--listen", &format!("127.0.0.1:{}", real[i])]);
+            (launched(cmd, &log), log)
+        })
+        .collect();
+    let started = Instant::now();
+    while !dir.path().join("state/q5/checkpoints").exists()
+        || started.elapsed() < Duration::from_millis(1500)
+    {
+        assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(proxy.cut() > 0, "no connection went through the proxy");
+    let mut logs = String::new();
+    for (child, log) in &mut workers {
+        let status = child.wait().unwrap();
+        let text = std::fs::read_to_string(&*log).unwrap();
+        assert!(status.success(), "{text}");
+        logs.push_str(&text);
+    }
+    assert!(
+        logs.contains("attempt of generation 1 failed"),
+        "the cut went unnoticed: {logs}"
+    );
+    assert_eq!(published(&dir.path().join("out")), expected);
+}
