@@ -258,6 +258,16 @@ fn without_launcher_options(run_args: &[OsString]) -> Vec<OsString> {
     out
 }
 
+/// The rows in and out of a worker's closing line (`… rows in / out 5 / 9; …`).
+fn finished_rows(line: &str) -> Option<(u64, u64)> {
+    let rest = line.split(" finished (generation ").nth(1)?;
+    let counts = rest.split("rows in / out ").nth(1)?;
+    let mut numbers = counts
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty());
+    Some((numbers.next()?.parse().ok()?, numbers.next()?.parse().ok()?))
+}
+
 /// Set by SIGINT or SIGTERM in the launcher.
 static STOP_REQUESTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -287,16 +297,34 @@ pub fn launch(workers: usize, restarts: u32) -> Result<()> {
             request_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
         );
     }
+    // Each worker's last rows in / out, read from its stderr as it is passed on.
+    let totals = Arc::new(std::sync::Mutex::new(vec![(0u64, 0u64); workers]));
     let spawn = |i: usize| -> Result<Child> {
         use std::os::unix::process::CommandExt;
-        let child = Command::new(&exe)
+        let mut child = Command::new(&exe)
             .args(&commands[i])
             // Its own process group: a terminal's Ctrl-C reaches the launcher only, which
             // asks worker 0 for the savepoint.
             .process_group(0)
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .context("starting a worker process")?;
         eprintln!("riffle: worker {i} is process {}", child.id());
+        if let Some(stderr) = child.stderr.take() {
+            let totals = totals.clone();
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(|l| l.ok())
+                {
+                    if let (Some(rows), Ok(mut totals)) = (finished_rows(&line), totals.lock()) {
+                        totals[i] = rows;
+                    }
+                    eprintln!("{line}");
+                }
+            });
+        }
         Ok(child)
     };
     let mut children = (0..workers).map(spawn).collect::<Result<Vec<_>>>()?;
@@ -333,7 +361,15 @@ pub fn launch(workers: usize, restarts: u32) -> Result<()> {
             }
         }
         if finished.iter().all(|f| *f) {
-            eprintln!("riffle: all {workers} workers finished ({restarted} restarts)");
+            // Let the stderr threads pass on the workers' last lines first.
+            std::thread::sleep(Duration::from_millis(100));
+            let (rows_in, rows_out) = totals
+                .lock()
+                .map(|t| t.iter().fold((0, 0), |(a, b), (i, o)| (a + i, b + o)))
+                .unwrap_or_default();
+            eprintln!(
+                "riffle: all {workers} workers finished ({restarted} restarts): rows in / out {rows_in} / {rows_out}"
+            );
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -353,6 +389,13 @@ mod tests {
         );
         assert_eq!(ordinal_of("laptop"), None);
         assert_eq!(ordinal_of("riffle-x"), None);
+    }
+
+    #[test]
+    fn a_workers_closing_line_gives_its_rows() {
+        let line = "riffle: worker 2 finished (generation 3): rows in / out 45226 / 17; sent 9 bytes over 2 exchange streams";
+        assert_eq!(finished_rows(line), Some((45226, 17)));
+        assert_eq!(finished_rows("riffle: worker 2 of 3 running q5.sql"), None);
     }
 
     #[test]
