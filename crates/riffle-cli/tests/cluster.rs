@@ -109,10 +109,10 @@ fn q5_and_q8_on_three_workers_equal_one_process() {
 
 #[test]
 fn kill_9_of_any_worker_at_random_moments_loses_and_repeats_nothing() {
-    let expected = single_process("q5", "600K");
+    let expected = single_process("q5", "1200K");
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("launcher.log");
-    let mut cmd = run("q5", dir.path(), "600K", 3, 3);
+    let mut cmd = run("q5", dir.path(), "1200K", 3, 3);
     cmd.args([
         "--throttle",
         "100K",
@@ -122,7 +122,7 @@ fn kill_9_of_any_worker_at_random_moments_loses_and_repeats_nothing() {
         "0s",
     ]);
     let mut launcher = launched(cmd, &log);
-    let victims = kill_workers_randomly(&mut launcher, &log, 3, 6, 0x2545_f491_4f6c_dd1d);
+    let victims = kill_workers_randomly(&mut launcher, &log, 3, 10, 0x2545_f491_4f6c_dd1d);
     let status = launcher.wait().unwrap();
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(status.success(), "{text}");
