@@ -86,28 +86,47 @@ impl WorkerService {
     async fn attempt_for(&self, hello: &Hello) -> Result<Arc<LocalAttempt>, Status> {
         let mut current = self.attempt.subscribe();
         let wanted = hello.generation;
-        let found = tokio::time::timeout(
-            ATTEMPT_WAIT,
-            current.wait_for(|a| a.as_ref().is_some_and(|a| a.generation >= wanted)),
-        )
-        .await
-        .map_err(|_| {
-            Status::unavailable(format!(
-                "worker {} waited {ATTEMPT_WAIT:?} for this worker to start generation {wanted}",
-                hello.worker
-            ))
-        })?
-        .map_err(|_| Status::unavailable("the worker is shutting down"))?;
-        let attempt = found
+        let decided = |a: &Option<Arc<LocalAttempt>>| {
+            admission(wanted, a.as_ref().map(|a| a.generation)) != Admission::Wait
+        };
+        let found = tokio::time::timeout(ATTEMPT_WAIT, current.wait_for(decided))
+            .await
+            .map_err(|_| {
+                Status::unavailable(format!(
+                    "worker {} waited {ATTEMPT_WAIT:?} for this worker to start generation {wanted}",
+                    hello.worker
+                ))
+            })?
+            .map_err(|_| Status::unavailable("the worker is shutting down"))?
             .clone()
             .ok_or_else(|| Status::internal("no attempt"))?;
-        if attempt.generation != wanted {
-            return Err(Status::failed_precondition(format!(
+        match admission(wanted, Some(found.generation)) {
+            Admission::Serve => Ok(found),
+            _ => Err(Status::failed_precondition(format!(
                 "fenced: worker {} speaks for generation {wanted}, this worker runs generation {}",
-                hello.worker, attempt.generation
-            )));
+                hello.worker, found.generation
+            ))),
         }
-        Ok(attempt)
+    }
+}
+
+/// What becomes of a stream of one attempt while this worker runs another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    /// Same attempt: feed it.
+    Serve,
+    /// A newer attempt than this worker's (or none yet): wait for this worker to start it.
+    Wait,
+    /// An older attempt (a zombie): refuse it.
+    Refuse,
+}
+
+/// Whether a stream of generation `wanted` is served while this worker runs `current`.
+fn admission(wanted: u64, current: Option<u64>) -> Admission {
+    match current {
+        Some(c) if c == wanted => Admission::Serve,
+        Some(c) if c > wanted => Admission::Refuse,
+        _ => Admission::Wait,
     }
 }
 
@@ -340,5 +359,26 @@ impl FlightService for WorkerService {
         _: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoExchangeStream>, Status> {
         unimplemented("do_exchange")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_of_an_older_attempt_is_refused() {
+        assert_eq!(admission(3, Some(4)), Admission::Refuse);
+    }
+
+    #[test]
+    fn a_stream_of_a_newer_attempt_waits_for_this_worker_to_start_it() {
+        assert_eq!(admission(5, Some(4)), Admission::Wait);
+        assert_eq!(admission(1, None), Admission::Wait);
+    }
+
+    #[test]
+    fn a_stream_of_the_running_attempt_is_served() {
+        assert_eq!(admission(4, Some(4)), Admission::Serve);
     }
 }
