@@ -25,6 +25,11 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(1);
 /// See [`KEEP_ALIVE`].
 pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// HTTP/2 flow-control window of each stream, bytes.
+pub const STREAM_WINDOW: u32 = 4 << 20;
+/// HTTP/2 flow-control window of each connection, bytes.
+pub const CONNECTION_WINDOW: u32 = 16 << 20;
+
 /// A connection to one worker, shared by every stream to it (HTTP/2 multiplexes them,
 /// each with its own flow-control window: a slow receiver slows only its senders).
 pub type Peer = FlightServiceClient<Channel>;
@@ -47,7 +52,12 @@ pub async fn connect(address: &str, patience: Duration) -> ClusterResult<Peer> {
         // seconds, which fails the attempt everywhere.
         .http2_keep_alive_interval(KEEP_ALIVE)
         .keep_alive_timeout(KEEP_ALIVE_TIMEOUT)
-        .keep_alive_while_idle(true);
+        .keep_alive_while_idle(true)
+        // Windows of a few batches: HTTP/2's default 64 KiB stalls a stream every round
+        // trip. Backpressure still holds: a window is bounded, and refills only as the
+        // receiver reads.
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW);
     let started = Instant::now();
     loop {
         match endpoint.connect().await {

@@ -178,6 +178,8 @@ async fn serve(service: WorkerService, listen: SocketAddr) -> ClusterResult<Join
         if let Err(e) = tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(links::KEEP_ALIVE))
             .http2_keepalive_timeout(Some(links::KEEP_ALIVE_TIMEOUT))
+            .initial_stream_window_size(links::STREAM_WINDOW)
+            .initial_connection_window_size(links::CONNECTION_WINDOW)
             .add_service(flight)
             .serve_with_incoming(incoming)
             .await
