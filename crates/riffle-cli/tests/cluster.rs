@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::workers::{kill, kill_workers_randomly, launched, worker_pids};
+use common::workers::{kill, kill_workers_randomly, launched, unused_port, worker_pids};
 use common::{published, riffle, stderr};
 use std::path::Path;
 use std::process::Command;
@@ -82,12 +82,35 @@ fn single_process(query: &str, events: &str) -> Vec<String> {
     lines
 }
 
+/// Waits until q5 under `dir` has run 1.5 s and taken checkpoints; fails with the logs
+/// in `dir` if none came in a minute.
+fn wait_for_checkpoints(dir: &Path) {
+    let started = Instant::now();
+    while !dir.join("state/q5/checkpoints").exists()
+        || started.elapsed() < Duration::from_millis(1500)
+    {
+        if started.elapsed() > Duration::from_secs(60) {
+            let mut logs = String::new();
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "log") {
+                    logs += &format!("--- {}\n", path.display());
+                    logs += &std::fs::read_to_string(&path).unwrap_or_default();
+                }
+            }
+            panic!("no checkpoint in a minute:\n{logs}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Checkpoints the coordinator committed, from its report.
 fn committed(text: &str) -> usize {
     text.lines()
         .find_map(|l| {
-            let rest = l.trim().strip_prefix("checkpoints")?;
-            rest.split_whitespace().next()?.parse().ok()
+            let (_, rest) = l.split_once("checkpoints ")?;
+            let (count, _) = rest.split_once(" committed,")?;
+            count.trim().parse().ok()
         })
         .unwrap_or(0)
 }
@@ -97,8 +120,14 @@ fn q5_and_q8_on_three_workers_equal_one_process() {
     for query in ["q5", "q8"] {
         let expected = single_process(query, "300K");
         let dir = tempfile::tempdir().unwrap();
-        let text = finished(run(query, dir.path(), "300K", 3, 3).args(["--throttle", "200K"]));
+        let text = finished(run(query, dir.path(), "300K", 3, 3).args([
+            "--throttle",
+            "200K",
+            "--progress",
+        ]));
         assert!(text.contains("all 3 workers finished"), "{text}");
+        // One progress line for the job, from every worker's control endpoint.
+        assert!(text.contains("riffle: 3 workers · rows in "), "{text}");
         assert!(
             committed(&text) >= 3,
             "{query}: checkpoints across workers were not taken: {text}"
@@ -141,13 +170,7 @@ fn a_job_killed_on_three_workers_resumes_on_two() {
     cmd.args(["--throttle", "100K", "--restart", "none"]);
     let mut launcher = launched(cmd, &log);
     // Kill the whole job (launcher, then every worker) once checkpoints exist.
-    let started = Instant::now();
-    while !dir.path().join("state/q5/checkpoints").exists()
-        || started.elapsed() < Duration::from_millis(1500)
-    {
-        assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_checkpoints(dir.path());
     kill(launcher.id() as i32);
     for (_, pid) in worker_pids(&log) {
         kill(pid);
@@ -166,13 +189,7 @@ fn a_savepoint_taken_on_three_workers_restores_on_two() {
     let mut cmd = run("q5", dir.path(), "600K", 3, 3);
     cmd.args(["--throttle", "100K"]);
     let mut launcher = launched(cmd, &log);
-    let started = Instant::now();
-    while !dir.path().join("state/q5/checkpoints").exists()
-        || started.elapsed() < Duration::from_millis(1500)
-    {
-        assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_checkpoints(dir.path());
     // As Ctrl-C would: the launcher asks worker 0 to stop the job with a savepoint.
     // SAFETY: signalling a process this test started.
     unsafe { libc::kill(launcher.id() as i32, libc::SIGTERM) };
@@ -271,13 +288,7 @@ fn a_paused_worker_is_left_behind_and_rejoins_when_resumed() {
     let mut cmd = run("q5", dir.path(), "600K", 3, 3);
     cmd.args(["--throttle", "100K", "--restart-delay", "0s"]);
     let mut launcher = launched(cmd, &log);
-    let started = Instant::now();
-    while !dir.path().join("state/q5/checkpoints").exists()
-        || started.elapsed() < Duration::from_millis(1500)
-    {
-        assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_checkpoints(dir.path());
     let paused = worker_pids(&log)[1].1;
     // SAFETY: signalling a process this test started.
     unsafe { libc::kill(paused, libc::SIGSTOP) };
@@ -346,11 +357,6 @@ impl CuttableProxy {
     }
 }
 
-fn free_port() -> u16 {
-    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    socket.local_addr().unwrap().port()
-}
-
 /// The connections into worker 1 pass through a proxy, which the test closes mid-run:
 /// the attempt fails on every worker, the next one starts (through the proxy again),
 /// and the output stays exact. No process is restarted.
@@ -360,7 +366,7 @@ fn a_cut_exchange_connection_fails_the_attempt_and_the_job_resumes_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("q5.sql");
     std::fs::write(&file, pipeline("q5", &dir.path().join("out"))).unwrap();
-    let real = [free_port(), free_port(), free_port()];
+    let real = [unused_port(), unused_port(), unused_port()];
     let proxy = CuttableProxy::start(real[1]);
     let addresses = format!(
         "127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}",
@@ -381,13 +387,7 @@ fn a_cut_exchange_connection_fails_the_attempt_and_the_job_resumes_exactly() {
             (launched(cmd, &log), log)
         })
         .collect();
-    let started = Instant::now();
-    while !dir.path().join("state/q5/checkpoints").exists()
-        || started.elapsed() < Duration::from_millis(1500)
-    {
-        assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_checkpoints(dir.path());
     assert!(proxy.cut() > 0, "no connection went through the proxy");
     let mut logs = String::new();
     for (child, log) in &mut workers {

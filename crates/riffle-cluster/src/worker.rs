@@ -77,22 +77,36 @@ pub async fn run_worker(
     }
     let service = WorkerService::default();
     let server = serve(service.clone(), options.listen).await?;
-    let result = attempts(graph, store, run, options, &service, observer).await;
+    let job = WorkerJob {
+        graph,
+        store,
+        run: &run,
+        options,
+        service: &service,
+    };
+    let result = attempts(&job, observer).await;
     server.abort();
     result
+}
+
+/// What every attempt of this worker runs with.
+#[derive(Clone, Copy)]
+struct WorkerJob<'a> {
+    graph: &'a JobGraph,
+    store: &'a CheckpointStore,
+    run: &'a CheckpointedRun,
+    options: &'a WorkerOptions,
+    service: &'a WorkerService,
 }
 
 /// Runs attempts until one finishes. Worker 0 starts a new attempt after a failure as
 /// the restart strategy allows; the others rejoin each new attempt worker 0 starts,
 /// until worker 0 stops answering.
 async fn attempts(
-    graph: &JobGraph,
-    store: &CheckpointStore,
-    run: CheckpointedRun,
-    options: &WorkerOptions,
-    service: &WorkerService,
+    job: &WorkerJob<'_>,
     observer: &mut dyn RunObserver,
 ) -> ClusterResult<WorkerOutcome> {
+    let (run, options) = (job.run, job.options);
     let mut restarts = 0;
     let mut failed_generation = 0;
     loop {
@@ -101,23 +115,9 @@ async fn attempts(
             patience: options.patience,
             open: HashMap::new(),
         };
-        let agreed = agree(
-            graph,
-            store,
-            &run,
-            options,
-            service,
-            observer,
-            &mut peers,
-            failed_generation + 1,
-        )
-        .await?;
+        let agreed = agree(job, observer, &mut peers, failed_generation + 1).await?;
         let generation = agreed.0.generation;
-        let error = match run_attempt(
-            graph, store, &run, options, service, observer, peers, agreed,
-        )
-        .await
-        {
+        let error = match run_attempt(job, observer, peers, agreed).await {
             Ok(outcome) => return Ok(outcome),
             Err(error) => error,
         };
@@ -190,17 +190,19 @@ async fn serve(service: WorkerService, listen: SocketAddr) -> ClusterResult<Join
 }
 
 /// Worker 0 decides the attempt; the others ask it for one of at least `generation`.
-#[allow(clippy::too_many_arguments)]
 async fn agree(
-    graph: &JobGraph,
-    store: &CheckpointStore,
-    run: &CheckpointedRun,
-    options: &WorkerOptions,
-    service: &WorkerService,
+    job: &WorkerJob<'_>,
     observer: &mut dyn RunObserver,
     peers: &mut Peers,
     generation: u64,
 ) -> ClusterResult<(Attempt, Option<Arc<RestoredJob>>)> {
+    let WorkerJob {
+        graph,
+        store,
+        run,
+        options,
+        service,
+    } = *job;
     if options.placement.worker == 0 {
         let recovered = match &run.restore_from {
             Some(explicit) => recover_from(store, graph, explicit).await?,
@@ -276,17 +278,19 @@ impl Drop for Shipments {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn run_attempt(
-    graph: &JobGraph,
-    store: &CheckpointStore,
-    run: &CheckpointedRun,
-    options: &WorkerOptions,
-    service: &WorkerService,
+    job: &WorkerJob<'_>,
     observer: &mut dyn RunObserver,
     mut peers: Peers,
     (attempt, restored): (Attempt, Option<Arc<RestoredJob>>),
 ) -> ClusterResult<WorkerOutcome> {
+    let WorkerJob {
+        graph,
+        store,
+        run,
+        options,
+        service,
+    } = *job;
     let placement = options.placement;
     let me = placement.worker;
     let generation = attempt.generation;

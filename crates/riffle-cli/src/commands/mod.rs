@@ -5,6 +5,7 @@ pub mod bench_workers;
 pub mod checkpointing;
 pub mod checkpoints;
 pub mod execute;
+pub mod launcher;
 pub mod nexmark;
 pub mod pipeline;
 pub mod run;

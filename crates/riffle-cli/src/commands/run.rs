@@ -110,7 +110,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             "none" => 0,
             _ => args.checkpoints.restart_attempts,
         };
-        return super::worker::launch(workers, restarts);
+        return super::launcher::launch(workers, restarts, args.progress);
     }
     let label = args
         .sql

@@ -73,3 +73,20 @@ pub fn kill_workers_randomly(
     }
     victims
 }
+
+/// A free port below Linux's ephemeral range (32768–60999), so that no outgoing
+/// connection takes it between this choice and the worker's bind.
+pub fn unused_port() -> u16 {
+    use rand::{Rng, SeedableRng};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(nanos ^ u64::from(std::process::id()));
+    loop {
+        let port: u16 = rng.random_range(20_000..32_000);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}

@@ -16,16 +16,7 @@ fn kafka_to_postgres_survives_twenty_random_kills() {
     let broker = KafkaBroker::start();
     let server = PgServer::start();
     let dir = tempfile::tempdir().unwrap();
-    broker.create_topic("bids", 3);
-    // The input comes from riffle's own Kafka sink (the first half of the README example).
-    // One record per batch, as the example says, for the bounded reader below.
-    let input = example("nexmark_to_kafka")
-        .replace("127.0.0.1:9092", &broker.bootstrap)
-        .replace("'events' = '50K'", "'events' = '30K'");
-    let producer = pipeline(dir.path(), "produce", &input);
-    // One writer, as the README runs it: each partition in event-time order.
-    succeed(&mut run(&producer, &dir.path().join("state-produce"), 1));
-
+    produce_bids(&broker, dir.path());
     let clean = pipeline(
         dir.path(),
         "clean",
@@ -34,11 +25,7 @@ fn kafka_to_postgres_survives_twenty_random_kills() {
     let started = Instant::now();
     succeed(&mut run(&clean, &dir.path().join("state-clean"), 2));
     eprintln!("crash-free run: {:?}", started.elapsed());
-    let query = |table: &str| {
-        server.rows(&format!(
-            "SELECT auction || ',' || window_start || ',' || window_end || ',' || bids || ',' || max_price FROM {table} ORDER BY 1"
-        ))
-    };
+    let query = |table: &str| window_rows(&server, table);
     let expected = query("stats_clean");
     assert!(expected.len() > 1_000, "{}", expected.len());
     // Every bid is in some window: nothing was late (the test is about crashes).
@@ -83,6 +70,25 @@ fn kafka_to_postgres_survives_twenty_random_kills() {
     assert!(server.rows("SELECT gid FROM pg_prepared_xacts").is_empty());
 }
 
+/// 30K Nexmark bids in the topic `bids` (3 partitions), written by riffle's own Kafka
+/// sink (the first half of the README example) with one writer, as the README runs it:
+/// each partition in event-time order.
+fn produce_bids(broker: &KafkaBroker, dir: &std::path::Path) {
+    broker.create_topic("bids", 3);
+    let input = example("nexmark_to_kafka")
+        .replace("127.0.0.1:9092", &broker.bootstrap)
+        .replace("'events' = '50K'", "'events' = '30K'");
+    let producer = pipeline(dir, "produce", &input);
+    succeed(&mut run(&producer, &dir.join("state-produce"), 1));
+}
+
+/// The window statistics in `table`, a row per window as text, sorted.
+fn window_rows(server: &PgServer, table: &str) -> Vec<String> {
+    server.rows(&format!(
+        "SELECT auction || ',' || window_start || ',' || window_end || ',' || bids || ',' || max_price FROM {table} ORDER BY 1"
+    ))
+}
+
 /// The same pipeline on 3 worker processes (docs/cluster.md), read at 2K records/s,
 /// while any worker (worker 0, the coordinator, every third time) is killed ten times:
 /// the table equals a single process's crash-free run. PostgreSQL's prepared
@@ -93,23 +99,14 @@ fn kafka_to_postgres_on_three_workers_survives_killed_workers() {
     let broker = KafkaBroker::start();
     let server = PgServer::start();
     let dir = tempfile::tempdir().unwrap();
-    broker.create_topic("bids", 3);
-    let input = example("nexmark_to_kafka")
-        .replace("127.0.0.1:9092", &broker.bootstrap)
-        .replace("'events' = '50K'", "'events' = '30K'");
-    let producer = pipeline(dir.path(), "produce", &input);
-    succeed(&mut run(&producer, &dir.path().join("state-produce"), 1));
+    produce_bids(&broker, dir.path());
     let clean = pipeline(
         dir.path(),
         "clean",
         &kafka_to_postgres(&broker, &server, "stats_clean"),
     );
     succeed(&mut run(&clean, &dir.path().join("state-clean"), 3));
-    let query = |table: &str| {
-        server.rows(&format!(
-            "SELECT auction || ',' || window_start || ',' || window_end || ',' || bids || ',' || max_price FROM {table} ORDER BY 1"
-        ))
-    };
+    let query = |table: &str| window_rows(&server, table);
     let expected = query("stats_clean");
     assert!(expected.len() > 1_000, "{}", expected.len());
 

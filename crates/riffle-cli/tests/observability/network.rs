@@ -102,6 +102,9 @@ fn open_to_the_network_every_request_needs_the_token_and_no_answer_holds_a_secre
     let page = request(&address, "GET", "/", None);
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(page.body.contains("/app.js"), "{}", page.body);
+    // `/livez` too, for probes that carry no token; it tells nothing about the job.
+    let live = request(&address, "GET", "/livez", None);
+    assert_eq!((live.status, live.body.trim()), (200, "ok"));
     for path in ["/metrics", "/health", "/api/job", "/api/checkpoints"] {
         let denied = request(&address, "GET", path, None);
         assert_eq!(denied.status, 401, "{path}: {}", denied.body);

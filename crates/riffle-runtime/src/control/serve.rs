@@ -114,6 +114,8 @@ async fn serve_connection(stream: TcpStream, served: Arc<Served>, head_timeout: 
 enum Route {
     /// A file of the web page (`/`, `/app.js`, `/style.css`).
     Page(&'static Asset),
+    /// `/livez`: the process serves; for probes, which carry no token. Says nothing else.
+    Live,
     Health,
     Metrics,
     Job,
@@ -126,7 +128,7 @@ enum Route {
     NotFound,
 }
 
-const ROUTES: &str = "GET / (the web page), GET /metrics (Prometheus), GET /api/job, GET /api/operators/{id}, GET /api/checkpoints, GET /api/savepoints, POST /api/savepoints?label=L&stop=true&drain=true, GET /health";
+const ROUTES: &str = "GET / (the web page), GET /metrics (Prometheus), GET /api/job, GET /api/operators/{id}, GET /api/checkpoints, GET /api/savepoints, POST /api/savepoints?label=L&stop=true&drain=true, GET /health, GET /livez";
 
 impl Route {
     fn of(method: &Method, path: &str) -> Self {
@@ -142,6 +144,7 @@ impl Route {
             return read(Route::Page(asset));
         }
         match path {
+            "/livez" => read(Route::Live),
             "/health" => read(Route::Health),
             "/metrics" => read(Route::Metrics),
             "/api/job" => read(Route::Job),
@@ -165,10 +168,10 @@ impl Route {
 
     /// Whether anyone who reaches the endpoint may have it: the page's files hold no
     /// data of the job (what they show, they fetch from the API with the token).
-    /// Routes open without the token: the page's assets, and `/health`, which a
+    /// Routes open without the token: the page's assets, and `/livez`, which a
     /// Kubernetes probe asks without one and which tells nothing about the job.
     fn is_public(&self) -> bool {
-        matches!(self, Route::Page(_) | Route::Health)
+        matches!(self, Route::Page(_) | Route::Live)
     }
 }
 
@@ -231,6 +234,7 @@ async fn answer(request: &Request<Incoming>, served: &Served) -> Response<Full<B
 async fn respond(route: Route, query: &str, served: &Served) -> Answer {
     match route {
         Route::Page(asset) => (StatusCode::OK, asset.content_type, asset.body.to_string()),
+        Route::Live => (StatusCode::OK, "text/plain", "ok".to_string()),
         Route::Health => (StatusCode::OK, JSON, served.health.clone()),
         Route::Metrics => match scrape::families(&served.live, &served.pipeline).encode() {
             Ok(text) => (StatusCode::OK, exposition::CONTENT_TYPE, text),

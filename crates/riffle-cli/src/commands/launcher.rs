@@ -1,0 +1,369 @@
+//! `riffle run … --workers N`: N worker processes (`riffle worker`) on this machine,
+//! supervised: one that dies is started again, Ctrl-C asks worker 0 for a savepoint, and
+//! one progress line and summary cover them all (docs/cluster.md).
+
+use anyhow::{Context, Result};
+use riffle_bench::harness::human;
+use std::ffi::OsString;
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Where the launched workers listen: their exchange and control addresses.
+struct Addresses {
+    exchange: Vec<String>,
+    control: Vec<String>,
+}
+
+/// `workers` × 2 free ports on 127.0.0.1 (held together while chosen, so all differ).
+fn free_addresses(workers: usize) -> Result<Addresses> {
+    let held = (0..workers * 2)
+        .map(|i| unused_port(i as u64))
+        .collect::<Result<Vec<_>>>()?;
+    let mut addresses = held
+        .iter()
+        .map(|s| Ok(s.local_addr()?.to_string()))
+        .collect::<Result<Vec<String>>>()?;
+    let control = addresses.split_off(workers);
+    Ok(Addresses {
+        exchange: addresses,
+        control,
+    })
+}
+
+/// Ports the launcher picks for its workers: below Linux's ephemeral range
+/// (32768–60999), from which the kernel hands out the local ports of outgoing
+/// connections. A port picked there could be taken by a connection before the worker
+/// binds it.
+const LISTEN_PORTS: std::ops::Range<u64> = 20_000..32_000;
+
+/// A listener on a free port of [`LISTEN_PORTS`] on 127.0.0.1, tried from a point that
+/// differs per process and per `salt`.
+fn unused_port(salt: u64) -> Result<std::net::TcpListener> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()));
+    let span = LISTEN_PORTS.end - LISTEN_PORTS.start;
+    let start = (u64::from(std::process::id()) * 7919 + nanos + salt * 104_729) % span;
+    for step in 0..span {
+        let port = LISTEN_PORTS.start + (start + step * 7) % span;
+        if let Ok(socket) = std::net::TcpListener::bind(("127.0.0.1", port as u16)) {
+            return Ok(socket);
+        }
+    }
+    anyhow::bail!("no free port on 127.0.0.1 in {LISTEN_PORTS:?}")
+}
+
+/// `riffle run … --workers N`: the same command as `riffle worker` for each of N
+/// workers, at `addresses`.
+fn worker_commands(run_args: &[OsString], addresses: &Addresses) -> Vec<Vec<OsString>> {
+    let workers = addresses.exchange.len();
+    let shared = without_launcher_options(run_args);
+    (0..workers)
+        .map(|i| {
+            let mut command: Vec<OsString> = vec!["worker".into()];
+            command.extend(shared.iter().cloned());
+            command.extend([
+                "--worker-id".into(),
+                i.to_string().into(),
+                "--workers".into(),
+                addresses.exchange.join(",").into(),
+                "--listen".into(),
+                addresses.exchange[i].clone().into(),
+                "--http-address".into(),
+                addresses.control[i].clone().into(),
+            ]);
+            command
+        })
+        .collect()
+}
+
+/// The arguments after `run`, less the launcher's own (`--workers N`, `--progress`).
+fn without_launcher_options(run_args: &[OsString]) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut skip_next = false;
+    for arg in run_args {
+        if skip_next {
+            skip_next = false;
+            continue;
+        }
+        let text = arg.to_string_lossy();
+        if text == "--workers" {
+            skip_next = true;
+        } else if text.starts_with("--workers=") || text == "--progress" {
+        } else {
+            out.push(arg.clone());
+        }
+    }
+    out
+}
+
+/// The rows in and out of a worker's closing line (`… rows in / out 5 / 9; …`).
+fn finished_rows(line: &str) -> Option<(u64, u64)> {
+    let rest = line.split(" finished (generation ").nth(1)?;
+    let counts = rest.split("rows in / out ").nth(1)?;
+    let mut numbers = counts
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty());
+    Some((numbers.next()?.parse().ok()?, numbers.next()?.parse().ok()?))
+}
+
+/// Set by SIGINT or SIGTERM in the launcher.
+static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn request_stop(_: libc::c_int) {
+    STOP_REQUESTED.store(true, Ordering::SeqCst);
+}
+
+/// What one worker's control endpoint says of its attempt (`/api/job`).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct WorkerProgress {
+    source_rows: u64,
+    sink_rows: u64,
+    checkpoints: u64,
+}
+
+impl WorkerProgress {
+    fn of(job: &serde_json::Value) -> Self {
+        let count = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+        Self {
+            source_rows: count(&job["source_rows"]),
+            sink_rows: count(&job["sink_rows"]),
+            checkpoints: count(&job["checkpoints"]["committed"]),
+        }
+    }
+}
+
+/// `GET /api/job` of the control endpoint at `address` (loopback: no token needed).
+fn fetch_job(address: &str) -> Option<serde_json::Value> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let request = format!("GET /api/job HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (_, body) = response.split_once("\r\n\r\n")?;
+    serde_json::from_str(body).ok()
+}
+
+/// The launcher's line over all workers: rows in and out, the rate, checkpoints.
+fn progress_line(workers: &[WorkerProgress], rows_per_second: f64) -> String {
+    let rows_in: u64 = workers.iter().map(|w| w.source_rows).sum();
+    let rows_out: u64 = workers.iter().map(|w| w.sink_rows).sum();
+    let checkpoints = workers.first().map_or(0, |w| w.checkpoints);
+    format!(
+        "riffle: {} workers · rows in {} ({}/s) · out {} · checkpoints {checkpoints}",
+        workers.len(),
+        human(rows_in as f64),
+        human(rows_per_second),
+        human(rows_out as f64),
+    )
+}
+
+/// Draws [`progress_line`] every second on stderr until `done`.
+fn draw_progress(control: Vec<String>, done: Arc<AtomicBool>) {
+    let mut last_rows = 0u64;
+    let mut last = std::time::Instant::now();
+    while !done.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_secs(1));
+        let workers: Vec<WorkerProgress> = control
+            .iter()
+            .map(|a| {
+                fetch_job(a)
+                    .map(|j| WorkerProgress::of(&j))
+                    .unwrap_or_default()
+            })
+            .collect();
+        let rows: u64 = workers.iter().map(|w| w.source_rows).sum();
+        let rate = rows.saturating_sub(last_rows) as f64 / last.elapsed().as_secs_f64();
+        (last_rows, last) = (rows, std::time::Instant::now());
+        if !done.load(Ordering::SeqCst) {
+            eprint!("\r\x1b[K{}", progress_line(&workers, rate));
+        }
+    }
+}
+
+/// Starts `workers` worker processes of this command and supervises them: a worker
+/// that dies is started again (it rejoins the job's next attempt), up to `restarts`
+/// times in all. Ctrl-C (or SIGTERM) asks worker 0 to stop the job with a savepoint.
+pub fn launch(workers: usize, restarts: u32, force_progress: bool) -> Result<()> {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let at = argv
+        .iter()
+        .position(|a| a == "run")
+        .context("--workers is an option of `riffle run`")?;
+    let exe = std::env::current_exe().context("finding the riffle executable")?;
+    let addresses = free_addresses(workers)?;
+    let commands = worker_commands(&argv[at + 1..], &addresses);
+    // One progress line for all workers, as `riffle run` draws one for its process.
+    use std::io::IsTerminal;
+    let done = Arc::new(AtomicBool::new(false));
+    let drawing = force_progress || std::io::stderr().is_terminal();
+    if drawing {
+        let (control, done) = (addresses.control.clone(), done.clone());
+        std::thread::spawn(move || draw_progress(control, done));
+    }
+    // A worker's line clears the progress line first when one is drawn.
+    let clear = if drawing { "\r\x1b[K" } else { "" };
+    // SAFETY: the handler only stores into an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            request_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            request_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+    // Each worker's last rows in / out, read from its stderr as it is passed on.
+    let totals = Arc::new(Mutex::new(vec![(0u64, 0u64); workers]));
+    let spawn = |i: usize| -> Result<Child> {
+        use std::os::unix::process::CommandExt;
+        let mut child = Command::new(&exe)
+            .args(&commands[i])
+            // Its own process group: a terminal's Ctrl-C reaches the launcher only, which
+            // asks worker 0 for the savepoint.
+            .process_group(0)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .context("starting a worker process")?;
+        eprintln!("riffle: worker {i} is process {}", child.id());
+        if let Some(stderr) = child.stderr.take() {
+            let totals = totals.clone();
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(|l| l.ok())
+                {
+                    if let (Some(rows), Ok(mut totals)) = (finished_rows(&line), totals.lock()) {
+                        totals[i] = rows;
+                    }
+                    eprintln!("{clear}{line}");
+                }
+            });
+        }
+        Ok(child)
+    };
+    let mut children = (0..workers).map(spawn).collect::<Result<Vec<_>>>()?;
+    let mut finished = vec![false; workers];
+    let mut restarted = 0;
+    let mut stop_sent = false;
+    loop {
+        if STOP_REQUESTED.load(Ordering::SeqCst) && !stop_sent {
+            stop_sent = true;
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(children[0].id() as i32, libc::SIGTERM) };
+        }
+        for i in 0..workers {
+            if finished[i] {
+                continue;
+            }
+            let Some(status) = children[i].try_wait()? else {
+                continue;
+            };
+            if status.success() {
+                finished[i] = true;
+            } else if restarted < restarts && !stop_sent {
+                restarted += 1;
+                eprintln!(
+                    "riffle: worker {i} exited ({status}); starting it again (restart {restarted} of {restarts})"
+                );
+                children[i] = spawn(i)?;
+            } else {
+                done.store(true, Ordering::SeqCst);
+                for child in &mut children {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                anyhow::bail!("worker {i} exited ({status}) and no restarts are left");
+            }
+        }
+        if finished.iter().all(|f| *f) {
+            done.store(true, Ordering::SeqCst);
+            // Let the stderr threads pass on the workers' last lines first.
+            std::thread::sleep(Duration::from_millis(100));
+            let (rows_in, rows_out) = totals
+                .lock()
+                .map(|t| t.iter().fold((0, 0), |(a, b), (i, o)| (a + i, b + o)))
+                .unwrap_or_default();
+            eprintln!(
+                "riffle: all {workers} workers finished ({restarted} restarts): rows in / out {rows_in} / {rows_out}"
+            );
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_line_adds_up_the_workers() {
+        let job = |rows: u64, out: u64, checkpoints: u64| {
+            WorkerProgress::of(&serde_json::json!({
+                "source_rows": rows, "sink_rows": out,
+                "checkpoints": {"committed": checkpoints},
+            }))
+        };
+        let line = progress_line(&[job(1_000_000, 3, 7), job(500_000, 2, 0)], 2e6);
+        assert_eq!(
+            line,
+            format!(
+                "riffle: 2 workers · rows in {} ({}/s) · out {} · checkpoints 7",
+                human(1.5e6),
+                human(2e6),
+                human(5.0)
+            )
+        );
+        // A worker that does not answer (restarting) counts nothing.
+        assert_eq!(
+            WorkerProgress::of(&serde_json::Value::Null),
+            WorkerProgress::default()
+        );
+    }
+
+    #[test]
+    fn a_workers_closing_line_gives_its_rows() {
+        let line = "riffle: worker 2 finished (generation 3): rows in / out 45226 / 17; sent 9 bytes over 2 exchange streams";
+        assert_eq!(finished_rows(line), Some((45226, 17)));
+        assert_eq!(finished_rows("riffle: worker 2 of 3 running q5.sql"), None);
+    }
+
+    #[test]
+    fn the_launcher_passes_everything_but_its_own_options() {
+        let args: Vec<OsString> = [
+            "q5.sql",
+            "--workers",
+            "3",
+            "-p",
+            "3",
+            "--progress",
+            "--workers=2",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        assert_eq!(
+            without_launcher_options(&args),
+            vec![OsString::from("q5.sql"), "-p".into(), "3".into()]
+        );
+        let commands = worker_commands(&args, &free_addresses(2).unwrap());
+        assert_eq!(commands.len(), 2);
+        assert_eq!(commands[1][0], "worker");
+        let text: Vec<String> = commands[1]
+            .iter()
+            .map(|a| a.to_string_lossy().into())
+            .collect();
+        let id = text.iter().position(|a| a == "--worker-id").unwrap();
+        assert_eq!(text[id + 1], "1");
+        // Each worker serves its control endpoint, which the progress line asks.
+        let control = text.iter().position(|a| a == "--http-address").unwrap();
+        assert!(text[control + 1].starts_with("127.0.0.1:"));
+    }
+}
