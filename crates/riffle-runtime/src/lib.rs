@@ -17,6 +17,7 @@
 pub mod align;
 pub mod chain;
 pub mod checkpoint_events;
+mod checkpointed_start;
 pub mod control;
 pub mod coordinator;
 pub mod crash;
