@@ -4,6 +4,7 @@
 //! runs taking turns; the table gives medians (docs/cluster.md).
 
 use super::bench::BenchArgs;
+use super::worker::Finished;
 use anyhow::{Context, Result};
 use riffle_bench::harness::human;
 use riffle_bench::queries::{Query, QueryOptions};
@@ -27,17 +28,12 @@ fn read_report(stderr: &str) -> (Option<f64>, (u64, usize)) {
         let rest = l.split("duration p50 ").nth(1)?;
         rest.split_whitespace().next()?.parse().ok()
     });
-    let mut exchange = (0, 0);
-    for line in stderr.lines() {
-        let Some(rest) = line.split("; sent ").nth(1) else {
-            continue;
-        };
-        let mut words = rest.split_whitespace();
-        let bytes: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-        let streams: usize = words.nth(2).and_then(|w| w.parse().ok()).unwrap_or(0);
-        exchange.0 += bytes;
-        exchange.1 += streams;
-    }
+    let exchange = stderr
+        .lines()
+        .filter_map(Finished::parse)
+        .fold((0, 0), |(bytes, streams), f| {
+            (bytes + f.sent_bytes, streams + f.streams as usize)
+        });
     (checkpoint_ms, exchange)
 }
 

@@ -2,6 +2,7 @@
 //! supervised: one that dies is started again, Ctrl-C asks worker 0 for a savepoint, and
 //! one progress line and summary cover them all (docs/cluster.md).
 
+use super::worker::Finished;
 use anyhow::{Context, Result};
 use riffle_bench::harness::human;
 use std::ffi::OsString;
@@ -97,16 +98,6 @@ fn without_launcher_options(run_args: &[OsString]) -> Vec<OsString> {
         }
     }
     out
-}
-
-/// The rows in and out of a worker's closing line (`… rows in / out 5 / 9; …`).
-fn finished_rows(line: &str) -> Option<(u64, u64)> {
-    let rest = line.split(" finished (generation ").nth(1)?;
-    let counts = rest.split("rows in / out ").nth(1)?;
-    let mut numbers = counts
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|w| !w.is_empty());
-    Some((numbers.next()?.parse().ok()?, numbers.next()?.parse().ok()?))
 }
 
 /// Set by SIGINT or SIGTERM in the launcher.
@@ -239,8 +230,8 @@ pub fn launch(workers: usize, restarts: u32, force_progress: bool) -> Result<()>
                     .lines()
                     .map_while(|l| l.ok())
                 {
-                    if let (Some(rows), Ok(mut totals)) = (finished_rows(&line), totals.lock()) {
-                        totals[i] = rows;
+                    if let (Some(f), Ok(mut totals)) = (Finished::parse(&line), totals.lock()) {
+                        totals[i] = (f.rows_in, f.rows_out);
                     }
                     eprintln!("{clear}{line}");
                 }
@@ -326,13 +317,6 @@ mod tests {
             WorkerProgress::of(&serde_json::Value::Null),
             WorkerProgress::default()
         );
-    }
-
-    #[test]
-    fn a_workers_closing_line_gives_its_rows() {
-        let line = "riffle: worker 2 finished (generation 3): rows in / out 45226 / 17; sent 9 bytes over 2 exchange streams";
-        assert_eq!(finished_rows(line), Some((45226, 17)));
-        assert_eq!(finished_rows("riffle: worker 2 of 3 running q5.sql"), None);
     }
 
     #[test]

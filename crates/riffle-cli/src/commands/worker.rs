@@ -164,11 +164,16 @@ pub fn run(args: WorkerArgs) -> Result<()> {
             Ok::<_, anyhow::Error>(outcome?)
         })
         .with_context(|| format!("worker {worker} failed"))?;
-    let (sent, streams) = outcome.exchange;
-    eprintln!(
-        "riffle: worker {worker} finished (generation {}): rows in / out {} / {}; sent {sent} bytes over {streams} exchange streams",
-        outcome.generation, outcome.summary.source_rows, outcome.summary.sink_rows
-    );
+    let (sent_bytes, streams) = outcome.exchange;
+    let finished = Finished {
+        worker,
+        generation: outcome.generation,
+        rows_in: outcome.summary.source_rows,
+        rows_out: outcome.summary.sink_rows,
+        sent_bytes,
+        streams: streams as u64,
+    };
+    eprintln!("{}", finished.line());
     if let Some(report) = &outcome.report {
         print_report(report);
         if let Some(stopped) = &report.stopped {
@@ -176,6 +181,59 @@ pub fn run(args: WorkerArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// What a worker says in its last line, which the launcher and `riffle bench --workers`
+/// read back from its stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    pub worker: usize,
+    pub generation: u64,
+    pub rows_in: u64,
+    pub rows_out: u64,
+    /// Bytes sent over exchange streams, and how many streams.
+    pub sent_bytes: u64,
+    pub streams: u64,
+}
+
+impl Finished {
+    /// The line, as printed.
+    pub fn line(&self) -> String {
+        let Self {
+            worker,
+            generation,
+            rows_in,
+            rows_out,
+            sent_bytes,
+            streams,
+        } = self;
+        format!("riffle: worker {worker} finished (generation {generation}): rows in / out {rows_in} / {rows_out}; sent {sent_bytes} bytes over {streams} exchange streams")
+    }
+
+    /// The values of a [`line`](Self::line) (after any prefix); `None` for any other line.
+    pub fn parse(line: &str) -> Option<Self> {
+        let (_, rest) = line.split_once("riffle: worker ")?;
+        if !rest.contains(" finished (generation ") {
+            return None;
+        }
+        let numbers: Vec<u64> = rest
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|w| !w.is_empty())
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        let [worker, generation, rows_in, rows_out, sent_bytes, streams] = numbers[..] else {
+            return None;
+        };
+        Some(Self {
+            worker: usize::try_from(worker).ok()?,
+            generation,
+            rows_in,
+            rows_out,
+            sent_bytes,
+            streams,
+        })
+    }
 }
 
 /// Shows each attempt's metrics on the worker's control endpoint.
@@ -210,6 +268,28 @@ async fn outlast_signals(worker: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_workers_closing_line_reads_back_as_it_was_written() {
+        let finished = Finished {
+            worker: 2,
+            generation: 3,
+            rows_in: 45226,
+            rows_out: 17,
+            sent_bytes: 9,
+            streams: 2,
+        };
+        assert_eq!(Finished::parse(&finished.line()), Some(finished));
+        // Passed on by the launcher behind its progress line's clearing.
+        assert_eq!(
+            Finished::parse(&format!("\r\x1b[K{}", finished.line())),
+            Some(finished)
+        );
+        assert_eq!(
+            Finished::parse("riffle: worker 2 of 3 running q5.sql"),
+            None
+        );
+    }
 
     #[test]
     fn a_statefulset_pod_name_gives_its_ordinal() {
