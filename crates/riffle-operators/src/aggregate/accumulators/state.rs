@@ -49,43 +49,29 @@ impl AccumulatorSet {
             .iter()
             .map(|_| std::cell::OnceCell::new())
             .collect();
+        // A column of `groups`' values of one per-group vector.
+        let ints = |v: &[i64]| -> ArrayRef {
+            Arc::new(Int64Array::from_iter_values(
+                groups.iter().map(|&g| v[g as usize]),
+            ))
+        };
         for (column, agg) in self.columns.iter().zip(&self.aggregates) {
             let name = agg.output.name();
             let count_field = Field::new(format!("{name}__count"), DataType::Int64, false);
+            let value_field = |t| Field::new(format!("{name}__value"), t, false);
             match column {
-                Column::Count(v) => out.push((
-                    count_field,
-                    Arc::new(Int64Array::from_iter_values(
-                        groups.iter().map(|&g| v[g as usize]),
-                    )) as ArrayRef,
-                )),
+                Column::Count(v) => out.push((count_field, ints(v))),
                 Column::Int { values, seen } => {
-                    out.push((
-                        Field::new(format!("{name}__value"), DataType::Int64, false),
-                        Arc::new(Int64Array::from_iter_values(
-                            groups.iter().map(|&g| values[g as usize]),
-                        )),
-                    ));
-                    out.push((
-                        count_field,
-                        Arc::new(Int64Array::from_iter_values(
-                            groups.iter().map(|&g| seen[g as usize]),
-                        )),
-                    ));
+                    out.push((value_field(DataType::Int64), ints(values)));
+                    out.push((count_field, ints(seen)));
                 }
                 Column::Float { values, seen } => {
+                    let floats = groups.iter().map(|&g| values[g as usize]);
                     out.push((
-                        Field::new(format!("{name}__value"), DataType::Float64, false),
-                        Arc::new(Float64Array::from_iter_values(
-                            groups.iter().map(|&g| values[g as usize]),
-                        )),
+                        value_field(DataType::Float64),
+                        Arc::new(Float64Array::from_iter_values(floats)),
                     ));
-                    out.push((
-                        count_field,
-                        Arc::new(Int64Array::from_iter_values(
-                            groups.iter().map(|&g| seen[g as usize]),
-                        )),
-                    ));
+                    out.push((count_field, ints(seen)));
                 }
                 Column::DistinctInt(v) => {
                     let mut b = ListBuilder::new(Int64Builder::new());
@@ -96,10 +82,7 @@ impl AccumulatorSet {
                         b.append(true);
                     }
                     let list = b.finish();
-                    out.push((
-                        Field::new(format!("{name}__value"), list.data_type().clone(), false),
-                        Arc::new(list),
-                    ));
+                    out.push((value_field(list.data_type().clone()), Arc::new(list)));
                 }
                 Column::Text(t) => out.push((
                     Field::new(format!("{name}__value"), DataType::Utf8, true),
@@ -114,10 +97,7 @@ impl AccumulatorSet {
                         b.append(true);
                     }
                     let list = b.finish();
-                    out.push((
-                        Field::new(format!("{name}__value"), list.data_type().clone(), false),
-                        Arc::new(list),
-                    ));
+                    out.push((value_field(list.data_type().clone()), Arc::new(list)));
                 }
                 // The same list a count DISTINCT of its own writes: a snapshot does not
                 // depend on which aggregates share a map.
@@ -147,10 +127,7 @@ impl AccumulatorSet {
                             Arc::new(b.finish())
                         }
                     };
-                    out.push((
-                        Field::new(format!("{name}__value"), list.data_type().clone(), false),
-                        list,
-                    ));
+                    out.push((value_field(list.data_type().clone()), list));
                 }
             }
         }
