@@ -59,9 +59,10 @@ pub struct JobHandle {
     /// Channels with one end on another worker (none in a single process).
     pub remote: crate::job::RemoteEnds,
     /// Tasks of the whole job, over every worker: the acks each checkpoint needs.
-    pub job_tasks: usize,
-    /// Source subtasks of the whole job, over every worker.
-    pub job_sources: usize,
+    pub(crate) job_tasks: usize,
+    /// Source subtasks of the whole job, over every worker: the ends of input the
+    /// coordinator waits for.
+    pub(crate) job_sources: usize,
     /// On a job spread over workers: where other workers' acks and ends of input join
     /// this process's (taken once, by the cluster layer).
     pub(crate) ack_sender: Option<UnboundedSender<SnapshotAck>>,
@@ -75,14 +76,9 @@ pub struct JobHandle {
 }
 
 impl JobHandle {
-    /// Number of tasks (subtasks of chains) that must acknowledge each barrier.
+    /// Number of tasks (subtasks of chains) this process runs.
     pub fn task_count(&self) -> usize {
         self.task_names.len()
-    }
-
-    /// Number of source subtasks (each takes barriers from the injector).
-    pub fn source_subtasks(&self) -> usize {
-        self.barrier_senders.len()
     }
 
     /// Of a job spread over workers: senders into this process's ack and end-of-input
