@@ -163,7 +163,7 @@ fn reason(error: &arrow_flight::error::FlightError) -> String {
     }
 }
 
-/// Encodes `item` with `encoder`, or fails the attempt and ends the stream.
+/// The encoded messages, or `None` (ending the stream) after failing the attempt.
 fn encoded(
     stopper: &JobStopper,
     result: ClusterResult<Vec<FlightData>>,
@@ -303,7 +303,7 @@ pub fn ship_barriers(
     tokio::spawn(put(peer, hello, messages.boxed(), lost))
 }
 
-/// Opens streams only for `StreamKind`s: a helper for tests and the worker.
+/// The opening of a stream of `worker` for the attempt of `generation`.
 pub fn hello(generation: u64, worker: usize, stream: StreamKind) -> Hello {
     Hello {
         generation,
