@@ -3,7 +3,7 @@
 
 use crate::ack;
 use crate::error::{ClusterError, ClusterResult};
-use crate::protocol::{Attempt, ChannelControl, Hello, StreamKind, ToCoordinator};
+use crate::protocol::{AttemptRequest, ChannelControl, Decision, Hello, StreamKind, ToCoordinator};
 use crate::service::ATTEMPT_ACTION;
 use crate::wire::StreamEncoder;
 use arrow_flight::flight_service_client::FlightServiceClient;
@@ -74,21 +74,23 @@ pub async fn connect(address: &str, patience: Duration) -> ClusterResult<Peer> {
     }
 }
 
-/// Asks worker 0 which attempt to start: one of generation `at_least` or newer (an
-/// older one already failed here). Waits up to `patience` for worker 0 to start it.
+/// Asks worker 0 what to do next: run an attempt of generation `asked.at_least` or
+/// newer, or stop because the job finished. While worker 0 answers that it has not
+/// decided, this asks again for as long as it takes; while worker 0 cannot be reached
+/// (it is restarting), for up to `patience`.
 ///
 /// # Errors
-/// Worker 0 did not start such an attempt in time, or its answer is not an attempt.
-pub async fn fetch_attempt(
+/// Worker 0 did not answer for `patience`, or answered nonsense.
+pub async fn fetch_decision(
     peer: &mut Peer,
-    at_least: u64,
+    asked: AttemptRequest,
     patience: Duration,
-) -> ClusterResult<Attempt> {
-    let started = Instant::now();
+) -> ClusterResult<Decision> {
+    let mut last_answer = Instant::now();
     loop {
         let action = Action {
             r#type: ATTEMPT_ACTION.into(),
-            body: serde_json::to_vec(&at_least)
+            body: serde_json::to_vec(&asked)
                 .map_err(ClusterError::Json)?
                 .into(),
         };
@@ -98,13 +100,19 @@ pub async fn fetch_attempt(
                 let result = results
                     .message()
                     .await?
-                    .ok_or_else(|| ClusterError::Protocol("worker 0 sent no attempt".into()))?;
-                return serde_json::from_slice(&result.body).map_err(ClusterError::Json);
+                    .ok_or_else(|| ClusterError::Protocol("worker 0 sent no decision".into()))?;
+                match serde_json::from_slice(&result.body).map_err(ClusterError::Json)? {
+                    Decision::Pending => {
+                        last_answer = Instant::now();
+                        continue;
+                    }
+                    decided => return Ok(decided),
+                }
             }
             Err(status) => status,
         };
         // Worker 0 is restarting or still recovering: ask again while patience lasts.
-        if started.elapsed() >= patience {
+        if last_answer.elapsed() >= patience {
             return Err(status.into());
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -90,3 +90,39 @@ pub struct Attempt {
     /// The identity of the pipeline's state.
     pub state_id: String,
 }
+
+/// What a worker asks worker 0: the attempt to run next, one of generation `at_least`
+/// or newer (older ones already ended or failed here).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AttemptRequest {
+    /// The asking worker.
+    pub worker: usize,
+    /// Which process of that worker asks (drawn at its start): a worker restarted
+    /// while an attempt runs must not join it (see `service::late_joiner`).
+    pub incarnation: u64,
+    /// The oldest generation it may run.
+    pub at_least: u64,
+}
+
+/// Worker 0's answer to an [`AttemptRequest`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum Decision {
+    /// Start this attempt.
+    Run(Attempt),
+    /// The job ended in this generation: its last checkpoint (end of input, or a stop
+    /// with a savepoint) committed. Nothing is left to run.
+    Finished { generation: u64 },
+    /// Worker 0 has not decided yet (it is running or recovering): ask again.
+    Pending,
+}
+
+impl Decision {
+    /// Whether this decision answers a request for `at_least`.
+    pub fn answers(&self, at_least: u64) -> bool {
+        match self {
+            Decision::Run(attempt) => attempt.generation >= at_least,
+            Decision::Finished { .. } => true,
+            Decision::Pending => false,
+        }
+    }
+}

@@ -3,7 +3,7 @@
 //! (barriers); `attempt` tells a starting worker what worker 0 decided.
 
 use crate::ack;
-use crate::protocol::{Attempt, ChannelControl, Hello, StreamKind, ToCoordinator};
+use crate::protocol::{AttemptRequest, ChannelControl, Decision, Hello, StreamKind, ToCoordinator};
 use crate::wire::{Decoded, StreamDecoder};
 use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::{
@@ -14,18 +14,18 @@ use futures::stream::BoxStream;
 use riffle_core::{Barrier, Message};
 use riffle_runtime::handle::{BarrierInjector, JobStopper};
 use riffle_runtime::{ChannelKey, SnapshotAck};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::{Sender, UnboundedSender};
 use tokio::sync::watch;
 use tonic::{Request, Response, Status, Streaming};
 
-/// The action that returns worker 0's [`Attempt`] as JSON.
+/// The action that answers an [`AttemptRequest`] with worker 0's [`Decision`], as JSON.
 pub const ATTEMPT_ACTION: &str = "attempt";
 
-/// How long one `attempt` call waits for worker 0 to start a new enough attempt (the
-/// caller asks again).
+/// How long one `attempt` call waits for worker 0 to decide (then it answers
+/// [`Decision::Pending`] and the caller asks again).
 const ATTEMPT_POLL: Duration = Duration::from_secs(5);
 
 /// How long a stream waits for this worker to start the attempt it names.
@@ -56,18 +56,25 @@ pub struct LocalAttempt {
     pub stopper: JobStopper,
 }
 
-/// The service state: the attempt this worker runs, once started.
+/// The service state: the attempt this worker runs, once started; on worker 0, what
+/// it decided, and which workers it told that the job finished.
 #[derive(Clone)]
 pub struct WorkerService {
     attempt: watch::Sender<Option<Arc<LocalAttempt>>>,
-    plan: watch::Sender<Option<Attempt>>,
+    decision: watch::Sender<Decision>,
+    told_finished: watch::Sender<BTreeSet<usize>>,
+    /// Per worker: the generation it was last told to run, and which of its processes
+    /// was told.
+    joined: Arc<Mutex<HashMap<usize, (u64, u64)>>>,
 }
 
 impl Default for WorkerService {
     fn default() -> Self {
         Self {
             attempt: watch::channel(None).0,
-            plan: watch::channel(None).0,
+            decision: watch::channel(Decision::Pending).0,
+            told_finished: watch::channel(BTreeSet::new()).0,
+            joined: Arc::default(),
         }
     }
 }
@@ -78,9 +85,24 @@ impl WorkerService {
         self.attempt.send_replace(Some(attempt));
     }
 
-    /// Worker 0 publishes what every worker must start from.
-    pub fn publish(&self, attempt: Attempt) {
-        self.plan.send_replace(Some(attempt));
+    /// Worker 0 publishes what every worker must do next.
+    pub fn publish(&self, decision: Decision) {
+        self.decision.send_replace(decision);
+    }
+
+    /// Waits until `workers` have all been told that the job finished, or `patience`
+    /// ran out (a worker that is not there learns it when it asks, if worker 0 is
+    /// still up; see docs/cluster.md, "Failures").
+    pub async fn all_told_finished(
+        &self,
+        workers: impl IntoIterator<Item = usize>,
+        patience: Duration,
+    ) -> bool {
+        let workers: BTreeSet<usize> = workers.into_iter().collect();
+        let mut told = self.told_finished.subscribe();
+        tokio::time::timeout(patience, told.wait_for(|t| t.is_superset(&workers)))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     async fn attempt_for(&self, hello: &Hello) -> Result<Arc<LocalAttempt>, Status> {
@@ -108,6 +130,15 @@ impl WorkerService {
             ))),
         }
     }
+}
+
+/// Whether a worker process asking for an attempt of `generation` comes too late: the
+/// worker was `told` to run that generation before, by another of its processes. It
+/// was restarted while the attempt ran, so the attempt went on without it (had its
+/// subtasks still been running, their broken streams would have failed the attempt).
+/// Its state files may be gone by now; it waits for the next decision instead.
+fn late_joiner(told: Option<(u64, u64)>, generation: u64, incarnation: u64) -> bool {
+    matches!(told, Some((g, process)) if g == generation && process != incarnation)
 }
 
 /// What becomes of a stream of one attempt while this worker runs another.
@@ -301,16 +332,38 @@ impl FlightService for WorkerService {
         if request.get_ref().r#type != ATTEMPT_ACTION {
             return unimplemented(&request.get_ref().r#type);
         }
-        let at_least: u64 = serde_json::from_slice(&request.get_ref().body)
+        let asked: AttemptRequest = serde_json::from_slice(&request.get_ref().body)
             .map_err(|e| Status::invalid_argument(format!("attempt: {e}")))?;
-        let mut plan = self.plan.subscribe();
-        let newer = |a: &Option<Attempt>| a.as_ref().is_some_and(|a| a.generation >= at_least);
-        let published = tokio::time::timeout(ATTEMPT_POLL, plan.wait_for(newer))
-            .await
-            .map_err(|_| Status::unavailable("worker 0 has not started an attempt yet"))?
-            .map_err(|_| Status::unavailable("worker 0 is shutting down"))?
-            .clone();
-        let json = serde_json::to_vec(&published).map_err(|e| Status::internal(e.to_string()))?;
+        let mut decision = self.decision.subscribe();
+        let joined = self.joined.clone();
+        let answers = |d: &Decision| {
+            let told = joined
+                .lock()
+                .ok()
+                .and_then(|j| j.get(&asked.worker).copied());
+            d.answers(asked.at_least)
+                && !matches!(d, Decision::Run(a) if late_joiner(told, a.generation, asked.incarnation))
+        };
+        let answer = match tokio::time::timeout(ATTEMPT_POLL, decision.wait_for(answers)).await {
+            Ok(decided) => decided
+                .map_err(|_| Status::unavailable("worker 0 is shutting down"))?
+                .clone(),
+            Err(_) => Decision::Pending,
+        };
+        match &answer {
+            Decision::Run(attempt) => {
+                if let Ok(mut joined) = self.joined.lock() {
+                    joined.insert(asked.worker, (attempt.generation, asked.incarnation));
+                }
+            }
+            Decision::Finished { .. } => {
+                self.told_finished.send_modify(|told| {
+                    told.insert(asked.worker);
+                });
+            }
+            Decision::Pending => {}
+        }
+        let json = serde_json::to_vec(&answer).map_err(|e| Status::internal(e.to_string()))?;
         let result = arrow_flight::Result { body: json.into() };
         Ok(Response::new(Box::pin(futures::stream::iter([Ok(result)]))))
     }
@@ -365,6 +418,18 @@ impl FlightService for WorkerService {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_restarted_during_an_attempt_waits_for_the_next() {
+        assert!(late_joiner(Some((4, 111)), 4, 222));
+    }
+
+    #[test]
+    fn a_worker_asking_again_or_for_a_new_attempt_is_told() {
+        assert!(!late_joiner(Some((4, 111)), 4, 111));
+        assert!(!late_joiner(Some((4, 111)), 5, 222));
+        assert!(!late_joiner(None, 4, 222));
+    }
 
     #[test]
     fn a_stream_of_an_older_attempt_is_refused() {

@@ -10,7 +10,7 @@
 
 use crate::error::{ClusterError, ClusterResult};
 use crate::links::{self, Peer};
-use crate::protocol::{Attempt, StreamKind};
+use crate::protocol::{Attempt, AttemptRequest, Decision, StreamKind};
 use crate::service::{CoordinatorInbox, LocalAttempt, WorkerService};
 use arrow_flight::flight_service_server::FlightServiceServer;
 use riffle_runtime::job::{self, attach_coordinator, exactly_once};
@@ -78,6 +78,7 @@ pub async fn run_worker(
     let service = WorkerService::default();
     let server = serve(service.clone(), options.listen).await?;
     let job = WorkerJob {
+        incarnation: incarnation(),
         graph,
         store,
         run: &run,
@@ -85,13 +86,23 @@ pub async fn run_worker(
         service: &service,
     };
     let result = attempts(&job, observer).await;
-    server.abort();
+    server.stop().await;
     result
+}
+
+/// A number that tells this process from the worker's earlier and later ones.
+fn incarnation() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
 }
 
 /// What every attempt of this worker runs with.
 #[derive(Clone, Copy)]
 struct WorkerJob<'a> {
+    /// This process among the worker's processes over time (drawn at its start).
+    incarnation: u64,
     graph: &'a JobGraph,
     store: &'a CheckpointStore,
     run: &'a CheckpointedRun,
@@ -99,9 +110,9 @@ struct WorkerJob<'a> {
     service: &'a WorkerService,
 }
 
-/// Runs attempts until one finishes. Worker 0 starts a new attempt after a failure as
-/// the restart strategy allows; the others rejoin each new attempt worker 0 starts,
-/// until worker 0 stops answering.
+/// Runs attempts until the job finishes. Worker 0 starts a new attempt after a failure
+/// as the restart strategy allows; the others rejoin each new attempt worker 0 starts,
+/// until worker 0 says the job finished or stops answering.
 async fn attempts(
     job: &WorkerJob<'_>,
     observer: &mut dyn RunObserver,
@@ -115,10 +126,25 @@ async fn attempts(
             patience: options.patience,
             open: HashMap::new(),
         };
-        let agreed = agree(job, observer, &mut peers, failed_generation + 1).await?;
+        let agreed = match agree(job, observer, &mut peers, failed_generation + 1).await? {
+            Agreed::Run(attempt, restored) => (attempt, restored),
+            // This worker started after the job's last checkpoint committed.
+            Agreed::Finished { generation } => return Ok(WorkerOutcome::idle(generation)),
+        };
         let generation = agreed.0.generation;
         let error = match run_attempt(job, observer, peers, agreed).await {
-            Ok(outcome) => return Ok(outcome),
+            Ok(outcome) => match job_ended(job, outcome).await? {
+                Some(outcome) => return Ok(outcome),
+                None => {
+                    // Worker 0 failed after this worker's part of the attempt ended.
+                    eprintln!(
+                        "riffle: worker {}: the job restarted after this worker's part of generation {generation} ended; rejoining",
+                        options.placement.worker
+                    );
+                    failed_generation = generation;
+                    continue;
+                }
+            },
             Err(error) => error,
         };
         restarts += 1;
@@ -150,6 +176,62 @@ async fn attempts(
     }
 }
 
+/// After this worker's part of an attempt ended well: whether the job ended, which
+/// worker 0 decides (`None`: it started a newer attempt, which this worker rejoins).
+///
+/// A worker must not exit before worker 0's last checkpoint commits: if worker 0
+/// fails first, the job resumes from an older checkpoint, and every worker's subtasks
+/// run again. So the others wait for worker 0's word, and worker 0 waits (up to the
+/// peer timeout) until the others have heard it.
+async fn job_ended(
+    job: &WorkerJob<'_>,
+    outcome: WorkerOutcome,
+) -> ClusterResult<Option<WorkerOutcome>> {
+    let options = job.options;
+    let me = options.placement.worker;
+    let generation = outcome.generation;
+    if me == 0 {
+        job.service.publish(Decision::Finished { generation });
+        let others = 1..options.placement.workers;
+        if !job
+            .service
+            .all_told_finished(others, options.patience)
+            .await
+        {
+            eprintln!(
+                "riffle: worker 0: not every worker heard within {:?} that the job finished; a worker that asks later finds worker 0 gone and fails",
+                options.patience
+            );
+        }
+        return Ok(Some(outcome));
+    }
+    let mut leader = links::connect(&options.addresses[0], options.patience).await?;
+    let asked = AttemptRequest {
+        worker: me,
+        incarnation: job.incarnation,
+        at_least: generation + 1,
+    };
+    Ok(
+        match links::fetch_decision(&mut leader, asked, options.patience).await? {
+            Decision::Run(_) => None,
+            Decision::Finished { .. } => Some(outcome),
+            Decision::Pending => return Err(undecided()),
+        },
+    )
+}
+
+impl WorkerOutcome {
+    /// A worker that ran nothing: the job had finished when it asked.
+    fn idle(generation: u64) -> Self {
+        Self {
+            summary: JobSummary::default(),
+            report: None,
+            generation,
+            exchange: (0, 0),
+        }
+    }
+}
+
 /// Whether an attempt that failed with `error` is worth another.
 fn worth_restarting(error: &ClusterError) -> bool {
     match error {
@@ -162,7 +244,28 @@ fn worth_restarting(error: &ClusterError) -> bool {
     }
 }
 
-async fn serve(service: WorkerService, listen: SocketAddr) -> ClusterResult<JoinHandle<()>> {
+/// The Flight server of this worker.
+struct Server {
+    task: JoinHandle<()>,
+    shutdown: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Server {
+    /// Stops taking calls and lets those under way finish (for up to a second): the
+    /// answer that tells another worker the job finished must reach it.
+    async fn stop(self) {
+        let _ = self.shutdown.send(());
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(Duration::from_secs(1), self.task)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
+    }
+}
+
+async fn serve(service: WorkerService, listen: SocketAddr) -> ClusterResult<Server> {
     let listener =
         tokio::net::TcpListener::bind(listen)
             .await
@@ -174,19 +277,31 @@ async fn serve(service: WorkerService, listen: SocketAddr) -> ClusterResult<Join
     let flight = FlightServiceServer::new(service)
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX);
-    Ok(tokio::spawn(async move {
+    let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
         if let Err(e) = tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(links::KEEP_ALIVE))
             .http2_keepalive_timeout(Some(links::KEEP_ALIVE_TIMEOUT))
             .initial_stream_window_size(links::STREAM_WINDOW)
             .initial_connection_window_size(links::CONNECTION_WINDOW)
             .add_service(flight)
-            .serve_with_incoming(incoming)
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stopped.await;
+            })
             .await
         {
             tracing::error!(%e, "worker service stopped");
         }
-    }))
+    });
+    Ok(Server { task, shutdown })
+}
+
+/// What the workers agreed to do next.
+enum Agreed {
+    /// Run this attempt, restored from this state.
+    Run(Attempt, Option<Arc<RestoredJob>>),
+    /// Nothing: the job finished in this generation.
+    Finished { generation: u64 },
 }
 
 /// Worker 0 decides the attempt; the others ask it for one of at least `generation`.
@@ -195,13 +310,14 @@ async fn agree(
     observer: &mut dyn RunObserver,
     peers: &mut Peers,
     generation: u64,
-) -> ClusterResult<(Attempt, Option<Arc<RestoredJob>>)> {
+) -> ClusterResult<Agreed> {
     let WorkerJob {
         graph,
         store,
         run,
         options,
         service,
+        ..
     } = *job;
     if options.placement.worker == 0 {
         let recovered = match &run.restore_from {
@@ -224,10 +340,19 @@ async fn agree(
             first_epoch: recovered.next_epoch.0,
             state_id: recovered.state_id.clone(),
         };
-        service.publish(attempt.clone());
-        return Ok((attempt, recovered.restored));
+        service.publish(Decision::Run(attempt.clone()));
+        return Ok(Agreed::Run(attempt, recovered.restored));
     }
-    let attempt = links::fetch_attempt(peers.get(0).await?, generation, options.patience).await?;
+    let asked = AttemptRequest {
+        worker: options.placement.worker,
+        incarnation: job.incarnation,
+        at_least: generation,
+    };
+    let attempt = match links::fetch_decision(peers.get(0).await?, asked, options.patience).await? {
+        Decision::Run(attempt) => attempt,
+        Decision::Finished { generation } => return Ok(Agreed::Finished { generation }),
+        Decision::Pending => return Err(undecided()),
+    };
     if attempt.fingerprint != graph.fingerprint() {
         return Err(ClusterError::Unsupported(
             "worker 0 planned a different job: every worker must run the same pipeline file with the same options".into(),
@@ -243,7 +368,12 @@ async fn agree(
         Some(manifest) => Some(Arc::new(RestoredJob::load(store, manifest).await?)),
         None => None,
     };
-    Ok((attempt, restored))
+    Ok(Agreed::Run(attempt, restored))
+}
+
+/// `links::fetch_decision` asks again while worker 0 has not decided.
+fn undecided() -> ClusterError {
+    ClusterError::Protocol("worker 0 answered that it has not decided".into())
 }
 
 /// Connections to other workers, opened when first needed.
@@ -290,6 +420,7 @@ async fn run_attempt(
         run,
         options,
         service,
+        ..
     } = *job;
     let placement = options.placement;
     let me = placement.worker;

@@ -98,7 +98,7 @@ pub struct SnapshotAck {
 }
 
 /// What a finished job did.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct JobSummary {
     /// Wall time from start to the last task's end.
     pub elapsed: Duration,

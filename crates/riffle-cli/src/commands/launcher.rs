@@ -264,6 +264,16 @@ pub fn launch(workers: usize, restarts: u32, force_progress: bool) -> Result<()>
                     "riffle: worker {i} exited ({status}); starting it again (restart {restarted} of {restarts})"
                 );
                 children[i] = spawn(i)?;
+                if i == 0 {
+                    // Worker 0 died before the job finished, so the job resumes from a
+                    // checkpoint that needs every worker: one that had heard the job
+                    // end (just before worker 0 died) runs again too.
+                    for j in 1..workers {
+                        if std::mem::take(&mut finished[j]) {
+                            children[j] = spawn(j)?;
+                        }
+                    }
+                }
             } else {
                 done.store(true, Ordering::SeqCst);
                 for child in &mut children {
