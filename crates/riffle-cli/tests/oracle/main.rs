@@ -18,6 +18,9 @@ mod compare;
 mod grammar;
 mod input;
 mod schedule;
+#[path = "../common/workers.rs"]
+#[allow(dead_code)]
+mod workers;
 
 use grammar::Query;
 use input::InputShape;
@@ -36,12 +39,22 @@ struct Case {
 }
 
 impl Case {
+    /// A case whose attempts each run in one process.
     fn from_seed(seed: u64) -> Self {
+        Self::drawn(seed, Schedule::random)
+    }
+
+    /// A case whose attempts run mostly on several worker processes.
+    fn on_workers(seed: u64) -> Self {
+        Self::drawn(seed, Schedule::random_on_workers)
+    }
+
+    fn drawn(seed: u64, schedule: fn(&mut StdRng) -> Schedule) -> Self {
         let mut rng = StdRng::seed_from_u64(seed);
         let shape = InputShape::random(&mut rng);
         // The seed picks the kind, so any run of consecutive seeds covers the grammar.
         let query = Query::random(seed, &mut rng);
-        let schedule = Schedule::random(&mut rng);
+        let schedule = schedule(&mut rng);
         Self {
             seed,
             shape,
@@ -104,22 +117,30 @@ impl Case {
         }
     }
 
-    /// Simpler cases that still fail, simplest last: no crashes, parallelism 1, less input.
+    /// Simpler cases that still fail, simplest last: no crashes, one process,
+    /// parallelism 1, less input.
     fn shrink(&self) -> (Case, String) {
         let mut smallest = self.clone();
         let mut reason = self.check().err().unwrap_or_default();
         let simpler = |c: &Case| -> Vec<Case> {
             let mut out = Vec::new();
-            if c.schedule.attempts.len() > 1 {
-                let p = c.schedule.attempts.last().map_or(1, |a| a.0);
+            let last = c.schedule.attempts.last().copied();
+            let (p, workers) = last.map_or((1, 1), |a| (a.parallelism, a.workers));
+            if c.schedule.attempts.len() > 1 || last.is_some_and(|a| a.disruption.is_some()) {
                 out.push(Case {
-                    schedule: Schedule::clean(p),
+                    schedule: Schedule::clean(p, workers),
                     ..c.clone()
                 });
             }
-            if c.schedule.attempts.iter().any(|a| a.0 != 1) && c.schedule.attempts.len() == 1 {
+            if c.schedule.attempts.len() == 1 && workers > 1 {
                 out.push(Case {
-                    schedule: Schedule::clean(1),
+                    schedule: Schedule::clean(p, 1),
+                    ..c.clone()
+                });
+            }
+            if c.schedule.attempts.len() == 1 && workers == 1 && p != 1 {
+                out.push(Case {
+                    schedule: Schedule::clean(1, 1),
                     ..c.clone()
                 });
             }
@@ -156,28 +177,29 @@ impl Case {
     }
 }
 
-fn seeds_from_env() -> Option<Vec<u64>> {
-    let text = std::env::var("RIFFLE_ORACLE_SEEDS").ok()?;
+fn seeds_from_env(variable: &str) -> Option<Vec<u64>> {
+    let text = std::env::var(variable).ok()?;
     Some(
         text.split(',')
             .map(|s| {
                 s.trim()
                     .parse()
-                    .expect("RIFFLE_ORACLE_SEEDS: comma-separated numbers")
+                    .unwrap_or_else(|_| panic!("{variable}: comma-separated numbers"))
             })
             .collect(),
     )
 }
 
-/// Checks `seeds`; panics with every failure, each shrunk, after trying them all.
-fn check_seeds(seeds: impl Iterator<Item = u64>, deadline: Option<Instant>) {
+/// Checks the cases `case` draws from `seeds`; panics with every failure, each shrunk,
+/// after trying them all.
+fn check_seeds(seeds: impl Iterator<Item = u64>, case: fn(u64) -> Case, deadline: Option<Instant>) {
     let mut failures = Vec::new();
     let mut passed = 0;
     for seed in seeds {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        let case = Case::from_seed(seed);
+        let case = case(seed);
         let started = Instant::now();
         match case.check() {
             Ok(rows) => {
@@ -213,9 +235,27 @@ const CI_SEEDS: std::ops::Range<u64> = 1..52;
 
 #[test]
 fn generated_pipelines_agree_with_duckdb_through_crashes_and_rescales() {
-    match seeds_from_env() {
-        Some(seeds) => check_seeds(seeds.into_iter(), None),
-        None => check_seeds(CI_SEEDS, None),
+    match seeds_from_env("RIFFLE_ORACLE_SEEDS") {
+        Some(seeds) => check_seeds(seeds.into_iter(), Case::from_seed, None),
+        None => check_seeds(CI_SEEDS, Case::from_seed, None),
+    }
+}
+
+/// The seeds `.ci/run` checks on several worker processes (docs/cluster.md): every
+/// query kind of the grammar once, rescaled between one process and 2 or 3 workers,
+/// through crash points of worker 0's coordinator and `kill -9` of any worker. (1049
+/// stands in for 1015, the same kind, whose input gives DuckDB no rows to compare.)
+const CI_WORKER_SEEDS: [u64; 17] = [
+    1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 1049,
+    1016, 1017,
+];
+
+/// `RIFFLE_ORACLE_WORKER_SEEDS=1003,1010` replays those cases instead.
+#[test]
+fn generated_pipelines_on_workers_agree_with_duckdb_through_crashes_and_rescales() {
+    match seeds_from_env("RIFFLE_ORACLE_WORKER_SEEDS") {
+        Some(seeds) => check_seeds(seeds.into_iter(), Case::on_workers, None),
+        None => check_seeds(CI_WORKER_SEEDS.into_iter(), Case::on_workers, None),
     }
 }
 
@@ -235,6 +275,7 @@ fn soak() {
     );
     check_seeds(
         std::iter::from_fn(move || Some(rng.random())),
+        Case::from_seed,
         Some(deadline),
     );
 }

@@ -1,77 +1,164 @@
 //! How a case is run: a sequence of `riffle run` processes on one state root, each at
 //! its own parallelism, all but the last ended by a crash point of the commit protocol
 //! or by `kill -9` at a random moment; the last must finish.
+//!
+//! An attempt may run the job on several worker processes (`riffle run --workers N`,
+//! docs/cluster.md). Then `kill -9` hits one worker: the launcher kills the others and
+//! the attempt ends, or, in the last attempt, it starts the worker again, which rejoins
+//! the job's next attempt, and the job must still finish.
 
 use rand::rngs::StdRng;
 use rand::Rng;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use riffle_runtime::CrashPoint;
+
+use crate::workers;
 
 /// What ends one attempt early.
 #[derive(Debug, Clone, Copy)]
 pub enum Disruption {
     /// Abort at a crash point, this many epochs past the newest one on storage.
     CrashAt { point: &'static str, epochs: u64 },
-    /// `kill -9` this long after the start.
+    /// `kill -9` this long after the start (of one worker, on several workers).
     Kill { after_ms: u64 },
+    /// On several workers: `kill -9` of worker `worker` this long after the start; the
+    /// launcher starts it again and the job must finish.
+    KillWorkerAndRejoin { worker: usize, after_ms: u64 },
     /// No run: truncate a state file that only the newest checkpoint holds, so the
     /// next run must fall back to an older one and replay the epochs after it.
     DamageNewest,
 }
 
-/// The attempts of one case: parallelism and how each ends (`None`: it must finish).
+/// One `riffle run` of a case.
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt {
+    pub parallelism: usize,
+    /// Worker processes (1: the job runs in the `riffle run` process itself).
+    pub workers: usize,
+    /// How it ends early (`None`, or a worker killed and rejoined: it must finish).
+    pub disruption: Option<Disruption>,
+}
+
+impl Attempt {
+    fn single(parallelism: usize, disruption: Option<Disruption>) -> Self {
+        Self {
+            parallelism,
+            workers: 1,
+            disruption,
+        }
+    }
+
+    /// Whether the attempt must run to the end.
+    fn must_finish(&self) -> bool {
+        matches!(
+            self.disruption,
+            None | Some(Disruption::KillWorkerAndRejoin { .. })
+        )
+    }
+}
+
+/// The attempts of one case, in order.
 #[derive(Debug, Clone)]
 pub struct Schedule {
-    pub attempts: Vec<(usize, Option<Disruption>)>,
+    pub attempts: Vec<Attempt>,
 }
 
 impl Schedule {
+    /// Attempts in one process each.
     pub fn random(rng: &mut StdRng) -> Self {
         let disruptions = rng.random_range(0..=3);
         let mut attempts = Vec::new();
         for _ in 0..disruptions {
-            let d = if rng.random_bool(0.15) {
-                Disruption::DamageNewest
-            } else if rng.random_bool(0.5) {
-                Disruption::CrashAt {
-                    // Every step `RIFFLE_CRASH_AT` can stop a process after.
-                    point: CrashPoint::ALL[rng.random_range(0..CrashPoint::ALL.len())].name(),
-                    epochs: rng.random_range(1..=5),
-                }
-            } else {
-                Disruption::Kill {
-                    after_ms: rng.random_range(150..1200),
-                }
-            };
-            attempts.push((rng.random_range(1..=4), Some(d)));
+            let d = random_disruption(rng);
+            attempts.push(Attempt::single(rng.random_range(1..=4), Some(d)));
         }
-        attempts.push((rng.random_range(1..=4), None));
+        attempts.push(Attempt::single(rng.random_range(1..=4), None));
         Self { attempts }
     }
 
-    /// One clean run at `parallelism`: the simplest schedule a failure shrinks to.
-    pub fn clean(parallelism: usize) -> Self {
+    /// Attempts mostly on 2 or 3 workers (a few in one process, so state moves both
+    /// ways between the two), the last one on workers, perhaps with a worker killed.
+    pub fn random_on_workers(rng: &mut StdRng) -> Self {
+        let disruptions = rng.random_range(0..=2);
+        let mut attempts = Vec::new();
+        for _ in 0..disruptions {
+            let d = random_disruption(rng);
+            attempts.push(Attempt {
+                parallelism: rng.random_range(1..=4),
+                workers: [1, 2, 3][rng.random_range(0..3)],
+                disruption: Some(d),
+            });
+        }
+        let workers = rng.random_range(2..=3);
+        let disruption = rng
+            .random_bool(0.5)
+            .then(|| Disruption::KillWorkerAndRejoin {
+                worker: rng.random_range(0..workers),
+                after_ms: rng.random_range(300..1200),
+            });
+        attempts.push(Attempt {
+            parallelism: rng.random_range(1..=4),
+            workers,
+            disruption,
+        });
+        Self { attempts }
+    }
+
+    /// One clean run at `parallelism` on `workers`: what a failure shrinks to.
+    pub fn clean(parallelism: usize, workers: usize) -> Self {
         Self {
-            attempts: vec![(parallelism, None)],
+            attempts: vec![Attempt {
+                parallelism,
+                workers,
+                disruption: None,
+            }],
         }
     }
 
     pub fn describe(&self) -> String {
         self.attempts
             .iter()
-            .map(|(p, d)| match d {
-                None => format!("p{p} to the end"),
-                Some(Disruption::CrashAt { point, epochs }) => {
-                    format!("p{p} crash {point} +{epochs}")
+            .map(|a| {
+                let on = match a.workers {
+                    1 => format!("p{}", a.parallelism),
+                    n => format!("p{} on {n} workers", a.parallelism),
+                };
+                match a.disruption {
+                    None => format!("{on} to the end"),
+                    Some(Disruption::CrashAt { point, epochs }) => {
+                        format!("{on} crash {point} +{epochs}")
+                    }
+                    Some(Disruption::Kill { after_ms }) => {
+                        format!("{on} kill -9 at {after_ms} ms")
+                    }
+                    Some(Disruption::KillWorkerAndRejoin { worker, after_ms }) => {
+                        format!("{on} kill -9 worker {worker} at {after_ms} ms, rejoin, to the end")
+                    }
+                    Some(Disruption::DamageNewest) => "damage the newest checkpoint".into(),
                 }
-                Some(Disruption::Kill { after_ms }) => format!("p{p} kill -9 at {after_ms} ms"),
-                Some(Disruption::DamageNewest) => "damage the newest checkpoint".into(),
             })
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// A disruption that ends an attempt early.
+fn random_disruption(rng: &mut StdRng) -> Disruption {
+    if rng.random_bool(0.15) {
+        Disruption::DamageNewest
+    } else if rng.random_bool(0.5) {
+        Disruption::CrashAt {
+            // Every step `RIFFLE_CRASH_AT` can stop a process after.
+            point: CrashPoint::ALL[rng.random_range(0..CrashPoint::ALL.len())].name(),
+            epochs: rng.random_range(1..=5),
+        }
+    } else {
+        Disruption::Kill {
+            after_ms: rng.random_range(150..1200),
+        }
     }
 }
 
@@ -139,54 +226,62 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 pub fn run(sql: &Path, state: &Path, schedule: &Schedule) -> Result<String, String> {
     let pipeline = sql.file_stem().unwrap().to_string_lossy().into_owned();
     let mut last = String::new();
-    for (i, (parallelism, disruption)) in schedule.attempts.iter().enumerate() {
-        if let Some(Disruption::DamageNewest) = disruption {
+    for (i, attempt) in schedule.attempts.iter().enumerate() {
+        if let Some(Disruption::DamageNewest) = attempt.disruption {
             damage_newest(state, &pipeline);
             continue;
         }
+        let log = state.with_extension(format!("attempt-{i}.log"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_riffle"));
         cmd.arg("run")
             .arg(sql)
-            .args(["--parallelism", &parallelism.to_string()])
-            .args([
-                "--checkpoint-interval",
-                "100ms",
-                "--restart",
-                "none",
-                "--state",
-            ])
-            .arg(state)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        match disruption {
-            None => {
-                let output = cmd.output().unwrap();
-                last = String::from_utf8_lossy(&output.stderr).into_owned();
-                if !output.status.success() {
-                    return Err(format!(
-                        "attempt {} (p{parallelism}) failed: {}\n{last}",
-                        i + 1,
-                        output.status
-                    ));
-                }
-            }
-            Some(Disruption::CrashAt { point, epochs }) => {
-                let at = newest_epoch(state, &pipeline) + epochs;
-                // Whether it reaches the epoch or finishes first, both are fine here.
-                let output = cmd
-                    .env("RIFFLE_CRASH_AT", format!("{point}:{at}"))
-                    .output()
-                    .unwrap();
-                last = String::from_utf8_lossy(&output.stderr).into_owned();
-            }
-            Some(Disruption::DamageNewest) => {}
+            .args(["--parallelism", &attempt.parallelism.to_string()])
+            .args(["--checkpoint-interval", "100ms", "--state"])
+            .arg(state);
+        if attempt.workers > 1 {
+            cmd.args(["--workers", &attempt.workers.to_string()]);
+        }
+        match attempt.disruption {
+            // The launcher starts the killed worker again; worker 0 restarts the job.
+            Some(Disruption::KillWorkerAndRejoin { .. }) => cmd.args(["--restart-delay", "0s"]),
+            // A failure ends the attempt (the launcher kills every worker).
+            _ => cmd.args(["--restart", "none"]),
+        };
+        if let Some(Disruption::CrashAt { point, epochs }) = attempt.disruption {
+            let at = newest_epoch(state, &pipeline) + epochs;
+            // Worker 0 runs the coordinator, which has every crash point.
+            cmd.env("RIFFLE_CRASH_AT", format!("{point}:{at}"));
+        }
+        let mut child = workers::launched(cmd, &log);
+        let kill = match attempt.disruption {
+            // On workers, which one dies is drawn from the moment.
             Some(Disruption::Kill { after_ms }) => {
-                let mut child = cmd.spawn().unwrap();
-                std::thread::sleep(Duration::from_millis(*after_ms));
-                let _ = child.kill(); // SIGKILL; it may have finished already
-                let output = child.wait_with_output().unwrap();
-                last = String::from_utf8_lossy(&output.stderr).into_owned();
+                Some((after_ms as usize % attempt.workers, after_ms))
             }
+            Some(Disruption::KillWorkerAndRejoin { worker, after_ms }) => Some((worker, after_ms)),
+            _ => None,
+        };
+        if let Some((worker, after_ms)) = kill {
+            std::thread::sleep(Duration::from_millis(after_ms));
+            // It may have finished already; then there is nothing to kill.
+            if attempt.workers == 1 {
+                let _ = child.kill(); // SIGKILL
+            } else if let Some(&(_, pid)) = workers::worker_pids(&log).get(worker) {
+                workers::kill(pid);
+            }
+        }
+        let status = child.wait().unwrap();
+        last = std::fs::read_to_string(&log).unwrap_or_default();
+        // A crash point may come after the job finished; both are fine here.
+        if attempt.must_finish() && !status.success() {
+            return Err(format!(
+                "attempt {} ({}) failed: {status}\n{last}",
+                i + 1,
+                Schedule {
+                    attempts: vec![*attempt]
+                }
+                .describe()
+            ));
         }
     }
     Ok(last)
