@@ -47,6 +47,25 @@ impl PeerJob {
             })
     }
 
+    /// The same job as a SQL pipeline over a `sequence` table (which `--events`
+    /// sizes) into a blackhole, for runs as a child `riffle run`, e.g. on several
+    /// workers. Its event time is whole milliseconds; the Rust job's is finer.
+    pub fn sql_text(self) -> String {
+        let query = match self {
+            PeerJob::Stateless => "SELECT id, k, v * 2 AS v2 FROM peer WHERE v % 2 = 0",
+            PeerJob::Window => {
+                "SELECT k, window_start, window_end, COUNT(*) AS cnt, SUM(v) AS sum_v\n\
+                 FROM TABLE(TUMBLE(TABLE peer, DESCRIPTOR(ts), INTERVAL '10' SECOND))\n\
+                 GROUP BY k, window_start, window_end"
+            }
+        };
+        format!(
+            "CREATE TABLE peer WITH ('connector' = 'sequence', 'events' = '1M');\n\
+             CREATE TABLE out WITH ('connector' = 'blackhole');\n\
+             INSERT INTO out\n{query};\n"
+        )
+    }
+
     /// The job over `events` rows at `parallelism`, writing into `sink`.
     ///
     /// # Errors

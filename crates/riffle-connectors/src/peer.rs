@@ -5,8 +5,11 @@
 //! position inside the range scaled by `p`: `(id − start) · p / 100` ms, i.e. 100,000
 //! events per event-second over the whole job.
 
-use riffle_core::arrow::array::{Int64Array, TimestampNanosecondArray, UInt16Array, UInt64Array};
-use riffle_core::arrow::datatypes::{DataType, Field, Schema};
+use riffle_core::arrow::array::{
+    ArrayRef, Int64Array, TimestampMillisecondArray, TimestampNanosecondArray, UInt16Array,
+    UInt64Array,
+};
+use riffle_core::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{
     Error, OperatorContext, OperatorState, RecordBatch, Result, Source, SourceFactory, SourcePoll,
@@ -21,6 +24,7 @@ pub struct PeerSourceFactory {
     batch_rows: u64,
     schema: StreamSchema,
     pause: Option<PausePoint>,
+    time_column: bool,
 }
 
 /// Holds every subtask after its first `after` events (it reports no data, without
@@ -47,7 +51,30 @@ impl PeerSourceFactory {
             batch_rows: batch_rows.max(1),
             schema,
             pause: None,
+            time_column: false,
         }
+    }
+
+    /// The same rows with their event time as a visible column `ts` (milliseconds, as
+    /// SQL's `TIMESTAMP(3)`), which SQL windows name. Event time is then whole
+    /// milliseconds: `(id − start) · p / 100`, rounded down.
+    pub fn with_time_column(mut self) -> Self {
+        let mut fields: Vec<Field> = self
+            .schema
+            .schema
+            .fields()
+            .iter()
+            .filter(|f| f.name() != riffle_core::TIMESTAMP_FIELD)
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            false,
+        ));
+        self.schema = StreamSchema::with_timestamp(fields);
+        self.time_column = true;
+        self
     }
 
     /// The same source, pausing at `pause` (not part of `describe`: a paused run and its
@@ -80,6 +107,7 @@ impl SourceFactory for PeerSourceFactory {
             batch_rows: self.batch_rows,
             pause: self.pause.clone(),
             paused: false,
+            time_column: self.time_column,
         }))
     }
 }
@@ -93,10 +121,12 @@ struct PeerSource {
     batch_rows: u64,
     pause: Option<PausePoint>,
     paused: bool,
+    time_column: bool,
 }
 
 /// Nanoseconds of event time per event position: 1/100 ms.
 const NANOS_PER_POSITION: i64 = 10_000;
+const NANOS_PER_MS: i64 = 1_000_000;
 
 impl Source for PeerSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
@@ -120,16 +150,33 @@ impl Source for PeerSource {
         let v: Vec<i64> = ids.iter().map(|id| id % 97).collect();
         let scale = self.parallelism as i64 * NANOS_PER_POSITION;
         let start = self.start as i64;
-        let ts: Vec<i64> = ids.iter().map(|id| (id - start) * scale).collect();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(5);
+        let ts: Vec<i64> = if self.time_column {
+            let ms: Vec<i64> = ids
+                .iter()
+                .map(|id| (id - start) * scale / NANOS_PER_MS)
+                .collect();
+            let ns = ms.iter().map(|ms| ms * NANOS_PER_MS).collect();
+            columns.push(Arc::new(TimestampMillisecondArray::from(ms)));
+            ns
+        } else {
+            ids.iter().map(|id| (id - start) * scale).collect()
+        };
+        columns.splice(
+            0..0,
+            [
+                Arc::new(Int64Array::from(ids)) as ArrayRef,
+                Arc::new(Int64Array::from(k)),
+                Arc::new(Int64Array::from(v)),
+            ],
+        );
+        columns.push(Arc::new(
+            TimestampNanosecondArray::from(ts).with_timezone("UTC"),
+        ));
         self.next = stop;
         Ok(SourcePoll::Batch(RecordBatch::try_new(
             self.schema.schema.clone(),
-            vec![
-                Arc::new(Int64Array::from(ids)),
-                Arc::new(Int64Array::from(k)),
-                Arc::new(Int64Array::from(v)),
-                Arc::new(TimestampNanosecondArray::from(ts).with_timezone("UTC")),
-            ],
+            columns,
         )?))
     }
 

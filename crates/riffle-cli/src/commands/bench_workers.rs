@@ -1,5 +1,5 @@
 //! `riffle bench --workers N`: what spreading a job over worker processes costs. Each
-//! query's SQL pipeline (blackhole sink) runs as one process at parallelism N, as N
+//! query's SQL pipeline (blackhole sink; the peer jobs over a `sequence` table) runs as one process at parallelism N, as N
 //! workers of parallelism 1 each (`riffle run --workers N`), and as 3 workers, the
 //! runs taking turns; the table gives medians (docs/cluster.md).
 
@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use riffle_bench::harness::human;
 use riffle_bench::queries::{Query, QueryOptions};
 use riffle_bench::sql_queries;
+use riffle_bench::PeerJob;
 use std::process::Command;
 use std::time::Instant;
 
@@ -37,7 +38,12 @@ fn read_report(stderr: &str) -> (Option<f64>, (u64, usize)) {
     (checkpoint_ms, exchange)
 }
 
-fn measure(file: &std::path::Path, args: &BenchArgs, workers: usize, p: usize) -> Result<Measured> {
+fn measure(
+    file: &std::path::Path,
+    args: &BenchArgs,
+    events: u64,
+    (workers, p): (usize, usize),
+) -> Result<Measured> {
     let exe = std::env::current_exe().context("locating the riffle binary")?;
     let state = args.state.join(format!("workers-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
@@ -49,7 +55,7 @@ fn measure(file: &std::path::Path, args: &BenchArgs, workers: usize, p: usize) -
     let mut cmd = Command::new(exe);
     cmd.arg("run")
         .arg(file)
-        .args(["-p", &p.to_string(), "--events", &args.events.to_string()])
+        .args(["-p", &p.to_string(), "--events", &events.to_string()])
         .args(["--checkpoint-interval", interval, "--state"])
         .arg(&state);
     if workers > 1 {
@@ -63,11 +69,50 @@ fn measure(file: &std::path::Path, args: &BenchArgs, workers: usize, p: usize) -
     let _ = std::fs::remove_dir_all(&state);
     let (checkpoint_ms, exchange) = read_report(&stderr);
     Ok(Measured {
-        events_per_second: args.events as f64 / seconds.max(1e-9),
+        events_per_second: events as f64 / seconds.max(1e-9),
         checkpoint_ms,
         exchange,
         seconds,
     })
+}
+
+/// What `riffle bench --workers` runs: a Nexmark query's SQL example or a peer job's
+/// SQL form.
+#[derive(Debug, Clone, Copy)]
+enum Job {
+    Nexmark(Query),
+    Peer(PeerJob),
+}
+
+impl Job {
+    fn name(self) -> String {
+        match self {
+            Job::Nexmark(query) => query.to_string(),
+            Job::Peer(peer) => peer.name().to_string(),
+        }
+    }
+
+    fn sql_text(self, args: &BenchArgs) -> String {
+        match self {
+            Job::Nexmark(query) => {
+                let mut opts = QueryOptions {
+                    watermark_delay: args.watermark_delay,
+                    ..QueryOptions::default()
+                };
+                opts.nexmark.first_event_rate = args.rate;
+                sql_queries::benchmark_text(query, &opts)
+            }
+            Job::Peer(peer) => peer.sql_text(),
+        }
+    }
+
+    /// `--events` for the query, `--peer-events` for a peer job.
+    fn events(self, args: &BenchArgs) -> u64 {
+        match self {
+            Job::Nexmark(_) => args.events,
+            Job::Peer(_) => args.peer_events,
+        }
+    }
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -80,21 +125,32 @@ pub fn run(args: &BenchArgs, workers: usize) -> Result<()> {
         workers >= 2,
         "--workers compares 2 or more workers with one process"
     );
-    let queries: Vec<Query> = match args.queries.as_str() {
-        "all" => vec![Query::Q5, Query::Q8],
+    let mut jobs: Vec<Job> = match args.queries.as_str() {
+        "all" => vec![Job::Nexmark(Query::Q5), Job::Nexmark(Query::Q8)],
+        "none" => vec![],
         list => list
             .split(',')
-            .map(Query::parse)
+            .map(|q| Query::parse(q).map(Job::Nexmark))
             .collect::<Result<_, _>>()?,
     };
+    match args.job.as_str() {
+        // The stateless peer job has no exchange to measure.
+        "all" => jobs.push(Job::Peer(PeerJob::Window)),
+        "none" => {}
+        list => {
+            for name in list.split(',') {
+                jobs.push(Job::Peer(PeerJob::parse(name)?));
+            }
+        }
+    }
     let dir = tempfile_dir()?;
     println!(
-        "{} events per run, checkpoints every {}, median of {} runs taking turns",
-        args.events, args.checkpoint_interval, args.runs
+        "{} events per query run ({} per peer job), checkpoints every {}, median of {} runs taking turns",
+        args.events, args.peer_events, args.checkpoint_interval, args.runs
     );
     println!(
-        "{:<6} {:>14} {:>14} {:>7} {:>14} {:>9} {:>9} {:>9} {:>16}",
-        "query",
+        "{:<11} {:>14} {:>14} {:>7} {:>14} {:>9} {:>9} {:>9} {:>16}",
+        "job",
         format!("1×p{workers} ev/s"),
         format!("{workers}×p1 ev/s"),
         "ratio",
@@ -104,19 +160,15 @@ pub fn run(args: &BenchArgs, workers: usize) -> Result<()> {
         "ckpt 3×",
         "MB/s per stream"
     );
-    for query in queries {
-        let mut opts = QueryOptions {
-            watermark_delay: args.watermark_delay,
-            ..QueryOptions::default()
-        };
-        opts.nexmark.first_event_rate = args.rate;
-        let file = dir.join(format!("{query}.sql"));
-        std::fs::write(&file, sql_queries::benchmark_text(query, &opts))?;
+    for job in jobs {
+        let file = dir.join(format!("{}.sql", job.name()));
+        std::fs::write(&file, job.sql_text(args))?;
         let mut runs: [Vec<Measured>; 3] = Default::default();
         for _ in 0..args.runs {
-            runs[0].push(measure(&file, args, 1, workers)?);
-            runs[1].push(measure(&file, args, workers, workers)?);
-            runs[2].push(measure(&file, args, 3, 3)?);
+            let events = job.events(args);
+            runs[0].push(measure(&file, args, events, (1, workers))?);
+            runs[1].push(measure(&file, args, events, (workers, workers))?);
+            runs[2].push(measure(&file, args, events, (3, 3))?);
         }
         let rate = |i: usize| median(runs[i].iter().map(|m| m.events_per_second).collect());
         let ckpt = |i: usize| {
@@ -137,8 +189,8 @@ pub fn run(args: &BenchArgs, workers: usize) -> Result<()> {
                 .collect(),
         );
         println!(
-            "{:<6} {:>14} {:>14} {:>7.2} {:>14} {:>9} {:>9} {:>9} {:>16.1}",
-            query.to_string(),
+            "{:<11} {:>14} {:>14} {:>7.2} {:>14} {:>9} {:>9} {:>9} {:>16.1}",
+            job.name(),
             human(rate(0)),
             human(rate(1)),
             rate(1) / rate(0),

@@ -7,6 +7,7 @@ mod iceberg;
 mod kafka;
 mod nexmark;
 mod postgres;
+mod sequence;
 mod sinks;
 mod upsert_kafka;
 
@@ -25,6 +26,7 @@ pub use iceberg::IcebergConnector;
 pub use kafka::KafkaConnector;
 pub use nexmark::NexmarkConnector;
 pub use postgres::PostgresConnector;
+pub use sequence::SequenceConnector;
 pub use sinks::{BlackholeConnector, StdoutConnector};
 pub use upsert_kafka::UpsertKafkaConnector;
 
@@ -72,7 +74,7 @@ pub struct SinkTable {
 /// Settings given on the command line that override table options.
 #[derive(Debug, Clone, Default)]
 pub struct RunSettings {
-    /// Events of every Nexmark table (`--events`).
+    /// Events of every generated table, Nexmark or sequence (`--events`).
     pub nexmark_events: Option<u64>,
     /// Wall-clock event rate cap of every Nexmark table (`--throttle`).
     pub nexmark_throttle: Option<u64>,
@@ -147,6 +149,7 @@ impl Default for ConnectorRegistry {
             connectors: BTreeMap::new(),
         };
         registry.register(Arc::new(NexmarkConnector));
+        registry.register(Arc::new(SequenceConnector));
         registry.register(Arc::new(FilesystemConnector));
         registry.register(Arc::new(StdoutConnector));
         registry.register(Arc::new(BlackholeConnector));
