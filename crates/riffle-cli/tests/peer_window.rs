@@ -33,7 +33,12 @@ fn agrees_with_duckdb(parallelism: usize, workers: usize) -> u64 {
     let mut cmd = riffle();
     cmd.arg("run")
         .arg(&file)
-        .args(["-p", &parallelism.to_string(), "--workers", &workers.to_string()])
+        .args([
+            "-p",
+            &parallelism.to_string(),
+            "--workers",
+            &workers.to_string(),
+        ])
         .args(["--checkpoint-interval", "100ms", "--state"])
         .arg(dir.path().join("state"));
     let run = cmd.output().unwrap();

@@ -30,6 +30,10 @@ pub const STREAM_WINDOW: u32 = 4 << 20;
 /// HTTP/2 flow-control window of each connection, bytes.
 pub const CONNECTION_WINDOW: u32 = 16 << 20;
 
+/// The largest HTTP/2 frame a worker accepts, bytes: a batch of rows crosses in a few
+/// frames, not dozens of HTTP/2's default 16 KiB.
+pub const FRAME_SIZE: u32 = 1 << 20;
+
 /// A connection to one worker, shared by every stream to it (HTTP/2 multiplexes them,
 /// each with its own flow-control window: a slow receiver slows only its senders).
 pub type Peer = FlightServiceClient<Channel>;
@@ -57,7 +61,8 @@ pub async fn connect(address: &str, patience: Duration) -> ClusterResult<Peer> {
         // trip. Backpressure still holds: a window is bounded, and refills only as the
         // receiver reads.
         .initial_stream_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW);
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_frame_size(FRAME_SIZE);
     let started = Instant::now();
     loop {
         match endpoint.connect().await {

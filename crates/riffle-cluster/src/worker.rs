@@ -284,6 +284,7 @@ async fn serve(service: WorkerService, listen: SocketAddr) -> ClusterResult<Serv
             .http2_keepalive_timeout(Some(links::KEEP_ALIVE_TIMEOUT))
             .initial_stream_window_size(links::STREAM_WINDOW)
             .initial_connection_window_size(links::CONNECTION_WINDOW)
+            .max_frame_size(links::FRAME_SIZE)
             .add_service(flight)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;

@@ -47,11 +47,7 @@ fn measure(
     let exe = std::env::current_exe().context("locating the riffle binary")?;
     let state = args.state.join(format!("workers-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
-    let interval = args
-        .checkpoint_interval
-        .split(',')
-        .find(|i| *i != "0")
-        .unwrap_or("1s");
+    let interval = checkpoint_interval(args);
     let mut cmd = Command::new(exe);
     cmd.arg("run")
         .arg(file)
@@ -115,6 +111,15 @@ impl Job {
     }
 }
 
+/// The checkpoint interval of the runs: the first nonzero one of `--checkpoint-interval`
+/// (workers need checkpoints), else 1 s.
+fn checkpoint_interval(args: &BenchArgs) -> &str {
+    args.checkpoint_interval
+        .split(',')
+        .find(|i| *i != "0")
+        .unwrap_or("1s")
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
@@ -146,7 +151,10 @@ pub fn run(args: &BenchArgs, workers: usize) -> Result<()> {
     let dir = tempfile_dir()?;
     println!(
         "{} events per query run ({} per peer job), checkpoints every {}, median of {} runs taking turns",
-        args.events, args.peer_events, args.checkpoint_interval, args.runs
+        args.events,
+        args.peer_events,
+        checkpoint_interval(args),
+        args.runs
     );
     println!(
         "{:<11} {:>14} {:>14} {:>7} {:>14} {:>9} {:>9} {:>9} {:>16}",

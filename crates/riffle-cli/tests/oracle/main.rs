@@ -246,8 +246,8 @@ fn generated_pipelines_agree_with_duckdb_through_crashes_and_rescales() {
 /// through crash points of worker 0's coordinator and `kill -9` of any worker. (1049
 /// stands in for 1015, the same kind, whose input gives DuckDB no rows to compare.)
 const CI_WORKER_SEEDS: [u64; 17] = [
-    1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 1049,
-    1016, 1017,
+    1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 1049, 1016,
+    1017,
 ];
 
 /// `RIFFLE_ORACLE_WORKER_SEEDS=1003,1010` replays those cases instead.
