@@ -108,7 +108,7 @@ pub struct AttemptRequest {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub enum Decision {
     /// Start this attempt.
-    Run(Attempt),
+    Run(Box<Attempt>),
     /// The job ended in this generation: its last checkpoint (end of input, or a stop
     /// with a savepoint) committed. Nothing is left to run.
     Finished { generation: u64 },

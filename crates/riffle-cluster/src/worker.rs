@@ -127,7 +127,7 @@ async fn attempts(
             open: HashMap::new(),
         };
         let agreed = match agree(job, observer, &mut peers, failed_generation + 1).await? {
-            Agreed::Run(attempt, restored) => (attempt, restored),
+            Agreed::Run(attempt, restored) => (*attempt, restored),
             // This worker started after the job's last checkpoint committed.
             Agreed::Finished { generation } => return Ok(WorkerOutcome::idle(generation)),
         };
@@ -300,7 +300,7 @@ async fn serve(service: WorkerService, listen: SocketAddr) -> ClusterResult<Serv
 /// What the workers agreed to do next.
 enum Agreed {
     /// Run this attempt, restored from this state.
-    Run(Attempt, Option<Arc<RestoredJob>>),
+    Run(Box<Attempt>, Option<Arc<RestoredJob>>),
     /// Nothing: the job finished in this generation.
     Finished { generation: u64 },
 }
@@ -341,6 +341,7 @@ async fn agree(
             first_epoch: recovered.next_epoch.0,
             state_id: recovered.state_id.clone(),
         };
+        let attempt = Box::new(attempt);
         service.publish(Decision::Run(attempt.clone()));
         return Ok(Agreed::Run(attempt, recovered.restored));
     }

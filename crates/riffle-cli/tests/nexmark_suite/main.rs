@@ -19,9 +19,12 @@ mod postgres;
 #[allow(dead_code)] // the oracle's random schedules and damage are not used here
 #[path = "../oracle/schedule.rs"]
 mod schedule;
+#[allow(dead_code)]
+#[path = "../common/workers.rs"]
+mod workers;
 
 use riffle_runtime::CrashPoint;
-use schedule::{Disruption, Schedule};
+use schedule::{Attempt, Disruption, Schedule};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -195,7 +198,7 @@ impl Run<'_> {
         Run {
             label,
             side_input: None,
-            schedule: Schedule::clean(parallelism),
+            schedule: Schedule::clean(parallelism, 1),
             throttle: None,
         }
     }
@@ -209,9 +212,9 @@ impl Run<'_> {
             side_input: None,
             schedule: Schedule {
                 attempts: vec![
-                    (2, Some(Disruption::CrashAt { point, epochs: 3 })),
-                    (3, Some(Disruption::Kill { after_ms: 700 })),
-                    (1, None),
+                    Attempt::single(2, Some(Disruption::CrashAt { point, epochs: 3 })),
+                    Attempt::single(3, Some(Disruption::Kill { after_ms: 700 })),
+                    Attempt::single(1, None),
                 ],
             },
             // About 1.5 s of bids per full run: a dozen checkpoints or more.

@@ -43,7 +43,8 @@ pub struct Attempt {
 }
 
 impl Attempt {
-    fn single(parallelism: usize, disruption: Option<Disruption>) -> Self {
+    /// An attempt in one process.
+    pub fn single(parallelism: usize, disruption: Option<Disruption>) -> Self {
         Self {
             parallelism,
             workers: 1,
