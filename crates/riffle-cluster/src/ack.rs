@@ -5,27 +5,35 @@
 use crate::error::ClusterResult;
 use crate::protocol::AckHeader;
 use riffle_core::{Epoch, OperatorId};
-use riffle_runtime::SnapshotAck;
+use riffle_runtime::{SnapshotAck, WorkerFileReuse};
 use riffle_state::manifest::FileEntry;
 use riffle_state::CheckpointStore;
 use std::time::Duration;
 
 /// Writes the state `ack` carries to `store` as files of `generation`, and returns the
-/// ack as the coordinator takes it: the files instead of the batches.
+/// ack as the coordinator takes it: the files instead of the batches. A stable-state
+/// snapshot references the files of the epoch before where its batches did not change,
+/// once this worker `heard_committed` that epoch (see [`WorkerFileReuse`]).
 ///
 /// # Errors
 /// Writing a state file failed.
 pub async fn write_state(
-    store: &CheckpointStore,
-    generation: u64,
+    (store, generation): (&CheckpointStore, u64),
+    reuse: &mut WorkerFileReuse,
+    heard_committed: Option<Epoch>,
     mut ack: SnapshotAck,
 ) -> ClusterResult<AckHeader> {
     let mut written = Vec::with_capacity(ack.states.len());
     for (operator, state) in std::mem::take(&mut ack.states) {
+        let at = (operator.0.as_str(), ack.subtask, ack.epoch);
+        let (reused, fresh) = reuse.split(at, heard_committed, state);
         let files = store
-            .write_state(ack.epoch, generation, &operator.0, ack.subtask, &state)
+            .write_state(ack.epoch, generation, &operator.0, ack.subtask, &fresh)
             .await?;
-        written.push((operator, files));
+        let mut entries: Vec<FileEntry> = reused.iter().map(|(f, _)| f.clone()).collect();
+        entries.extend(files.iter().cloned());
+        reuse.record(at, reused, &files, &fresh);
+        written.push((operator, entries));
     }
     ack.written.extend(written);
     Ok(header(ack))
@@ -127,7 +135,11 @@ mod tests {
             snapshot: Duration::from_millis(4),
             written: vec![],
         };
-        let header = write_state(&store, 5, ack).await.unwrap();
+        let graph = riffle_runtime::JobGraph::new("p");
+        let mut reuse = WorkerFileReuse::new(&graph);
+        let header = write_state((&store, 5), &mut reuse, None, ack)
+            .await
+            .unwrap();
         let json = serde_json::to_string(&header).unwrap();
         let back = super::ack(serde_json::from_str(&json).unwrap());
         assert!(

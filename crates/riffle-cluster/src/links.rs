@@ -3,20 +3,23 @@
 
 use crate::ack;
 use crate::error::{ClusterError, ClusterResult};
-use crate::protocol::{AttemptRequest, ChannelControl, Decision, Hello, StreamKind, ToCoordinator};
+use crate::protocol::{
+    AttemptRequest, ChannelControl, Decision, FromCoordinator, Hello, StreamKind, ToCoordinator,
+};
 use crate::service::ATTEMPT_ACTION;
 use crate::wire::StreamEncoder;
 use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::{Action, FlightData, FlightDescriptor};
 use futures::stream::{self, StreamExt};
-use riffle_core::{Barrier, Message};
+use riffle_core::{Epoch, Message};
 use riffle_runtime::handle::JobStopper;
-use riffle_runtime::SnapshotAck;
+use riffle_runtime::{SnapshotAck, WorkerFileReuse};
 use riffle_state::CheckpointStore;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint};
 
@@ -258,10 +261,11 @@ enum Outgoing {
 pub fn ship_acks(
     peer: Peer,
     hello: Hello,
-    store: CheckpointStore,
-    (acks, ends): (
+    (store, reuse): (CheckpointStore, WorkerFileReuse),
+    (acks, ends, committed): (
         UnboundedReceiver<SnapshotAck>,
         Option<UnboundedReceiver<()>>,
+        watch::Receiver<Option<Epoch>>,
     ),
     stopper: JobStopper,
 ) -> JoinHandle<()> {
@@ -275,22 +279,27 @@ pub fn ship_acks(
     });
     let encoding = stopper.clone();
     let encoder = StreamEncoder::default();
-    let messages = stream::select(acks, ends)
-        .then(move |item| {
-            let store = store.clone();
-            async move {
-                match item {
-                    Outgoing::EndOfInput => Ok(ToCoordinator::EndOfInput),
-                    Outgoing::Ack(a) => ack::write_state(&store, generation, a)
+    // One ack at a time: each may reuse files the one before recorded.
+    let inputs = stream::select(acks, ends).boxed();
+    let messages = stream::unfold(
+        (inputs, reuse, committed, store),
+        move |(mut inputs, mut reuse, committed, store)| async move {
+            let message = match inputs.next().await? {
+                Outgoing::EndOfInput => Ok(ToCoordinator::EndOfInput),
+                Outgoing::Ack(a) => {
+                    let heard = *committed.borrow();
+                    ack::write_state((&store, generation), &mut reuse, heard, a)
                         .await
-                        .map(ToCoordinator::Ack),
+                        .map(ToCoordinator::Ack)
                 }
-            }
-        })
-        .filter_map(move |message| {
-            let data = message.and_then(|m| encoder.control(&m)).map(|d| vec![d]);
-            futures::future::ready(encoded(&encoding, data))
-        });
+            };
+            Some((message, (inputs, reuse, committed, store)))
+        },
+    )
+    .filter_map(move |message| {
+        let data = message.and_then(|m| encoder.control(&m)).map(|d| vec![d]);
+        futures::future::ready(encoded(&encoding, data))
+    });
     tokio::spawn(put(peer, hello, messages.boxed(), fail_attempt(stopper)))
 }
 
@@ -300,17 +309,17 @@ pub fn ship_acks(
 pub fn ship_barriers(
     peer: Peer,
     hello: Hello,
-    barriers: UnboundedReceiver<Barrier>,
+    messages: UnboundedReceiver<FromCoordinator>,
     stopper: JobStopper,
 ) -> JoinHandle<()> {
     let encoder = StreamEncoder::default();
     let encoding = stopper.clone();
     let messages = stream::unfold(
-        barriers,
-        |mut r| async move { r.recv().await.map(|b| (b, r)) },
+        messages,
+        |mut r| async move { r.recv().await.map(|m| (m, r)) },
     )
-    .filter_map(move |b| {
-        futures::future::ready(encoded(&encoding, encoder.control(&b).map(|d| vec![d])))
+    .filter_map(move |m| {
+        futures::future::ready(encoded(&encoding, encoder.control(&m).map(|d| vec![d])))
     });
     let lost = |message: String| tracing::debug!(%message, "barrier stream ended");
     tokio::spawn(put(peer, hello, messages.boxed(), lost))

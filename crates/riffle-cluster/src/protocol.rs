@@ -25,7 +25,8 @@ pub enum StreamKind {
     Channel(ChannelKey),
     /// A worker's snapshot acks and ends of input, to the coordinator on worker 0.
     Acks,
-    /// Barriers from the coordinator to the receiving worker's source subtasks.
+    /// Barriers from the coordinator to the receiving worker's source subtasks, and
+    /// word of each committed epoch ([`FromCoordinator`]).
     Barriers,
 }
 
@@ -38,6 +39,16 @@ pub enum ChannelControl {
     Barrier(Barrier),
     /// The sending subtask has no more messages.
     End,
+}
+
+/// A message of a barriers stream, from worker 0 to another worker.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum FromCoordinator {
+    /// A checkpoint barrier for the receiving worker's source subtasks.
+    Barrier(Barrier),
+    /// This epoch committed: the receiving worker may reuse its state files in the
+    /// next epoch's snapshots (incremental checkpoints).
+    Committed(u64),
 }
 
 /// A message of an acks stream.

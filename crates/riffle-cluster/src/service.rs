@@ -3,7 +3,9 @@
 //! (barriers); `attempt` tells a starting worker what worker 0 decided.
 
 use crate::ack;
-use crate::protocol::{AttemptRequest, ChannelControl, Decision, Hello, StreamKind, ToCoordinator};
+use crate::protocol::{
+    AttemptRequest, ChannelControl, Decision, FromCoordinator, Hello, StreamKind, ToCoordinator,
+};
 use crate::wire::{Decoded, StreamDecoder};
 use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::{
@@ -11,7 +13,7 @@ use arrow_flight::{
     HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
 };
 use futures::stream::BoxStream;
-use riffle_core::{Barrier, Message};
+use riffle_core::{Epoch, Message};
 use riffle_runtime::handle::{BarrierInjector, JobStopper};
 use riffle_runtime::{ChannelKey, SnapshotAck};
 use std::collections::{BTreeSet, HashMap};
@@ -54,6 +56,8 @@ pub struct LocalAttempt {
     pub barriers: BarrierInjector,
     /// Fails the attempt when a stream breaks.
     pub stopper: JobStopper,
+    /// The newest epoch worker 0 said committed (this worker's file reuse reads it).
+    pub committed: watch::Sender<Option<Epoch>>,
 }
 
 /// The service state: the attempt this worker runs, once started; on worker 0, what
@@ -285,10 +289,16 @@ async fn feed_barriers(
 ) -> Result<(), Status> {
     let mut decoder = StreamDecoder::default();
     while let Some(data) = stream.message().await? {
-        if let Some(Decoded::Control(barrier)) =
-            decoder.decode::<Barrier>(&data).map_err(protocol)?
-        {
-            attempt.barriers.inject(barrier);
+        match decoder.decode::<FromCoordinator>(&data).map_err(protocol)? {
+            Some(Decoded::Control(FromCoordinator::Barrier(barrier))) => {
+                attempt.barriers.inject(barrier)
+            }
+            Some(Decoded::Control(FromCoordinator::Committed(epoch))) => {
+                attempt
+                    .committed
+                    .send_modify(|heard| *heard = (*heard).max(Some(Epoch(epoch))));
+            }
+            Some(Decoded::Batch(_)) | None => {}
         }
     }
     Ok(())

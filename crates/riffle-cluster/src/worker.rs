@@ -10,15 +10,15 @@
 
 use crate::error::{ClusterError, ClusterResult};
 use crate::links::{self, Peer};
-use crate::protocol::{Attempt, AttemptRequest, Decision, StreamKind};
+use crate::protocol::{Attempt, AttemptRequest, Decision, FromCoordinator, StreamKind};
 use crate::service::{CoordinatorInbox, LocalAttempt, WorkerService};
 use arrow_flight::flight_service_server::FlightServiceServer;
 use riffle_runtime::job::{self, attach_coordinator, exactly_once};
 use riffle_runtime::recovery::{recover, recover_from, RecoveryOptions};
 use riffle_runtime::supervisor::RunObserver;
 use riffle_runtime::{
-    CheckpointConfig, CheckpointReport, CheckpointedRun, JobConfig, JobGraph, JobSummary,
-    Placement, RestoredJob, RuntimeError,
+    CheckpointConfig, CheckpointEvent, CheckpointListener, CheckpointReport, CheckpointedRun,
+    JobConfig, JobGraph, JobSummary, Placement, RestoredJob, RuntimeError, WorkerFileReuse,
 };
 use riffle_state::CheckpointStore;
 use std::collections::HashMap;
@@ -373,6 +373,21 @@ async fn agree(
     Ok(Agreed::Run(attempt, restored))
 }
 
+/// On worker 0: tells the other workers of each committed epoch, so they reuse state
+/// files as one process does (docs/cluster.md, "One checkpoint across workers").
+#[derive(Default)]
+struct CommitNotices(Vec<tokio::sync::mpsc::UnboundedSender<FromCoordinator>>);
+
+impl CheckpointListener for CommitNotices {
+    fn on_event(&self, event: &CheckpointEvent) {
+        if let CheckpointEvent::Completed { epoch, .. } = event {
+            for worker in &self.0 {
+                let _ = worker.send(FromCoordinator::Committed(epoch.0));
+            }
+        }
+    }
+}
+
 /// `links::fetch_decision` asks again while worker 0 has not decided.
 fn undecided() -> ClusterError {
     ClusterError::Protocol("worker 0 answered that it has not decided".into())
@@ -447,12 +462,14 @@ async fn run_attempt(
         }),
         _ => None,
     };
+    let (committed, heard_committed) = tokio::sync::watch::channel(None);
     service.start_attempt(Arc::new(LocalAttempt {
         generation,
         incoming: Mutex::new(remote.incoming.into_iter().collect()),
         inbox: Mutex::new(inbox),
         barriers: handle.barrier_injector(),
         stopper: stopper.clone(),
+        committed,
     }));
     let mut shipping = Shipments::default();
     let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -470,13 +487,25 @@ async fn run_attempt(
     }
     let report = if me == 0 {
         let mut remote_sources = Vec::new();
+        let mut notices = CommitNotices::default();
         for worker in 1..placement.workers {
-            let (sender, barriers) = tokio::sync::mpsc::unbounded_channel();
+            // Barriers from the coordinator and word of commits share the stream.
+            let (sender, mut barriers) = tokio::sync::mpsc::unbounded_channel();
+            let (to_worker, messages) = tokio::sync::mpsc::unbounded_channel();
+            let forward = to_worker.clone();
+            shipping.0.push(tokio::spawn(async move {
+                while let Some(barrier) = barriers.recv().await {
+                    if forward.send(FromCoordinator::Barrier(barrier)).is_err() {
+                        break;
+                    }
+                }
+            }));
+            notices.0.push(to_worker);
             let peer = peers.get(worker).await?.clone();
             let hello = links::hello(generation, me, StreamKind::Barriers);
             shipping
                 .0
-                .push(links::ship_barriers(peer, hello, barriers, stopper.clone()));
+                .push(links::ship_barriers(peer, hello, messages, stopper.clone()));
             remote_sources.push(sender);
         }
         let checkpoints = CheckpointConfig {
@@ -485,7 +514,9 @@ async fn run_attempt(
             state_id: Some(attempt.state_id.clone()),
             ..run.checkpoints.clone()
         };
-        let target = (store.clone(), checkpoints, run.listeners.clone());
+        let mut listeners = run.listeners.clone();
+        listeners.push(Arc::new(notices));
+        let target = (store.clone(), checkpoints, listeners);
         Some(attach_coordinator(
             graph,
             &config,
@@ -504,8 +535,8 @@ async fn run_attempt(
         shipping.0.push(links::ship_acks(
             peer,
             hello,
-            store.clone(),
-            (acks, ends),
+            (store.clone(), WorkerFileReuse::new(graph)),
+            (acks, ends, heard_committed),
             stopper.clone(),
         ));
         None

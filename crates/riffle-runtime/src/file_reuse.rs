@@ -1,9 +1,11 @@
 //! Incremental checkpoints by file reuse: which state files of the last committed epoch
 //! a new snapshot of a stable-state operator can reference instead of rewriting.
 
-use riffle_core::RecordBatch;
+use crate::graph::JobGraph;
+use riffle_core::{Epoch, OperatorState, RecordBatch};
 use riffle_state::manifest::FileEntry;
-use std::collections::HashMap;
+use riffle_state::state_file::file_groups;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// State files that hold exactly some snapshot batches, per (operator, subtask).
 /// Holding the batches keeps their memory alive, so an array pointer seen again in a
@@ -56,4 +58,104 @@ pub(crate) fn reuse_files(
         .filter_map(|(b, c)| (!c).then_some(b))
         .collect();
     (reused, riffle_core::OperatorState { batches: fresh })
+}
+
+/// Whether a snapshot for `epoch` may reuse files of the epoch before it, given the
+/// newest epoch its writer heard committed. Only then is that epoch surely the newest
+/// committed one: nothing newer can commit before `epoch` does, so its manifest still
+/// references the files and garbage collection keeps them until `epoch`'s manifest
+/// references them too.
+pub fn may_reuse_previous(epoch: Epoch, heard_committed: Option<Epoch>) -> bool {
+    epoch.0 > 0 && heard_committed == Some(Epoch(epoch.0 - 1))
+}
+
+/// Incremental checkpoints on a worker that writes its own subtasks' state and hears
+/// late, over the network, which epoch committed (docs/cluster.md, "One checkpoint
+/// across workers"). It keeps the files of the last two epochs it wrote, with their
+/// batches, and reuses those of the epoch before only as [`may_reuse_previous`] allows.
+pub struct WorkerFileReuse {
+    /// Operators whose snapshots keep unchanged batches (the others are written whole).
+    stable: HashSet<String>,
+    /// Per epoch, the files each (operator, subtask) wrote or reused.
+    by_epoch: BTreeMap<u64, ReuseCache>,
+}
+
+impl WorkerFileReuse {
+    /// For `graph`'s stable-state operators.
+    pub fn new(graph: &JobGraph) -> Self {
+        Self {
+            stable: graph
+                .nodes()
+                .iter()
+                .filter(|n| n.has_stable_state())
+                .map(|n| n.id.0.clone())
+                .collect(),
+            by_epoch: BTreeMap::new(),
+        }
+    }
+
+    /// Splits `operator`'s snapshot of `subtask` at `epoch` into files it can reference
+    /// (with their batches) and the batches that need writing.
+    pub fn split(
+        &self,
+        (operator, subtask, epoch): (&str, usize, Epoch),
+        heard_committed: Option<Epoch>,
+        state: OperatorState,
+    ) -> (Vec<(FileEntry, Vec<RecordBatch>)>, OperatorState) {
+        let previous = (self.stable.contains(operator)
+            && may_reuse_previous(epoch, heard_committed))
+        .then(|| self.by_epoch.get(&(epoch.0 - 1)))
+        .flatten()
+        .and_then(|files| files.get(&(operator.to_string(), subtask)));
+        match previous {
+            Some(previous) => reuse_files(previous, state),
+            None => (Vec::new(), state),
+        }
+    }
+
+    /// Records what `operator`'s snapshot of `subtask` at `epoch` consists of: the files
+    /// it reused and those just written for `fresh`; forgets epochs before the previous.
+    pub fn record(
+        &mut self,
+        (operator, subtask, epoch): (&str, usize, Epoch),
+        reused: Vec<(FileEntry, Vec<RecordBatch>)>,
+        written: &[FileEntry],
+        fresh: &OperatorState,
+    ) {
+        if !self.stable.contains(operator) {
+            return;
+        }
+        self.by_epoch.retain(|e, _| e + 1 >= epoch.0);
+        // The new files hold the fresh batches as `write_state` grouped them.
+        let groups = file_groups(&fresh.batches)
+            .into_iter()
+            .map(|(_, batches)| batches.into_iter().cloned().collect::<Vec<_>>());
+        let files = self
+            .by_epoch
+            .entry(epoch.0)
+            .or_default()
+            .entry((operator.to_string(), subtask))
+            .or_default();
+        files.extend(reused);
+        files.extend(written.iter().cloned().zip(groups));
+    }
+}
+
+#[cfg(test)]
+mod worker_tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_reuses_files_of_the_epoch_before_once_it_heard_it_committed() {
+        assert!(may_reuse_previous(Epoch(8), Some(Epoch(7))));
+    }
+
+    #[test]
+    fn a_worker_writes_whole_when_it_heard_of_no_commit_or_of_an_older_one() {
+        // Epoch 7 may have committed unheard, and let garbage collection take epoch 6's
+        // files: epoch 8 must not reference them.
+        assert!(!may_reuse_previous(Epoch(8), Some(Epoch(6))));
+        assert!(!may_reuse_previous(Epoch(8), None));
+        assert!(!may_reuse_previous(Epoch(0), None));
+    }
 }

@@ -47,6 +47,7 @@ pub use coordinator::{CheckpointConfig, CheckpointCoordinator, CheckpointReport}
 pub use crash::CrashPoint;
 pub use error::{RuntimeError, RuntimeResult};
 pub use exchange::Exchange;
+pub use file_reuse::{may_reuse_previous, WorkerFileReuse};
 pub use graph::{JobGraph, NodeId, WatermarkStrategy};
 pub use job::{JobConfig, JobStopper, JobSummary, RemoteEnds, SnapshotAck};
 pub use metrics::{FlowValues, JobMetrics, SubtaskSample};

@@ -206,6 +206,15 @@ pub fn epoch_dir_name(epoch: Epoch) -> String {
     format!("epoch={:06}", epoch.0)
 }
 
+/// Whether the state file at `path` (relative to the pipeline) was written by `epoch`:
+/// it lies in that epoch's directory. A file reused from an earlier epoch lies in the
+/// directory of the epoch that wrote it.
+pub fn written_by(path: &str, epoch: Epoch) -> bool {
+    path.strip_prefix("checkpoints/")
+        .and_then(|rest| rest.strip_prefix(&epoch_dir_name(epoch)))
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// The generation of a `gen=000007.json` claim's file name.
 pub fn parse_generation_claim(name: &str) -> Option<u64> {
     name.strip_prefix("gen=")?
@@ -217,4 +226,20 @@ pub fn parse_generation_claim(name: &str) -> Option<u64> {
 /// The epoch of an `epoch=000042` directory name.
 pub fn parse_epoch_dir(name: &str) -> Option<Epoch> {
     name.strip_prefix("epoch=")?.parse().ok().map(Epoch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_file_was_written_by_the_epoch_whose_directory_holds_it() {
+        let path = "checkpoints/epoch=000042/agg/001-g3-0.parquet";
+        assert!(written_by(path, Epoch(42)));
+        assert!(!written_by(path, Epoch(43)));
+        assert!(
+            !written_by(path, Epoch(4)),
+            "epoch=000004 is not a prefix of it"
+        );
+    }
 }

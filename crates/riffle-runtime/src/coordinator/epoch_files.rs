@@ -41,7 +41,11 @@ impl CheckpointCoordinator {
             if files.is_empty() && !self.operators.contains_key(operator) {
                 continue;
             }
-            pending.bytes += files.iter().map(|f| f.bytes).sum::<u64>();
+            // Files a worker reused from an earlier epoch were not written now.
+            pending.bytes += (files.iter())
+                .filter(|f| riffle_state::layout::written_by(&f.path, pending.epoch))
+                .map(|f| f.bytes)
+                .sum::<u64>();
             pending
                 .files
                 .entry(operator.0.clone())
