@@ -1,8 +1,10 @@
 //! One job on several worker processes (docs/cluster.md): the output equals a single
-//! process's, through kill -9 of any worker and a resume on fewer workers.
+//! process's, through kill -9 of any worker and a resume on fewer workers, also from
+//! state files a worker reused across checkpoints.
 
 mod common;
 
+use common::checkpoints::referenced_files;
 use common::workers::{kill, kill_workers_randomly, launched, unused_port, worker_pids};
 use common::{published, riffle, stderr};
 use std::path::Path;
@@ -12,10 +14,15 @@ use std::time::{Duration, Instant};
 /// q5 (keyed window aggregate, then a join on the window) and q8 (a window join of two
 /// sources): every exchange kind crosses workers.
 fn pipeline(query: &str, out: &Path) -> String {
+    pipeline_at(query, out, "10K")
+}
+
+/// `pipeline` with Nexmark events at `rate` per second of event time.
+fn pipeline_at(query: &str, out: &Path, rate: &str) -> String {
     let source = |event_type: &str| {
         format!(
             "CREATE TABLE {event_type} (WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND) \
-             WITH ('connector' = 'nexmark', 'event_type' = '{event_type}', 'events' = '10M', 'rate' = '10K');\n"
+             WITH ('connector' = 'nexmark', 'event_type' = '{event_type}', 'events' = '10M', 'rate' = '{rate}');\n"
         )
     };
     let sink = format!(
@@ -401,4 +408,55 @@ fn a_cut_exchange_connection_fails_the_attempt_and_the_job_resumes_exactly() {
         "the cut went unnoticed: {logs}"
     );
     assert_eq!(published(&dir.path().join("out")), expected);
+}
+
+#[test]
+fn a_worker_reuses_unchanged_state_files_and_a_resume_from_them_is_exact() {
+    // At the V1 rate no 10 s window closes during the run, so the window join's buffers
+    // only grow and each snapshot holds the batches of the one before.
+    let q8 = |dir: &Path, workers: usize| {
+        let file = dir.join("q8.sql");
+        std::fs::write(&file, pipeline_at("q8", &dir.join("out"), "10M")).unwrap();
+        let mut cmd = riffle();
+        cmd.arg("run")
+            .arg(&file)
+            .args([
+                "--events",
+                "3M",
+                "-p",
+                "2",
+                "--workers",
+                &workers.to_string(),
+            ])
+            .args(["--checkpoint-interval", "20ms", "--retain-checkpoints", "2"])
+            .args(["--restart", "none", "--state"])
+            .arg(dir.join("state"));
+        cmd
+    };
+    let reference = tempfile::tempdir().unwrap();
+    finished(&mut q8(reference.path(), 1));
+    let expected = published(&reference.path().join("out"));
+    assert!(!expected.is_empty());
+
+    let dir = tempfile::tempdir().unwrap();
+    // Worker 0's coordinator stops at epoch 6; the launcher kills worker 1.
+    let crashed = q8(dir.path(), 2)
+        .env("RIFFLE_CRASH_AT", "after-latest-flip:6")
+        .output()
+        .unwrap();
+    assert!(!crashed.status.success(), "{}", stderr(&crashed));
+    let files = referenced_files(&dir.path().join("state/q8"));
+    // At p2 on 2 workers, subtask 1 runs on worker 1.
+    let reused_by_worker_1 = files.iter().filter(|f| f.subtask == 1 && f.reused);
+    assert!(
+        reused_by_worker_1.count() > 0,
+        "worker 1 reused no file: {}",
+        stderr(&crashed)
+    );
+
+    finished(&mut q8(dir.path(), 2));
+    assert!(
+        published(&dir.path().join("out")) == expected,
+        "rows differ after resuming from files worker 1 reused"
+    );
 }

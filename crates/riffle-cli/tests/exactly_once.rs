@@ -187,21 +187,6 @@ fn random_kills_lose_and_duplicate_nothing() {
     );
 }
 
-/// Relative paths of the state files an epoch's manifest references.
-fn manifest_files(epoch_dir: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(epoch_dir.join("_manifest.json")).unwrap();
-    let manifest: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let mut paths = Vec::new();
-    for op in manifest["operators"].as_array().unwrap() {
-        for subtask in op["subtasks"].as_array().unwrap() {
-            for file in subtask["files"].as_array().unwrap() {
-                paths.push(file["path"].as_str().unwrap().to_string());
-            }
-        }
-    }
-    paths
-}
-
 #[test]
 fn q8_resumes_exactly_from_incremental_checkpoints() {
     // At the V1 rate no 10 s window closes during the run, so the window join's buffers
@@ -225,25 +210,8 @@ fn q8_resumes_exactly_from_incremental_checkpoints() {
     crash(args(&out, Some(&state)), "after-latest-flip:6");
     // GC kept two committed epochs, and every file they reference — also files in the
     // directories of older, deleted epochs — is still there.
-    let checkpoints = state.join("nexmark-q8/checkpoints");
-    let mut reused = 0;
-    for entry in std::fs::read_dir(&checkpoints).unwrap() {
-        let epoch_dir = entry.unwrap().path();
-        if !epoch_dir.join("_manifest.json").exists() {
-            continue;
-        }
-        let own = format!(
-            "checkpoints/{}/",
-            epoch_dir.file_name().unwrap().to_string_lossy()
-        );
-        for path in manifest_files(&epoch_dir) {
-            assert!(
-                state.join("nexmark-q8").join(&path).exists(),
-                "GC deleted {path}, which a retained manifest references"
-            );
-            reused += usize::from(!path.starts_with(&own));
-        }
-    }
+    let files = common::checkpoints::referenced_files(&state.join("nexmark-q8"));
+    let reused = files.iter().filter(|f| f.reused).count();
     assert!(reused > 0, "no checkpoint reused an older file");
 
     let resumed = args(&out, Some(&state)).output().unwrap();

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod checkpoints;
 pub mod http;
 pub mod savepoints;
 pub mod workers;
