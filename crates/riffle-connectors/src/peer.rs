@@ -150,28 +150,27 @@ impl Source for PeerSource {
         let v: Vec<i64> = ids.iter().map(|id| id % 97).collect();
         let scale = self.parallelism as i64 * NANOS_PER_POSITION;
         let start = self.start as i64;
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(5);
-        let ts: Vec<i64> = if self.time_column {
+        // With a visible `ts`, event time is whole milliseconds, the same in both columns.
+        let (ts_ms, ts_ns): (Option<Vec<i64>>, Vec<i64>) = if self.time_column {
             let ms: Vec<i64> = ids
                 .iter()
                 .map(|id| (id - start) * scale / NANOS_PER_MS)
                 .collect();
             let ns = ms.iter().map(|ms| ms * NANOS_PER_MS).collect();
-            columns.push(Arc::new(TimestampMillisecondArray::from(ms)));
-            ns
+            (Some(ms), ns)
         } else {
-            ids.iter().map(|id| (id - start) * scale).collect()
+            (None, ids.iter().map(|id| (id - start) * scale).collect())
         };
-        columns.splice(
-            0..0,
-            [
-                Arc::new(Int64Array::from(ids)) as ArrayRef,
-                Arc::new(Int64Array::from(k)),
-                Arc::new(Int64Array::from(v)),
-            ],
-        );
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(Int64Array::from(k)),
+            Arc::new(Int64Array::from(v)),
+        ];
+        if let Some(ms) = ts_ms {
+            columns.push(Arc::new(TimestampMillisecondArray::from(ms)));
+        }
         columns.push(Arc::new(
-            TimestampNanosecondArray::from(ts).with_timezone("UTC"),
+            TimestampNanosecondArray::from(ts_ns).with_timezone("UTC"),
         ));
         self.next = stop;
         Ok(SourcePoll::Batch(RecordBatch::try_new(

@@ -60,6 +60,23 @@ pub(crate) fn reuse_files(
     (reused, riffle_core::OperatorState { batches: fresh })
 }
 
+/// The files a stable-state snapshot consists of, each with the batches it holds: those
+/// it `reused`, then those `written` for its `fresh` batches (grouped into files as
+/// `write_state` grouped them). The next epoch's snapshot may reuse any of them.
+pub(crate) fn snapshot_files<'a>(
+    reused: Vec<(FileEntry, Vec<RecordBatch>)>,
+    written: &'a [FileEntry],
+    fresh: &OperatorState,
+) -> impl Iterator<Item = (FileEntry, Vec<RecordBatch>)> + 'a {
+    let groups: Vec<Vec<RecordBatch>> = file_groups(&fresh.batches)
+        .into_iter()
+        .map(|(_, batches)| batches.into_iter().cloned().collect())
+        .collect();
+    reused
+        .into_iter()
+        .chain(written.iter().cloned().zip(groups))
+}
+
 /// Whether a snapshot for `epoch` may reuse files of the epoch before it, given the
 /// newest epoch its writer heard committed. Only then is that epoch surely the newest
 /// committed one: nothing newer can commit before `epoch` does, so its manifest still
@@ -126,18 +143,12 @@ impl WorkerFileReuse {
             return;
         }
         self.by_epoch.retain(|e, _| e + 1 >= epoch.0);
-        // The new files hold the fresh batches as `write_state` grouped them.
-        let groups = file_groups(&fresh.batches)
-            .into_iter()
-            .map(|(_, batches)| batches.into_iter().cloned().collect::<Vec<_>>());
-        let files = self
-            .by_epoch
+        self.by_epoch
             .entry(epoch.0)
             .or_default()
             .entry((operator.to_string(), subtask))
-            .or_default();
-        files.extend(reused);
-        files.extend(written.iter().cloned().zip(groups));
+            .or_default()
+            .extend(snapshot_files(reused, written, fresh));
     }
 }
 

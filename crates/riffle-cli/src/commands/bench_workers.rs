@@ -1,7 +1,8 @@
 //! `riffle bench --workers N`: what spreading a job over worker processes costs. Each
-//! query's SQL pipeline (blackhole sink; the peer jobs over a `sequence` table) runs as one process at parallelism N, as N
-//! workers of parallelism 1 each (`riffle run --workers N`), and as 3 workers, the
-//! runs taking turns; the table gives medians (docs/cluster.md).
+//! query's SQL pipeline (blackhole sink; the peer jobs over a `sequence` table) runs as
+//! one process at parallelism N, as N workers of parallelism 1 each (`riffle run
+//! --workers N`), and as 3 workers, the runs taking turns; the table gives medians
+//! (docs/cluster.md).
 
 use super::bench::BenchArgs;
 use super::worker::Finished;

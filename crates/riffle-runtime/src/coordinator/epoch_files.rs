@@ -4,11 +4,10 @@
 
 use super::{now_ms, CheckpointCoordinator, OperatorInfo, Pending};
 use crate::checkpoint_events::SubtaskTiming;
-use crate::file_reuse::{reuse_files, ReuseCache};
+use crate::file_reuse::{reuse_files, snapshot_files, ReuseCache};
 use crate::job::SnapshotAck;
 use riffle_core::{Committable, CounterValues, OperatorId};
 use riffle_state::manifest::{FileEntry, OperatorEntry, SubtaskEntry};
-use riffle_state::state_file::file_groups;
 use riffle_state::Manifest;
 use std::time::Instant;
 
@@ -66,7 +65,7 @@ impl CheckpointCoordinator {
                 .get(&operator)
                 .is_some_and(|info| info.stable_state);
             let key = (operator.0.clone(), ack.subtask);
-            let (mut files, fresh) = match reuse.get(&key).filter(|_| stable) {
+            let (files, fresh) = match reuse.get(&key).filter(|_| stable) {
                 Some(previous) => reuse_files(previous, state),
                 None => (Vec::new(), state),
             };
@@ -81,17 +80,12 @@ impl CheckpointCoordinator {
                 )
                 .await?;
             pending.bytes += written.iter().map(|f| f.bytes).sum::<u64>();
+            let mut entries: Vec<FileEntry> = files.iter().map(|(f, _)| f.clone()).collect();
+            entries.extend(written.iter().cloned());
             if stable {
-                // The new files hold the fresh batches as `write_state` grouped them.
-                let groups = file_groups(&fresh.batches)
-                    .into_iter()
-                    .map(|(_, batches)| batches.into_iter().cloned().collect());
-                let cache = pending.reusable.entry(key).or_default();
-                cache.extend(files.iter().cloned());
-                cache.extend(written.iter().cloned().zip(groups));
+                (pending.reusable.entry(key).or_default())
+                    .extend(snapshot_files(files, &written, &fresh));
             }
-            let mut entries: Vec<FileEntry> = files.drain(..).map(|(f, _)| f).collect();
-            entries.extend(written);
             pending
                 .files
                 .entry(operator.0)
