@@ -379,34 +379,119 @@ fn a_cut_exchange_connection_fails_the_attempt_and_the_job_resumes_exactly() {
         "127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}",
         real[0], proxy.port, real[2]
     );
-    let mut workers: Vec<(std::process::Child, std::path::PathBuf)> = (0..3)
-        .map(|i| {
-            let log = dir.path().join(format!("worker-{i}.log"));
-            let mut cmd = riffle();
-            cmd.arg("worker")
-                .arg(&file)
-                .args(["-p", "3", "--events", "600K", "--throttle", "100K"])
-                .args(["--checkpoint-interval", "50ms", "--restart-delay", "0s"])
-                .arg("--state")
-                .arg(dir.path().join("state"))
-                .args(["--worker-id", &i.to_string(), "--workers", &addresses])
-                .args(["--listen", &format!("127.0.0.1:{}", real[i])]);
-            (launched(cmd, &log), log)
-        })
+    let mut workers: Vec<_> = (0..3)
+        .map(|i| worker(i, &file, &addresses, real[i], dir.path()))
         .collect();
     wait_for_checkpoints(dir.path());
     assert!(proxy.cut() > 0, "no connection went through the proxy");
-    let mut logs = String::new();
-    for (child, log) in &mut workers {
-        let status = child.wait().unwrap();
-        let text = std::fs::read_to_string(&*log).unwrap();
-        assert!(status.success(), "{text}");
-        logs.push_str(&text);
-    }
+    let logs = all_exit_well(&mut workers, Duration::from_secs(120));
     assert!(
         logs.contains("attempt of generation 1 failed"),
         "the cut went unnoticed: {logs}"
     );
+    assert_eq!(published(&dir.path().join("out")), expected);
+}
+
+/// `riffle worker` `i` of the q5 job in `file` on the workers at `addresses` (3, at
+/// p3, 600K events at 100K a second), listening on `port`; its stderr goes to
+/// `dir/worker-i.log`.
+fn worker(i: usize, file: &Path, addresses: &str, port: u16, dir: &Path) -> Worker {
+    let log = dir.join(format!("worker-{i}.log"));
+    let mut cmd = riffle();
+    cmd.arg("worker")
+        .arg(file)
+        .args(["-p", "3", "--events", "600K", "--throttle", "100K"])
+        .args(["--checkpoint-interval", "50ms", "--restart-delay", "0s"])
+        .arg("--state")
+        .arg(dir.join("state"))
+        .args(["--worker-id", &i.to_string(), "--workers", addresses])
+        .args(["--listen", &format!("127.0.0.1:{port}")]);
+    (launched(cmd, &log), log)
+}
+
+type Worker = (std::process::Child, std::path::PathBuf);
+
+/// Every worker's log, one after another.
+fn logs_of(workers: &[Worker]) -> String {
+    workers
+        .iter()
+        .map(|(_, log)| std::fs::read_to_string(log).unwrap_or_default())
+        .collect()
+}
+
+/// Kills `workers` and fails the test with `why` and their logs.
+fn give_up(workers: &mut [Worker], why: &str) -> ! {
+    for (child, _) in workers.iter_mut() {
+        let _ = child.kill();
+    }
+    panic!("{why}:\n{}", logs_of(workers));
+}
+
+/// Waits for `workers` to exit well, for up to `limit`; returns their logs.
+fn all_exit_well(workers: &mut [Worker], limit: Duration) -> String {
+    let started = Instant::now();
+    for i in 0..workers.len() {
+        loop {
+            if let Some(status) = workers[i].0.try_wait().unwrap() {
+                if !status.success() {
+                    give_up(workers, &format!("worker {i} failed"));
+                }
+                break;
+            }
+            if started.elapsed() > limit {
+                give_up(workers, &format!("worker {i} still runs after {limit:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    logs_of(workers)
+}
+
+/// Worker 1 is stopped (SIGSTOP) as it comes up, before it opens any stream: worker 0's
+/// attempt fails on the silent connection while worker 1's acks stream never arrived.
+/// Worker 0 must still end that attempt and start the next (it once waited forever for
+/// the coordinator, which waited for those acks); resumed, worker 1 joins, and the
+/// output stays exact.
+#[test]
+fn an_attempt_that_fails_before_every_worker_joined_it_ends_and_the_next_runs() {
+    let expected = single_process("q5", "600K");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("q5.sql");
+    std::fs::write(&file, pipeline("q5", &dir.path().join("out"))).unwrap();
+    let ports = [unused_port(), unused_port(), unused_port()];
+    let addresses = ports.map(|p| format!("127.0.0.1:{p}")).join(",");
+    let late = worker(1, &file, &addresses, ports[1], dir.path());
+    let up = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", ports[1])).is_err() {
+        assert!(
+            up.elapsed() < Duration::from_secs(60),
+            "worker 1 never listened"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stopped = late.0.id() as i32;
+    // SAFETY: signalling a process this test started.
+    unsafe { libc::kill(stopped, libc::SIGSTOP) };
+    let mut workers = vec![
+        worker(0, &file, &addresses, ports[0], dir.path()),
+        late,
+        worker(2, &file, &addresses, ports[2], dir.path()),
+    ];
+    // Past the keep-alive timeout: worker 0's streams into worker 1 fail.
+    let log_0 = workers[0].1.clone();
+    let failed = Instant::now();
+    while !std::fs::read_to_string(&log_0)
+        .unwrap_or_default()
+        .contains("attempt of generation 1 failed")
+    {
+        if failed.elapsed() > Duration::from_secs(60) {
+            give_up(&mut workers, "worker 0 did not end its first attempt");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(stopped, libc::SIGCONT) };
+    all_exit_well(&mut workers, Duration::from_secs(120));
     assert_eq!(published(&dir.path().join("out")), expected);
 }
 

@@ -288,7 +288,19 @@ async fn feed_barriers(
     mut stream: Streaming<FlightData>,
 ) -> Result<(), Status> {
     let mut decoder = StreamDecoder::default();
-    while let Some(data) = stream.message().await? {
+    loop {
+        let data = match stream.message().await {
+            Ok(Some(data)) => data,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                // Without the coordinator no checkpoint completes: the attempt is over.
+                crate::links::peer_failed(
+                    &attempt.stopper,
+                    format!("the barrier stream from worker 0 broke: {}", e.message()),
+                );
+                return Err(e);
+            }
+        };
         match decoder.decode::<FromCoordinator>(&data).map_err(protocol)? {
             Some(Decoded::Control(FromCoordinator::Barrier(barrier))) => {
                 attempt.barriers.inject(barrier)
@@ -301,7 +313,6 @@ async fn feed_barriers(
             Some(Decoded::Batch(_)) | None => {}
         }
     }
-    Ok(())
 }
 
 fn unimplemented<T>(what: &str) -> Result<T, Status> {

@@ -388,6 +388,28 @@ impl CheckpointListener for CommitNotices {
     }
 }
 
+/// On worker 0: the sender other workers' acks streams feed, relayed into the
+/// coordinator's `acks` by a task among `shipping`.
+///
+/// The coordinator reports once every sender of its acks is gone. The inbox holds one
+/// until every worker's acks stream arrived, and a stream holds one while it is open;
+/// if the attempt failed before then, the coordinator would wait for ever. Aborting the
+/// relay with the attempt's other shipments lets it go.
+fn relay_acks(
+    acks: tokio::sync::mpsc::UnboundedSender<riffle_runtime::SnapshotAck>,
+    shipping: &mut Shipments,
+) -> tokio::sync::mpsc::UnboundedSender<riffle_runtime::SnapshotAck> {
+    let (relay, mut relayed) = tokio::sync::mpsc::unbounded_channel();
+    shipping.0.push(tokio::spawn(async move {
+        while let Some(ack) = relayed.recv().await {
+            if acks.send(ack).is_err() {
+                break;
+            }
+        }
+    }));
+    relay
+}
+
 /// `links::fetch_decision` asks again while worker 0 has not decided.
 fn undecided() -> ClusterError {
     ClusterError::Protocol("worker 0 answered that it has not decided".into())
@@ -454,9 +476,10 @@ async fn run_attempt(
     let remote = std::mem::take(&mut handle.remote);
     let (acks_in, ends_in) = handle.take_remote_inputs();
     let stopper = handle.stopper();
+    let mut shipping = Shipments::default();
     let inbox = match (me, acks_in, ends_in) {
         (0, Some(acks), Some(ends)) => Some(CoordinatorInbox {
-            acks,
+            acks: relay_acks(acks, &mut shipping),
             ends,
             expected: placement.workers - 1,
         }),
@@ -471,7 +494,6 @@ async fn run_attempt(
         stopper: stopper.clone(),
         committed,
     }));
-    let mut shipping = Shipments::default();
     let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let streams = remote.outgoing.len();
     for (key, worker, receiver) in remote.outgoing {
@@ -547,6 +569,10 @@ async fn run_attempt(
         for shipment in std::mem::take(&mut shipping.0) {
             let _ = shipment.await;
         }
+    } else {
+        // Ends the streams to other workers (they fail their part too) and the acks
+        // relay, so the coordinator sees its acks end and reports.
+        drop(shipping);
     }
     let report = match report {
         Some(report) => Some(
