@@ -56,9 +56,20 @@ fn unused_port(salt: u64) -> Result<std::net::TcpListener> {
     anyhow::bail!("no free port on 127.0.0.1 in {LISTEN_PORTS:?}")
 }
 
+/// Runtime threads for each of `workers` workers sharing `cores`: an equal share, at
+/// least one. N workers that each started a thread per core would crowd the cores
+/// (docs/cluster.md, "Speed").
+fn threads_per_worker(cores: usize, workers: usize) -> usize {
+    (cores / workers.max(1)).max(1)
+}
+
 /// `riffle run … --workers N`: the same command as `riffle worker` for each of N
-/// workers, at `addresses`.
-fn worker_commands(run_args: &[OsString], addresses: &Addresses) -> Vec<Vec<OsString>> {
+/// workers, at `addresses`, each with `threads` runtime threads.
+fn worker_commands(
+    run_args: &[OsString],
+    addresses: &Addresses,
+    threads: usize,
+) -> Vec<Vec<OsString>> {
     let workers = addresses.exchange.len();
     let shared = without_launcher_options(run_args);
     (0..workers)
@@ -74,6 +85,8 @@ fn worker_commands(run_args: &[OsString], addresses: &Addresses) -> Vec<Vec<OsSt
                 addresses.exchange[i].clone().into(),
                 "--http-address".into(),
                 addresses.control[i].clone().into(),
+                "--threads".into(),
+                threads.to_string().into(),
             ]);
             command
         })
@@ -187,7 +200,9 @@ pub fn launch(workers: usize, restarts: u32, force_progress: bool) -> Result<()>
         .context("--workers is an option of `riffle run`")?;
     let exe = std::env::current_exe().context("finding the riffle executable")?;
     let addresses = free_addresses(workers)?;
-    let commands = worker_commands(&argv[at + 1..], &addresses);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = threads_per_worker(cores, workers);
+    let commands = worker_commands(&argv[at + 1..], &addresses, threads);
     // One progress line for all workers, as `riffle run` draws one for its process.
     use std::io::IsTerminal;
     let done = Arc::new(AtomicBool::new(false));
@@ -347,7 +362,7 @@ mod tests {
             without_launcher_options(&args),
             vec![OsString::from("q5.sql"), "-p".into(), "3".into()]
         );
-        let commands = worker_commands(&args, &free_addresses(2).unwrap());
+        let commands = worker_commands(&args, &free_addresses(2).unwrap(), 3);
         assert_eq!(commands.len(), 2);
         assert_eq!(commands[1][0], "worker");
         let text: Vec<String> = commands[1]
@@ -359,5 +374,17 @@ mod tests {
         // Each worker serves its control endpoint, which the progress line asks.
         let control = text.iter().position(|a| a == "--http-address").unwrap();
         assert!(text[control + 1].starts_with("127.0.0.1:"));
+        let threads = text.iter().position(|a| a == "--threads").unwrap();
+        assert_eq!(text[threads + 1], "3");
+    }
+
+    #[test]
+    fn workers_on_one_machine_share_its_cores() {
+        assert_eq!(threads_per_worker(8, 2), 4);
+        assert_eq!(threads_per_worker(2, 2), 1);
+        assert_eq!(threads_per_worker(8, 3), 2);
+        // More workers than cores: each still has a thread.
+        assert_eq!(threads_per_worker(2, 3), 1);
+        assert_eq!(threads_per_worker(1, 1), 1);
     }
 }

@@ -46,6 +46,11 @@ pub struct WorkerArgs {
     /// How long to wait for another worker to answer before failing.
     #[arg(long, default_value = "60s", value_parser = crate::units::parse_duration)]
     pub peer_timeout: Duration,
+    /// Threads that run this worker's tasks and streams; by default one per core this
+    /// process may use. `riffle run --workers N` gives each worker an equal share of
+    /// the machine's cores.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
 }
 
 /// The worker index a StatefulSet pod's host name carries: `riffle-2` → 2.
@@ -121,7 +126,11 @@ pub fn run(args: WorkerArgs) -> Result<()> {
         args.sql.file.display(),
         args.sql.parallelism
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = args.threads {
+        runtime.worker_threads(usize::from(threads));
+    }
+    let runtime = runtime
         .enable_all()
         .build()
         .context("starting the runtime")?;
