@@ -49,6 +49,9 @@ pub enum FromCoordinator {
     /// This epoch committed: the receiving worker may reuse its state files in the
     /// next epoch's snapshots (incremental checkpoints).
     Committed(u64),
+    /// The coordinator finished: the stream ends here. A stream that ends without it
+    /// was cut off by a failed attempt on worker 0.
+    End,
 }
 
 /// A message of an acks stream.

@@ -289,11 +289,18 @@ async fn feed_barriers(
 ) -> Result<(), Status> {
     let mut decoder = StreamDecoder::default();
     loop {
+        // Without the coordinator no checkpoint completes: the attempt is over. A job
+        // with no channel from worker 0 to this worker hears of it only here.
         let data = match stream.message().await {
             Ok(Some(data)) => data,
-            Ok(None) => return Ok(()),
+            Ok(None) => {
+                crate::links::peer_failed(
+                    &attempt.stopper,
+                    "the barrier stream from worker 0 ended before its coordinator did".into(),
+                );
+                return Err(Status::aborted("the stream ended early"));
+            }
             Err(e) => {
-                // Without the coordinator no checkpoint completes: the attempt is over.
                 crate::links::peer_failed(
                     &attempt.stopper,
                     format!("the barrier stream from worker 0 broke: {}", e.message()),
@@ -310,6 +317,7 @@ async fn feed_barriers(
                     .committed
                     .send_modify(|heard| *heard = (*heard).max(Some(Epoch(epoch))));
             }
+            Some(Decoded::Control(FromCoordinator::End)) => return Ok(()),
             Some(Decoded::Batch(_)) | None => {}
         }
     }

@@ -518,9 +518,11 @@ async fn run_attempt(
             shipping.0.push(tokio::spawn(async move {
                 while let Some(barrier) = barriers.recv().await {
                     if forward.send(FromCoordinator::Barrier(barrier)).is_err() {
-                        break;
+                        return;
                     }
                 }
+                // The coordinator finished (a failed attempt aborts this task first).
+                let _ = forward.send(FromCoordinator::End);
             }));
             notices.0.push(to_worker);
             let peer = peers.get(worker).await?.clone();

@@ -177,6 +177,11 @@ impl Case {
     }
 }
 
+/// Replays cases in one process: `RIFFLE_ORACLE_SEEDS=3,17`.
+const SEEDS: &str = "RIFFLE_ORACLE_SEEDS";
+/// Replays cases on workers.
+const WORKER_SEEDS: &str = "RIFFLE_ORACLE_WORKER_SEEDS";
+
 fn seeds_from_env(variable: &str) -> Option<Vec<u64>> {
     let text = std::env::var(variable).ok()?;
     Some(
@@ -190,9 +195,18 @@ fn seeds_from_env(variable: &str) -> Option<Vec<u64>> {
     )
 }
 
+/// A case runs in seconds. One that takes this long agreed only after some wait ran
+/// into its timeout (peer, attempt or checkpoint timeouts are a minute): a liveness
+/// bug, which fails the case too. (Seed 1151 on workers once took 725 s this way.)
+const STALLED: Duration = Duration::from_secs(50);
+
 /// Checks the cases `case` draws from `seeds`; panics with every failure, each shrunk,
-/// after trying them all.
-fn check_seeds(seeds: impl Iterator<Item = u64>, case: fn(u64) -> Case, deadline: Option<Instant>) {
+/// after trying them all. `replay` is the variable that replays a seed.
+fn check_seeds(
+    seeds: impl Iterator<Item = u64>,
+    (case, replay): (fn(u64) -> Case, &str),
+    deadline: Option<Instant>,
+) {
     let mut failures = Vec::new();
     let mut passed = 0;
     for seed in seeds {
@@ -202,6 +216,14 @@ fn check_seeds(seeds: impl Iterator<Item = u64>, case: fn(u64) -> Case, deadline
         let case = case(seed);
         let started = Instant::now();
         match case.check() {
+            Ok(rows) if started.elapsed() > STALLED => {
+                let took = started.elapsed().as_secs_f64();
+                eprintln!("oracle: SLOW {} ({took:.0} s)", case.describe());
+                failures.push(format!(
+                    "{}\n  agreed with DuckDB ({rows} rows) but took {took:.0} s: something waited for a timeout\n  replay: {replay}={seed}",
+                    case.describe()
+                ));
+            }
             Ok(rows) => {
                 passed += 1;
                 eprintln!(
@@ -214,7 +236,7 @@ fn check_seeds(seeds: impl Iterator<Item = u64>, case: fn(u64) -> Case, deadline
                 eprintln!("oracle: FAIL {}\n{e}", case.describe());
                 let (smallest, reason) = case.shrink();
                 failures.push(format!(
-                    "{}\n  shrunk to: {}\n  replay: RIFFLE_ORACLE_SEEDS={seed}\n{reason}",
+                    "{}\n  shrunk to: {}\n  replay: {replay}={seed}\n{reason}",
                     case.describe(),
                     smallest.describe()
                 ));
@@ -235,9 +257,9 @@ const CI_SEEDS: std::ops::Range<u64> = 1..52;
 
 #[test]
 fn generated_pipelines_agree_with_duckdb_through_crashes_and_rescales() {
-    match seeds_from_env("RIFFLE_ORACLE_SEEDS") {
-        Some(seeds) => check_seeds(seeds.into_iter(), Case::from_seed, None),
-        None => check_seeds(CI_SEEDS, Case::from_seed, None),
+    match seeds_from_env(SEEDS) {
+        Some(seeds) => check_seeds(seeds.into_iter(), (Case::from_seed, SEEDS), None),
+        None => check_seeds(CI_SEEDS, (Case::from_seed, SEEDS), None),
     }
 }
 
@@ -245,17 +267,23 @@ fn generated_pipelines_agree_with_duckdb_through_crashes_and_rescales() {
 /// query kind of the grammar once, rescaled between one process and 2 or 3 workers,
 /// through crash points of worker 0's coordinator and `kill -9` of any worker. (1049
 /// stands in for 1015, the same kind, whose input gives DuckDB no rows to compare.)
-const CI_WORKER_SEEDS: [u64; 17] = [
+/// 1151 kills a worker of a job with no channel between workers: the others hear of
+/// the failed attempt only through worker 0's barrier stream, and once did not.
+const CI_WORKER_SEEDS: [u64; 18] = [
     1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 1049, 1016,
-    1017,
+    1017, 1151,
 ];
 
 /// `RIFFLE_ORACLE_WORKER_SEEDS=1003,1010` replays those cases instead.
 #[test]
 fn generated_pipelines_on_workers_agree_with_duckdb_through_crashes_and_rescales() {
-    match seeds_from_env("RIFFLE_ORACLE_WORKER_SEEDS") {
-        Some(seeds) => check_seeds(seeds.into_iter(), Case::on_workers, None),
-        None => check_seeds(CI_WORKER_SEEDS.into_iter(), Case::on_workers, None),
+    match seeds_from_env(WORKER_SEEDS) {
+        Some(seeds) => check_seeds(seeds.into_iter(), (Case::on_workers, WORKER_SEEDS), None),
+        None => check_seeds(
+            CI_WORKER_SEEDS.into_iter(),
+            (Case::on_workers, WORKER_SEEDS),
+            None,
+        ),
     }
 }
 
@@ -275,7 +303,7 @@ fn soak() {
     );
     check_seeds(
         std::iter::from_fn(move || Some(rng.random())),
-        Case::from_seed,
+        (Case::from_seed, SEEDS),
         Some(deadline),
     );
 }
