@@ -371,8 +371,7 @@ impl CuttableProxy {
 fn a_cut_exchange_connection_fails_the_attempt_and_the_job_resumes_exactly() {
     let expected = single_process("q5", "600K");
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("q5.sql");
-    std::fs::write(&file, pipeline("q5", &dir.path().join("out"))).unwrap();
+    let file = q5_file(dir.path());
     let real = [unused_port(), unused_port(), unused_port()];
     let proxy = CuttableProxy::start(real[1]);
     let addresses = format!(
@@ -390,6 +389,13 @@ fn a_cut_exchange_connection_fails_the_attempt_and_the_job_resumes_exactly() {
         "the cut went unnoticed: {logs}"
     );
     assert_eq!(published(&dir.path().join("out")), expected);
+}
+
+/// Writes q5 into `dir/q5.sql`, with its output in `dir/out`.
+fn q5_file(dir: &Path) -> std::path::PathBuf {
+    let file = dir.join("q5.sql");
+    std::fs::write(&file, pipeline("q5", &dir.join("out"))).unwrap();
+    file
 }
 
 /// `riffle worker` `i` of the q5 job in `file` on the workers at `addresses` (3, at
@@ -456,8 +462,7 @@ fn all_exit_well(workers: &mut [Worker], limit: Duration) -> String {
 fn an_attempt_that_fails_before_every_worker_joined_it_ends_and_the_next_runs() {
     let expected = single_process("q5", "600K");
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("q5.sql");
-    std::fs::write(&file, pipeline("q5", &dir.path().join("out"))).unwrap();
+    let file = q5_file(dir.path());
     let ports = [unused_port(), unused_port(), unused_port()];
     let addresses = ports.map(|p| format!("127.0.0.1:{p}")).join(",");
     let late = worker(1, &file, &addresses, ports[1], dir.path());
