@@ -182,6 +182,27 @@ fn protocol(e: crate::error::ClusterError) -> Status {
     Status::invalid_argument(e.to_string())
 }
 
+/// The next message of a stream from another worker (`None` at its end). A broken
+/// stream fails this worker's attempt, naming `what` broke.
+async fn received(
+    stream: &mut Streaming<FlightData>,
+    attempt: &LocalAttempt,
+    what: impl Fn() -> String,
+) -> Result<Option<FlightData>, Status> {
+    stream.message().await.inspect_err(|e| {
+        crate::links::peer_failed(
+            &attempt.stopper,
+            format!("{} broke: {}", what(), e.message()),
+        )
+    })
+}
+
+/// Fails the attempt because a stream ended before it should have (`why`).
+fn ended_early(attempt: &LocalAttempt, why: &str) -> Result<(), Status> {
+    crate::links::peer_failed(&attempt.stopper, why.to_string());
+    Err(Status::aborted("the stream ended early"))
+}
+
 /// Feeds a remote channel into the local task it belongs to.
 async fn feed_channel(
     attempt: &LocalAttempt,
@@ -196,17 +217,13 @@ async fn feed_channel(
         .remove(&key)
         .ok_or_else(|| Status::failed_precondition(format!("no task here waits for the {key}")))?;
     let mut decoder = StreamDecoder::default();
+    let what = || format!("worker {from}'s {key}");
     loop {
-        let data = match stream.message().await {
-            Ok(Some(data)) => data,
-            Ok(None) => break,
-            Err(e) => {
-                crate::links::peer_failed(
-                    &attempt.stopper,
-                    format!("worker {from}'s {key} broke: {}", e.message()),
-                );
-                return Err(e);
-            }
+        let Some(data) = received(&mut stream, attempt, what).await? else {
+            return ended_early(
+                attempt,
+                &format!("{} ended before its end of input", what()),
+            );
         };
         let message = match decoder.decode::<ChannelControl>(&data).map_err(protocol)? {
             None => continue,
@@ -222,11 +239,6 @@ async fn feed_channel(
             return Err(Status::cancelled("the receiving task is gone"));
         }
     }
-    crate::links::peer_failed(
-        &attempt.stopper,
-        format!("worker {from}'s {key} ended before its end of input"),
-    );
-    Err(Status::aborted("the stream ended early"))
 }
 
 /// Passes another worker's acks and ends of input to the coordinator.
@@ -253,17 +265,10 @@ async fn feed_acks(
         senders
     };
     let mut decoder = StreamDecoder::default();
+    let what = || format!("the acks stream of worker {from}");
     loop {
-        let data = match stream.message().await {
-            Ok(Some(data)) => data,
-            Ok(None) => return Ok(()),
-            Err(e) => {
-                crate::links::peer_failed(
-                    &attempt.stopper,
-                    format!("the acks stream of worker {from} broke: {}", e.message()),
-                );
-                return Err(e);
-            }
+        let Some(data) = received(&mut stream, attempt, what).await? else {
+            return Ok(());
         };
         match decoder.decode::<ToCoordinator>(&data).map_err(protocol)? {
             None => {}
@@ -288,25 +293,15 @@ async fn feed_barriers(
     mut stream: Streaming<FlightData>,
 ) -> Result<(), Status> {
     let mut decoder = StreamDecoder::default();
+    let what = || "the barrier stream from worker 0".to_string();
     loop {
         // Without the coordinator no checkpoint completes: the attempt is over. A job
         // with no channel from worker 0 to this worker hears of it only here.
-        let data = match stream.message().await {
-            Ok(Some(data)) => data,
-            Ok(None) => {
-                crate::links::peer_failed(
-                    &attempt.stopper,
-                    "the barrier stream from worker 0 ended before its coordinator did".into(),
-                );
-                return Err(Status::aborted("the stream ended early"));
-            }
-            Err(e) => {
-                crate::links::peer_failed(
-                    &attempt.stopper,
-                    format!("the barrier stream from worker 0 broke: {}", e.message()),
-                );
-                return Err(e);
-            }
+        let Some(data) = received(&mut stream, attempt, what).await? else {
+            return ended_early(
+                attempt,
+                &format!("{} ended before its coordinator did", what()),
+            );
         };
         match decoder.decode::<FromCoordinator>(&data).map_err(protocol)? {
             Some(Decoded::Control(FromCoordinator::Barrier(barrier))) => {
