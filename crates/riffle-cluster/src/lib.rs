@@ -17,6 +17,7 @@ pub mod ack;
 pub mod error;
 pub mod links;
 pub mod protocol;
+mod server;
 pub mod service;
 pub mod wire;
 pub mod worker;

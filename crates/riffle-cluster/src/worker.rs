@@ -11,8 +11,8 @@
 use crate::error::{ClusterError, ClusterResult};
 use crate::links::{self, Peer};
 use crate::protocol::{Attempt, AttemptRequest, Decision, FromCoordinator, StreamKind};
+use crate::server::Server;
 use crate::service::{CoordinatorInbox, LocalAttempt, WorkerService};
-use arrow_flight::flight_service_server::FlightServiceServer;
 use riffle_runtime::job::{self, attach_coordinator, exactly_once};
 use riffle_runtime::recovery::{recover, recover_from, RecoveryOptions};
 use riffle_runtime::supervisor::RunObserver;
@@ -76,7 +76,7 @@ pub async fn run_worker(
         )));
     }
     let service = WorkerService::default();
-    let server = serve(service.clone(), options.listen).await?;
+    let server = Server::start(service.clone(), options.listen).await?;
     let job = WorkerJob {
         incarnation: incarnation(),
         graph,
@@ -242,59 +242,6 @@ fn worth_restarting(error: &ClusterError) -> bool {
         | ClusterError::Json(_)
         | ClusterError::State(_) => false,
     }
-}
-
-/// The Flight server of this worker.
-struct Server {
-    task: JoinHandle<()>,
-    shutdown: tokio::sync::oneshot::Sender<()>,
-}
-
-impl Server {
-    /// Stops taking calls and lets those under way finish (for up to a second): the
-    /// answer that tells another worker the job finished must reach it.
-    async fn stop(self) {
-        let _ = self.shutdown.send(());
-        let abort = self.task.abort_handle();
-        if tokio::time::timeout(Duration::from_secs(1), self.task)
-            .await
-            .is_err()
-        {
-            abort.abort();
-        }
-    }
-}
-
-async fn serve(service: WorkerService, listen: SocketAddr) -> ClusterResult<Server> {
-    let listener =
-        tokio::net::TcpListener::bind(listen)
-            .await
-            .map_err(|e| ClusterError::Connect {
-                address: listen.to_string(),
-                message: format!("cannot listen: {e}"),
-            })?;
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    let flight = FlightServiceServer::new(service)
-        .max_decoding_message_size(usize::MAX)
-        .max_encoding_message_size(usize::MAX);
-    let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        if let Err(e) = tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(links::KEEP_ALIVE))
-            .http2_keepalive_timeout(Some(links::KEEP_ALIVE_TIMEOUT))
-            .initial_stream_window_size(links::STREAM_WINDOW)
-            .initial_connection_window_size(links::CONNECTION_WINDOW)
-            .max_frame_size(links::FRAME_SIZE)
-            .add_service(flight)
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = stopped.await;
-            })
-            .await
-        {
-            tracing::error!(%e, "worker service stopped");
-        }
-    });
-    Ok(Server { task, shutdown })
 }
 
 /// What the workers agreed to do next.
