@@ -2,6 +2,7 @@
 //! into nanoseconds; shared by the file and Kafka sources, which differ only in how
 //! they name a bad record (file and line, or topic, partition and offset).
 
+use crate::flat_json::FlatJsonDecoder;
 use crate::sinks::FileFormat;
 use riffle_core::arrow::array::{make_array, new_null_array, Array, ArrayRef, AsArray};
 use riffle_core::arrow::compute::is_not_null;
@@ -28,6 +29,19 @@ pub(crate) struct RecordDecoder {
     /// Rows the Arrow decoder takes per batch.
     capacity: usize,
     arrow: Option<ArrowDecoder>,
+    /// JSON's fast path (`flat_json.rs`), tried before Arrow's decoder while it is on.
+    flat: FlatPath,
+}
+
+/// Whether JSON's fast path is tried.
+enum FlatPath {
+    /// Not yet built (or CSV, whose decoding is Arrow's alone).
+    Unbuilt,
+    On(Box<FlatJsonDecoder>),
+    /// The schema has a type it leaves to Arrow, or it handed back a batch that Arrow
+    /// decoded: the input has another form (numbers with fractions in VARCHAR columns,
+    /// say), and trying each batch twice would only be slower.
+    Off,
 }
 
 enum ArrowDecoder {
@@ -98,31 +112,60 @@ impl RecordDecoder {
             read,
             capacity: 0,
             arrow: None,
+            flat: match format {
+                FileFormat::Jsonl => FlatPath::Unbuilt,
+                _ => FlatPath::Off,
+            },
         }
     }
 
-    /// A decoder like this one, for one record (it keeps no Arrow decoder).
+    /// A decoder like this one, for one record (it keeps no Arrow decoder): Arrow's
+    /// alone, whose errors name the field.
     pub(crate) fn decode_one(
         &self,
         text: &[u8],
     ) -> std::result::Result<Option<RecordBatch>, String> {
-        Self::reading(self.format, &self.schema, self.read.clone()).decode(text, 1)
+        let mut one = Self::reading(self.format, &self.schema, self.read.clone());
+        one.flat = FlatPath::Off;
+        one.decode(text, 1)
+    }
+
+    /// The schema of the records JSON's decoders build: JSON fields are found by name,
+    /// so a schema of the columns read skips the others.
+    fn json_schema(&self) -> std::result::Result<SchemaRef, String> {
+        Ok(match &self.read {
+            Some(read) => Arc::new(self.text_schema.project(read).map_err(|e| e.to_string())?),
+            None => self.text_schema.clone(),
+        })
+    }
+
+    /// The records of `text` decoded by JSON's fast path, if it is on and takes them.
+    fn decode_flat(&mut self, text: &[u8], rows: usize) -> Option<RecordBatch> {
+        if let FlatPath::Unbuilt = self.flat {
+            self.flat = match self
+                .json_schema()
+                .ok()
+                .and_then(|s| FlatJsonDecoder::new(&s))
+            {
+                Some(flat) => FlatPath::On(Box::new(flat)),
+                None => FlatPath::Off,
+            };
+        }
+        match &mut self.flat {
+            FlatPath::On(flat) => flat.decode(text, rows),
+            _ => None,
+        }
     }
 
     fn build(&self) -> std::result::Result<ArrowDecoder, String> {
         let schema = self.text_schema.clone();
         Ok(match self.format {
             FileFormat::Jsonl => ArrowDecoder::Json(
-                // JSON fields are found by name: a schema of the columns read skips
-                // the others.
-                riffle_core::arrow::json::ReaderBuilder::new(match &self.read {
-                    Some(read) => Arc::new(schema.project(read).map_err(|e| e.to_string())?),
-                    None => schema,
-                })
-                .with_coerce_primitive(true)
-                .with_batch_size(self.capacity)
-                .build_decoder()
-                .map_err(|e| e.to_string())?,
+                riffle_core::arrow::json::ReaderBuilder::new(self.json_schema()?)
+                    .with_coerce_primitive(true)
+                    .with_batch_size(self.capacity)
+                    .build_decoder()
+                    .map_err(|e| e.to_string())?,
             ),
             _ => ArrowDecoder::Csv(Box::new(
                 riffle_core::arrow::csv::ReaderBuilder::new(schema)
@@ -146,21 +189,24 @@ impl RecordDecoder {
     /// decoder would take a number as a count of the column's unit, nanoseconds.) Hence
     /// JSON numbers and booleans in VARCHAR columns are read as their text too, as Flink
     /// does.
+    ///
+    /// JSON goes through the fast path (`flat_json.rs`) first, while it is on; a batch
+    /// it hands back is Arrow's.
     pub(crate) fn decode(
         &mut self,
         text: &[u8],
         rows: usize,
     ) -> std::result::Result<Option<RecordBatch>, String> {
-        let mut arrow = match self.arrow.take() {
-            Some(arrow) if rows <= self.capacity => arrow,
-            _ => {
-                self.capacity = self.capacity.max(rows).max(1);
-                self.build()?
+        let decoded = match self.decode_flat(text, rows) {
+            Some(batch) => Some(batch),
+            None => {
+                let decoded = self.decode_arrow(text, rows)?;
+                if let FlatPath::On(_) = self.flat {
+                    self.flat = FlatPath::Off;
+                }
+                decoded
             }
         };
-        // (On an error `arrow` is dropped, with whatever it held.)
-        let decoded = arrow.decode_all(text)?;
-        self.arrow = Some(arrow);
         let Some(batch) = decoded else {
             return Ok(None);
         };
@@ -180,6 +226,25 @@ impl RecordDecoder {
         RecordBatch::try_new(self.schema.clone(), columns)
             .map(Some)
             .map_err(|e| e.to_string())
+    }
+
+    /// The `rows` records in `text`, by Arrow's decoder.
+    fn decode_arrow(
+        &mut self,
+        text: &[u8],
+        rows: usize,
+    ) -> std::result::Result<Option<RecordBatch>, String> {
+        let mut arrow = match self.arrow.take() {
+            Some(arrow) if rows <= self.capacity => arrow,
+            _ => {
+                self.capacity = self.capacity.max(rows).max(1);
+                self.build()?
+            }
+        };
+        // (On an error `arrow` is dropped, with whatever it held.)
+        let decoded = arrow.decode_all(text)?;
+        self.arrow = Some(arrow);
+        Ok(decoded)
     }
 }
 
@@ -434,6 +499,47 @@ mod tests {
             3
         );
         assert_eq!(times(&after), vec![Some(2000)]);
+    }
+
+    #[test]
+    fn json_of_another_form_than_the_fast_paths_is_arrows_and_turns_it_off() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("auction", DataType::Int64, true),
+            Field::new("extra", DataType::Utf8, true),
+        ]));
+        let mut decoder = RecordDecoder::reading(FileFormat::Jsonl, &schema, None);
+        let text = |batch: &RecordBatch| -> Vec<Option<String>> {
+            batch
+                .column(1)
+                .as_string::<i32>()
+                .iter()
+                .map(|v| v.map(str::to_string))
+                .collect()
+        };
+        let flat = decoder
+            .decode(
+                b"{\"auction\":1,\"extra\":\"a\"}\n{\"auction\":2,\"extra\":7}\n",
+                2,
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(text(&flat), [Some("a".into()), Some("7".into())]);
+        assert!(matches!(decoder.flat, FlatPath::On(_)));
+        // A bad record is an error on either path, and leaves the fast path on.
+        assert!(decoder.decode(b"{\"auction\":\"x\"}\n", 1).is_err());
+        assert!(matches!(decoder.flat, FlatPath::On(_)));
+        // A number with a fraction keeps its text in a VARCHAR column: Arrow's work.
+        let arrows = decoder
+            .decode(b"{\"auction\":3,\"extra\":1.50}\n", 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(text(&arrows), [Some("1.50".into())]);
+        assert!(matches!(decoder.flat, FlatPath::Off));
+        let after = decoder
+            .decode(b"{\"auction\":4,\"extra\":\"b\"}\n", 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(text(&after), [Some("b".into())]);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 mod date_time_text;
 mod decode;
 pub mod file_source;
+mod flat_json;
 pub mod io_runtime;
 pub mod kafka;
 pub mod lookup;

@@ -1,0 +1,576 @@
+//! JSON lines of flat records decoded through simd-json's tape: the fast path of
+//! [`crate::decode::RecordDecoder`] for JSON.
+//!
+//! Arrow's JSON decoder spent about two thirds of a JSON file source's time (its tape
+//! alone a third); simd-json builds its tape of a line in about half that time. This
+//! decoder takes only the common form of a record: one object per line, each field of
+//! the schema at most once, its value null or of the field's own JSON type (a number
+//! for a number column, a string for a VARCHAR one; an integer or a boolean for a
+//! VARCHAR is taken as its text, as Arrow takes it). It hands any other batch back, and
+//! Arrow's decoder decodes it or names the error, so a record decodes alike on either
+//! path (the tests below hold the two to that) and errors keep Arrow's words.
+
+use riffle_core::arrow::array::{
+    ArrayBuilder, ArrayRef, ArrowPrimitiveType, BooleanBuilder, PrimitiveBuilder, StringBuilder,
+};
+use riffle_core::arrow::datatypes::{
+    DataType, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, SchemaRef, UInt16Type,
+    UInt32Type, UInt64Type, UInt8Type,
+};
+use riffle_core::RecordBatch;
+use simd_json::{Buffers, Node, StaticNode};
+use std::fmt::Write;
+
+/// The most fields a schema may have for this decoder: which fields a record named is
+/// kept as the bits of a `u64`.
+const MAX_FIELDS: usize = 64;
+
+/// Decodes batches of JSON lines of one flat schema, or hands a batch back.
+pub(crate) struct FlatJsonDecoder {
+    schema: SchemaRef,
+    names: Vec<String>,
+    nullable: Vec<bool>,
+    /// simd-json parses in place: each batch is copied here first.
+    text: Vec<u8>,
+    buffers: Buffers,
+    tape: Option<simd_json::tape::Tape<'static>>,
+}
+
+impl FlatJsonDecoder {
+    /// A decoder for records of `schema`; `None` when a field's type is one this decoder
+    /// leaves to Arrow's (or the schema has over [`MAX_FIELDS`] fields).
+    pub(crate) fn new(schema: &SchemaRef) -> Option<Self> {
+        let fields = schema.fields();
+        let taken = fields.len() <= MAX_FIELDS
+            && fields.iter().all(|f| {
+                // (Float32 is not taken: a number parsed to f64 and then narrowed may
+                // round differently from Arrow's parse straight to f32.)
+                matches!(
+                    f.data_type(),
+                    DataType::Int8
+                        | DataType::Int16
+                        | DataType::Int32
+                        | DataType::Int64
+                        | DataType::UInt8
+                        | DataType::UInt16
+                        | DataType::UInt32
+                        | DataType::UInt64
+                        | DataType::Float64
+                        | DataType::Boolean
+                        | DataType::Utf8
+                )
+            });
+        taken.then(|| Self {
+            schema: schema.clone(),
+            names: fields.iter().map(|f| f.name().clone()).collect(),
+            nullable: fields.iter().map(|f| f.is_nullable()).collect(),
+            text: Vec::new(),
+            buffers: Buffers::new(1024),
+            tape: None,
+        })
+    }
+
+    /// The `rows` records of `text`, one per line; `None` when a line is not of the form
+    /// this decoder takes (or `text` holds another number of lines).
+    pub(crate) fn decode(&mut self, text: &[u8], rows: usize) -> Option<RecordBatch> {
+        let mut columns: Vec<Column> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| Column::new(f.data_type(), rows))
+            .collect::<Option<_>>()?;
+        let mut copy = std::mem::take(&mut self.text);
+        copy.clear();
+        copy.extend_from_slice(text);
+        let mut tape = self.tape.take().unwrap_or_else(simd_json::tape::Tape::null);
+        let mut decoded = 0;
+        let mut rest = &mut copy[..];
+        let mut taken = true;
+        while !rest.is_empty() {
+            let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+            let (line, after) = rest.split_at_mut(end);
+            rest = after.get_mut(1..).unwrap_or_default();
+            let mut line_tape = tape.reset();
+            taken = decoded < rows
+                && !has_lone_surrogate(line)
+                && simd_json::fill_tape(line, &mut self.buffers, &mut line_tape).is_ok()
+                && self.record(&line_tape.0, &mut columns);
+            tape = line_tape.reset();
+            if !taken {
+                break;
+            }
+            decoded += 1;
+        }
+        self.tape = Some(tape);
+        self.text = copy;
+        if !taken || decoded != rows {
+            return None;
+        }
+        let arrays: Vec<ArrayRef> = columns.iter_mut().map(Column::finish).collect();
+        RecordBatch::try_new(self.schema.clone(), arrays).ok()
+    }
+
+    /// Appends the record of one line's tape to `columns`; false when it is not of the
+    /// form taken (`columns` are then part-way through a row, and dropped).
+    fn record(&self, nodes: &[Node<'_>], columns: &mut [Column]) -> bool {
+        let Some(Node::Object { len, .. }) = nodes.first() else {
+            return false;
+        };
+        let mut named: u64 = 0;
+        let mut at = 1;
+        // Records usually name the fields in one order: look first where the last
+        // field's successor is.
+        let mut guess = 0;
+        for _ in 0..*len {
+            let (Some(Node::String(key)), Some(value)) = (nodes.get(at), nodes.get(at + 1)) else {
+                return false;
+            };
+            at += 2;
+            let field = if self.names.get(guess).is_some_and(|n| n == key) {
+                Some(guess)
+            } else {
+                self.names.iter().position(|n| n == key)
+            };
+            let Some(i) = field else {
+                // Another field: pass over its value, however nested.
+                if let Node::Object { count, .. } | Node::Array { count, .. } = value {
+                    at += count;
+                }
+                continue;
+            };
+            if named & (1 << i) != 0 {
+                return false; // named twice: Arrow keeps the last value
+            }
+            named |= 1 << i;
+            guess = i + 1;
+            let appended = match value {
+                Node::Static(StaticNode::Null) if self.nullable[i] => {
+                    columns[i].append_null();
+                    true
+                }
+                Node::Static(value) => columns[i].append(value),
+                Node::String(text) => columns[i].append_text(text),
+                _ => false,
+            };
+            if !appended {
+                return false;
+            }
+        }
+        // Fields the record does not name are NULL.
+        for (i, column) in columns.iter_mut().enumerate() {
+            if named & (1 << i) == 0 {
+                if !self.nullable[i] {
+                    return false;
+                }
+                column.append_null();
+            }
+        }
+        true
+    }
+}
+
+/// Whether `line` holds a `\u` escape of half a UTF-16 surrogate pair without the
+/// other half. simd-json reads a first half that ends a string as U+0000, where Arrow
+/// (rightly) fails: such a line is left to Arrow.
+fn has_lone_surrogate(line: &[u8]) -> bool {
+    let unit = |at: usize| {
+        let digits = std::str::from_utf8(line.get(at..at + 4)?).ok()?;
+        u16::from_str_radix(digits, 16).ok()
+    };
+    let mut at = 0;
+    while let Some(found) = memchr::memchr(b'\\', &line[at.min(line.len())..]) {
+        let escape = at + found;
+        if line.get(escape + 1) != Some(&b'u') {
+            at = escape + 2; // passes over the escaped character (`\\` too)
+            continue;
+        }
+        at = escape + 6;
+        match unit(escape + 2) {
+            Some(0xD800..=0xDBFF) => {
+                let second_half = line.get(at..at + 2) == Some(b"\\u")
+                    && matches!(unit(at + 2), Some(0xDC00..=0xDFFF));
+                if !second_half {
+                    return true;
+                }
+                at += 6;
+            }
+            Some(0xDC00..=0xDFFF) => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// One column being built.
+enum Column {
+    Int8(PrimitiveBuilder<Int8Type>),
+    Int16(PrimitiveBuilder<Int16Type>),
+    Int32(PrimitiveBuilder<Int32Type>),
+    Int64(PrimitiveBuilder<Int64Type>),
+    UInt8(PrimitiveBuilder<UInt8Type>),
+    UInt16(PrimitiveBuilder<UInt16Type>),
+    UInt32(PrimitiveBuilder<UInt32Type>),
+    UInt64(PrimitiveBuilder<UInt64Type>),
+    Float64(PrimitiveBuilder<Float64Type>),
+    Boolean(BooleanBuilder),
+    Utf8(StringBuilder),
+}
+
+impl Column {
+    fn new(data_type: &DataType, rows: usize) -> Option<Self> {
+        Some(match data_type {
+            DataType::Int8 => Column::Int8(PrimitiveBuilder::with_capacity(rows)),
+            DataType::Int16 => Column::Int16(PrimitiveBuilder::with_capacity(rows)),
+            DataType::Int32 => Column::Int32(PrimitiveBuilder::with_capacity(rows)),
+            DataType::Int64 => Column::Int64(PrimitiveBuilder::with_capacity(rows)),
+            DataType::UInt8 => Column::UInt8(PrimitiveBuilder::with_capacity(rows)),
+            DataType::UInt16 => Column::UInt16(PrimitiveBuilder::with_capacity(rows)),
+            DataType::UInt32 => Column::UInt32(PrimitiveBuilder::with_capacity(rows)),
+            DataType::UInt64 => Column::UInt64(PrimitiveBuilder::with_capacity(rows)),
+            DataType::Float64 => Column::Float64(PrimitiveBuilder::with_capacity(rows)),
+            DataType::Boolean => Column::Boolean(BooleanBuilder::with_capacity(rows)),
+            DataType::Utf8 => Column::Utf8(StringBuilder::with_capacity(rows, rows * 16)),
+            _ => return None,
+        })
+    }
+
+    fn builder(&mut self) -> &mut dyn ArrayBuilder {
+        match self {
+            Column::Int8(b) => b,
+            Column::Int16(b) => b,
+            Column::Int32(b) => b,
+            Column::Int64(b) => b,
+            Column::UInt8(b) => b,
+            Column::UInt16(b) => b,
+            Column::UInt32(b) => b,
+            Column::UInt64(b) => b,
+            Column::Float64(b) => b,
+            Column::Boolean(b) => b,
+            Column::Utf8(b) => b,
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        self.builder().finish()
+    }
+
+    fn append_null(&mut self) {
+        match self {
+            Column::Int8(b) => b.append_null(),
+            Column::Int16(b) => b.append_null(),
+            Column::Int32(b) => b.append_null(),
+            Column::Int64(b) => b.append_null(),
+            Column::UInt8(b) => b.append_null(),
+            Column::UInt16(b) => b.append_null(),
+            Column::UInt32(b) => b.append_null(),
+            Column::UInt64(b) => b.append_null(),
+            Column::Float64(b) => b.append_null(),
+            Column::Boolean(b) => b.append_null(),
+            Column::Utf8(b) => b.append_null(),
+        }
+    }
+
+    /// Appends a JSON number or boolean; false when this column does not take it so.
+    ///
+    /// simd-json reads `-0` as the integer 0 (Arrow: -0.0 in a DOUBLE, `-0` in a
+    /// VARCHAR), and a number with a fraction or an exponent as an f64, whose text is
+    /// gone: those are left to Arrow where it matters.
+    fn append(&mut self, value: &StaticNode) -> bool {
+        let negative_zero = matches!(value, StaticNode::I64(0));
+        match self {
+            Column::Int8(b) => append_integer(b, value),
+            Column::Int16(b) => append_integer(b, value),
+            Column::Int32(b) => append_integer(b, value),
+            Column::Int64(b) => append_integer(b, value),
+            Column::UInt8(b) => append_integer(b, value),
+            Column::UInt16(b) => append_integer(b, value),
+            Column::UInt32(b) => append_integer(b, value),
+            Column::UInt64(b) => append_integer(b, value),
+            Column::Float64(b) => {
+                // (An integer converts to the nearest f64, as Arrow's parse of its text
+                // rounds.)
+                let v = match *value {
+                    StaticNode::I64(v) if !negative_zero => v as f64,
+                    StaticNode::U64(v) => v as f64,
+                    StaticNode::F64(v) => v,
+                    _ => return false,
+                };
+                b.append_value(v);
+                true
+            }
+            Column::Boolean(b) => match *value {
+                StaticNode::Bool(v) => {
+                    b.append_value(v);
+                    true
+                }
+                _ => false,
+            },
+            // A JSON integer has one spelling (no sign but `-`, no leading zero), so
+            // its value's digits are its text.
+            Column::Utf8(b) => {
+                let written = match *value {
+                    StaticNode::I64(v) if !negative_zero => write!(b, "{v}").is_ok(),
+                    StaticNode::U64(v) => write!(b, "{v}").is_ok(),
+                    StaticNode::Bool(v) => write!(b, "{v}").is_ok(),
+                    _ => false,
+                };
+                if written {
+                    b.append_value(""); // ends the value written
+                }
+                written
+            }
+        }
+    }
+
+    /// Appends a JSON string; false when this column does not take one (Arrow parses a
+    /// string in a number column; that is left to it).
+    fn append_text(&mut self, text: &str) -> bool {
+        match self {
+            Column::Utf8(b) => {
+                b.append_value(text);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Appends a JSON integer that fits the column's type.
+fn append_integer<T>(builder: &mut PrimitiveBuilder<T>, value: &StaticNode) -> bool
+where
+    T: ArrowPrimitiveType,
+    T::Native: TryFrom<i64> + TryFrom<u64>,
+{
+    let fits = match *value {
+        StaticNode::I64(v) => T::Native::try_from(v).ok(),
+        StaticNode::U64(v) => T::Native::try_from(v).ok(),
+        _ => None,
+    };
+    fits.map(|v| builder.append_value(v)).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use riffle_core::arrow::datatypes::{Field, Schema};
+    use std::sync::Arc;
+
+    fn takes(schema: &Schema) -> bool {
+        FlatJsonDecoder::new(&Arc::new(schema.clone())).is_some()
+    }
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("i", DataType::Int64, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("f", DataType::Float64, true),
+            Field::new("b", DataType::Boolean, true),
+            Field::new("small", DataType::Int8, true),
+            Field::new("u", DataType::UInt32, true),
+            Field::new("must", DataType::Int32, false),
+        ]))
+    }
+
+    /// Arrow's decoding of `text`, as the file source's decoder is built.
+    fn arrow(schema: &SchemaRef, text: &[u8]) -> Result<Option<RecordBatch>, String> {
+        let mut decoder = riffle_core::arrow::json::ReaderBuilder::new(schema.clone())
+            .with_coerce_primitive(true)
+            .with_batch_size(1024)
+            .build_decoder()
+            .map_err(|e| e.to_string())?;
+        let n = decoder.decode(text).map_err(|e| e.to_string())?;
+        if n != text.len() {
+            return Err("not all read".into());
+        }
+        decoder.flush().map_err(|e| e.to_string())
+    }
+
+    /// The rule of this decoder: where it decodes a line, it decodes it as Arrow does.
+    /// Returns whether it took the line.
+    fn agrees_with_arrow(schema: &SchemaRef, line: &str) -> bool {
+        let mut flat = FlatJsonDecoder::new(schema).expect("a flat schema");
+        let text = format!("{line}\n");
+        let Some(ours) = flat.decode(text.as_bytes(), 1) else {
+            return false;
+        };
+        match arrow(schema, text.as_bytes()) {
+            Ok(Some(theirs)) => assert_eq!(
+                format!("{ours:?}"),
+                format!("{theirs:?}"),
+                "decoded otherwise than Arrow: {line}"
+            ),
+            other => panic!("taken, but Arrow says {other:?}: {line}"),
+        }
+        true
+    }
+
+    #[test]
+    fn records_of_the_common_form_decode_as_arrow_decodes_them() {
+        let schema = schema();
+        for line in [
+            r#"{"i":1,"s":"a","f":1.5,"b":true,"small":-3,"u":7,"must":1}"#,
+            r#"{"must":2,"u":0,"small":127,"b":false,"f":-2,"s":"","i":-9223372036854775808}"#,
+            r#"{"must":3}"#,
+            r#"{"must":4,"i":null,"s":null,"f":null,"b":null,"small":null,"u":null}"#,
+            r#"{"must":5,"s":"\u00e9\n\"q\" \\ \ud83d\ude00","other":{"deep":[1,{"x":[]}]},"i":9223372036854775807}"#,
+            r#"{"must":6,"s":12345678901234567890,"f":9007199254740993}"#,
+            r#"{"must":7,"s":-42,"f":1e-300,"extra":[1,2,3],"b":true}"#,
+            r#"{"must":8,"s":true,"f":0.1}"#,
+            r#"{"must":9,"s":false,"f":1234567890123456789012345678.9}"#,
+            r#"  {"must":10 , "f" : 2.2250738585072014e-308 }  "#,
+            "{\"must\":11,\"f\":4.9e-324}\r",
+            r#"{"must":12,"f":1.7976931348623157e308,"x":null,"y":"z"}"#,
+        ] {
+            assert!(agrees_with_arrow(&schema, line), "not taken: {line}");
+        }
+    }
+
+    #[test]
+    fn other_forms_are_handed_to_arrow() {
+        let schema = schema();
+        for line in [
+            // Arrow decodes these, otherwise than simd-json reads them or not at all.
+            r#"{"must":1,"i":"12"}"#,
+            r#"{"must":1,"i":1.0}"#,
+            r#"{"must":1,"i":1,"i":2}"#,
+            r#"{"must":1,"s":1.50}"#,
+            r#"{"must":1,"s":-0}"#,
+            r#"{"must":1,"f":-0}"#,
+            r#"{"must":1,"small":128}"#,
+            r#"{"must":1,"u":-1}"#,
+            r#"{"must":1,"b":"true"}"#,
+            r#"{"must":1,"s":{"a":1}}"#,
+            r#"{"must":1,"f":123456789012345678901234567890}"#,
+            r#"{"must":null}"#,
+            r#"{}"#,
+            r#"{"i":1}"#,
+            // Not JSON, or not one record.
+            r#"[1,2]"#,
+            r#"null"#,
+            r#"{"must":1} {"must":2}"#,
+            r#"{"must":1,}"#,
+            r#"{"must":01}"#,
+            r#"{'must':1}"#,
+            r#"{"must":NaN}"#,
+            r#"{"must":+1}"#,
+            r#"{"must":1"#,
+            r#"{"must":1,"s":"\x"}"#,
+            r#"{"must":1,"s":"\ud800"}"#,
+            r#"{"must":1,"s":"\ud800x"}"#,
+            r#"{"must":1,"s":"\udc00"}"#,
+            r#"{"must":1,"s":"\ud800\u0041"}"#,
+            r#"{"must":1,"s":"\ud83d\ud83d\ude00"}"#,
+            "{\"must\":1,\"s\":\"tab\there\"}",
+            "\u{feff}{\"must\":1}",
+        ] {
+            assert!(!agrees_with_arrow(&schema, line), "taken: {line}");
+        }
+    }
+
+    #[test]
+    fn a_batch_is_taken_whole_or_not_at_all() {
+        let schema = schema();
+        let mut flat = FlatJsonDecoder::new(&schema).unwrap();
+        let good = b"{\"must\":1,\"i\":1}\n{\"must\":2,\"i\":2}\n";
+        let batch = flat.decode(good, 2).expect("taken");
+        assert_eq!(batch.num_rows(), 2);
+        // A line count other than the rows asked for, a bad line among good ones.
+        assert!(flat.decode(good, 3).is_none());
+        assert!(flat.decode(good, 1).is_none());
+        assert!(flat
+            .decode(b"{\"must\":1}\n{\"must\":\"x\"}\n{\"must\":3}\n", 3)
+            .is_none());
+        // The last line needs no newline, and the decoder goes on after a refusal.
+        let again = flat
+            .decode(b"{\"must\":5}\n{\"must\":6}", 2)
+            .expect("taken");
+        assert_eq!(
+            format!("{again:?}"),
+            format!(
+                "{:?}",
+                arrow(&schema, b"{\"must\":5}\n{\"must\":6}")
+                    .unwrap()
+                    .unwrap()
+            )
+        );
+    }
+
+    #[test]
+    fn half_a_surrogate_pair_is_found_and_a_whole_one_is_not() {
+        for (line, lone) in [
+            (r#""\ud800""#, true),
+            (r#""\uDBFFx""#, true),
+            (r#""\udc00""#, true),
+            (r#""\ud800\u0041""#, true),
+            (r#""\ud800\\udc00""#, true),
+            (r#""\ud83d\ude00""#, false),
+            (r#""\\ud800""#, false),
+            (r#""\u00e9\n\\""#, false),
+            (r#""\ud8""#, false),
+            ("\\", false),
+        ] {
+            assert_eq!(has_lone_surrogate(line.as_bytes()), lone, "{line}");
+        }
+    }
+
+    #[test]
+    fn schemas_with_other_types_are_left_to_arrow() {
+        assert!(takes(&schema()));
+        for other in [
+            DataType::Float32,
+            DataType::Date32,
+            DataType::Decimal128(10, 2),
+            DataType::LargeUtf8,
+            DataType::List(Arc::new(Field::new("item", DataType::Int64, true))),
+        ] {
+            let schema = Schema::new(vec![Field::new("x", other.clone(), true)]);
+            assert!(!takes(&schema), "{other}");
+        }
+        let wide: Vec<Field> = (0..=MAX_FIELDS)
+            .map(|i| Field::new(format!("c{i}"), DataType::Int64, true))
+            .collect();
+        assert!(!takes(&Schema::new(wide)));
+    }
+
+    /// Small, seeded variations of good lines (bytes replaced, inserted, removed): each
+    /// is either handed to Arrow or decoded as Arrow decodes it.
+    #[test]
+    fn mangled_lines_are_decoded_as_arrow_decodes_them_or_handed_back() {
+        let schema = schema();
+        let seeds = [
+            r#"{"i":1,"s":"a\"b","f":1.5e3,"b":true,"small":-3,"u":7,"must":1,"x":[{"y":null}]}"#,
+            r#"{"must":-2,"s":"\u00e9 x","f":-0.25,"b":false}"#,
+        ];
+        let alphabet = b"{}[]\":,.-+0123456789eEtrufalsn \\/u\t\rdDcbA";
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        let mut taken = 0;
+        for round in 0..20_000 {
+            let mut line = seeds[round % seeds.len()].as_bytes().to_vec();
+            for _ in 0..1 + next(3) {
+                let at = next(line.len());
+                match next(3) {
+                    0 => line[at] = alphabet[next(alphabet.len())],
+                    1 => line.insert(at, alphabet[next(alphabet.len())]),
+                    _ => {
+                        line.remove(at);
+                    }
+                }
+            }
+            let Ok(line) = String::from_utf8(line) else {
+                continue;
+            };
+            if line.contains('\n') {
+                continue;
+            }
+            taken += usize::from(agrees_with_arrow(&schema, &line));
+        }
+        // The variations are not all refused (that would test nothing).
+        assert!(taken > 1_000, "only {taken} taken");
+    }
+}
