@@ -530,7 +530,7 @@ fn a_time_filter_passes_over_parquet_row_groups_outside_it() {
     let described = plan_at(&pipeline("described", false), 1).graph.nodes()[0].describe();
     assert!(
         described.contains(
-            "passing over row groups with `ts` outside [2025-01-01 00:00:25, 2025-01-01 00:00:55]"
+            "passing over row groups and pages with `ts` outside [2025-01-01 00:00:25, 2025-01-01 00:00:55]"
         ),
         "{described}"
     );

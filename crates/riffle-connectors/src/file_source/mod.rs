@@ -16,6 +16,7 @@
 mod compression;
 mod lines;
 mod offsets;
+mod prefetch;
 mod presence;
 mod read_ahead;
 pub(crate) mod reader;
@@ -251,7 +252,7 @@ impl SourceFactory for FileSourceFactory {
         let columns = reading_note(self.read.as_deref(), self.file_schema.fields().len());
         let times = match self.times {
             Some((column, bounds)) => format!(
-                ", passing over row groups with `{}` outside {}",
+                ", passing over row groups and pages with `{}` outside {}",
                 self.file_schema.field(column).name(),
                 describe_bounds(bounds)
             ),

@@ -3,8 +3,9 @@
 
 use super::compression::Compression;
 use super::lines::{is_blank, newlines_before, LineBlocks};
+use super::prefetch::RowGroupPrefetch;
 use super::read_ahead::ReadAhead;
-use super::row_groups::{groups_within, SplitGroups};
+use super::row_groups::{groups_within, pages_within, whole_or_none, SplitGroups};
 use super::split::TO_END;
 use crate::decode::{event_time_nanos, field_of, utc_unit_cast, widen, RecordDecoder};
 use crate::sinks::FileFormat;
@@ -15,13 +16,14 @@ use riffle_core::arrow::compute::kernels::cast::{cast_with_options, CastOptions}
 use riffle_core::arrow::datatypes::SchemaRef;
 use riffle_core::operator::OperatorCounters;
 use riffle_core::parquet::arrow::arrow_reader::{
-    ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+    ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection,
 };
 use riffle_core::parquet::arrow::ProjectionMask;
-use riffle_core::parquet::file::metadata::RowGroupMetaData;
+use riffle_core::parquet::file::metadata::{PageIndexPolicy, RowGroupMetaData};
 use riffle_core::{Error, RecordBatch, Result, StreamSchema, TimeBounds};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// An open file and the position in it.
@@ -82,6 +84,7 @@ enum Kind {
         rows_before: u64,
         read: Option<Vec<usize>>,
         groups: SplitGroups,
+        prefetch: RowGroupPrefetch,
     },
 }
 
@@ -249,6 +252,7 @@ impl FileReader {
                 rows_before,
                 read,
                 groups,
+                prefetch,
             } => match reader.next() {
                 None => return Ok(None),
                 Some(batch) => {
@@ -285,6 +289,9 @@ impl FileReader {
                     }
                     if let Some(last) = handed_out.last() {
                         *rows = last + 1;
+                        if let Some(group) = groups.group_of(*last) {
+                            prefetch.decoding(group);
+                        }
                     }
                     (batch, numbered(handed_out))
                 }
@@ -351,7 +358,14 @@ fn open_parquet(
         field: None,
         message: format!("not a readable Parquet file: {e}"),
     };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(unreadable)?;
+    let for_prefetch = file.try_clone().map_err(|e| Error::io(path, e))?;
+    // The page index is read only when a time range may pass over pages.
+    let options = ArrowReaderOptions::new().with_page_index_policy(match times {
+        Some(_) => PageIndexPolicy::Optional,
+        None => PageIndexPolicy::Skip,
+    });
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new_with_options(file, options).map_err(unreadable)?;
     let groups = builder.metadata().row_groups();
     let end = usize::try_from(extent.end)
         .unwrap_or(usize::MAX)
@@ -360,27 +374,52 @@ fn open_parquet(
     let rows_of = |g: &RowGroupMetaData| u64::try_from(g.num_rows()).unwrap_or(0);
     let rows_before = groups[..start].iter().map(rows_of).sum();
     let rows: Vec<u64> = groups[start..end].iter().map(rows_of).collect();
-    let kept = match times {
-        Some((column, bounds)) => groups_within(
+    let mut rows_read: Vec<Vec<Range<u64>>> =
+        rows.iter().map(|&r| whole_or_none(r, true)).collect();
+    if let Some((column, bounds)) = times {
+        let (metadata, schema, parquet) = (
             builder.metadata(),
             builder.schema(),
             builder.parquet_schema(),
-            column,
-            start..end,
-            bounds,
-        ),
-        None => vec![true; rows.len()],
-    };
-    let groups = SplitGroups::new(start, &rows, &kept);
-    let (read_groups, offset) = groups.resume(extent.position);
+        );
+        let kept = groups_within(metadata, schema, parquet, column, start..end, bounds);
+        for (ranges, kept) in rows_read.iter_mut().zip(kept) {
+            if !kept {
+                ranges.clear();
+            }
+        }
+        // Within the groups kept, the pages that may hold the range.
+        let kept_groups: Vec<usize> = (start..end)
+            .filter(|g| !rows_read[g - start].is_empty())
+            .collect();
+        if let Some(pages) = pages_within(metadata, schema, parquet, column, &kept_groups, bounds) {
+            for (g, ranges) in kept_groups.iter().zip(pages) {
+                rows_read[g - start] = ranges;
+            }
+        }
+    }
+    let groups = SplitGroups::new(start, &rows, rows_read);
+    let (read_groups, selection) = groups.resume(extent.position);
     let columns = match &read {
         Some(read) => ProjectionMask::roots(builder.parquet_schema(), read.clone()),
         None => ProjectionMask::all(),
     };
+    let leaves: Option<Vec<usize>> = read.as_ref().map(|read| {
+        let parquet = builder.parquet_schema();
+        (0..parquet.num_columns())
+            .filter(|&leaf| read.contains(&parquet.get_column_root_idx(leaf)))
+            .collect()
+    });
+    let prefetch = RowGroupPrefetch::new(
+        for_prefetch,
+        builder.metadata(),
+        &read_groups,
+        leaves.as_deref(),
+    );
     let reader = builder
         .with_batch_size(batch_rows)
         .with_row_groups(read_groups)
-        .with_offset(usize::try_from(offset).unwrap_or(usize::MAX))
+        .with_row_selection(RowSelection::from(selection))
         .with_projection(columns)
         .build()
         .map_err(unreadable)?;
@@ -390,6 +429,7 @@ fn open_parquet(
         rows_before,
         read,
         groups,
+        prefetch,
     })
 }
 
