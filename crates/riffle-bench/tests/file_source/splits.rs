@@ -187,6 +187,39 @@ fn parquet_is_split_between_row_groups_and_restored() {
     }
 }
 
+/// Restores at `old` → `new` between a factory that prunes by time and one that does
+/// not: pruned → pruned reads exactly `kept`. Pruning only after the restore, what was
+/// read before stays read once and the rest of the kept rows follow; the other way
+/// round, rows passed over before the checkpoint count as read (as rows a filter
+/// dropped would). Neither reads a row twice or loses a kept one. Returns what
+/// pruned → whole read.
+fn check_pruned_restores(
+    whole: &FileSourceFactory,
+    pruned: &dyn SourceFactory,
+    kept: &[i64],
+    old: usize,
+    new: usize,
+) -> Vec<i64> {
+    assert_eq!(
+        read_across_restore(pruned, pruned, old, new),
+        kept,
+        "pruned p{old} → p{new}"
+    );
+    let once_each_and_every_kept = |read: &[i64], what: &str| {
+        let mut unique = read.to_vec();
+        unique.dedup();
+        assert_eq!(unique, read, "no row twice, {what} p{old} → p{new}");
+        assert!(kept.iter().all(|id| read.contains(id)), "{what}: {read:?}");
+    };
+    once_each_and_every_kept(
+        &read_across_restore(whole, pruned, old, new),
+        "whole → pruned",
+    );
+    let widened = read_across_restore(pruned, whole, old, new);
+    once_each_and_every_kept(&widened, "pruned → whole");
+    widened
+}
+
 /// A time range passes over Parquet row groups outside it, and positions still count
 /// the split's rows: restores at other parallelisms read each kept row once, and a run
 /// that prunes after one that did not (or the other way round) repeats no row and
@@ -217,28 +250,7 @@ fn parquet_row_groups_outside_a_time_range_are_passed_over_across_restores() {
         .contains("passing over row groups and pages with `ts`"));
     let kept: Vec<i64> = (20..60).collect();
     for (old, new) in [(2, 3), (3, 1), (1, 2)] {
-        assert_eq!(
-            read_across_restore(pruned.as_ref(), pruned.as_ref(), old, new),
-            kept,
-            "pruned p{old} → p{new}"
-        );
-        // Pruning only after the restore: what was read before stays read once, the
-        // rest of the kept groups follow; nothing is read twice.
-        let mixed = read_across_restore(&whole, pruned.as_ref(), old, new);
-        let mut unique = mixed.clone();
-        unique.dedup();
-        assert_eq!(unique, mixed, "no row twice, whole p{old} → pruned p{new}");
-        assert!(kept.iter().all(|id| mixed.contains(id)), "{mixed:?}");
-        // And the other way round: the groups passed over before the checkpoint count
-        // as read (as rows a filter dropped would), the rest is read whole, once.
-        let widened = read_across_restore(pruned.as_ref(), &whole, old, new);
-        let mut unique = widened.clone();
-        unique.dedup();
-        assert_eq!(
-            unique, widened,
-            "no row twice, pruned p{old} → whole p{new}"
-        );
-        assert!(kept.iter().all(|id| widened.contains(id)), "{widened:?}");
+        let widened = check_pruned_restores(&whole, pruned.as_ref(), &kept, old, new);
         assert!(
             widened.contains(&99),
             "the groups after are read: {widened:?}"
@@ -295,24 +307,7 @@ fn parquet_pages_outside_a_time_range_are_passed_over_across_restores() {
         .expect("a timestamp column");
     let kept: Vec<i64> = (25..55).collect();
     for (old, new) in [(1, 1), (2, 1), (1, 2), (2, 2), (2, 3)] {
-        assert_eq!(
-            read_across_restore(pruned.as_ref(), pruned.as_ref(), old, new),
-            kept,
-            "pruned p{old} → p{new}"
-        );
-        let mixed = read_across_restore(&whole, pruned.as_ref(), old, new);
-        let mut unique = mixed.clone();
-        unique.dedup();
-        assert_eq!(unique, mixed, "no row twice, whole p{old} → pruned p{new}");
-        assert!(kept.iter().all(|id| mixed.contains(id)), "{mixed:?}");
-        let widened = read_across_restore(pruned.as_ref(), &whole, old, new);
-        let mut unique = widened.clone();
-        unique.dedup();
-        assert_eq!(
-            unique, widened,
-            "no row twice, pruned p{old} → whole p{new}"
-        );
-        assert!(kept.iter().all(|id| widened.contains(id)), "{widened:?}");
+        let widened = check_pruned_restores(&whole, pruned.as_ref(), &kept, old, new);
         // At p1 the second split was not begun before the checkpoint: read whole after.
         // (At p2 it was read to its end, pages passed over counting as read.)
         if old == 1 {
