@@ -8,7 +8,7 @@
 //! with Arrow as before. A differential test keeps the two equal wherever the plain
 //! form applies.
 
-use crate::decode::retyped;
+use crate::time_columns::retyped;
 use riffle_core::arrow::array::{Array, ArrayRef, Int64Array, StringArray};
 use riffle_core::arrow::datatypes::{DataType, TimeUnit};
 use std::sync::Arc;

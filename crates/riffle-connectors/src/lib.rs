@@ -21,6 +21,7 @@ pub mod peer;
 pub mod postgres;
 pub mod processing_time;
 pub mod sinks;
+mod time_columns;
 
 pub use file_source::{FileSourceConfig, FileSourceFactory, MalformedRecords};
 pub use lookup::{FileLookupFactory, LookupCache};

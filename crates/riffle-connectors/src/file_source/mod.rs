@@ -16,6 +16,7 @@
 mod compression;
 mod lines;
 mod offsets;
+mod parquet_split;
 mod prefetch;
 mod presence;
 mod read_ahead;

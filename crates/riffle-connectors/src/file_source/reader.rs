@@ -1,29 +1,22 @@
 //! Reading one split of a file: lines for JSONL and CSV (with line numbers for errors),
-//! row groups for Parquet; turning the event-time column into `_timestamp`.
+//! row groups for Parquet (`parquet_split.rs`); turning the event-time column into
+//! `_timestamp`.
 
 use super::compression::Compression;
 use super::lines::{is_blank, newlines_before, LineBlocks};
-use super::prefetch::RowGroupPrefetch;
+use super::parquet_split::ParquetSplit;
 use super::read_ahead::ReadAhead;
-use super::row_groups::{groups_within, pages_within, whole_or_none, SplitGroups};
 use super::split::TO_END;
-use crate::decode::{event_time_nanos, field_of, utc_unit_cast, widen, RecordDecoder};
+use crate::decode::{field_of, RecordDecoder};
 use crate::sinks::FileFormat;
+use crate::time_columns::event_time_nanos;
 use riffle_core::arrow::array::Array;
-use riffle_core::arrow::array::{ArrayRef, RecordBatchOptions};
 use riffle_core::arrow::compute::concat_batches;
-use riffle_core::arrow::compute::kernels::cast::{cast_with_options, CastOptions};
 use riffle_core::arrow::datatypes::SchemaRef;
 use riffle_core::operator::OperatorCounters;
-use riffle_core::parquet::arrow::arrow_reader::{
-    ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection,
-};
-use riffle_core::parquet::arrow::ProjectionMask;
-use riffle_core::parquet::file::metadata::{PageIndexPolicy, RowGroupMetaData};
 use riffle_core::{Error, RecordBatch, Result, StreamSchema, TimeBounds};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// An open file and the position in it.
@@ -75,17 +68,8 @@ enum Kind {
         /// Where each line of the current batch ends (kept for its allocation).
         ends: Vec<usize>,
     },
-    /// Parquet: the position (rows of the extent read or passed over), the rows of
-    /// the file before the extent, the columns read (ascending) if not all, and which
-    /// of the extent's row groups are read.
-    Parquet {
-        reader: ParquetRecordBatchReader,
-        rows: u64,
-        rows_before: u64,
-        read: Option<Vec<usize>>,
-        groups: SplitGroups,
-        prefetch: RowGroupPrefetch,
-    },
+    /// Parquet: the split's reader.
+    Parquet(ParquetSplit),
 }
 
 impl FileReader {
@@ -104,7 +88,9 @@ impl FileReader {
     ) -> Result<Self> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let kind = match format {
-            FileFormat::Parquet => open_parquet(path, file, batch_rows, extent, read, times)?,
+            FileFormat::Parquet => Kind::Parquet(ParquetSplit::open(
+                path, file, batch_rows, extent, read, times,
+            )?),
             FileFormat::Jsonl | FileFormat::Csv => {
                 let header = u64::from(format == FileFormat::Csv);
                 let io = |e| Error::io(path, e);
@@ -170,7 +156,7 @@ impl FileReader {
             Kind::Lines {
                 base, handed_out, ..
             } => base.known() + handed_out,
-            Kind::Parquet { rows, .. } => *rows,
+            Kind::Parquet(split) => split.position(),
         }
     }
 
@@ -246,55 +232,9 @@ impl FileReader {
         counters: &OperatorCounters,
     ) -> Result<Option<(RecordBatch, Vec<u64>)>> {
         Ok(Some(match &mut self.kind {
-            Kind::Parquet {
-                reader,
-                rows,
-                rows_before,
-                read,
-                groups,
-                prefetch,
-            } => match reader.next() {
+            Kind::Parquet(split) => match split.next_batch(&self.path, &self.schema)? {
                 None => return Ok(None),
-                Some(batch) => {
-                    let before = *rows_before;
-                    let numbered = |rows: Vec<u64>| -> Vec<u64> {
-                        rows.into_iter().map(|r| before + r + 1).collect()
-                    };
-                    let batch = batch.map_err(|e| Error::MalformedRecord {
-                        file: self.path.clone(),
-                        line: numbered(groups.next_rows(*rows, 1))
-                            .first()
-                            .copied()
-                            .unwrap_or(0),
-                        field: None,
-                        message: format!("unreadable Parquet data: {e}"),
-                    })?;
-                    let columns = match read {
-                        Some(read) => widen(batch.columns(), read, &self.schema, batch.num_rows()),
-                        None => batch.columns().to_vec(),
-                    };
-                    let batch = as_declared(&self.path, columns, &self.schema, batch.num_rows())?;
-                    let handed_out = groups.next_rows(*rows, batch.num_rows());
-                    if handed_out.len() != batch.num_rows() {
-                        return Err(Error::MalformedRecord {
-                            file: self.path.clone(),
-                            line: 0,
-                            field: None,
-                            message: format!(
-                                "the row groups hold fewer rows than their metadata says ({} read past row {})",
-                                batch.num_rows(),
-                                *rows_before + *rows
-                            ),
-                        });
-                    }
-                    if let Some(last) = handed_out.last() {
-                        *rows = last + 1;
-                        if let Some(group) = groups.group_of(*last) {
-                            prefetch.decoding(group);
-                        }
-                    }
-                    (batch, numbered(handed_out))
-                }
+                Some(batch) => batch,
             },
             Kind::Lines {
                 reader,
@@ -340,147 +280,6 @@ impl LineBase {
             LineBase::Before(_) => 0,
         }
     }
-}
-
-/// Row groups `[start, end)` of a Parquet file, from row `position` of them, passing
-/// over those `times` rules out.
-fn open_parquet(
-    path: &Path,
-    file: File,
-    batch_rows: usize,
-    extent: Extent,
-    read: Option<Vec<usize>>,
-    times: Option<(usize, TimeBounds)>,
-) -> Result<Kind> {
-    let unreadable = |e: riffle_core::parquet::errors::ParquetError| Error::MalformedRecord {
-        file: path.into(),
-        line: 0,
-        field: None,
-        message: format!("not a readable Parquet file: {e}"),
-    };
-    let for_prefetch = file.try_clone().map_err(|e| Error::io(path, e))?;
-    // The page index is read only when a time range may pass over pages.
-    let options = ArrowReaderOptions::new().with_page_index_policy(match times {
-        Some(_) => PageIndexPolicy::Optional,
-        None => PageIndexPolicy::Skip,
-    });
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new_with_options(file, options).map_err(unreadable)?;
-    let groups = builder.metadata().row_groups();
-    let end = usize::try_from(extent.end)
-        .unwrap_or(usize::MAX)
-        .min(groups.len());
-    let start = usize::try_from(extent.start).unwrap_or(usize::MAX).min(end);
-    let rows_of = |g: &RowGroupMetaData| u64::try_from(g.num_rows()).unwrap_or(0);
-    let rows_before = groups[..start].iter().map(rows_of).sum();
-    let rows: Vec<u64> = groups[start..end].iter().map(rows_of).collect();
-    let mut rows_read: Vec<Vec<Range<u64>>> =
-        rows.iter().map(|&r| whole_or_none(r, true)).collect();
-    if let Some((column, bounds)) = times {
-        let (metadata, schema, parquet) = (
-            builder.metadata(),
-            builder.schema(),
-            builder.parquet_schema(),
-        );
-        let kept = groups_within(metadata, schema, parquet, column, start..end, bounds);
-        for (ranges, kept) in rows_read.iter_mut().zip(kept) {
-            if !kept {
-                ranges.clear();
-            }
-        }
-        // Within the groups kept, the pages that may hold the range.
-        let kept_groups: Vec<usize> = (start..end)
-            .filter(|g| !rows_read[g - start].is_empty())
-            .collect();
-        if let Some(pages) = pages_within(metadata, schema, parquet, column, &kept_groups, bounds) {
-            for (g, ranges) in kept_groups.iter().zip(pages) {
-                rows_read[g - start] = ranges;
-            }
-        }
-    }
-    let groups = SplitGroups::new(start, &rows, rows_read);
-    let (read_groups, selection) = groups.resume(extent.position);
-    let columns = match &read {
-        Some(read) => ProjectionMask::roots(builder.parquet_schema(), read.clone()),
-        None => ProjectionMask::all(),
-    };
-    let leaves: Option<Vec<usize>> = read.as_ref().map(|read| {
-        let parquet = builder.parquet_schema();
-        (0..parquet.num_columns())
-            .filter(|&leaf| read.contains(&parquet.get_column_root_idx(leaf)))
-            .collect()
-    });
-    let prefetch = RowGroupPrefetch::new(
-        for_prefetch,
-        builder.metadata(),
-        &read_groups,
-        leaves.as_deref(),
-    );
-    let reader = builder
-        .with_batch_size(batch_rows)
-        .with_row_groups(read_groups)
-        .with_row_selection(RowSelection::from(selection))
-        .with_projection(columns)
-        .build()
-        .map_err(unreadable)?;
-    Ok(Kind::Parquet {
-        reader,
-        rows: extent.position,
-        rows_before,
-        read,
-        groups,
-        prefetch,
-    })
-}
-
-/// Parquet columns as the table declares them: a file may hold a timestamp in another
-/// unit, or an INT where the table has BIGINT. A column that cannot be converted is
-/// named with the file.
-fn as_declared(
-    path: &Path,
-    columns: Vec<ArrayRef>,
-    schema: &SchemaRef,
-    rows: usize,
-) -> Result<RecordBatch> {
-    let bad = |message: String| Error::MalformedRecord {
-        file: path.into(),
-        line: 0,
-        field: None,
-        message,
-    };
-    if columns.len() != schema.fields().len() {
-        return Err(bad(format!(
-            "the file has {} columns, the table declares {}",
-            columns.len(),
-            schema.fields().len()
-        )));
-    }
-    let exact = CastOptions {
-        safe: false,
-        ..Default::default()
-    };
-    let columns = columns
-        .into_iter()
-        .zip(schema.fields())
-        .map(|(column, field)| {
-            if column.data_type() == field.data_type() {
-                return Ok(column);
-            }
-            utc_unit_cast(&column, field.data_type(), &exact)
-                .unwrap_or_else(|| cast_with_options(&column, field.data_type(), &exact))
-                .map_err(|e| {
-                    bad(format!(
-                    "column `{}` is {} in the file and {} in the table, and does not convert: {e}",
-                    field.name(),
-                    column.data_type(),
-                    field.data_type()
-                ))
-                })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let options = RecordBatchOptions::new().with_row_count(Some(rows));
-    RecordBatch::try_new_with_options(schema.clone(), columns, &options)
-        .map_err(|e| bad(e.to_string()))
 }
 
 /// One batch of lines of a file: their text, where each ends, and the numbers of the

@@ -7,7 +7,7 @@
 //! restore resumes at the same row, and no row is read twice or lost between two runs
 //! that prune differently.
 
-use crate::decode::utc_unit_cast;
+use crate::time_columns::utc_unit_cast;
 use riffle_core::arrow::array::{Array, ArrayRef, AsArray};
 use riffle_core::arrow::compute::kernels::cast::CastOptions;
 use riffle_core::arrow::datatypes::{Schema, TimestampNanosecondType};
@@ -132,10 +132,55 @@ fn count(rows: u64) -> usize {
     usize::try_from(rows).unwrap_or(usize::MAX)
 }
 
+/// The rows of each of row groups `groups` that may hold a value of column `column`
+/// (an index into the file's Arrow schema) within `bounds`: none of a group whose
+/// statistics rule it out ([`groups_within`]), and of the others the pages the page
+/// index does not rule out ([`pages_within`]), or all rows without a page index.
+pub(super) fn rows_within(
+    metadata: &ParquetMetaData,
+    file_schema: &Schema,
+    parquet_schema: &SchemaDescriptor,
+    column: usize,
+    groups: std::ops::Range<usize>,
+    bounds: TimeBounds,
+) -> Vec<Vec<Range<u64>>> {
+    let kept = groups_within(
+        metadata,
+        file_schema,
+        parquet_schema,
+        column,
+        groups.clone(),
+        bounds,
+    );
+    let rows_of = |g: usize| u64::try_from(metadata.row_group(g).num_rows()).unwrap_or(0);
+    let mut read: Vec<Vec<Range<u64>>> = groups
+        .clone()
+        .zip(kept)
+        .map(|(g, kept)| whole_or_none(rows_of(g), kept))
+        .collect();
+    let kept_groups: Vec<usize> = groups
+        .clone()
+        .filter(|g| !read[g - groups.start].is_empty())
+        .collect();
+    if let Some(pages) = pages_within(
+        metadata,
+        file_schema,
+        parquet_schema,
+        column,
+        &kept_groups,
+        bounds,
+    ) {
+        for (g, ranges) in kept_groups.iter().zip(pages) {
+            read[g - groups.start] = ranges;
+        }
+    }
+    read
+}
+
 /// Which of row groups `groups` may hold a value of column `column` (an index into the
 /// file's Arrow schema) within `bounds`, by the groups' min/max statistics. A group
 /// without statistics, or a column that is not a timestamp, is kept.
-pub(super) fn groups_within(
+fn groups_within(
     metadata: &ParquetMetaData,
     file_schema: &Schema,
     parquet_schema: &SchemaDescriptor,
@@ -176,7 +221,7 @@ pub(super) fn groups_within(
 /// column `column` within `bounds`, page by page, by the pages' min/max statistics in the
 /// file's page index: runs of pages that may, as ranges of the group's rows. `None`
 /// when the file has no page index for the column (the groups are then read whole).
-pub(super) fn pages_within(
+fn pages_within(
     metadata: &ParquetMetaData,
     file_schema: &Schema,
     parquet_schema: &SchemaDescriptor,

@@ -7,7 +7,7 @@
 use super::format::{BadRecord, ValueDecoder, Values};
 use super::offsets::{decode_positions, encode_positions, PartitionPosition};
 use super::REQUEST_TIMEOUT;
-use crate::decode::event_time_nanos;
+use crate::time_columns::event_time_nanos;
 use crate::MalformedRecords;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
