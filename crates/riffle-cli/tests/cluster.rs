@@ -60,13 +60,25 @@ fn pipeline_at(query: &str, out: &Path, rate: &str) -> String {
 /// `riffle run` of `query` over `events` events into `dir/out`, checkpointed into
 /// `dir/state` every 50 ms, on `workers` worker processes (0: one process).
 fn run(query: &str, dir: &Path, events: &str, parallelism: usize, workers: usize) -> Command {
+    run_every("50ms", query, dir, events, parallelism, workers)
+}
+
+/// [`run`] with a checkpoint every `interval`.
+fn run_every(
+    interval: &str,
+    query: &str,
+    dir: &Path,
+    events: &str,
+    parallelism: usize,
+    workers: usize,
+) -> Command {
     let file = dir.join(format!("{query}.sql"));
     std::fs::write(&file, pipeline(query, &dir.join("out"))).unwrap();
     let mut cmd = riffle();
     cmd.arg("run")
         .arg(&file)
         .args(["--events", events, "-p", &parallelism.to_string()])
-        .args(["--checkpoint-interval", "50ms", "--state"])
+        .args(["--checkpoint-interval", interval, "--state"])
         .arg(dir.join("state"));
     if workers > 0 {
         cmd.args(["--workers", &workers.to_string()]);
@@ -166,6 +178,123 @@ fn kill_9_of_any_worker_at_random_moments_loses_and_repeats_nothing() {
     assert!(text.contains("starting it again"), "{text}");
     assert!(text.contains("rejoining the next one"), "{text}");
     assert_eq!(published(&dir.path().join("out")), expected);
+}
+
+/// The epoch `_latest.json` of q5 under `dir` names (0: none yet).
+fn latest_epoch(dir: &Path) -> u64 {
+    std::fs::read(dir.join("state/q5/_latest.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["epoch"].as_u64())
+        .unwrap_or(0)
+}
+
+/// Waits up to 30 s for `ready`; else stops the job and fails with its log.
+fn wait_until(
+    launcher: &mut std::process::Child,
+    log: &Path,
+    what: &str,
+    ready: impl Fn() -> bool,
+) {
+    let started = Instant::now();
+    while !ready() {
+        let ended = launcher.try_wait().unwrap().is_some();
+        if ended || started.elapsed() > Duration::from_secs(30) {
+            if !ended {
+                // Its workers outlive a killed launcher (their own process groups).
+                kill(launcher.id() as i32);
+                for (_, pid) in worker_pids(log) {
+                    kill(pid);
+                }
+                let _ = launcher.wait();
+            }
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            panic!("waited 30 s for {what} (or the job ended):\n{text}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A job that runs for months loses a worker now and then. The restart budget counts
+/// failures in a row, with no checkpoint committed between them: five kills, each once
+/// the restarted worker's attempt committed a checkpoint, never use up two restarts
+/// (the launcher once counted every restart over the job's life).
+#[test]
+fn worker_kills_between_committed_checkpoints_never_use_up_the_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("launcher.log");
+    let mut cmd = run("q5", dir.path(), "10M", 3, 3);
+    cmd.args(["--throttle", "100K", "--restart-attempts", "2"])
+        .args(["--restart-delay", "0s"]);
+    let mut launcher = launched(cmd, &log);
+    for victim in [1, 0, 2, 1, 0] {
+        // Every worker is up and a checkpoint committed with all of them.
+        wait_until(&mut launcher, &log, "3 workers", || {
+            worker_pids(&log).len() == 3
+        });
+        let joined = latest_epoch(dir.path());
+        wait_until(&mut launcher, &log, "a checkpoint", || {
+            latest_epoch(dir.path()) > joined
+        });
+        let pid = worker_pids(&log)[victim].1;
+        kill(pid);
+        wait_until(&mut launcher, &log, "a restarted worker", || {
+            worker_pids(&log)[victim].1 != pid
+        });
+    }
+    let joined = latest_epoch(dir.path());
+    wait_until(&mut launcher, &log, "a checkpoint after the kills", || {
+        latest_epoch(dir.path()) > joined
+    });
+    // As Ctrl-C would: stop the job with a savepoint.
+    // SAFETY: signalling a process this test started.
+    unsafe { libc::kill(launcher.id() as i32, libc::SIGTERM) };
+    let status = launcher.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{text}");
+    assert!(text.matches("starting it again").count() >= 5, "{text}");
+}
+
+/// Worker 1 killed as soon as it is up, again and again, with no checkpoint in the
+/// job's life (one an hour): the third failure in a row is one more than two restarts
+/// allow, and the job ends saying so.
+#[test]
+fn worker_kills_in_a_row_end_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("launcher.log");
+    let mut cmd = run_every("1h", "q5", dir.path(), "10M", 3, 3);
+    cmd.args(["--throttle", "100K", "--restart-attempts", "2"])
+        .args(["--restart-delay", "0s"]);
+    let mut launcher = launched(cmd, &log);
+    let started = Instant::now();
+    let mut kills = 0;
+    let mut killed = None;
+    let status = loop {
+        if let Some(status) = launcher.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            kills < 10 && started.elapsed() < Duration::from_secs(60),
+            "the job outlived {kills} failures in a row"
+        );
+        let up = worker_pids(&log).into_iter().find(|(i, _)| *i == 1);
+        if let Some((_, pid)) = up.filter(|(_, pid)| Some(*pid) != killed) {
+            kill(pid);
+            killed = Some(pid);
+            kills += 1;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The launcher that gave up stopped its workers itself.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success(), "{text}");
+    assert!(kills <= 3, "{kills} kills: {text}");
+    assert!(text.contains("no restarts are left"), "{text}");
+    assert_eq!(
+        latest_epoch(dir.path()),
+        0,
+        "a checkpoint committed: {text}"
+    );
 }
 
 #[test]

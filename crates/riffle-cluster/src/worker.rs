@@ -15,7 +15,7 @@ use crate::server::Server;
 use crate::service::{CoordinatorInbox, LocalAttempt, WorkerService};
 use riffle_runtime::job::{self, attach_coordinator, exactly_once};
 use riffle_runtime::recovery::{recover, recover_from, RecoveryOptions};
-use riffle_runtime::supervisor::RunObserver;
+use riffle_runtime::supervisor::{RestartBudget, RunObserver};
 use riffle_runtime::{
     CheckpointConfig, CheckpointEvent, CheckpointListener, CheckpointReport, CheckpointedRun,
     JobConfig, JobGraph, JobSummary, Placement, RestoredJob, RuntimeError, WorkerFileReuse,
@@ -111,14 +111,14 @@ struct WorkerJob<'a> {
 }
 
 /// Runs attempts until the job finishes. Worker 0 starts a new attempt after a failure
-/// as the restart strategy allows; the others rejoin each new attempt worker 0 starts,
+/// as its [`RestartBudget`] allows; the others rejoin each new attempt worker 0 starts,
 /// until worker 0 says the job finished or stops answering.
 async fn attempts(
     job: &WorkerJob<'_>,
     observer: &mut dyn RunObserver,
 ) -> ClusterResult<WorkerOutcome> {
     let (run, options) = (job.run, job.options);
-    let mut restarts = 0;
+    let mut budget = RestartBudget::new(run.restart);
     let mut failed_generation = 0;
     loop {
         let mut peers = Peers {
@@ -147,18 +147,22 @@ async fn attempts(
             },
             Err(error) => error,
         };
-        restarts += 1;
         failed_generation = generation;
-        let delay = match options.placement.worker {
-            0 => worth_restarting(&error)
-                .then(|| run.restart.delay(restarts))
-                .flatten(),
-            // Worker 0 decides whether there is a next attempt; this one waits for it.
-            _ => worth_restarting(&error).then_some(Duration::ZERO),
+        // Worker 0 decides whether there is a next attempt (its observer hears the
+        // restart); another worker rejoins the next one at once if there is one.
+        let restart = match options.placement.worker {
+            // The coordinator ran here, but its report went with the failed attempt:
+            // the state root says which epoch committed last.
+            0 if worth_restarting(&error) => budget.failed(job.store.latest_hint().await),
+            _ => None,
         };
         if let ClusterError::Runtime(e) = &error {
-            observer.failed(e, delay.map(|d| (restarts, d)));
+            observer.failed(e, restart);
         }
+        let delay = match options.placement.worker {
+            0 => restart.map(|r| r.delay),
+            _ => worth_restarting(&error).then_some(Duration::ZERO),
+        };
         match delay {
             Some(d) => {
                 let next = match options.placement.worker {
@@ -287,6 +291,7 @@ async fn agree(
             workers: options.placement.workers,
             first_epoch: recovered.next_epoch.0,
             state_id: recovered.state_id.clone(),
+            history_from: recovered.history_from.map(|e| e.0),
         };
         let attempt = Box::new(attempt);
         service.publish(Decision::Run(attempt.clone()));
@@ -483,6 +488,7 @@ async fn run_attempt(
             generation,
             first_epoch: riffle_core::Epoch(attempt.first_epoch),
             state_id: Some(attempt.state_id.clone()),
+            history_from: attempt.history_from.map(riffle_core::Epoch),
             ..run.checkpoints.clone()
         };
         let mut listeners = run.listeners.clone();

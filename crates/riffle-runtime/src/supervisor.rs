@@ -1,5 +1,9 @@
 //! Running a checkpointed job to the end: recover, start, and after a task failure
-//! restart from the newest checkpoint under a [`RestartStrategy`].
+//! restart from the newest checkpoint as a [`RestartBudget`] allows.
+
+mod restarts;
+
+pub use restarts::{Restart, RestartBudget, RestartStrategy};
 
 use crate::checkpoint_events::CheckpointListener;
 use crate::coordinator::{CheckpointConfig, CheckpointReport};
@@ -11,51 +15,6 @@ use crate::recovery::{recover, recover_from, ExplicitRestore, Recovered, Recover
 use crate::savepoint::SavepointDone;
 use riffle_state::CheckpointStore;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// When a failed job is restarted from its newest checkpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RestartStrategy {
-    /// A failure ends the run.
-    None,
-    /// Up to `attempts` restarts, `delay` apart.
-    FixedDelay { attempts: u32, delay: Duration },
-    /// Up to `attempts` restarts, the delay doubling from `initial` up to `max`.
-    ExponentialBackoff {
-        attempts: u32,
-        initial: Duration,
-        max: Duration,
-    },
-}
-
-impl Default for RestartStrategy {
-    fn default() -> Self {
-        RestartStrategy::FixedDelay {
-            attempts: 3,
-            delay: Duration::from_secs(1),
-        }
-    }
-}
-
-impl RestartStrategy {
-    /// The wait before restart number `restart` (1-based), or `None` when out of attempts.
-    pub fn delay(&self, restart: u32) -> Option<Duration> {
-        match *self {
-            RestartStrategy::None => None,
-            RestartStrategy::FixedDelay { attempts, delay } => {
-                (restart <= attempts).then_some(delay)
-            }
-            RestartStrategy::ExponentialBackoff {
-                attempts,
-                initial,
-                max,
-            } => (restart <= attempts).then(|| {
-                let factor = 2u32.saturating_pow(restart.saturating_sub(1).min(30));
-                initial.saturating_mul(factor).min(max)
-            }),
-        }
-    }
-}
 
 /// Whether a failure is worth a restart: task failures and failed checkpoints are;
 /// an unusable checkpoint, a plan error or a fenced run would only fail again.
@@ -76,8 +35,9 @@ pub trait RunObserver {
     fn recovered(&mut self, _recovered: &Recovered) {}
     /// A job attempt started; its live metrics.
     fn started(&mut self, _metrics: &Arc<JobMetrics>) {}
-    /// An attempt failed; `restart` is the next restart's number and delay, if any.
-    fn failed(&mut self, _error: &RuntimeError, _restart: Option<(u32, Duration)>) {}
+    /// An attempt failed; `restart` is the restart that follows, if any (always `None`
+    /// on a cluster worker other than 0, which rejoins whatever attempt worker 0 starts).
+    fn failed(&mut self, _error: &RuntimeError, _restart: Option<Restart>) {}
 }
 
 /// A no-op observer.
@@ -90,7 +50,7 @@ pub struct CheckpointedRun {
     pub job: JobConfig,
     /// Interval, timeout, retention (generation and first epoch come from recovery).
     pub checkpoints: CheckpointConfig,
-    /// Restarts after failures.
+    /// Restarts after failures (counted by a [`RestartBudget`]).
     pub restart: RestartStrategy,
     /// Start the first attempt from empty state (existing checkpoints are kept).
     pub start_empty: bool,
@@ -134,8 +94,8 @@ pub async fn run_checkpointed(
     run: CheckpointedRun,
     observer: &mut dyn RunObserver,
 ) -> RuntimeResult<CheckpointedOutcome> {
-    let mut reports = Vec::new();
-    let mut restarts = 0;
+    let mut reports: Vec<CheckpointReport> = Vec::new();
+    let mut budget = RestartBudget::new(run.restart);
     let mut start_empty = run.start_empty;
     let mut restore_from = run.restore_from.clone();
     let mut generation: Option<u64> = None;
@@ -170,6 +130,7 @@ pub async fn run_checkpointed(
             generation: recovered.generation,
             first_epoch: recovered.next_epoch,
             state_id: Some(recovered.state_id.clone()),
+            history_from: recovered.history_from,
             ..run.checkpoints.clone()
         };
         let started = job::start_with_checkpoints(
@@ -184,8 +145,7 @@ pub async fn run_checkpointed(
         let (handle, report) = match started {
             Ok(started) => started,
             Err(error) => {
-                restarts += 1;
-                back_off(&run, restarts, error, observer).await?;
+                back_off(&mut budget, &reports, error, observer).await?;
                 continue;
             }
         };
@@ -204,7 +164,7 @@ pub async fn run_checkpointed(
                 return Ok(CheckpointedOutcome {
                     summary,
                     reports,
-                    restarts,
+                    restarts: budget.restarts(),
                     stopped,
                 })
             }
@@ -214,27 +174,27 @@ pub async fn run_checkpointed(
             )),
             Err(e) => e,
         };
-        restarts += 1;
-        back_off(&run, restarts, error, observer).await?;
+        back_off(&mut budget, &reports, error, observer).await?;
     }
 }
 
-/// After failure number `restarts`: waits for the restart, or returns the error when it
-/// is not worth one or the strategy has no attempts left.
+/// After a failure: waits for the restart, or returns the error when it is not worth
+/// one or `budget` allows no more. The attempts' `reports` say which epochs committed.
 async fn back_off(
-    run: &CheckpointedRun,
-    restarts: u32,
+    budget: &mut RestartBudget,
+    reports: &[CheckpointReport],
     error: RuntimeError,
     observer: &mut dyn RunObserver,
 ) -> RuntimeResult<()> {
-    let delay = restartable(&error)
-        .then(|| run.restart.delay(restarts))
+    let newest_committed = reports.iter().filter_map(|r| r.committed.last()).max();
+    let restart = restartable(&error)
+        .then(|| budget.failed(newest_committed.copied()))
         .flatten();
-    observer.failed(&error, delay.map(|d| (restarts, d)));
-    tracing::warn!(%error, restarts, "job failed");
-    match delay {
-        Some(d) => {
-            tokio::time::sleep(d).await;
+    observer.failed(&error, restart);
+    tracing::warn!(%error, restarts = budget.restarts(), "job failed");
+    match restart {
+        Some(restart) => {
+            tokio::time::sleep(restart.delay).await;
             Ok(())
         }
         None => Err(error),
@@ -256,30 +216,5 @@ mod tests {
         assert!(restartable(&RuntimeError::Checkpoint(
             "fenced by nothing at all".into()
         )));
-    }
-
-    #[test]
-    fn fixed_delay_counts_attempts() {
-        let s = RestartStrategy::FixedDelay {
-            attempts: 2,
-            delay: Duration::from_millis(5),
-        };
-        assert_eq!(s.delay(1), Some(Duration::from_millis(5)));
-        assert_eq!(s.delay(2), Some(Duration::from_millis(5)));
-        assert_eq!(s.delay(3), None);
-        assert_eq!(RestartStrategy::None.delay(1), None);
-    }
-
-    #[test]
-    fn exponential_backoff_doubles_up_to_the_cap() {
-        let s = RestartStrategy::ExponentialBackoff {
-            attempts: 10,
-            initial: Duration::from_millis(100),
-            max: Duration::from_millis(500),
-        };
-        let delays: Vec<_> = (1..=5).filter_map(|r| s.delay(r)).collect();
-        let ms: Vec<u128> = delays.iter().map(Duration::as_millis).collect();
-        assert_eq!(ms, vec![100, 200, 400, 500, 500]);
-        assert_eq!(s.delay(11), None);
     }
 }

@@ -14,6 +14,7 @@ use riffle_core::{
 };
 use riffle_operators::{AggregateSpec, WindowAggregateFactory, WindowSpec};
 use riffle_runtime::recovery::Recovered;
+use riffle_runtime::supervisor::Restart;
 use riffle_runtime::{
     run_checkpointed, CheckpointConfig, CheckpointEvent, CheckpointedRun, JobGraph,
     RecordingListener, RestartStrategy, RunObserver, RuntimeError, WatermarkStrategy,
@@ -143,7 +144,7 @@ impl RunObserver for Observed {
     fn recovered(&mut self, recovered: &Recovered) {
         self.restored.push(recovered.plan.restore.map(|e| e.0));
     }
-    fn failed(&mut self, error: &RuntimeError, _: Option<(u32, Duration)>) {
+    fn failed(&mut self, error: &RuntimeError, _: Option<Restart>) {
         self.failures.push(error.to_string());
     }
 }

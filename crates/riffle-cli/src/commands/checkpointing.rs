@@ -12,6 +12,7 @@ use riffle_core::OperatorId;
 use riffle_runtime::control::{ControlOptions, ControlServer, JobOutline, LiveMetrics};
 use riffle_runtime::recovery::{ExplicitRestore, Recovered, RestoreFrom};
 use riffle_runtime::savepoint::request_savepoint;
+use riffle_runtime::supervisor::Restart;
 use riffle_runtime::{savepoint_channel, JobConfig, SavepointDone, SavepointSender};
 use riffle_runtime::{
     CheckpointConfig, CheckpointReport, CheckpointedOutcome, CheckpointedRun, JobGraph, JobMetrics,
@@ -75,14 +76,17 @@ pub struct CheckpointArgs {
     #[arg(long, default_value_t = 3)]
     pub retain_checkpoints: usize,
     /// After a failure, restart from the newest checkpoint: `fixed` (every
-    /// --restart-delay), `exponential` (doubling from --restart-delay up to 1 minute) or
-    /// `none`.
+    /// --restart-delay), `exponential` (doubling from --restart-delay up to 1 minute with
+    /// each failure in a row) or `none`.
     #[arg(long, default_value = "fixed")]
     pub restart: String,
-    /// Restarts allowed before the run fails.
+    /// Failures in a row the job survives: a failure is in a row with the one before
+    /// when no checkpoint committed between them. Once a checkpoint commits after a
+    /// restart the count (and the exponential back-off) starts over, so a job that
+    /// keeps making progress is restarted however often it fails over its life.
     #[arg(long, default_value_t = 3)]
     pub restart_attempts: u32,
-    /// Wait before a restart (the first one, for `exponential`).
+    /// Wait before a restart (the first of a row, for `exponential`).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub restart_delay: Duration,
     /// Serve the control endpoint (the web page, Prometheus /metrics, the REST API) on
@@ -140,7 +144,11 @@ impl CheckpointArgs {
         }))
     }
 
-    fn restart_strategy(&self) -> Result<RestartStrategy> {
+    /// The restart strategy `--restart`, `--restart-attempts` and `--restart-delay` name.
+    ///
+    /// # Errors
+    /// An unknown `--restart`.
+    pub fn restart_strategy(&self) -> Result<RestartStrategy> {
         Ok(match self.restart.as_str() {
             "none" => RestartStrategy::None,
             "fixed" => RestartStrategy::FixedDelay {
@@ -343,11 +351,15 @@ impl RunObserver for CliObserver {
         ));
     }
 
-    fn failed(&mut self, error: &RuntimeError, restart: Option<(u32, Duration)>) {
+    fn failed(&mut self, error: &RuntimeError, restart: Option<Restart>) {
         self.progress = None;
         match restart {
-            Some((n, delay)) => eprintln!(
-                "riffle: job failed: {error}\nriffle: restart {n} from the newest checkpoint in {delay:?}"
+            Some(Restart {
+                number,
+                in_a_row,
+                delay,
+            }) => eprintln!(
+                "riffle: job failed: {error}\nriffle: restart {number} from the newest checkpoint in {delay:?} (failure {in_a_row} in a row since a checkpoint last committed)"
             ),
             None => eprintln!("riffle: job failed: {error}"),
         }

@@ -1,15 +1,18 @@
 //! `riffle run … --workers N`: N worker processes (`riffle worker`) on this machine,
-//! supervised: one that dies is started again, Ctrl-C asks worker 0 for a savepoint, and
+//! supervised: one that dies is started again (as the restart options allow), Ctrl-C asks worker 0 for a savepoint, and
 //! one progress line and summary cover them all (docs/cluster.md).
 
 use super::worker::Finished;
 use anyhow::{Context, Result};
 use riffle_bench::harness::human;
+use riffle_core::Epoch;
+use riffle_runtime::supervisor::{RestartBudget, RestartStrategy};
+use riffle_state::CheckpointStore;
 use std::ffi::OsString;
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where the launched workers listen: their exchange and control addresses.
 struct Addresses {
@@ -189,10 +192,38 @@ fn draw_progress(control: Vec<String>, done: Arc<AtomicBool>) {
     }
 }
 
+/// One worker's place in the launcher.
+enum Slot {
+    /// Its process runs.
+    Running(Child),
+    /// Its process died; another starts at this instant (the restart's delay).
+    Restarting(Instant),
+    /// Its process exited well.
+    Finished,
+}
+
+/// The newest epoch committed in `store`, as its `_latest.json` says (`None`: none, or
+/// unreadable: a failure is then taken to be in a row with the one before).
+///
+/// The launcher learns of commits from the state root, not from the workers: the root
+/// is where a commit is decided, it answers while any worker (worker 0 with its
+/// coordinator among them) is down, and one small read per worker failure costs
+/// nothing. A worker's control endpoint counts only its current attempt's checkpoints,
+/// and its stderr names none.
+fn newest_committed(io: &tokio::runtime::Runtime, store: &CheckpointStore) -> Option<Epoch> {
+    io.block_on(store.latest_hint())
+}
+
 /// Starts `workers` worker processes of this command and supervises them: a worker
-/// that dies is started again (it rejoins the job's next attempt), up to `restarts`
-/// times in all. Ctrl-C (or SIGTERM) asks worker 0 to stop the job with a savepoint.
-pub fn launch(workers: usize, restarts: u32, force_progress: bool) -> Result<()> {
+/// that dies is started again (it rejoins the job's next attempt) as a
+/// [`RestartBudget`] under `restart` allows, which learns of commits from `store`.
+/// Ctrl-C (or SIGTERM) asks worker 0 to stop the job with a savepoint.
+pub fn launch(
+    workers: usize,
+    restart: RestartStrategy,
+    store: &CheckpointStore,
+    force_progress: bool,
+) -> Result<()> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let at = argv
         .iter()
@@ -203,6 +234,10 @@ pub fn launch(workers: usize, restarts: u32, force_progress: bool) -> Result<()>
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = threads_per_worker(cores, workers);
     let commands = worker_commands(&argv[at + 1..], &addresses, threads);
+    let io = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the launcher's runtime for reading the state root")?;
     // One progress line for all workers, as `riffle run` draws one for its process.
     use std::io::IsTerminal;
     let done = Arc::new(AtomicBool::new(false));
@@ -226,7 +261,7 @@ pub fn launch(workers: usize, restarts: u32, force_progress: bool) -> Result<()>
     }
     // Each worker's last rows in / out, read from its stderr as it is passed on.
     let totals = Arc::new(Mutex::new(vec![(0u64, 0u64); workers]));
-    let spawn = |i: usize| -> Result<Child> {
+    let spawn = |i: usize| -> Result<Slot> {
         use std::os::unix::process::CommandExt;
         let mut child = Command::new(&exe)
             .args(&commands[i])
@@ -252,53 +287,72 @@ pub fn launch(workers: usize, restarts: u32, force_progress: bool) -> Result<()>
                 }
             });
         }
-        Ok(child)
+        Ok(Slot::Running(child))
     };
-    let mut children = (0..workers).map(spawn).collect::<Result<Vec<_>>>()?;
-    let mut finished = vec![false; workers];
-    let mut restarted = 0;
+    let mut slots = (0..workers).map(spawn).collect::<Result<Vec<_>>>()?;
+    let mut budget = RestartBudget::new(restart);
     let mut stop_sent = false;
     loop {
         if STOP_REQUESTED.load(Ordering::SeqCst) && !stop_sent {
             stop_sent = true;
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(children[0].id() as i32, libc::SIGTERM) };
+            if let Slot::Running(child) = &slots[0] {
+                // SAFETY: signalling our own child.
+                unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            }
         }
         for i in 0..workers {
-            if finished[i] {
-                continue;
-            }
-            let Some(status) = children[i].try_wait()? else {
-                continue;
+            let status = match &mut slots[i] {
+                Slot::Finished => continue,
+                Slot::Restarting(at) => {
+                    if Instant::now() >= *at {
+                        slots[i] = spawn(i)?;
+                    }
+                    continue;
+                }
+                Slot::Running(child) => match child.try_wait()? {
+                    None => continue,
+                    Some(status) => status,
+                },
             };
             if status.success() {
-                finished[i] = true;
-            } else if restarted < restarts && !stop_sent {
-                restarted += 1;
-                eprintln!(
-                    "riffle: worker {i} exited ({status}); starting it again (restart {restarted} of {restarts})"
-                );
-                children[i] = spawn(i)?;
-                if i == 0 {
-                    // Worker 0 died before the job finished, so the job resumes from a
-                    // checkpoint that needs every worker: one that had heard the job
-                    // end (just before worker 0 died) runs again too.
-                    for j in 1..workers {
-                        if std::mem::take(&mut finished[j]) {
-                            children[j] = spawn(j)?;
-                        }
+                slots[i] = Slot::Finished;
+                continue;
+            }
+            // A job being stopped with a savepoint is not restarted.
+            let restart = match stop_sent {
+                true => None,
+                false => budget.failed(newest_committed(&io, store)),
+            };
+            let Some(restart) = restart else {
+                done.store(true, Ordering::SeqCst);
+                for slot in &mut slots {
+                    if let Slot::Running(child) = slot {
+                        let _ = child.kill();
+                        let _ = child.wait();
                     }
                 }
-            } else {
-                done.store(true, Ordering::SeqCst);
-                for child in &mut children {
-                    let _ = child.kill();
-                    let _ = child.wait();
+                anyhow::bail!(
+                    "worker {i} exited ({status}) and no restarts are left ({} failures in a row with no checkpoint committed between them; --restart-attempts counts those)",
+                    budget.in_a_row()
+                );
+            };
+            eprintln!(
+                "riffle: worker {i} exited ({status}); starting it again in {:?} (restart {}, failure {} in a row since a checkpoint last committed)",
+                restart.delay, restart.number, restart.in_a_row
+            );
+            slots[i] = Slot::Restarting(Instant::now() + restart.delay);
+            if i == 0 {
+                // Worker 0 died before the job finished, so the job resumes from a
+                // checkpoint that needs every worker: one that had heard the job
+                // end (just before worker 0 died) runs again too.
+                for (j, slot) in slots.iter_mut().enumerate().skip(1) {
+                    if matches!(slot, Slot::Finished) {
+                        *slot = spawn(j)?;
+                    }
                 }
-                anyhow::bail!("worker {i} exited ({status}) and no restarts are left");
             }
         }
-        if finished.iter().all(|f| *f) {
+        if slots.iter().all(|s| matches!(s, Slot::Finished)) {
             done.store(true, Ordering::SeqCst);
             // Let the stderr threads pass on the workers' last lines first.
             std::thread::sleep(Duration::from_millis(100));
@@ -307,7 +361,8 @@ pub fn launch(workers: usize, restarts: u32, force_progress: bool) -> Result<()>
                 .map(|t| t.iter().fold((0, 0), |(a, b), (i, o)| (a + i, b + o)))
                 .unwrap_or_default();
             eprintln!(
-                "riffle: all {workers} workers finished ({restarted} restarts): rows in / out {rows_in} / {rows_out}"
+                "riffle: all {workers} workers finished ({} restarts): rows in / out {rows_in} / {rows_out}",
+                budget.restarts()
             );
             return Ok(());
         }

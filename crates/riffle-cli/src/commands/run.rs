@@ -106,11 +106,10 @@ pub fn run(args: RunArgs) -> Result<()> {
             args.checkpoints.http_address.is_none(),
             "--http-address with --workers: the workers do not serve the control endpoint yet"
         );
-        let restarts = match args.checkpoints.restart.as_str() {
-            "none" => 0,
-            _ => args.checkpoints.restart_attempts,
-        };
-        return super::launcher::launch(workers, restarts, args.progress);
+        let restart = args.checkpoints.restart_strategy()?;
+        let store =
+            super::checkpointing::open_store(&args.checkpoints.state, &pipeline.graph.name)?;
+        return super::launcher::launch(workers, restart, &store, args.progress);
     }
     let label = args
         .sql
