@@ -3,6 +3,8 @@
 //! they name a bad record (file and line, or topic, partition and offset).
 
 use crate::flat_json::FlatJsonDecoder;
+use crate::json_check::{is_signed_digits, JsonLineCheck, TextRule};
+use crate::json_numbers::{number_column, read_as_text};
 use crate::sinks::FileFormat;
 use crate::time_columns::epoch_millis_as;
 use riffle_core::arrow::array::{new_null_array, Array, ArrayRef, AsArray};
@@ -24,6 +26,11 @@ pub(crate) struct RecordDecoder {
     schema: SchemaRef,
     /// `schema` with its TIMESTAMP columns as text (see [`RecordDecoder::decode`]).
     text_schema: SchemaRef,
+    /// The schema Arrow's decoder reads: for JSON, `text_schema` with its integer and
+    /// DECIMAL columns as text too (see `json_numbers.rs`); for CSV, `text_schema`.
+    arrow_schema: SchemaRef,
+    /// JSON: the strict check of each line before Arrow's decoder (`json_check.rs`).
+    check: JsonLineCheck,
     timestamps: Vec<usize>,
     /// The columns read, ascending; `None`: all. The others are NULL.
     read: Option<Vec<usize>>,
@@ -94,21 +101,39 @@ impl RecordDecoder {
             .filter(|(_, f)| matches!(f.data_type(), DataType::Timestamp(..)))
             .map(|(i, _)| i)
             .collect();
-        let as_text: Vec<Field> = schema
+        let json = format == FileFormat::Jsonl;
+        let as_text = |numbers_too: bool| {
+            let fields: Vec<Field> = schema
+                .fields()
+                .iter()
+                .map(|f| match f.data_type() {
+                    DataType::Timestamp(..) => f.as_ref().clone().with_data_type(DataType::Utf8),
+                    t if numbers_too && read_as_text(t) => {
+                        f.as_ref().clone().with_data_type(DataType::Utf8)
+                    }
+                    _ => f.as_ref().clone(),
+                })
+                .collect();
+            Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+        };
+        let rules = schema
             .fields()
             .iter()
-            .map(|f| match f.data_type() {
-                DataType::Timestamp(..) => f.as_ref().clone().with_data_type(DataType::Utf8),
-                _ => f.as_ref().clone(),
+            .enumerate()
+            .filter(|(i, _)| read.as_ref().is_none_or(|r| r.contains(i)))
+            .filter_map(|(_, f)| match f.data_type() {
+                DataType::Timestamp(..) => Some((f.name().clone(), TextRule::DateTime)),
+                DataType::Decimal128(..) => None,
+                t if read_as_text(t) => Some((f.name().clone(), TextRule::Integer)),
+                _ => None,
             })
-            .collect();
+            .collect::<Vec<_>>();
         Self {
             format,
             schema: schema.clone(),
-            text_schema: Arc::new(Schema::new_with_metadata(
-                as_text,
-                schema.metadata().clone(),
-            )),
+            text_schema: as_text(false),
+            arrow_schema: as_text(json),
+            check: JsonLineCheck::new(rules),
             timestamps,
             read,
             capacity: 0,
@@ -126,17 +151,27 @@ impl RecordDecoder {
         &self,
         text: &[u8],
     ) -> std::result::Result<Option<RecordBatch>, String> {
-        let mut one = Self::reading(self.format, &self.schema, self.read.clone());
-        one.flat = FlatPath::Off;
-        one.decode(text, 1)
+        self.decode_without_fast_path(text, 1)
     }
 
-    /// The schema of the records JSON's decoders build: JSON fields are found by name,
-    /// so a schema of the columns read skips the others.
-    fn json_schema(&self) -> std::result::Result<SchemaRef, String> {
+    /// The `rows` records of `text` decoded as by a new decoder like this one with
+    /// JSON's fast path off.
+    pub(crate) fn decode_without_fast_path(
+        &self,
+        text: &[u8],
+        rows: usize,
+    ) -> std::result::Result<Option<RecordBatch>, String> {
+        let mut fresh = Self::reading(self.format, &self.schema, self.read.clone());
+        fresh.flat = FlatPath::Off;
+        fresh.decode(text, rows)
+    }
+
+    /// `schema` (one of this decoder's) as JSON's decoders read it: JSON fields are
+    /// found by name, so a schema of the columns read skips the others.
+    fn json_schema(&self, schema: &SchemaRef) -> std::result::Result<SchemaRef, String> {
         Ok(match &self.read {
-            Some(read) => Arc::new(self.text_schema.project(read).map_err(|e| e.to_string())?),
-            None => self.text_schema.clone(),
+            Some(read) => Arc::new(schema.project(read).map_err(|e| e.to_string())?),
+            None => schema.clone(),
         })
     }
 
@@ -144,7 +179,7 @@ impl RecordDecoder {
     fn decode_flat(&mut self, text: &[u8], rows: usize) -> Option<RecordBatch> {
         if let FlatPath::Unbuilt = self.flat {
             self.flat = match self
-                .json_schema()
+                .json_schema(&self.schema)
                 .ok()
                 .and_then(|s| FlatJsonDecoder::new(&s))
             {
@@ -162,7 +197,7 @@ impl RecordDecoder {
         let schema = self.text_schema.clone();
         Ok(match self.format {
             FileFormat::Jsonl => ArrowDecoder::Json(
-                riffle_core::arrow::json::ReaderBuilder::new(self.json_schema()?)
+                riffle_core::arrow::json::ReaderBuilder::new(self.json_schema(&self.arrow_schema)?)
                     .with_coerce_primitive(true)
                     .with_batch_size(self.capacity)
                     .build_decoder()
@@ -192,7 +227,8 @@ impl RecordDecoder {
     /// does.
     ///
     /// JSON goes through the fast path (`flat_json.rs`) first, while it is on; a batch
-    /// it hands back is Arrow's.
+    /// it hands back is checked line by line (`json_check.rs`), then Arrow's, its
+    /// integer and DECIMAL columns read from their text (`json_numbers.rs`).
     pub(crate) fn decode(
         &mut self,
         text: &[u8],
@@ -229,12 +265,16 @@ impl RecordDecoder {
             .map_err(|e| e.to_string())
     }
 
-    /// The `rows` records in `text`, by Arrow's decoder.
+    /// The `rows` records in `text`, by Arrow's decoder; JSON checked first.
     fn decode_arrow(
         &mut self,
         text: &[u8],
         rows: usize,
     ) -> std::result::Result<Option<RecordBatch>, String> {
+        let json = self.format == FileFormat::Jsonl;
+        if json {
+            self.check.check_lines(text)?;
+        }
         let mut arrow = match self.arrow.take() {
             Some(arrow) if rows <= self.capacity => arrow,
             _ => {
@@ -245,7 +285,28 @@ impl RecordDecoder {
         // (On an error `arrow` is dropped, with whatever it held.)
         let decoded = arrow.decode_all(text)?;
         self.arrow = Some(arrow);
-        Ok(decoded)
+        match decoded {
+            Some(batch) if json => self.numbers_from_text(&batch).map(Some),
+            other => Ok(other),
+        }
+    }
+
+    /// A batch of JSON's `arrow_schema` with its integer and DECIMAL columns read from
+    /// their text, as `text_schema` has them.
+    fn numbers_from_text(&self, batch: &RecordBatch) -> std::result::Result<RecordBatch, String> {
+        let schema = self.json_schema(&self.text_schema)?;
+        let columns = batch
+            .columns()
+            .iter()
+            .zip(schema.fields())
+            .map(|(column, field)| match column.data_type() {
+                DataType::Utf8 if read_as_text(field.data_type()) => {
+                    number_column(column.as_string::<i32>(), field.data_type(), field.name())
+                }
+                _ => Ok(column.clone()),
+            })
+            .collect::<std::result::Result<Vec<ArrayRef>, String>>()?;
+        RecordBatch::try_new(schema, columns).map_err(|e| e.to_string())
     }
 }
 
@@ -312,7 +373,11 @@ fn timestamp_from_text(column: &ArrayRef, field: &Field) -> std::result::Result<
         zip(&is_millis, &from_millis, &as_text()?).map_err(|e| e.to_string())
     };
     // Most files hold one kind: then each value is parsed once, not as both kinds.
-    let integers = text.iter().flatten().filter(|v| is_integer(v)).count();
+    let integers = text
+        .iter()
+        .flatten()
+        .filter(|v| is_signed_digits(v))
+        .count();
     let all_read = |values: &ArrayRef| values.null_count() == column.null_count();
     let values = if integers == 0 {
         Some(as_text()?).filter(all_read)
@@ -326,19 +391,47 @@ fn timestamp_from_text(column: &ArrayRef, field: &Field) -> std::result::Result<
         None => each_as_either()?,
     };
     if let Some(bad) = (0..column.len()).find(|i| column.is_valid(*i) && values.is_null(*i)) {
-        return Err(format!(
-            "field '{}': `{}` is neither epoch milliseconds (in range) nor a date-time (e.g. 2025-01-31T12:00:00Z)",
-            field.name(),
-            text.value(bad)
-        ));
+        let value = text.value(bad);
+        return Err(match is_time_out_of_range(value, target) {
+            true => format!(
+                "field '{}': `{value}` is outside the range of TIMESTAMP, {}",
+                field.name(),
+                timestamp_range(target)
+            ),
+            false => format!(
+                "field '{}': `{value}` is neither epoch milliseconds nor a date-time (e.g. 2025-01-31T12:00:00Z)",
+                field.name()
+            ),
+        });
     }
     Ok(values)
 }
 
-/// Whether `text` is an integer as Arrow reads one (an optional sign, then digits).
-fn is_integer(text: &str) -> bool {
-    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
-    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+/// Whether `value`, which the timestamp type `target` could not hold, is a time (epoch
+/// milliseconds, or a date-time read in seconds) past that type's range.
+fn is_time_out_of_range(value: &str, target: &DataType) -> bool {
+    if is_signed_digits(value) {
+        return value.parse::<i64>().is_ok();
+    }
+    let DataType::Timestamp(_, zone) = target else {
+        return false;
+    };
+    let in_seconds = DataType::Timestamp(
+        riffle_core::arrow::datatypes::TimeUnit::Second,
+        zone.clone(),
+    );
+    let column: ArrayRef = Arc::new(riffle_core::arrow::array::StringArray::from(vec![value]));
+    cast_with_options(&column, &in_seconds, &CastOptions::default()).is_ok_and(|c| c.is_valid(0))
+}
+
+/// The range of the timestamp type `target`, in words.
+fn timestamp_range(target: &DataType) -> &'static str {
+    match target {
+        DataType::Timestamp(riffle_core::arrow::datatypes::TimeUnit::Nanosecond, _) => {
+            "1677-09-21 00:12:43.145224192 to 2262-04-11 23:47:16.854775807 (riffle keeps nanoseconds)"
+        }
+        _ => "the range of the column's unit",
+    }
 }
 
 /// The field an Arrow decoding error names, if any.
@@ -450,17 +543,82 @@ mod tests {
 
     #[test]
     fn a_batch_of_more_records_than_rows_is_an_error_not_a_lost_record() {
-        for (format, text) in [
-            (
-                FileFormat::Jsonl,
-                &b"{\"auction\":1} {\"auction\":2}\n{\"auction\":3}\n"[..],
-            ),
-            (FileFormat::Csv, &b"1,\n2,\n3,\n"[..]),
-        ] {
-            let mut decoder = RecordDecoder::reading(format, &bids(), None);
-            assert!(decoder.decode(text, 2).is_err(), "{format:?}");
-            assert_eq!(decoder.decode(text, 3).unwrap().unwrap().num_rows(), 3);
+        let mut csv = RecordDecoder::reading(FileFormat::Csv, &bids(), None);
+        assert!(csv.decode(b"1,\n2,\n3,\n", 2).is_err());
+        assert_eq!(
+            csv.decode(b"1,\n2,\n3,\n", 3).unwrap().unwrap().num_rows(),
+            3
+        );
+        // A JSON line holds one record and nothing after it, however many rows are
+        // asked for (Arrow's decoder read the three records of two lines as three).
+        let mut json = RecordDecoder::reading(FileFormat::Jsonl, &bids(), None);
+        let text = b"{\"auction\":1} {\"auction\":2}\n{\"auction\":3}\n";
+        for rows in [2, 3] {
+            let err = json.decode(text, rows).unwrap_err();
+            assert!(err.starts_with("text after the record"), "{err}");
         }
+    }
+
+    /// Each case of issue #45, refused on the fast path (a new decoder tries it first)
+    /// and on the fallback (`decode_one`: Arrow's decoder alone), naming the field
+    /// where there is one.
+    #[test]
+    fn json_that_arrow_read_as_a_wrong_value_is_refused_on_both_paths() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("t", DataType::Timestamp(TimeUnit::Nanosecond, None), true),
+            Field::new("n", DataType::Int64, true),
+            Field::new("f", DataType::Float64, true),
+            Field::new("s", DataType::Utf8, true),
+        ]));
+        for (line, field, says) in [
+            (r#"{"t":"2023"}"#, Some("t"), "is not a date-time"),
+            (r#"{"t":"20230101"}"#, Some("t"), "is not a date-time"),
+            (
+                r#"{"n":-9223372036854775809}"#,
+                Some("n"),
+                "outside the range of BIGINT",
+            ),
+            (r#"{"s":-}"#, None, "not JSON"),
+            (r#"{"s":1e}"#, None, "not JSON"),
+            (r#"{"s":1.2.3}"#, None, "not JSON"),
+            (r#"{"s":007}"#, None, "not JSON"),
+            (r#"{"f":1.}"#, None, "not JSON"),
+            (r#"{"f":00.5}"#, None, "not JSON"),
+            (r#"{"n":007}"#, None, "not JSON"),
+            (r#"{"n":1,"n":2}"#, Some("n"), "appears twice"),
+            (r#"{"x":1,"x":2}"#, Some("x"), "appears twice"),
+            (r#"{"id":1,"s":"a""#, None, "not JSON"),
+            (r#"}{"id":2}"#, None, "not JSON"),
+            ("{\"s\":\"a\tb\"}", None, "control character"),
+            ("{\"s\":\"a\u{1}b\"}", None, "control character"),
+            (r#"{"id":1} x"#, None, "text after the record"),
+            (
+                r#"{"t":"2263-01-01T00:00:00Z"}"#,
+                Some("t"),
+                "2262-04-11 23:47:16.854775807",
+            ),
+            (
+                r#"{"t":9300000000000}"#,
+                Some("t"),
+                "outside the range of TIMESTAMP",
+            ),
+        ] {
+            let text = format!("{line}\n");
+            let mut decoder = RecordDecoder::reading(FileFormat::Jsonl, &schema, None);
+            for err in [
+                decoder.decode(text.as_bytes(), 1).unwrap_err(),
+                decoder.decode_one(text.as_bytes()).unwrap_err(),
+            ] {
+                assert!(err.contains(says), "{line}: {err}");
+                assert_eq!(field_of(&err, &schema).as_deref(), field, "{line}: {err}");
+            }
+        }
+        // The broken pair read as one batch of two lines: not two records.
+        let mut decoder = RecordDecoder::reading(FileFormat::Jsonl, &schema, None);
+        assert!(decoder
+            .decode(b"{\"id\":1,\"s\":\"a\"\n}{\"id\":2}\n", 2)
+            .is_err());
     }
 
     #[test]
@@ -485,6 +643,76 @@ mod tests {
         );
     }
 
+    /// The table of docs/connectors.md ("JSON values into columns"): each JSON value
+    /// into each column type, on the fast path where it takes the line and on the
+    /// fallback, read alike.
+    #[test]
+    fn each_json_value_is_read_into_each_column_type_as_documented() {
+        let columns = [
+            ("i", DataType::Int64),
+            ("d", DataType::Decimal128(10, 2)),
+            ("f", DataType::Float64),
+            ("b", DataType::Boolean),
+            ("s", DataType::Utf8),
+            ("t", DataType::Timestamp(TimeUnit::Nanosecond, None)),
+        ];
+        let bad = "malformed";
+        // A JSON value, then its reading into i, d, f, b, s and t.
+        let table: [(&str, [&str; 6]); 10] = [
+            ("null", ["", "", "", "", "", ""]),
+            (
+                "12",
+                ["12", "12.00", "12.0", bad, "12", "1970-01-01T00:00:00.012"],
+            ),
+            ("1.9", ["1", "1.90", "1.9", bad, "1.9", bad]),
+            ("-1.005", ["-1", "-1.01", "-1.005", bad, "-1.005", bad]),
+            (r#""12""#, ["12", "12.00", "12.0", bad, "12", bad]),
+            (r#""1.5""#, [bad, "1.50", "1.5", bad, "1.5", bad]),
+            ("true", [bad, bad, bad, "true", "true", bad]),
+            (
+                r#""2025-01-31T12:00:00Z""#,
+                [
+                    bad,
+                    bad,
+                    bad,
+                    bad,
+                    "2025-01-31T12:00:00Z",
+                    "2025-01-31T12:00:00",
+                ],
+            ),
+            (r#"{"a":1}"#, [bad, bad, bad, bad, bad, bad]),
+            ("[1]", [bad, bad, bad, bad, bad, bad]),
+        ];
+        let mut wrong = Vec::new();
+        for (value, expected) in table {
+            for ((name, data_type), expected) in columns.iter().zip(expected) {
+                let schema = Arc::new(Schema::new(vec![Field::new(
+                    *name,
+                    data_type.clone(),
+                    true,
+                )]));
+                let line = format!("{{\"{name}\":{value}}}\n");
+                let read = |batch: std::result::Result<Option<RecordBatch>, String>| match batch {
+                    Ok(Some(b)) => {
+                        riffle_core::arrow::util::display::array_value_to_string(b.column(0), 0)
+                            .unwrap_or_else(|e| e.to_string())
+                    }
+                    Ok(None) => "no row".into(),
+                    Err(_) => bad.into(),
+                };
+                let mut decoder = RecordDecoder::reading(FileFormat::Jsonl, &schema, None);
+                let (either, fallback) = (
+                    read(decoder.decode(line.as_bytes(), 1)),
+                    read(decoder.decode_one(line.as_bytes())),
+                );
+                if either != expected || fallback != expected {
+                    wrong.push(format!("{value} into {data_type}: {either} (fallback {fallback}), documented {expected}"));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
     #[test]
     fn a_source_reads_the_wanted_and_the_not_null_columns_or_says_all() {
         let fields = Fields::from(vec![
@@ -497,12 +725,5 @@ mod tests {
         assert_eq!(reading_note(read.as_deref(), 3), ", reading 2 of 3 columns");
         assert_eq!(columns_to_read(&fields, |_, f| f.name() != "b"), None);
         assert_eq!(reading_note(None, 3), "");
-    }
-
-    #[test]
-    fn integers_are_an_optional_sign_then_digits() {
-        assert!(is_integer("123") && is_integer("-5") && is_integer("+7"));
-        assert!(!is_integer("") && !is_integer("-") && !is_integer("1.5"));
-        assert!(!is_integer("2025-01-01") && !is_integer(" 1"));
     }
 }

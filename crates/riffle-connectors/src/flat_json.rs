@@ -3,23 +3,32 @@
 //!
 //! Arrow's JSON decoder spent about two thirds of a JSON file source's time (its tape
 //! alone a third); simd-json builds its tape of a line in about half that time. This
-//! decoder takes only the common form of a record: one object per line, each field of
-//! the schema at most once, its value null or of the field's own JSON type (a number
-//! for a number column, a string for a VARCHAR one; an integer or a boolean for a
-//! VARCHAR is taken as its text, as Arrow takes it). It hands any other batch back, and
-//! Arrow's decoder decodes it or names the error, so a record decodes alike on either
-//! path (the tests below hold the two to that) and errors keep Arrow's words.
+//! decoder takes only the common form of a record: one object per line, each key at
+//! most once, its value null or of the field's own JSON type (a number for a number
+//! column, a string for a VARCHAR one; an integer or a boolean for a VARCHAR is taken as
+//! its text, as Arrow takes it; a TIMESTAMP column is handed over as text, an integer's
+//! digits or a string that is not digits). It hands any other batch back, and the strict
+//! check (`json_check.rs`) and Arrow's decoder decode it or name the error, so a record
+//! decodes alike on either path (the tests below hold the two to that).
+//!
+//! simd-json is less strict than JSON in one way that matters here: it takes raw
+//! control bytes (a TAB) inside strings. A line holding any byte below 0x20 is handed
+//! back (a TAB between tokens is JSON, but rare), and so is one with half a surrogate
+//! pair, or a key twice; its number parser holds to JSON's grammar (no leading zero,
+//! no `1.`, no bare `-`), which the tests below check.
 
+use crate::json_check::is_signed_digits;
 use riffle_core::arrow::array::{
     ArrayBuilder, ArrayRef, ArrowPrimitiveType, BooleanBuilder, PrimitiveBuilder, StringBuilder,
 };
 use riffle_core::arrow::datatypes::{
-    DataType, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, SchemaRef, UInt16Type,
-    UInt32Type, UInt64Type, UInt8Type,
+    DataType, Field, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, Schema, SchemaRef,
+    UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 use riffle_core::RecordBatch;
 use simd_json::{Buffers, Node, StaticNode};
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// The most fields a schema may have for this decoder: which fields a record named is
 /// kept as the bits of a `u64`.
@@ -27,13 +36,21 @@ const MAX_FIELDS: usize = 64;
 
 /// Decodes batches of JSON lines of one flat schema, or hands a batch back.
 pub(crate) struct FlatJsonDecoder {
+    /// The batches' schema: the schema taken, its TIMESTAMP columns as text.
     schema: SchemaRef,
+    /// The types of the schema taken (a TIMESTAMP's column is built as a [`Column::DateTime`]).
+    types: Vec<DataType>,
     names: Vec<String>,
     nullable: Vec<bool>,
     /// simd-json parses in place: each batch is copied here first.
     text: Vec<u8>,
     buffers: Buffers,
     tape: Option<simd_json::tape::Tape<'static>>,
+    /// Where on a record's tape each key outside the schema is (kept between records).
+    other_keys: Vec<usize>,
+    /// Whether the last record held a number simd-json may have read without checking
+    /// what follows it (see [`may_end_unchecked`]), or a nested value not looked into.
+    unchecked_number: bool,
 }
 
 impl FlatJsonDecoder {
@@ -45,13 +62,26 @@ impl FlatJsonDecoder {
             && fields
                 .iter()
                 .all(|f| Column::new(f.data_type(), 0).is_some());
+        let as_text: Vec<Field> = fields
+            .iter()
+            .map(|f| match f.data_type() {
+                DataType::Timestamp(..) => f.as_ref().clone().with_data_type(DataType::Utf8),
+                _ => f.as_ref().clone(),
+            })
+            .collect();
         taken.then(|| Self {
-            schema: schema.clone(),
+            schema: Arc::new(Schema::new_with_metadata(
+                as_text,
+                schema.metadata().clone(),
+            )),
+            types: fields.iter().map(|f| f.data_type().clone()).collect(),
             names: fields.iter().map(|f| f.name().clone()).collect(),
             nullable: fields.iter().map(|f| f.is_nullable()).collect(),
             text: Vec::new(),
             buffers: Buffers::new(1024),
             tape: None,
+            other_keys: Vec::new(),
+            unchecked_number: false,
         })
     }
 
@@ -59,10 +89,9 @@ impl FlatJsonDecoder {
     /// this decoder takes (or `text` holds another number of lines).
     pub(crate) fn decode(&mut self, text: &[u8], rows: usize) -> Option<RecordBatch> {
         let mut columns: Vec<Column> = self
-            .schema
-            .fields()
+            .types
             .iter()
-            .map(|f| Column::new(f.data_type(), rows))
+            .map(|t| Column::new(t, rows))
             .collect::<Option<_>>()?;
         let mut copy = std::mem::take(&mut self.text);
         copy.clear();
@@ -71,15 +100,23 @@ impl FlatJsonDecoder {
         let mut decoded = 0;
         let mut rest = &mut copy[..];
         let mut taken = true;
+        let mut line_start = 0;
         while !rest.is_empty() {
             let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
             let (line, after) = rest.split_at_mut(end);
             rest = after.get_mut(1..).unwrap_or_default();
+            // (simd-json parses `line` in place: its text as read is `original`.)
+            let original = text.get(line_start..line_start + end).unwrap_or_default();
+            line_start += end + 1;
             let mut line_tape = tape.reset();
             taken = decoded < rows
+                && !has_control_byte(line)
                 && !has_lone_surrogate(line)
                 && simd_json::fill_tape(line, &mut self.buffers, &mut line_tape).is_ok()
-                && self.record(&line_tape.0, &mut columns);
+                && self.record(&line_tape.0, &mut columns)
+                && !(self.unchecked_number
+                    && has_a_word_of_digits(original)
+                    && !numbers_end_cleanly(original));
             tape = line_tape.reset();
             if !taken {
                 break;
@@ -97,10 +134,12 @@ impl FlatJsonDecoder {
 
     /// Appends the record of one line's tape to `columns`; false when it is not of the
     /// form taken (`columns` are then part-way through a row, and dropped).
-    fn record(&self, nodes: &[Node<'_>], columns: &mut [Column]) -> bool {
+    fn record(&mut self, nodes: &[Node<'_>], columns: &mut [Column]) -> bool {
         let Some(Node::Object { len, .. }) = nodes.first() else {
             return false;
         };
+        self.other_keys.clear();
+        self.unchecked_number = false;
         let mut named: u64 = 0;
         let mut at = 1;
         // Records usually name the fields in one order: look first where the last
@@ -111,6 +150,7 @@ impl FlatJsonDecoder {
                 return false;
             };
             at += 2;
+            self.unchecked_number |= may_end_unchecked(value);
             let field = if self.names.get(guess).is_some_and(|n| n == key) {
                 Some(guess)
             } else {
@@ -118,13 +158,14 @@ impl FlatJsonDecoder {
             };
             let Some(i) = field else {
                 // Another field: pass over its value, however nested.
+                self.other_keys.push(at - 2);
                 if let Node::Object { count, .. } | Node::Array { count, .. } = value {
                     at += count;
                 }
                 continue;
             };
             if named & (1 << i) != 0 {
-                return false; // named twice: Arrow keeps the last value
+                return false; // named twice: a malformed record
             }
             named |= 1 << i;
             guess = i + 1;
@@ -141,6 +182,9 @@ impl FlatJsonDecoder {
                 return false;
             }
         }
+        if has_a_key_twice(nodes, &self.other_keys) {
+            return false;
+        }
         // Fields the record does not name are NULL.
         for (i, column) in columns.iter_mut().enumerate() {
             if named & (1 << i) == 0 {
@@ -152,6 +196,155 @@ impl FlatJsonDecoder {
         }
         true
     }
+}
+
+/// Whether simd-json may have read the number `value` without checking that a white
+/// space or structural character follows it, or `value` is nested and not looked into.
+///
+/// simd-json 0.17 reads an integer of 18 digits or more, and a number with a fraction
+/// of 19 digits or more, on slower paths that stop at the last digit and never look at
+/// the next byte: `1234567890123456789x` was read as 1234567890123456789. An integer of
+/// 18 digits is 10^17 or more; a number with a fraction is an F64, whatever its digits.
+fn may_end_unchecked(value: &Node<'_>) -> bool {
+    const EIGHTEEN_DIGITS: u64 = 100_000_000_000_000_000;
+    match value {
+        Node::Static(StaticNode::I64(v)) => v.unsigned_abs() >= EIGHTEEN_DIGITS,
+        Node::Static(StaticNode::U64(v)) => *v >= EIGHTEEN_DIGITS,
+        Node::Static(StaticNode::F64(_)) | Node::Object { .. } | Node::Array { .. } => true,
+        _ => false,
+    }
+}
+
+/// Whether `line` holds an 8-byte word (at a multiple of 8) of nothing but digits and
+/// points: every number simd-json reads on a slow path (18 digits or more, or 19 in
+/// the digits and point before an exponent) covers such a word, so a line without one
+/// needs no [`numbers_end_cleanly`]. (Most floats, `12.5` or shortest-round-trip
+/// doubles, are shorter: the common line is passed in one sweep.)
+fn has_a_word_of_digits(line: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    line.chunks_exact(8).any(|word| {
+        let Ok(bytes) = <[u8; 8]>::try_from(word) else {
+            return false;
+        };
+        let x = u64::from_le_bytes(bytes);
+        // A digit is below 10 after `^ 0x30`; the sum is below 0x80 only for those
+        // (a carry comes only out of a byte that is no digit, and the word is not one).
+        let y = x ^ (ONES * 0x30);
+        let not_digit = (y | y.wrapping_add(ONES * 0x76)) & (ONES * 0x80);
+        // A point is a zero byte after `^ 0x2E` (`/` after a point may pass as one too:
+        // then the line is only checked needlessly).
+        let z = x ^ (ONES * 0x2E);
+        let point = z.wrapping_sub(ONES) & !z & (ONES * 0x80);
+        not_digit & !point == 0
+    })
+}
+
+/// Whether every number outside strings in `line` has JSON's grammar (`-`, an integer
+/// part without a leading zero, a fraction, an exponent) and ends at white space or a
+/// structural character.
+fn numbers_end_cleanly(line: &[u8]) -> bool {
+    let mut at = 0;
+    while let Some(&byte) = line.get(at) {
+        match byte {
+            b'"' => {
+                // To the string's end, over escapes.
+                at += 1;
+                loop {
+                    let Some(found) = line.get(at..).and_then(|r| memchr::memchr2(b'"', b'\\', r))
+                    else {
+                        return true; // unterminated: simd-json refused it
+                    };
+                    at += found + 1;
+                    if line[at - 1] == b'"' {
+                        break;
+                    }
+                    at += 1; // the escaped byte
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let Some(length) = json_number_length(&line[at..]) else {
+                    return false;
+                };
+                at += length;
+                if !matches!(
+                    line.get(at),
+                    None | Some(b' ' | b'\t' | b'\r' | b',' | b'}' | b']')
+                ) {
+                    return false;
+                }
+            }
+            _ => at += 1,
+        }
+    }
+    true
+}
+
+/// The length of the JSON number that begins `text`; `None` when it begins none.
+fn json_number_length(text: &[u8]) -> Option<usize> {
+    let digits = |from: usize| {
+        text.iter()
+            .skip(from)
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
+    let mut at = usize::from(text.first() == Some(&b'-'));
+    match text.get(at) {
+        Some(b'0') => at += 1,
+        Some(b'1'..=b'9') => at += digits(at),
+        _ => return None,
+    }
+    if text.get(at) == Some(&b'.') {
+        let n = digits(at + 1);
+        if n == 0 {
+            return None;
+        }
+        at += 1 + n;
+    }
+    if matches!(text.get(at), Some(b'e' | b'E')) {
+        at += 1;
+        if matches!(text.get(at), Some(b'+' | b'-')) {
+            at += 1;
+        }
+        let n = digits(at);
+        if n == 0 {
+            return None;
+        }
+        at += n;
+    }
+    Some(at)
+}
+
+/// Whether two of the keys at `at` (positions on the record's tape) are the same.
+fn has_a_key_twice(nodes: &[Node<'_>], at: &[usize]) -> bool {
+    let key = |i: usize| match nodes.get(i) {
+        Some(Node::String(key)) => *key,
+        _ => "",
+    };
+    if at.len() <= 16 {
+        return (1..at.len()).any(|j| (0..j).any(|i| key(at[i]) == key(at[j])));
+    }
+    let mut keys: Vec<&str> = at.iter().map(|&i| key(i)).collect();
+    keys.sort_unstable();
+    keys.windows(2).any(|pair| pair[0] == pair[1])
+}
+
+/// Whether `line` holds a byte below 0x20 anywhere but as its last byte (the CR of a
+/// CRLF line end): simd-json takes raw control bytes inside strings, which JSON does
+/// not. Eight bytes at a time: a byte below 0x20 borrows into its high bit when 0x20 is
+/// subtracted, where no byte of 0x80 or more (`!x`) can set it (11 ns a Nexmark line,
+/// against 18 for a byte-wise loop the compiler vectorizes).
+fn has_control_byte(line: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let body = line.strip_suffix(b"\r").unwrap_or(line);
+    let mut words = body.chunks_exact(8);
+    let mut seen = 0u64;
+    for word in &mut words {
+        if let Ok(bytes) = <[u8; 8]>::try_from(word) {
+            let x = u64::from_le_bytes(bytes);
+            seen |= x.wrapping_sub(ONES * 0x20) & !x & (ONES * 0x80);
+        }
+    }
+    seen != 0 || words.remainder().iter().any(|&b| b < 0x20)
 }
 
 /// Whether `line` holds a `\u` escape of half a UTF-16 surrogate pair without the
@@ -199,6 +392,9 @@ enum Column {
     Float64(PrimitiveBuilder<Float64Type>),
     Boolean(BooleanBuilder),
     Utf8(StringBuilder),
+    /// A TIMESTAMP column as its text: an integer's digits (epoch milliseconds) or a
+    /// string that is not digits (a date-time; digits as text are malformed).
+    DateTime(StringBuilder),
 }
 
 impl Column {
@@ -218,6 +414,9 @@ impl Column {
             DataType::Float64 => Column::Float64(PrimitiveBuilder::with_capacity(rows)),
             DataType::Boolean => Column::Boolean(BooleanBuilder::with_capacity(rows)),
             DataType::Utf8 => Column::Utf8(StringBuilder::with_capacity(rows, rows * 16)),
+            DataType::Timestamp(..) => {
+                Column::DateTime(StringBuilder::with_capacity(rows, rows * 24))
+            }
             _ => return None,
         })
     }
@@ -234,7 +433,7 @@ impl Column {
             Column::UInt64(b) => b,
             Column::Float64(b) => b,
             Column::Boolean(b) => b,
-            Column::Utf8(b) => b,
+            Column::Utf8(b) | Column::DateTime(b) => b,
         }
     }
 
@@ -254,7 +453,7 @@ impl Column {
             Column::UInt64(b) => b.append_null(),
             Column::Float64(b) => b.append_null(),
             Column::Boolean(b) => b.append_null(),
-            Column::Utf8(b) => b.append_null(),
+            Column::Utf8(b) | Column::DateTime(b) => b.append_null(),
         }
     }
 
@@ -265,6 +464,8 @@ impl Column {
     /// gone: those are left to Arrow where it matters.
     fn append(&mut self, value: &StaticNode) -> bool {
         let negative_zero = matches!(value, StaticNode::I64(0));
+        // (A boolean is text in a VARCHAR column, no time in a TIMESTAMP one.)
+        let takes_booleans = matches!(self, Column::Utf8(_));
         match self {
             Column::Int8(b) => append_integer(b, value),
             Column::Int16(b) => append_integer(b, value),
@@ -295,11 +496,11 @@ impl Column {
             },
             // A JSON integer has one spelling (no sign but `-`, no leading zero), so
             // its value's digits are its text.
-            Column::Utf8(b) => {
+            Column::Utf8(b) | Column::DateTime(b) => {
                 let written = match *value {
                     StaticNode::I64(v) if !negative_zero => write!(b, "{v}").is_ok(),
                     StaticNode::U64(v) => write!(b, "{v}").is_ok(),
-                    StaticNode::Bool(v) => write!(b, "{v}").is_ok(),
+                    StaticNode::Bool(v) if takes_booleans => write!(b, "{v}").is_ok(),
                     _ => false,
                 };
                 if written {
@@ -315,6 +516,10 @@ impl Column {
     fn append_text(&mut self, text: &str) -> bool {
         match self {
             Column::Utf8(b) => {
+                b.append_value(text);
+                true
+            }
+            Column::DateTime(b) if !is_signed_digits(text) => {
                 b.append_value(text);
                 true
             }
@@ -340,8 +545,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use riffle_core::arrow::datatypes::{Field, Schema};
-    use std::sync::Arc;
+    use riffle_core::arrow::array::AsArray;
+    use riffle_core::arrow::datatypes::TimeUnit;
 
     fn takes(schema: &Schema) -> bool {
         FlatJsonDecoder::new(&Arc::new(schema.clone())).is_some()
@@ -359,35 +564,29 @@ mod tests {
         ]))
     }
 
-    /// Arrow's decoding of `text`, as the file source's decoder is built.
-    fn arrow(schema: &SchemaRef, text: &[u8]) -> Result<Option<RecordBatch>, String> {
-        let mut decoder = riffle_core::arrow::json::ReaderBuilder::new(schema.clone())
-            .with_coerce_primitive(true)
-            .with_batch_size(1024)
-            .build_decoder()
-            .map_err(|e| e.to_string())?;
-        let n = decoder.decode(text).map_err(|e| e.to_string())?;
-        if n != text.len() {
-            return Err("not all read".into());
-        }
-        decoder.flush().map_err(|e| e.to_string())
+    /// The fallback's decoding of `text` (`rows` lines): the strict check, then
+    /// Arrow's decoder, as the file source's decoder does it.
+    fn arrow(schema: &SchemaRef, text: &[u8], rows: usize) -> Result<Option<RecordBatch>, String> {
+        crate::decode::RecordDecoder::reading(crate::sinks::FileFormat::Jsonl, schema, None)
+            .decode_without_fast_path(text, rows)
     }
 
-    /// The rule of this decoder: where it decodes a line, it decodes it as Arrow does.
-    /// Returns whether it took the line.
+    /// The rule of this decoder: where it decodes a line, it decodes it as the fallback
+    /// does (and so never takes a line the fallback refuses). Returns whether it took
+    /// the line. (`schema` has no TIMESTAMP column: the fallback's are timestamps.)
     fn agrees_with_arrow(schema: &SchemaRef, line: &str) -> bool {
         let mut flat = FlatJsonDecoder::new(schema).expect("a flat schema");
         let text = format!("{line}\n");
         let Some(ours) = flat.decode(text.as_bytes(), 1) else {
             return false;
         };
-        match arrow(schema, text.as_bytes()) {
+        match arrow(schema, text.as_bytes(), 1) {
             Ok(Some(theirs)) => assert_eq!(
                 format!("{ours:?}"),
                 format!("{theirs:?}"),
                 "decoded otherwise than Arrow: {line}"
             ),
-            other => panic!("taken, but Arrow says {other:?}: {line}"),
+            other => panic!("taken, but the fallback says {other:?}: {line}"),
         }
         true
     }
@@ -455,6 +654,137 @@ mod tests {
         }
     }
 
+    /// What JSON does not allow, and Arrow's decoder took, this decoder hands back
+    /// (and the fallback's strict check refuses): numbers not of JSON's grammar, raw
+    /// control bytes, a key twice, more than one record or less than one on a line.
+    #[test]
+    fn what_is_not_json_is_handed_back_and_refused_by_the_fallback() {
+        let schema = schema();
+        for line in [
+            r#"{"must":1,"s":-}"#,
+            r#"{"must":1,"s":1e}"#,
+            r#"{"must":1,"s":1.2.3}"#,
+            r#"{"must":1,"s":007}"#,
+            r#"{"must":1,"f":1.}"#,
+            r#"{"must":1,"f":00.5}"#,
+            r#"{"must":1,"f":-01}"#,
+            r#"{"must":1,"f":.5}"#,
+            r#"{"must":1,"f":1e+}"#,
+            r#"{"must":1,"i":007}"#,
+            r#"{"must":1,"i":1234567890123456789x}"#,
+            r#"{"must":1,"i":12345678901234567890123x}"#,
+            r#"{"must":1,"f":-1234567890123456789.5x}"#,
+            r#"{"must":1,"f":12345678901234567890123x}"#,
+            r#"{"must":1,"f":1234567890123456789x}"#,
+            r#"{"must":1,"i":-}"#,
+            r#"{"must":1,"b":tru}"#,
+            r#"{"must":1,"b":truex}"#,
+            r#"{"must":1,"x":nul}"#,
+            "{\"must\":1,\"s\":\"a\tb\"}",
+            "{\"must\":1,\"s\":\"a\u{1}b\"}",
+            "{\"must\":1,\"x\":\"a\u{1f}b\"}",
+            "{\"must\":1,\"s\u{7}\":1}",
+            r#"{"must":1,"x":1,"x":2}"#,
+            r#"{"must":1,"x":1,"y":{"x":3},"z":[],"x":2}"#,
+            r#"{"must":1,"i":1,"i":2}"#,
+            r#"{"must":1,"s":"a""#,
+            r#"}{"must":2}"#,
+            r#"{"must":1} x"#,
+            r#"{"must":1}{"must":2}"#,
+        ] {
+            assert!(!agrees_with_arrow(&schema, line), "taken: {line:?}");
+            let text = format!("{line}\n");
+            assert!(
+                arrow(&schema, text.as_bytes(), 1).is_err(),
+                "the fallback took {line:?}"
+            );
+        }
+        // Keys outside the schema are compared exactly, however many.
+        let many: String = (0..40).map(|i| format!(",\"k{i}\":{i}")).collect();
+        assert!(agrees_with_arrow(&schema, &format!("{{\"must\":1{many}}}")));
+        let twice = format!("{{\"must\":1{many},\"k39\":0}}");
+        assert!(!agrees_with_arrow(&schema, &twice));
+        assert!(arrow(&schema, format!("{twice}\n").as_bytes(), 1).is_err());
+    }
+
+    #[test]
+    fn a_timestamp_column_is_taken_as_text_but_not_as_digits_in_a_string() {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Nanosecond, None),
+            true,
+        )]));
+        let mut flat = FlatJsonDecoder::new(&schema).expect("taken");
+        let batch = flat
+            .decode(
+                b"{\"ts\":1700000003217}\n{\"ts\":\"2025-01-31T12:00:00Z\"}\n{}\n",
+                3,
+            )
+            .expect("taken");
+        assert_eq!(batch.schema().field(0).data_type(), &DataType::Utf8);
+        let text: Vec<Option<&str>> = batch.column(0).as_string::<i32>().iter().collect();
+        assert_eq!(
+            text,
+            [Some("1700000003217"), Some("2025-01-31T12:00:00Z"), None]
+        );
+        for line in [
+            r#"{"ts":"2023"}"#,
+            r#"{"ts":"-20230101"}"#,
+            r#"{"ts":true}"#,
+        ] {
+            assert!(
+                flat.decode(format!("{line}\n").as_bytes(), 1).is_none(),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn numbers_that_end_otherwise_than_json_says_are_found() {
+        for (line, clean) in [
+            (
+                r#"{"a":1234567890123456789,"b":[-1.5e-3,0,2E+7],"c":"1x 2y"}"#,
+                true,
+            ),
+            (
+                r#"{"a":"12345678901234567890x\"1y","b":12345678901234567890}"#,
+                true,
+            ),
+            (r#"{"a":1234567890123456789x}"#, false),
+            (r#"{"a":-1.2345678901234567890x}"#, false),
+            (r#"{"a":1.2.3}"#, false),
+            (r#"{"a":01}"#, false),
+            (r#"{"a":1.}"#, false),
+            (r#"{"a":1e+}"#, false),
+            (r#"{"a":-}"#, false),
+            (r#"{"a":[1,2]x}"#, true), // not a number's end: simd-json refuses it
+        ] {
+            assert_eq!(numbers_end_cleanly(line.as_bytes()), clean, "{line}");
+        }
+        assert!(has_a_word_of_digits(b"{\"a\":1234567890123456789x}"));
+        assert!(has_a_word_of_digits(b"{\"a\":-1.2345678901234567890x}"));
+        assert!(!has_a_word_of_digits(
+            b"{\"auction\":1000,\"price\":12.5,\"t\":\"2015-07-15 00:00:00.000\"}"
+        ));
+    }
+
+    #[test]
+    fn control_bytes_are_found_but_not_a_crlf_line_end() {
+        assert!(!has_control_byte(b"{\"a\":1}\r"));
+        assert!(!has_control_byte(&[b' '; 100]));
+        assert!(has_control_byte(b"{\"a\":\"\t\"}"));
+        assert!(has_control_byte(b"\r{}\r"));
+        // Every byte at every place of a word, and UTF-8 (bytes of 0x80 and more) beside.
+        for at in 0..24 {
+            for byte in 0..=255u8 {
+                let mut line = "é".repeat(12).into_bytes();
+                line.push(b'}');
+                line[at] = byte;
+                assert_eq!(has_control_byte(&line), byte < 0x20, "{byte:#x} at {at}");
+            }
+        }
+    }
+
     #[test]
     fn a_batch_is_taken_whole_or_not_at_all() {
         let schema = schema();
@@ -476,7 +806,7 @@ mod tests {
             format!("{again:?}"),
             format!(
                 "{:?}",
-                arrow(&schema, b"{\"must\":5}\n{\"must\":6}")
+                arrow(&schema, b"{\"must\":5}\n{\"must\":6}", 2)
                     .unwrap()
                     .unwrap()
             )

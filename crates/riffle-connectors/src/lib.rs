@@ -14,6 +14,8 @@ mod decode;
 pub mod file_source;
 mod flat_json;
 pub mod io_runtime;
+mod json_check;
+mod json_numbers;
 pub mod kafka;
 pub mod lookup;
 pub mod nexmark;

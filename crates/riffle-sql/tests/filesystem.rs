@@ -276,11 +276,12 @@ fn ceil_and_floor_keep_flinks_types() {
 
 /// A JSON number in a TIMESTAMP column is epoch milliseconds (it was read as
 /// nanoseconds: 1700000003217 became 1970-01-01T00:28:20); text keeps its sub-millisecond
-/// digits; neither is refused with the field named.
+/// digits; neither is refused with the field named, and so is a string of digits (text is
+/// a date-time: `"2023"` was read as 2.023 s after the epoch).
 #[test]
 fn numbers_in_a_timestamp_column_are_epoch_milliseconds() {
     let pipeline = EventsPipeline::new(
-        "{\"id\": 1, \"ts\": 1700000003217}\n{\"id\": 2, \"ts\": \"2023-11-14T22:13:23.217456Z\"}\n{\"id\": 3, \"ts\": \"1700000003218\"}\n",
+        "{\"id\": 1, \"ts\": 1700000003217}\n{\"id\": 2, \"ts\": \"2023-11-14T22:13:23.217456Z\"}\n{\"id\": 3, \"ts\": 1700000003218}\n",
         "SELECT id, DATE_FORMAT(ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS') AS at FROM events",
     );
     let rows = pipeline.rows();
@@ -303,6 +304,16 @@ fn numbers_in_a_timestamp_column_are_epoch_milliseconds() {
     let err = failure(&pipeline.text, "`soon` is no time");
     assert!(
         err.contains("b.jsonl") && err.contains("ts") && err.contains("`soon`"),
+        "{err}"
+    );
+    std::fs::write(
+        pipeline.dir.path().join("events/b.jsonl"),
+        "{\"id\": 4, \"ts\": \"2023\"}\n",
+    )
+    .unwrap();
+    let err = failure(&pipeline.text, "`\"2023\"` is no time");
+    assert!(
+        err.contains("b.jsonl") && err.contains("`ts`") && err.contains("is not a date-time"),
         "{err}"
     );
 }

@@ -13,7 +13,9 @@ use riffle_runtime::{JobGraph, JobSummary, RuntimeError, WatermarkStrategy};
 use std::path::Path;
 use std::sync::Arc;
 
+mod duckdb_reader;
 mod splits;
+mod strict_json;
 
 fn config(path: &Path, format: FileFormat, on_malformed: MalformedRecords) -> FileSourceConfig {
     FileSourceConfig {

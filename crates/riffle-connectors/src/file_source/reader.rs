@@ -248,8 +248,10 @@ impl FileReader {
                     .next_lines(self.batch_rows, ends)
                     .map_err(|e| Error::io(&self.path, e))?;
                 let first = base.known() + *handed_out + 1;
+                let file_start =
+                    *handed_out == 0 && matches!(base, LineBase::Known(0) | LineBase::Before(0));
                 *handed_out += ends.len() as u64;
-                let lines = Lines::new(text, ends, first);
+                let lines = Lines::new(text, ends, first, file_start);
                 if lines.numbers.is_empty() {
                     return Ok(None);
                 }
@@ -282,6 +284,9 @@ impl LineBase {
     }
 }
 
+/// A UTF-8 byte order mark: some editors and exports on Windows begin a file with it.
+const BYTE_ORDER_MARK: &[u8] = b"\xEF\xBB\xBF";
+
 /// One batch of lines of a file: their text, where each ends, and the numbers of the
 /// lines that are not blank (the records).
 struct Lines<'a> {
@@ -289,12 +294,21 @@ struct Lines<'a> {
     ends: &'a [usize],
     first: u64,
     numbers: Vec<u64>,
+    /// Where the first line's text begins: past a byte order mark that begins the file
+    /// (no part of the record, but no error either), else 0.
+    start: usize,
 }
 
 impl<'a> Lines<'a> {
-    fn new(text: &'a [u8], ends: &'a [usize], first: u64) -> Self {
+    /// The lines of `text` ending at `ends`, the first of them line `first` of the
+    /// file, and the file's first line when `file_start`.
+    fn new(text: &'a [u8], ends: &'a [usize], first: u64, file_start: bool) -> Self {
+        let start = match file_start && text.starts_with(BYTE_ORDER_MARK) {
+            true => BYTE_ORDER_MARK.len(),
+            false => 0,
+        };
         let numbers = (0..ends.len())
-            .filter(|&i| !is_blank(Self::line_at(text, ends, i)))
+            .filter(|&i| !is_blank(Self::line_at(text, ends, start, i)))
             .map(|i| first + i as u64)
             .collect();
         Self {
@@ -302,22 +316,28 @@ impl<'a> Lines<'a> {
             ends,
             first,
             numbers,
+            start,
         }
     }
 
-    fn line_at(text: &'a [u8], ends: &[usize], i: usize) -> &'a [u8] {
-        let start = if i == 0 { 0 } else { ends[i - 1] };
-        &text[start..ends[i]]
+    fn line_at(text: &'a [u8], ends: &[usize], start: usize, i: usize) -> &'a [u8] {
+        let begins = if i == 0 { start } else { ends[i - 1] };
+        &text[begins..ends[i]]
     }
 
     fn line(&self, number: u64) -> &'a [u8] {
-        Self::line_at(self.text, self.ends, (number - self.first) as usize)
+        Self::line_at(
+            self.text,
+            self.ends,
+            self.start,
+            (number - self.first) as usize,
+        )
     }
 
     /// The records' text: the whole batch, or, when some lines are blank, the others.
     fn records(&self) -> std::borrow::Cow<'a, [u8]> {
         if self.numbers.len() == self.ends.len() {
-            return self.text.into();
+            return self.text[self.start..].into();
         }
         let mut records = Vec::with_capacity(self.text.len());
         for &n in &self.numbers {
