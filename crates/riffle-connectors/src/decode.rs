@@ -2,15 +2,12 @@
 //! into nanoseconds; shared by the file and Kafka sources, which differ only in how
 //! they name a bad record (file and line, or topic, partition and offset).
 
+use crate::date_time_text::timestamp_from_text;
 use crate::flat_json::FlatJsonDecoder;
-use crate::json_check::{is_signed_digits, JsonLineCheck, TextRule};
+use crate::json_check::{JsonLineCheck, TextRule};
 use crate::json_numbers::{number_column, read_as_text};
 use crate::sinks::FileFormat;
-use crate::time_columns::epoch_millis_as;
-use riffle_core::arrow::array::{new_null_array, Array, ArrayRef, AsArray};
-use riffle_core::arrow::compute::is_not_null;
-use riffle_core::arrow::compute::kernels::cast::{cast_with_options, CastOptions};
-use riffle_core::arrow::compute::kernels::zip::zip;
+use riffle_core::arrow::array::{new_null_array, ArrayRef, AsArray};
 use riffle_core::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use riffle_core::RecordBatch;
 use std::sync::Arc;
@@ -347,93 +344,6 @@ pub(crate) fn widen(
         .collect()
 }
 
-/// A text column as the TIMESTAMP `field`: each value epoch milliseconds when it is an
-/// integer, else a date-time; the error names the field and the value.
-fn timestamp_from_text(column: &ArrayRef, field: &Field) -> std::result::Result<ArrayRef, String> {
-    let safe = CastOptions {
-        safe: true,
-        ..Default::default()
-    };
-    let target = field.data_type();
-    let text = column.as_string::<i32>();
-    let as_text = || match crate::date_time_text::plain_column(text, target) {
-        Some(values) => Ok(values),
-        None => cast_with_options(column, target, &safe).map_err(|e| e.to_string()),
-    };
-    let as_millis = || {
-        let millis =
-            cast_with_options(column, &DataType::Int64, &safe).map_err(|e| e.to_string())?;
-        // (A value past the column unit's range becomes NULL, reported below.)
-        let from_millis = epoch_millis_as(&millis, target).map_err(|e| e.to_string())?;
-        Ok::<_, String>((millis, from_millis))
-    };
-    let each_as_either = || {
-        let (millis, from_millis) = as_millis()?;
-        let is_millis = is_not_null(&millis).map_err(|e| e.to_string())?;
-        zip(&is_millis, &from_millis, &as_text()?).map_err(|e| e.to_string())
-    };
-    // Most files hold one kind: then each value is parsed once, not as both kinds.
-    let integers = text
-        .iter()
-        .flatten()
-        .filter(|v| is_signed_digits(v))
-        .count();
-    let all_read = |values: &ArrayRef| values.null_count() == column.null_count();
-    let values = if integers == 0 {
-        Some(as_text()?).filter(all_read)
-    } else if integers == column.len() - column.null_count() {
-        Some(as_millis()?.1).filter(all_read)
-    } else {
-        None
-    };
-    let values = match values {
-        Some(values) => values,
-        None => each_as_either()?,
-    };
-    if let Some(bad) = (0..column.len()).find(|i| column.is_valid(*i) && values.is_null(*i)) {
-        let value = text.value(bad);
-        return Err(match is_time_out_of_range(value, target) {
-            true => format!(
-                "field '{}': `{value}` is outside the range of TIMESTAMP, {}",
-                field.name(),
-                timestamp_range(target)
-            ),
-            false => format!(
-                "field '{}': `{value}` is neither epoch milliseconds nor a date-time (e.g. 2025-01-31T12:00:00Z)",
-                field.name()
-            ),
-        });
-    }
-    Ok(values)
-}
-
-/// Whether `value`, which the timestamp type `target` could not hold, is a time (epoch
-/// milliseconds, or a date-time read in seconds) past that type's range.
-fn is_time_out_of_range(value: &str, target: &DataType) -> bool {
-    if is_signed_digits(value) {
-        return value.parse::<i64>().is_ok();
-    }
-    let DataType::Timestamp(_, zone) = target else {
-        return false;
-    };
-    let in_seconds = DataType::Timestamp(
-        riffle_core::arrow::datatypes::TimeUnit::Second,
-        zone.clone(),
-    );
-    let column: ArrayRef = Arc::new(riffle_core::arrow::array::StringArray::from(vec![value]));
-    cast_with_options(&column, &in_seconds, &CastOptions::default()).is_ok_and(|c| c.is_valid(0))
-}
-
-/// The range of the timestamp type `target`, in words.
-fn timestamp_range(target: &DataType) -> &'static str {
-    match target {
-        DataType::Timestamp(riffle_core::arrow::datatypes::TimeUnit::Nanosecond, _) => {
-            "1677-09-21 00:12:43.145224192 to 2262-04-11 23:47:16.854775807 (riffle keeps nanoseconds)"
-        }
-        _ => "the range of the column's unit",
-    }
-}
-
 /// The field an Arrow decoding error names, if any.
 pub(crate) fn field_of(message: &str, schema: &Schema) -> Option<String> {
     if let Some(rest) = message.split("field '").nth(1) {
@@ -706,7 +616,10 @@ mod tests {
                     read(decoder.decode_one(line.as_bytes())),
                 );
                 if either != expected || fallback != expected {
-                    wrong.push(format!("{value} into {data_type}: {either} (fallback {fallback}), documented {expected}"));
+                    let fallback = format!("(fallback {fallback})");
+                    wrong.push(format!(
+                        "{value} into {data_type}: {either} {fallback}, documented {expected}"
+                    ));
                 }
             }
         }

@@ -11,13 +11,18 @@
 //! check (`json_check.rs`) and Arrow's decoder decode it or name the error, so a record
 //! decodes alike on either path (the tests below hold the two to that).
 //!
-//! simd-json is less strict than JSON in one way that matters here: it takes raw
-//! control bytes (a TAB) inside strings. A line holding any byte below 0x20 is handed
-//! back (a TAB between tokens is JSON, but rare), and so is one with half a surrogate
-//! pair, or a key twice; its number parser holds to JSON's grammar (no leading zero,
-//! no `1.`, no bare `-`), which the tests below check.
+//! simd-json takes some text JSON does not (raw control bytes inside strings, half a
+//! surrogate pair, a long number followed by junk): `simd_json_gaps.rs` finds those
+//! lines, which are handed back, as is a record with a key twice. A line holding any
+//! byte below 0x20 is handed back (a TAB between tokens is JSON, but rare). Its number
+//! parser otherwise holds to JSON's grammar (no leading zero, no `1.`, no bare `-`),
+//! which the tests below check.
 
 use crate::json_check::is_signed_digits;
+use crate::simd_json_gaps::{
+    has_a_key_twice, has_a_word_of_digits, has_control_byte, has_lone_surrogate, may_end_unchecked,
+    numbers_end_cleanly,
+};
 use riffle_core::arrow::array::{
     ArrayBuilder, ArrayRef, ArrowPrimitiveType, BooleanBuilder, PrimitiveBuilder, StringBuilder,
 };
@@ -49,7 +54,8 @@ pub(crate) struct FlatJsonDecoder {
     /// Where on a record's tape each key outside the schema is (kept between records).
     other_keys: Vec<usize>,
     /// Whether the last record held a number simd-json may have read without checking
-    /// what follows it (see [`may_end_unchecked`]), or a nested value not looked into.
+    /// what follows it, or a nested value not looked into (see
+    /// `simd_json_gaps::may_end_unchecked`).
     unchecked_number: bool,
 }
 
@@ -196,187 +202,6 @@ impl FlatJsonDecoder {
         }
         true
     }
-}
-
-/// Whether simd-json may have read the number `value` without checking that a white
-/// space or structural character follows it, or `value` is nested and not looked into.
-///
-/// simd-json 0.17 reads an integer of 18 digits or more, and a number with a fraction
-/// of 19 digits or more, on slower paths that stop at the last digit and never look at
-/// the next byte: `1234567890123456789x` was read as 1234567890123456789. An integer of
-/// 18 digits is 10^17 or more; a number with a fraction is an F64, whatever its digits.
-fn may_end_unchecked(value: &Node<'_>) -> bool {
-    const EIGHTEEN_DIGITS: u64 = 100_000_000_000_000_000;
-    match value {
-        Node::Static(StaticNode::I64(v)) => v.unsigned_abs() >= EIGHTEEN_DIGITS,
-        Node::Static(StaticNode::U64(v)) => *v >= EIGHTEEN_DIGITS,
-        Node::Static(StaticNode::F64(_)) | Node::Object { .. } | Node::Array { .. } => true,
-        _ => false,
-    }
-}
-
-/// Whether `line` holds an 8-byte word (at a multiple of 8) of nothing but digits and
-/// points: every number simd-json reads on a slow path (18 digits or more, or 19 in
-/// the digits and point before an exponent) covers such a word, so a line without one
-/// needs no [`numbers_end_cleanly`]. (Most floats, `12.5` or shortest-round-trip
-/// doubles, are shorter: the common line is passed in one sweep.)
-fn has_a_word_of_digits(line: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    line.chunks_exact(8).any(|word| {
-        let Ok(bytes) = <[u8; 8]>::try_from(word) else {
-            return false;
-        };
-        let x = u64::from_le_bytes(bytes);
-        // A digit is below 10 after `^ 0x30`; the sum is below 0x80 only for those
-        // (a carry comes only out of a byte that is no digit, and the word is not one).
-        let y = x ^ (ONES * 0x30);
-        let not_digit = (y | y.wrapping_add(ONES * 0x76)) & (ONES * 0x80);
-        // A point is a zero byte after `^ 0x2E` (`/` after a point may pass as one too:
-        // then the line is only checked needlessly).
-        let z = x ^ (ONES * 0x2E);
-        let point = z.wrapping_sub(ONES) & !z & (ONES * 0x80);
-        not_digit & !point == 0
-    })
-}
-
-/// Whether every number outside strings in `line` has JSON's grammar (`-`, an integer
-/// part without a leading zero, a fraction, an exponent) and ends at white space or a
-/// structural character.
-fn numbers_end_cleanly(line: &[u8]) -> bool {
-    let mut at = 0;
-    while let Some(&byte) = line.get(at) {
-        match byte {
-            b'"' => {
-                // To the string's end, over escapes.
-                at += 1;
-                loop {
-                    let Some(found) = line.get(at..).and_then(|r| memchr::memchr2(b'"', b'\\', r))
-                    else {
-                        return true; // unterminated: simd-json refused it
-                    };
-                    at += found + 1;
-                    if line[at - 1] == b'"' {
-                        break;
-                    }
-                    at += 1; // the escaped byte
-                }
-            }
-            b'-' | b'0'..=b'9' => {
-                let Some(length) = json_number_length(&line[at..]) else {
-                    return false;
-                };
-                at += length;
-                if !matches!(
-                    line.get(at),
-                    None | Some(b' ' | b'\t' | b'\r' | b',' | b'}' | b']')
-                ) {
-                    return false;
-                }
-            }
-            _ => at += 1,
-        }
-    }
-    true
-}
-
-/// The length of the JSON number that begins `text`; `None` when it begins none.
-fn json_number_length(text: &[u8]) -> Option<usize> {
-    let digits = |from: usize| {
-        text.iter()
-            .skip(from)
-            .take_while(|b| b.is_ascii_digit())
-            .count()
-    };
-    let mut at = usize::from(text.first() == Some(&b'-'));
-    match text.get(at) {
-        Some(b'0') => at += 1,
-        Some(b'1'..=b'9') => at += digits(at),
-        _ => return None,
-    }
-    if text.get(at) == Some(&b'.') {
-        let n = digits(at + 1);
-        if n == 0 {
-            return None;
-        }
-        at += 1 + n;
-    }
-    if matches!(text.get(at), Some(b'e' | b'E')) {
-        at += 1;
-        if matches!(text.get(at), Some(b'+' | b'-')) {
-            at += 1;
-        }
-        let n = digits(at);
-        if n == 0 {
-            return None;
-        }
-        at += n;
-    }
-    Some(at)
-}
-
-/// Whether two of the keys at `at` (positions on the record's tape) are the same.
-fn has_a_key_twice(nodes: &[Node<'_>], at: &[usize]) -> bool {
-    let key = |i: usize| match nodes.get(i) {
-        Some(Node::String(key)) => *key,
-        _ => "",
-    };
-    if at.len() <= 16 {
-        return (1..at.len()).any(|j| (0..j).any(|i| key(at[i]) == key(at[j])));
-    }
-    let mut keys: Vec<&str> = at.iter().map(|&i| key(i)).collect();
-    keys.sort_unstable();
-    keys.windows(2).any(|pair| pair[0] == pair[1])
-}
-
-/// Whether `line` holds a byte below 0x20 anywhere but as its last byte (the CR of a
-/// CRLF line end): simd-json takes raw control bytes inside strings, which JSON does
-/// not. Eight bytes at a time: a byte below 0x20 borrows into its high bit when 0x20 is
-/// subtracted, where no byte of 0x80 or more (`!x`) can set it (11 ns a Nexmark line,
-/// against 18 for a byte-wise loop the compiler vectorizes).
-fn has_control_byte(line: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    let body = line.strip_suffix(b"\r").unwrap_or(line);
-    let mut words = body.chunks_exact(8);
-    let mut seen = 0u64;
-    for word in &mut words {
-        if let Ok(bytes) = <[u8; 8]>::try_from(word) {
-            let x = u64::from_le_bytes(bytes);
-            seen |= x.wrapping_sub(ONES * 0x20) & !x & (ONES * 0x80);
-        }
-    }
-    seen != 0 || words.remainder().iter().any(|&b| b < 0x20)
-}
-
-/// Whether `line` holds a `\u` escape of half a UTF-16 surrogate pair without the
-/// other half. simd-json reads a first half that ends a string as U+0000, where Arrow
-/// (rightly) fails: such a line is left to Arrow.
-fn has_lone_surrogate(line: &[u8]) -> bool {
-    let unit = |at: usize| {
-        let digits = std::str::from_utf8(line.get(at..at + 4)?).ok()?;
-        u16::from_str_radix(digits, 16).ok()
-    };
-    let mut at = 0;
-    while let Some(found) = memchr::memchr(b'\\', &line[at.min(line.len())..]) {
-        let escape = at + found;
-        if line.get(escape + 1) != Some(&b'u') {
-            at = escape + 2; // passes over the escaped character (`\\` too)
-            continue;
-        }
-        at = escape + 6;
-        match unit(escape + 2) {
-            Some(0xD800..=0xDBFF) => {
-                let second_half = line.get(at..at + 2) == Some(b"\\u")
-                    && matches!(unit(at + 2), Some(0xDC00..=0xDFFF));
-                if !second_half {
-                    return true;
-                }
-                at += 6;
-            }
-            Some(0xDC00..=0xDFFF) => return true,
-            _ => {}
-        }
-    }
-    false
 }
 
 /// One column being built.
@@ -740,52 +565,6 @@ mod tests {
     }
 
     #[test]
-    fn numbers_that_end_otherwise_than_json_says_are_found() {
-        for (line, clean) in [
-            (
-                r#"{"a":1234567890123456789,"b":[-1.5e-3,0,2E+7],"c":"1x 2y"}"#,
-                true,
-            ),
-            (
-                r#"{"a":"12345678901234567890x\"1y","b":12345678901234567890}"#,
-                true,
-            ),
-            (r#"{"a":1234567890123456789x}"#, false),
-            (r#"{"a":-1.2345678901234567890x}"#, false),
-            (r#"{"a":1.2.3}"#, false),
-            (r#"{"a":01}"#, false),
-            (r#"{"a":1.}"#, false),
-            (r#"{"a":1e+}"#, false),
-            (r#"{"a":-}"#, false),
-            (r#"{"a":[1,2]x}"#, true), // not a number's end: simd-json refuses it
-        ] {
-            assert_eq!(numbers_end_cleanly(line.as_bytes()), clean, "{line}");
-        }
-        assert!(has_a_word_of_digits(b"{\"a\":1234567890123456789x}"));
-        assert!(has_a_word_of_digits(b"{\"a\":-1.2345678901234567890x}"));
-        assert!(!has_a_word_of_digits(
-            b"{\"auction\":1000,\"price\":12.5,\"t\":\"2015-07-15 00:00:00.000\"}"
-        ));
-    }
-
-    #[test]
-    fn control_bytes_are_found_but_not_a_crlf_line_end() {
-        assert!(!has_control_byte(b"{\"a\":1}\r"));
-        assert!(!has_control_byte(&[b' '; 100]));
-        assert!(has_control_byte(b"{\"a\":\"\t\"}"));
-        assert!(has_control_byte(b"\r{}\r"));
-        // Every byte at every place of a word, and UTF-8 (bytes of 0x80 and more) beside.
-        for at in 0..24 {
-            for byte in 0..=255u8 {
-                let mut line = "é".repeat(12).into_bytes();
-                line.push(b'}');
-                line[at] = byte;
-                assert_eq!(has_control_byte(&line), byte < 0x20, "{byte:#x} at {at}");
-            }
-        }
-    }
-
-    #[test]
     fn a_batch_is_taken_whole_or_not_at_all() {
         let schema = schema();
         let mut flat = FlatJsonDecoder::new(&schema).unwrap();
@@ -811,24 +590,6 @@ mod tests {
                     .unwrap()
             )
         );
-    }
-
-    #[test]
-    fn half_a_surrogate_pair_is_found_and_a_whole_one_is_not() {
-        for (line, lone) in [
-            (r#""\ud800""#, true),
-            (r#""\uDBFFx""#, true),
-            (r#""\udc00""#, true),
-            (r#""\ud800\u0041""#, true),
-            (r#""\ud800\\udc00""#, true),
-            (r#""\ud83d\ude00""#, false),
-            (r#""\\ud800""#, false),
-            (r#""\u00e9\n\\""#, false),
-            (r#""\ud8""#, false),
-            ("\\", false),
-        ] {
-            assert_eq!(has_lone_surrogate(line.as_bytes()), lone, "{line}");
-        }
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod nexmark;
 pub mod peer;
 pub mod postgres;
 pub mod processing_time;
+mod simd_json_gaps;
 pub mod sinks;
 mod time_columns;
 

@@ -472,10 +472,14 @@ fn riffle_reads_json_lines_as_duckdb_does_or_both_refuse() {
                 } else {
                     theirs
                 };
+                let (line, duckdb_line) = (&lines.riffle[i], &lines.duckdb[i]);
+                let by_rule = lines.refused_by_riffle[i];
                 assert_eq!(
-                    ours, expected,
-                    "seed {seed} ({path}, p{p}) line {}: {:?} (DuckDB read {:?}, refused by riffle by rule: {})",
-                    i + 1, lines.riffle[i], lines.duckdb[i], lines.refused_by_riffle[i]
+                    ours,
+                    expected,
+                    "seed {seed} ({path}, p{p}) line {}: {line:?} (DuckDB read {duckdb_line:?}, \
+                     refused by riffle by rule: {by_rule})",
+                    i + 1
                 );
             }
             let kept = riffle.iter().flatten().count();
