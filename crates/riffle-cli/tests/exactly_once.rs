@@ -443,3 +443,59 @@ fn a_pipeline_resumes_from_its_own_checkpoint_past_anothers_newer_ones() {
     assert!(text.contains("resuming"), "{text}");
     assert_eq!(published(&a_out), a_rows, "nothing lost or written twice");
 }
+
+/// The files of an output directory, sorted (staged ones and the owner record too).
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Output files removed by hand between runs (one file, then `rm out/*`) while the
+/// state stays: resuming would go on without those rows, with exit code 0. Recovery
+/// refuses, naming the epochs the directory no longer holds, and changes nothing.
+#[test]
+fn an_output_directory_that_lost_committed_files_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, state) = (dir.path().join("out"), dir.path().join("state"));
+    crash(
+        nexmark("q0", "300K", 2, &out, Some(&state)),
+        "after-latest-flip:3",
+    );
+    let committed: Vec<String> = listing(&out)
+        .into_iter()
+        .filter(|n| n.starts_with("part-") && !n.ends_with(".inprogress"))
+        .collect();
+    assert!(!committed.is_empty(), "nothing committed by epoch 3");
+    std::fs::remove_file(out.join(&committed[0])).unwrap();
+    for step in ["one file removed", "every file removed"] {
+        let before = listing(&out);
+        let refused = nexmark("q0", "300K", 2, &out, Some(&state))
+            .output()
+            .unwrap();
+        let text = stderr(&refused);
+        assert!(!refused.status.success(), "{step}: {text}");
+        assert!(
+            text.contains("no longer holds epoch(s)") && text.contains("nothing was changed"),
+            "{step}: {text}"
+        );
+        assert_eq!(
+            listing(&out),
+            before,
+            "{step}: the refused run changed the output"
+        );
+        for name in &committed {
+            let _ = std::fs::remove_file(out.join(name));
+        }
+    }
+    // Starting over writes everything again.
+    let again = nexmark("q0", "300K", 2, &out, Some(&state))
+        .arg("--no-restore")
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(published(&out), crash_free("q0", "300K", 2));
+}

@@ -103,6 +103,9 @@ pub struct Attempt {
     pub first_epoch: u64,
     /// The identity of the pipeline's state.
     pub state_id: String,
+    /// The first epoch of the restored state's history (`Manifest::history_from`).
+    #[serde(default)]
+    pub history_from: Option<u64>,
 }
 
 /// What a worker asks worker 0: the attempt to run next, one of generation `at_least`

@@ -16,6 +16,7 @@ pub mod key_group;
 pub mod lookup;
 pub mod message;
 pub mod operator;
+pub mod output_place;
 pub mod row_kind;
 pub mod schema;
 pub mod sink;
@@ -30,6 +31,7 @@ pub use key_group::{KeyGroup, KeyHasher, DEFAULT_MAX_PARALLELISM, KEY_HASH_ALGOR
 pub use lookup::{LookupMatches, LookupTable, LookupTableFactory};
 pub use message::{Barrier, BarrierKind, Epoch, Message};
 pub use operator::{CounterValues, Operator, OperatorContext, OperatorFactory, OperatorId};
+pub use output_place::{overlapping_outputs, OutputPlace};
 pub use parquet;
 pub use row_kind::{
     row_kind_array, row_kind_field, row_kinds, RowKind, StreamKind, ROW_KIND_FIELD,

@@ -169,6 +169,14 @@ pub trait SinkFactory: Send + Sync {
     /// Short description for `explain`, e.g. `files(jsonl, out/)`.
     fn describe(&self) -> String;
 
+    /// Where the output lands (a directory, a table, a topic), spelled one way: two
+    /// sinks of one job whose places overlap are refused before the job runs
+    /// (docs/engine.md, "One owner per output"). Empty for sinks that write nowhere
+    /// another sink could (stdout, memory, a black hole).
+    fn output_places(&self) -> Vec<crate::OutputPlace> {
+        Vec::new()
+    }
+
     /// Whether output is published only through [`commit`](SinkFactory::commit)
     /// (exactly-once with checkpoints); otherwise output is at-least-once after a crash.
     fn is_transactional(&self) -> bool {
@@ -229,6 +237,25 @@ pub trait SinkFactory: Send + Sync {
     /// The external system cannot tell (unreachable).
     fn staged_output(&self, _committable: &Committable) -> Result<StagedOutput> {
         Ok(StagedOutput::Staged)
+    }
+
+    /// Recovery, before it deletes, takes back or skips anything: whether this sink
+    /// still holds, whole, what each of `committables` published — epochs that
+    /// committed checkpoints record as published — in their order. A sink that lost
+    /// one (a catalog restored from an older backup, a table truncated, a directory
+    /// emptied) makes recovery refuse to start, naming the epochs, instead of resuming
+    /// without those rows (docs/engine.md, "Output a sink lost"). By default what
+    /// [`staged_output`](SinkFactory::staged_output) says of each; a sink whose
+    /// `Published` means "in part" answers for the whole, and one that can answer for
+    /// all at once (one read of a table's history) does.
+    ///
+    /// # Errors
+    /// The external system cannot tell (unreachable).
+    fn holds_published(&self, committables: &[&Committable]) -> Result<Vec<bool>> {
+        committables
+            .iter()
+            .map(|c| Ok(self.staged_output(c)? == StagedOutput::Published))
+            .collect()
     }
 
     /// Recovery resumes from epoch `after` although newer checkpoints exist (they are

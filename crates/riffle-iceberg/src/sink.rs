@@ -31,8 +31,8 @@ use riffle_connectors::io_runtime::block_on;
 use riffle_connectors::sinks::without_timestamp;
 use riffle_core::arrow::datatypes::{Schema, SchemaRef};
 use riffle_core::{
-    Committable, Epoch, Error, OutputOwner, RecordBatch, Result, Sink, SinkContext, SinkFactory,
-    SinkSummary, StagedOutput, StreamSchema, Unpublished,
+    Committable, Epoch, Error, OutputOwner, OutputPlace, RecordBatch, Result, Sink, SinkContext,
+    SinkFactory, SinkSummary, StagedOutput, StreamSchema, Unpublished,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -331,6 +331,51 @@ fn data_file(table: &Table, file: &WrittenFile) -> Result<iceberg::spec::DataFil
         .map_err(|e| describing(e.to_string()))
 }
 
+/// `uri` without the password of its user part (`postgresql://u:PW@h/db` →
+/// `postgresql://u@h/db`): descriptions reach `explain`, logs and the web page.
+fn without_password(uri: &str) -> String {
+    let Some((scheme, rest)) = uri.split_once("://") else {
+        return uri.to_string();
+    };
+    let (authority, path) = rest
+        .split_once('/')
+        .map_or((rest, None), |(a, p)| (a, Some(p)));
+    let authority = match authority.rsplit_once('@') {
+        Some((user, host)) => {
+            let user = user.split_once(':').map_or(user, |(name, _)| name);
+            format!("{user}@{host}")
+        }
+        None => authority.to_string(),
+    };
+    match path {
+        Some(path) => format!("{scheme}://{authority}/{path}"),
+        None => format!("{scheme}://{authority}"),
+    }
+}
+
+/// A catalog's URI spelled one way: without credentials, a SQLite file by its absolute
+/// path.
+fn catalog_place(uri: &str) -> String {
+    if let Some(path) = uri.strip_prefix("sqlite://") {
+        let path = std::path::Path::new(path.split('?').next().unwrap_or(path));
+        return match OutputPlace::directory(path) {
+            OutputPlace::Directory(file) => format!("sqlite://{}", file.display()),
+            other => other.to_string(),
+        };
+    }
+    let (scheme, rest) = uri.split_once("://").unwrap_or(("", uri));
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    format!(
+        "{}://{}/{}",
+        scheme.to_ascii_lowercase(),
+        host.to_ascii_lowercase(),
+        path.trim_end_matches('/')
+    )
+}
+
 /// The table's data directory, resolved and as its locations spell it.
 fn data_dir(table: &Table) -> Result<(Location, String)> {
     let location = format!("{}/data", table.metadata().location().trim_end_matches('/'));
@@ -340,7 +385,23 @@ fn data_dir(table: &Table) -> Result<(Location, String)> {
 impl SinkFactory for IcebergSinkFactory {
     fn describe(&self) -> String {
         let c = &self.committer;
-        format!("iceberg({}, {})", c.ident, c.config.catalog.uri)
+        format!(
+            "iceberg({}, {})",
+            c.ident,
+            without_password(&c.config.catalog.uri)
+        )
+    }
+
+    fn output_places(&self) -> Vec<OutputPlace> {
+        let c = &self.committer;
+        vec![OutputPlace::Named {
+            system: format!(
+                "iceberg catalog `{}` at {}",
+                c.config.catalog.name,
+                catalog_place(&c.config.catalog.uri)
+            ),
+            name: c.ident.to_string(),
+        }]
     }
 
     fn is_transactional(&self) -> bool {
@@ -395,9 +456,13 @@ impl SinkFactory for IcebergSinkFactory {
         self.committer.append(committables)
     }
 
+    // A table that is gone (its catalog entry deleted) holds nothing, and is not made
+    // anew here: recovery asks before it decides anything.
     fn staged_output(&self, committable: &Committable) -> Result<StagedOutput> {
         let c = &self.committer;
-        let table = c.table()?;
+        let Some(table) = c.existing_table()? else {
+            return Ok(StagedOutput::Lost);
+        };
         if catalog::committed_epochs(&table, &c.config.sink_id).contains(&committable.epoch.0) {
             return Ok(StagedOutput::Published);
         }
@@ -420,6 +485,20 @@ impl SinkFactory for IcebergSinkFactory {
         } else {
             StagedOutput::Lost
         })
+    }
+
+    // One read of the table's snapshot ancestry answers for every epoch; a table that
+    // is gone holds none.
+    fn holds_published(&self, committables: &[&Committable]) -> Result<Vec<bool>> {
+        let c = &self.committer;
+        let committed = match c.existing_table()? {
+            Some(table) => catalog::committed_epochs(&table, &c.config.sink_id),
+            None => Default::default(),
+        };
+        Ok(committables
+            .iter()
+            .map(|k| committed.contains(&k.epoch.0))
+            .collect())
     }
 
     fn unpublish(&self, after: Epoch) -> Result<Unpublished> {
@@ -531,5 +610,37 @@ impl IcebergSink {
                 .iter()
                 .map(|f| local_path(&f.location).unwrap_or_else(|| PathBuf::from(&f.location))),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_catalog_password_is_never_described() {
+        assert_eq!(
+            without_password("postgresql://riffle:PW@db:5432/cat"),
+            "postgresql://riffle@db:5432/cat"
+        );
+        assert_eq!(
+            without_password("sqlite:///var/lib/c.db"),
+            "sqlite:///var/lib/c.db"
+        );
+        assert_eq!(without_password("http://h:8181"), "http://h:8181");
+    }
+
+    #[test]
+    fn spellings_of_one_catalog_are_one_place() {
+        assert_eq!(
+            catalog_place("postgresql://a:PW@HOST:5432/cat/"),
+            catalog_place("postgresql://host:5432/cat")
+        );
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            catalog_place("sqlite://./c.db"),
+            catalog_place(&format!("sqlite://{}/c.db", cwd.display()))
+        );
+        assert!(!catalog_place("postgresql://a:PW@h/cat").contains("PW"));
     }
 }

@@ -57,6 +57,9 @@ pub struct CheckpointConfig {
     pub first_epoch: Epoch,
     /// The identity of the pipeline's state, recorded in manifests (`Manifest::state_id`).
     pub state_id: Option<String>,
+    /// The first epoch of the state's history, recorded in manifests
+    /// (`Manifest::history_from`).
+    pub history_from: Option<Epoch>,
 }
 
 impl Default for CheckpointConfig {
@@ -70,6 +73,7 @@ impl Default for CheckpointConfig {
             generation: 1,
             first_epoch: Epoch(1),
             state_id: None,
+            history_from: None,
         }
     }
 }
@@ -545,9 +549,7 @@ impl CheckpointCoordinator {
             .as_ref()
             .map_or_else(|e| e.step.follows(CommitStep::FlipLatest), |()| true);
         if let (true, Some(metrics)) = (done, &self.metrics) {
-            metrics
-                .completed_epoch
-                .fetch_max(pending.epoch.0, std::sync::atomic::Ordering::Release);
+            metrics.checkpoint_completed(pending.epoch);
         }
         committed.map(|()| (manifest, requests))
     }

@@ -41,6 +41,12 @@ pub enum RuntimeError {
     #[error("between workers: {0}")]
     Peer(String),
 
+    /// Sinks no longer hold output that committed checkpoints record as published:
+    /// resuming would leave those rows missing, so recovery changed nothing and the run
+    /// stops (docs/operations.md, "A sink that lost committed output").
+    #[error("{}", lost_output_message(.0))]
+    SinkLostOutput(Vec<LostOutput>),
+
     /// Checkpointed state cannot be given to the job as planned.
     #[error("cannot restore `{operator}` from the checkpoint: {message}")]
     Restore {
@@ -51,4 +57,34 @@ pub enum RuntimeError {
     /// Building the job from its factories failed.
     #[error(transparent)]
     Core(#[from] riffle_core::Error),
+}
+
+/// What one sink lost of the epochs committed checkpoints record as published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostOutput {
+    /// The sink's operator id.
+    pub sink: String,
+    /// Its description (`iceberg(ns.t, sqlite:///…)`).
+    pub describe: String,
+    /// The epochs it no longer holds.
+    pub epochs: Vec<riffle_core::Epoch>,
+}
+
+fn lost_output_message(lost: &[LostOutput]) -> String {
+    let sinks: Vec<String> = lost
+        .iter()
+        .map(|l| {
+            let epochs: Vec<String> = l.epochs.iter().map(ToString::to_string).collect();
+            format!(
+                "sink `{}` ({}) no longer holds epoch(s) {}",
+                l.sink,
+                l.describe,
+                epochs.join(", ")
+            )
+        })
+        .collect();
+    format!(
+        "{}, which this pipeline's checkpoints record as committed: its output was changed outside riffle since (a catalog restored from an older backup, a table dropped or truncated, a directory emptied, a topic recreated); resuming would leave those rows missing, so nothing was changed. Restore the sink's output to where it was, or, to write everything again from the start, remove that output and start over with --no-restore",
+        sinks.join("; ")
+    )
 }

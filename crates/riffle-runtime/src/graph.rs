@@ -295,6 +295,7 @@ impl JobGraph {
         parallelism: usize,
         input: NodeId,
     ) -> RuntimeResult<NodeId> {
+        self.refuse_shared_output(name, factory.as_ref())?;
         let upstream = self.node(input)?;
         let exchange = if upstream.parallelism == parallelism {
             Exchange::Forward
@@ -312,6 +313,31 @@ impl JobGraph {
             }],
             schema,
         )
+    }
+
+    /// Refuses a sink whose output overlaps an earlier sink's: two sinks writing one
+    /// place tear or lose each other's committed rows (docs/engine.md, "One owner per
+    /// output").
+    fn refuse_shared_output(&self, name: &str, factory: &dyn SinkFactory) -> RuntimeResult<()> {
+        let places = factory.output_places();
+        for node in &self.nodes {
+            let NodeKind::Sink(other) = &node.kind else {
+                continue;
+            };
+            let shared = other
+                .output_places()
+                .iter()
+                .any(|o| places.iter().any(|p| p.overlaps(o)));
+            if shared {
+                return Err(RuntimeError::Graph(format!(
+                    "sinks `{}` ({}) and `{name}` ({}) name the same output: two sinks writing one place tear or lose each other's committed rows; give each its own",
+                    node.id.0,
+                    other.describe(),
+                    factory.describe()
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn node(&self, id: NodeId) -> RuntimeResult<&Node> {

@@ -1,5 +1,5 @@
 //! Choosing and loading the checkpoint a job resumes from, finishing or discarding what
-//! sinks staged, and recording why (DESIGN §4, recovery).
+//! sinks staged, and recording why (docs/engine.md, "Failure").
 
 mod named;
 mod sinks;
@@ -16,7 +16,7 @@ use riffle_state::recovery::{
     kept_in_epoch, plan_recovery, referenced_files, same_listing, EpochFinding, RecoveryPlan,
 };
 use riffle_state::{CheckpointStore, Manifest, StateError};
-use sinks::{claim_outputs, owner_steps, unfinishable, unpublish_all};
+use sinks::{claim_outputs, owner_steps, refuse_lost_output, unfinishable, unpublish_all};
 
 use serde::Serialize;
 use std::sync::Arc;
@@ -63,6 +63,9 @@ pub struct Recovered {
     pub unpublished: Vec<(String, usize)>,
     /// The identity of the pipeline's state (`_identity.json`), which owns its output.
     pub state_id: String,
+    /// The first epoch of the restored state's history (`Manifest::history_from`): this
+    /// run's first epoch when it starts from empty state.
+    pub history_from: Option<Epoch>,
 }
 
 /// State a run starts from because the user named it (`--from-savepoint`,
@@ -393,6 +396,13 @@ async fn finish(
         .await
         .map_err(fenced_or_state)?;
     let sinks = graph.sinks();
+    // Before anything on a sink changes: a sink that lost epochs the checkpoints record
+    // as committed would otherwise have files of those epochs discarded as staged, or
+    // the run resume without their rows.
+    if let (Some(restored), Some(m)) = (plan.restore, &manifest) {
+        let since = m.history_from.unwrap_or(restored);
+        refuse_lost_output(&sinks, &findings, since, restored)?;
+    }
     // Starting from empty state (the state is gone, or --no-restore) over output an
     // earlier run published: the run would write those rows again.
     let mut unpublished = Vec::new();
@@ -504,6 +514,10 @@ async fn finish(
     let mut plan = plan;
     plan.partial.retain(|e| kept_in_epoch(&keep, *e) == 0);
     let next_epoch = Epoch(findings.iter().map(|(e, _)| e.0).max().unwrap_or(0) + 1);
+    let history_from = match &manifest {
+        Some(m) => m.history_from,
+        None => Some(next_epoch),
+    };
     let source_offsets = manifest
         .iter()
         .flat_map(|m| m.operators.iter())
@@ -553,5 +567,6 @@ async fn finish(
         restored_from,
         unpublished,
         state_id: identity.id,
+        history_from,
     })
 }

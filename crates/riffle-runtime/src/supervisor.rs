@@ -23,6 +23,7 @@ pub fn restartable(error: &RuntimeError) -> bool {
         RuntimeError::Task { .. } | RuntimeError::Panic { .. } => true,
         RuntimeError::Checkpoint(_) | RuntimeError::Peer(_) => true,
         RuntimeError::Fenced { .. }
+        | RuntimeError::SinkLostOutput(_)
         | RuntimeError::Graph(_)
         | RuntimeError::Restore { .. }
         | RuntimeError::Core(_) => false,

@@ -444,3 +444,39 @@ fn duplicate_operator_names_are_refused() {
         .unwrap();
     assert!(err.to_string().contains("unique"), "{err}");
 }
+
+/// Two sinks of one graph writing one directory (here spelled two ways) would write the
+/// same file names: the graph refuses the second, naming both.
+#[test]
+fn a_second_sink_into_the_same_directory_is_refused() {
+    use riffle_connectors::sinks::{FileFormat, FileSinkFactory, RollingPolicy};
+    let dir = tempfile::tempdir().unwrap();
+    let mut g = JobGraph::new("two sinks");
+    let src = g
+        .source(
+            "peer",
+            Arc::new(PeerSourceFactory::new(10, 10)),
+            1,
+            no_delay(),
+        )
+        .unwrap();
+    let files = |path: std::path::PathBuf| {
+        Arc::new(FileSinkFactory::new(
+            path,
+            FileFormat::Jsonl,
+            RollingPolicy::default(),
+        ))
+    };
+    g.sink("first", files(dir.path().join("out")), 1, src)
+        .unwrap();
+    g.sink("elsewhere", files(dir.path().join("out2")), 1, src)
+        .unwrap();
+    let spelled = dir.path().join("x/../out/");
+    match g.sink("second", files(spelled), 1, src) {
+        Err(RuntimeError::Graph(message)) => assert!(
+            message.contains("`first`") && message.contains("`second`"),
+            "{message}"
+        ),
+        other => panic!("not refused: {:?}", other.map(|_| ())),
+    }
+}

@@ -144,6 +144,41 @@ fn point_at_unknown_name(error: SqlError, text: &str) -> SqlError {
     }
 }
 
+/// Refuses two tables written by one pipeline that name one output (a directory, or
+/// one inside the other; an Iceberg or PostgreSQL table; a Kafka topic): their sinks
+/// would write the same file names or tables and tear or lose each other's committed
+/// rows (docs/engine.md, "One owner per output").
+fn refuse_shared_outputs(sinks: &HashMap<String, (TableDef, SinkTable)>) -> Result<()> {
+    let mut tables: Vec<(&String, &(TableDef, SinkTable))> = sinks.iter().collect();
+    tables.sort_by_key(|(name, _)| name.as_str());
+    let places: Vec<(usize, riffle_core::OutputPlace)> = tables
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, (_, sink)))| {
+            sink.factory
+                .output_places()
+                .into_iter()
+                .map(move |p| (i, p))
+        })
+        .collect();
+    let Some(&(a, b)) = riffle_core::overlapping_outputs(&places).first() else {
+        return Ok(());
+    };
+    let (name_a, (def_a, sink_a)) = tables[a];
+    let (name_b, (_, sink_b)) = tables[b];
+    Err(SqlError::Plan {
+        at: def_a.at,
+        message: format!(
+            "tables `{name_a}` ({}) and `{name_b}` ({}) are both written by this pipeline and name the same output: two sinks writing one place tear or lose each other's committed rows",
+            sink_a.factory.describe(),
+            sink_b.factory.describe()
+        ),
+        hint: Some(format!(
+            "give each table its own output (another directory, table or topic); to write both results into one, INSERT INTO `{name_a}` SELECT … UNION ALL SELECT …"
+        )),
+    })
+}
+
 fn plan_text(
     text: &str,
     options: &PlanOptions,
@@ -229,6 +264,7 @@ fn plan_text(
         };
         sources.insert(def.name.clone(), source);
     }
+    refuse_shared_outputs(&sinks)?;
     // Functions declared as SQL expressions, in file order (a body may call an earlier one).
     let mut macros: Vec<crate::functions::SqlMacro> = Vec::new();
     for statement in &script.statements {

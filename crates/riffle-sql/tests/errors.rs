@@ -454,3 +454,80 @@ fn avro_options_are_checked_at_planning() {
         assert_mentions(&e, &["`t`", expected]);
     }
 }
+
+/// Two tables of one pipeline naming one output would write the same file names or
+/// append to one table under two ledgers: refused at planning, naming both tables,
+/// whatever the spelling.
+#[test]
+fn two_sinks_naming_one_output_are_refused() {
+    let cwd = std::env::current_dir().unwrap();
+    let abs = format!("file://{}/out", cwd.display());
+    let files = |path: &str| {
+        format!("WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'json')")
+    };
+    let pg = |url: &str, table: &str| {
+        format!("(auction BIGINT, price BIGINT) WITH ('connector' = 'postgres', 'url' = '{url}', 'table' = '{table}')")
+    };
+    let kafka = |servers: &str, topic: &str| {
+        format!("WITH ('connector' = 'kafka', 'topic' = '{topic}', 'bootstrap.servers' = '{servers}', 'format' = 'json')")
+    };
+    let mut shared = vec![
+        (files("out"), files("./out/")),
+        (files("out"), files(&abs)),
+        (files("out"), files("out/inner")),
+        (
+            pg("postgres://u@127.0.0.1/db", "t"),
+            pg("postgres://v@127.0.0.1:5432/db", "public.t"),
+        ),
+        (kafka("k1:9092,k2:9092", "topic"), kafka("K2:9092", "topic")),
+    ];
+    #[cfg(feature = "iceberg")]
+    {
+        let iceberg = |uri: &str| {
+            format!("(auction BIGINT, price BIGINT) WITH ('connector' = 'iceberg', 'catalog.uri' = '{uri}', 'warehouse' = 'file:///tmp/w', 'table' = 'ns.t')")
+        };
+        shared.push((
+            iceberg("sqlite://./catalog.db"),
+            iceberg(&format!("sqlite://{}/catalog.db", cwd.display())),
+        ));
+        shared.push((
+            iceberg("postgresql://a:secret@host:5432/cat"),
+            iceberg("postgresql://host:5432/cat/"),
+        ));
+    }
+    for (a, b) in &shared {
+        let text = format!(
+            "{BID}CREATE TABLE first {a};\nCREATE TABLE second {b};\nINSERT INTO first SELECT auction, price FROM bid;\nINSERT INTO second SELECT auction, price FROM bid WHERE price > 10;\n"
+        );
+        let e = error(&text);
+        assert_mentions(
+            &e,
+            &[
+                "line 2",
+                "tables `first`",
+                "and `second`",
+                "name the same output",
+                "hint:",
+            ],
+        );
+        assert!(
+            !e.contains("secret"),
+            "a password in a URL is never shown:\n{e}"
+        );
+    }
+    // Different places plan.
+    let apart = [
+        (files("out_a"), files("out_b")),
+        (
+            pg("postgres://u@127.0.0.1/db", "t"),
+            pg("postgres://u@127.0.0.1/db", "u"),
+        ),
+        (kafka("k1:9092", "a"), kafka("k1:9092", "b")),
+    ];
+    for (a, b) in &apart {
+        let text = format!(
+            "{BID}CREATE TABLE first {a};\nCREATE TABLE second {b};\nINSERT INTO first SELECT auction, price FROM bid;\nINSERT INTO second SELECT auction, price FROM bid;\n"
+        );
+        plan(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    }
+}

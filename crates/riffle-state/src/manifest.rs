@@ -112,6 +112,14 @@ pub struct Manifest {
     /// that pipeline and inherits the output it owns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_id: Option<String>,
+    /// The first epoch of the history this state belongs to: the first epoch of a run
+    /// that started from empty state, or the epoch a run started from a named
+    /// savepoint or checkpoint registered. Committed epochs from it on published output
+    /// that the sinks must still hold when a run resumes (docs/engine.md, "Output a
+    /// sink lost"); older epochs belong to a history the user replaced. `None` in
+    /// manifests of versions that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_from: Option<Epoch>,
     /// Object-store requests and bytes of writing this epoch's state files, from the
     /// trigger to the manifest (what the epoch costs on S3, less its few commit
     /// requests).
@@ -141,6 +149,7 @@ impl Manifest {
             savepoint: None,
             restored_from: None,
             state_id: None,
+            history_from: None,
             requests: None,
         }
     }

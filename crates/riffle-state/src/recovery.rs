@@ -2,8 +2,8 @@
 //! whether a generation may commit. No storage calls here; the store gathers the facts.
 
 use crate::manifest::{Manifest, ManifestStatus};
-use riffle_core::{Epoch, OutputOwner, StagedOutput};
-use std::collections::BTreeSet;
+use riffle_core::{Committable, Epoch, OutputOwner, StagedOutput};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the store found for one epoch directory.
 // Findings are few (one per epoch or label) and short-lived: boxing buys nothing.
@@ -132,6 +132,47 @@ pub fn decide_prepared(outputs: &[StagedOutput]) -> PreparedEpoch {
     }
 }
 
+/// The committables that committed checkpoints from `since` (where the restored
+/// state's history starts) up to and including `restored` record as published: the
+/// output every sink must still hold before recovery deletes, takes back or skips
+/// anything (docs/engine.md, "Output a sink lost"). A PREPARED manifest's committables
+/// are not among them (they may never have been published), nor the held ones
+/// (published only by a later epoch), nor those of epochs before `since` (a history
+/// that a start from empty state or from a named savepoint replaced).
+pub fn published_by_checkpoints(
+    findings: &[(Epoch, EpochFinding)],
+    since: Epoch,
+    restored: Epoch,
+) -> Vec<&Committable> {
+    findings
+        .iter()
+        .filter_map(|(epoch, finding)| match finding {
+            EpochFinding::Valid(m)
+                if (since..=restored).contains(epoch) && m.status == ManifestStatus::Committed =>
+            {
+                Some(m)
+            }
+            _ => None,
+        })
+        .flat_map(|m| m.sink_committables.iter())
+        .collect()
+}
+
+/// Of the committables committed checkpoints record as published, those whose sink
+/// no longer holds them (`held` false): the missing epochs, by sink. Empty when every
+/// sink holds everything.
+pub fn missing_published<'a>(
+    held: impl IntoIterator<Item = (&'a Committable, bool)>,
+) -> BTreeMap<String, BTreeSet<Epoch>> {
+    let mut missing: BTreeMap<String, BTreeSet<Epoch>> = BTreeMap::new();
+    for (c, held) in held {
+        if !held {
+            missing.entry(c.sink.clone()).or_default().insert(c.epoch);
+        }
+    }
+    missing
+}
+
 /// Whether two listings of a pipeline's epochs show the same checkpoints (epoch, what
 /// the manifest is, its status and generation). Recovery lists once before it claims a
 /// generation and once after: only when both agree does the plan made from the first
@@ -196,6 +237,83 @@ mod tests {
         let mut m = Manifest::prepared("p", 1, Epoch(epoch), 0);
         m.status = status;
         EpochFinding::Valid(m)
+    }
+
+    fn with_committables(epoch: u64, status: ManifestStatus, sinks: &[&str]) -> EpochFinding {
+        let mut m = Manifest::prepared("p", 1, Epoch(epoch), 0);
+        m.status = status;
+        for (subtask, sink) in sinks.iter().enumerate() {
+            m.sink_committables.push(Committable {
+                sink: sink.to_string(),
+                subtask,
+                epoch: Epoch(epoch),
+                payload: String::new(),
+            });
+        }
+        m.held_committables.push(Committable {
+            sink: "held".into(),
+            subtask: 0,
+            epoch: Epoch(epoch),
+            payload: String::new(),
+        });
+        EpochFinding::Valid(m)
+    }
+
+    #[test]
+    fn only_committed_epochs_up_to_the_restored_one_must_be_held() {
+        let findings = vec![
+            (
+                Epoch(3),
+                with_committables(3, ManifestStatus::Committed, &["a", "b"]),
+            ),
+            (Epoch(4), EpochFinding::Damaged("x".into())),
+            (
+                Epoch(5),
+                with_committables(5, ManifestStatus::Committed, &["a"]),
+            ),
+            (
+                Epoch(6),
+                with_committables(6, ManifestStatus::Prepared, &["a"]),
+            ),
+            (
+                Epoch(7),
+                with_committables(7, ManifestStatus::Committed, &["a"]),
+            ),
+        ];
+        let must: Vec<(String, u64)> = published_by_checkpoints(&findings, Epoch(1), Epoch(6))
+            .iter()
+            .map(|c| (c.sink.clone(), c.epoch.0))
+            .collect();
+        let expected = [("a", 3), ("b", 3), ("a", 5)].map(|(s, e)| (s.to_string(), e));
+        assert_eq!(must, expected);
+        // A history replaced from epoch 4 on (a start from empty state there).
+        let since_4: Vec<u64> = published_by_checkpoints(&findings, Epoch(4), Epoch(7))
+            .iter()
+            .map(|c| c.epoch.0)
+            .collect();
+        assert_eq!(since_4, vec![5, 7]);
+    }
+
+    #[test]
+    fn missing_epochs_are_named_by_sink() {
+        let findings = vec![
+            (
+                Epoch(3),
+                with_committables(3, ManifestStatus::Committed, &["a", "b"]),
+            ),
+            (
+                Epoch(5),
+                with_committables(5, ManifestStatus::Committed, &["a", "a"]),
+            ),
+        ];
+        let must = published_by_checkpoints(&findings, Epoch(0), Epoch(5));
+        let held = must
+            .iter()
+            .map(|c| (*c, c.sink == "b" || c.subtask == 0 && c.epoch.0 == 3));
+        let missing = missing_published(held);
+        assert_eq!(missing.len(), 1);
+        assert_eq!(missing["a"], BTreeSet::from([Epoch(5)]));
+        assert!(missing_published(must.iter().map(|c| (*c, true))).is_empty());
     }
 
     #[test]

@@ -15,6 +15,8 @@ use std::process::Command;
 
 #[path = "iceberg_crashes.rs"]
 mod crashes;
+#[path = "iceberg_lost_output.rs"]
+mod lost_output;
 #[path = "iceberg_rest.rs"]
 mod rest;
 
@@ -151,6 +153,11 @@ INSERT INTO bids SELECT auction, bidder, price, channel, date_time FROM bid;
             warehouse = self.warehouse,
         );
         pipeline(&self.root, name, &text)
+    }
+
+    /// The SQLite file of a catalog made by [`Lake::new`].
+    fn catalog_file(&self) -> PathBuf {
+        self.root.join("catalog.db")
     }
 
     fn state(&self, name: &str) -> PathBuf {

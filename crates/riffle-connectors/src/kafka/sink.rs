@@ -25,8 +25,8 @@ use crate::sinks::{without_row_kind, without_timestamp};
 use rdkafka::producer::Producer;
 use riffle_core::arrow::util::display::array_value_to_string;
 use riffle_core::{
-    row_kinds, Committable, Epoch, Error, RecordBatch, Result, Sink, SinkContext, SinkFactory,
-    SinkSummary, StagedOutput, StreamSchema,
+    row_kinds, Committable, Epoch, Error, OutputPlace, RecordBatch, Result, Sink, SinkContext,
+    SinkFactory, SinkSummary, StagedOutput, StreamSchema,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -133,6 +133,20 @@ impl SinkFactory for KafkaSinkFactory {
                 KafkaDelivery::AtLeastOnce => "at-least-once",
             }
         )
+    }
+
+    // One place per bootstrap server: two spellings of one cluster's server list
+    // share at least one of them.
+    fn output_places(&self) -> Vec<OutputPlace> {
+        self.config
+            .client
+            .bootstrap_servers
+            .split(',')
+            .map(|server| OutputPlace::Named {
+                system: format!("kafka {}", server.trim().to_ascii_lowercase()),
+                name: self.config.topic.clone(),
+            })
+            .collect()
     }
 
     fn is_transactional(&self) -> bool {

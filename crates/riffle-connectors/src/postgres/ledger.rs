@@ -4,7 +4,7 @@
 
 use super::types::quote_table;
 use super::PostgresSinkConfig;
-use riffle_core::{Error, OutputOwner, Result};
+use riffle_core::{Error, OutputOwner, Result, StagedOutput};
 use std::sync::Arc;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
@@ -18,12 +18,51 @@ fn owner_table(config: &PostgresSinkConfig) -> String {
 }
 
 /// The target as the owner table keys it: schema-qualified (`public` by default).
-fn target(config: &PostgresSinkConfig) -> String {
+pub(super) fn target(config: &PostgresSinkConfig) -> String {
     if config.table.contains('.') {
         config.table.clone()
     } else {
         format!("public.{}", config.table)
     }
+}
+
+/// Where subtask `subtask`'s output of `epoch`, staged as prepared transaction
+/// `transaction`, stands: published when the ledger holds a row of the subtask at or
+/// past the epoch (a commit keeps only the newest row per subtask, and a newer epoch
+/// commits only after the older ones), staged while the prepared transaction exists,
+/// else lost. A ledger table that is gone records nothing.
+pub(super) async fn staged_output(
+    client: Arc<Client>,
+    config: PostgresSinkConfig,
+    subtask: i32,
+    epoch: i64,
+    transaction: String,
+) -> Result<StagedOutput> {
+    let query = format!(
+        "SELECT 1 FROM {} WHERE sink = $1 AND subtask = $2 AND epoch >= $3 LIMIT 1",
+        quote_table(&config.ledger_table)
+    );
+    match client
+        .query_opt(&query, &[&config.label, &subtask, &epoch])
+        .await
+    {
+        Ok(Some(_)) => return Ok(StagedOutput::Published),
+        Ok(None) => {}
+        Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => {}
+        Err(e) => return Err(config.db_error(e)),
+    }
+    let prepared = client
+        .query_opt(
+            "SELECT 1 FROM pg_prepared_xacts WHERE database = current_database() AND gid = $1",
+            &[&transaction],
+        )
+        .await
+        .map_err(|e| config.db_error(e))?;
+    Ok(if prepared.is_some() {
+        StagedOutput::Staged
+    } else {
+        StagedOutput::Lost
+    })
 }
 
 /// How many ledger rows this sink has (0 before the ledger exists).

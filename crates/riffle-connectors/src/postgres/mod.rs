@@ -22,8 +22,8 @@ pub use types::PgType;
 
 use crate::io_runtime::block_on;
 use riffle_core::{
-    Committable, Epoch, Error, OutputOwner, Result, Sink, SinkContext, SinkFactory, StreamSchema,
-    Unpublished,
+    Committable, Epoch, Error, OutputOwner, OutputPlace, Result, Sink, SinkContext, SinkFactory,
+    StagedOutput, StreamSchema, Unpublished,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
@@ -104,6 +104,23 @@ impl PostgresSinkConfig {
             .map_or(self.url.as_str(), |(_, r)| r);
         let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
         rest.split('?').next().unwrap_or(rest).to_string()
+    }
+
+    /// The table as one place: the server with its default port, the table with its
+    /// default schema (`t` is `public.t`).
+    fn place(&self) -> OutputPlace {
+        let server = self.server().to_ascii_lowercase();
+        let (host, database) = server.split_once('/').unwrap_or((&server, ""));
+        let has_port = host.rsplit_once(':').is_some_and(|(_, p)| !p.contains(']'));
+        let host = if has_port {
+            host.to_string()
+        } else {
+            format!("{host}:5432")
+        };
+        OutputPlace::Named {
+            system: format!("postgres {host}/{database}"),
+            name: ledger::target(self),
+        }
     }
 
     /// An error of this sink's server, naming it and the table.
@@ -237,6 +254,10 @@ impl SinkFactory for PostgresSinkFactory {
         )
     }
 
+    fn output_places(&self) -> Vec<OutputPlace> {
+        vec![self.config.place()]
+    }
+
     fn is_transactional(&self) -> bool {
         true
     }
@@ -293,6 +314,16 @@ impl SinkFactory for PostgresSinkFactory {
         self.with_admin(|client, config| {
             let staged = staged.clone();
             async move { commit_prepared(client, config, staged, subtask, epoch).await }
+        })
+    }
+
+    fn staged_output(&self, committable: &Committable) -> Result<StagedOutput> {
+        let staged: PreparedTransaction = committable.decode("a PostgreSQL transaction")?;
+        let epoch = committable.epoch.0 as i64;
+        let subtask = committable.subtask as i32;
+        self.with_admin(|client, config| {
+            let transaction = staged.transaction.clone();
+            ledger::staged_output(client, config, subtask, epoch, transaction)
         })
     }
 

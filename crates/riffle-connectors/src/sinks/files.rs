@@ -16,8 +16,8 @@ use riffle_core::arrow::json::writer::{LineDelimited, WriterBuilder};
 use riffle_core::arrow::json::LineDelimitedWriter;
 use riffle_core::parquet::arrow::ArrowWriter;
 use riffle_core::{
-    Committable, Epoch, Error, OutputOwner, RecordBatch, Result, Sink, SinkContext, SinkFactory,
-    SinkSummary, StagedOutput, StreamSchema, Unpublished, ROW_KIND_FIELD,
+    Committable, Epoch, Error, OutputOwner, OutputPlace, RecordBatch, Result, Sink, SinkContext,
+    SinkFactory, SinkSummary, StagedOutput, StreamSchema, Unpublished, ROW_KIND_FIELD,
 };
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -120,6 +120,10 @@ impl SinkFactory for FileSinkFactory {
         format!("files({format}, {})", self.dir.display())
     }
 
+    fn output_places(&self) -> Vec<OutputPlace> {
+        vec![OutputPlace::directory(&self.dir)]
+    }
+
     fn is_transactional(&self) -> bool {
         true
     }
@@ -184,6 +188,20 @@ impl SinkFactory for FileSinkFactory {
             (false, true) => StagedOutput::Staged,
             (false, false) => StagedOutput::Lost,
         })
+    }
+
+    // Every file of the epoch under its published name: one removed since is lost.
+    fn holds_published(&self, committables: &[&Committable]) -> Result<Vec<bool>> {
+        committables
+            .iter()
+            .map(|c| {
+                let staged = StagedFiles::of(c)?;
+                Ok(staged
+                    .files
+                    .iter()
+                    .all(|f| self.dir.join(&f.target).exists()))
+            })
+            .collect()
     }
 
     // A file is named after the epoch that staged it and published by that epoch or a

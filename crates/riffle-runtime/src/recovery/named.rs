@@ -88,6 +88,8 @@ pub async fn recover_from(
     registered.sink_committables.clear();
     registered.plan_fingerprint = graph.fingerprint();
     registered.state_id = Some(store.claim_identity().await.map_err(state_error)?.id);
+    // The named state replaces the history before it.
+    registered.history_from = Some(epoch);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);

@@ -2,12 +2,15 @@
 //! epoch can be finished, who owns the output, and taking back output a replay would
 //! write again (docs/engine.md, "Recovery" and "One owner per output").
 
-use crate::error::{RuntimeError, RuntimeResult};
+use crate::error::{LostOutput, RuntimeError, RuntimeResult};
 use crate::graph::JobGraph;
-use riffle_core::{Epoch, OutputOwner, SinkFactory, StagedOutput, Unpublished};
-use riffle_state::recovery::{decide_owner, decide_prepared, OwnerStep, PreparedEpoch};
+use riffle_core::{Committable, Epoch, OutputOwner, SinkFactory, StagedOutput, Unpublished};
+use riffle_state::recovery::{
+    decide_owner, decide_prepared, missing_published, published_by_checkpoints, EpochFinding,
+    OwnerStep, PreparedEpoch,
+};
 use riffle_state::Manifest;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// The job's sinks by operator id.
@@ -157,4 +160,54 @@ pub(super) fn claim_outputs(
         }
     }
     Ok(taken.removed)
+}
+
+/// Refuses to go on when a sink no longer holds what the committed checkpoints from
+/// `since` (the start of the restored state's history) up to `restored` record as
+/// published (docs/engine.md, "Output a sink lost"). Asked
+/// before recovery deletes, takes back or skips anything, so a refusal changes nothing.
+pub(super) fn refuse_lost_output(
+    sinks: &Sinks,
+    findings: &[(Epoch, EpochFinding)],
+    since: Epoch,
+    restored: Epoch,
+) -> RuntimeResult<()> {
+    let mut by_sink: BTreeMap<&str, Vec<&Committable>> = BTreeMap::new();
+    for c in published_by_checkpoints(findings, since, restored) {
+        by_sink.entry(c.sink.as_str()).or_default().push(c);
+    }
+    let mut held = Vec::new();
+    for (id, committables) in by_sink {
+        // A sink the job no longer has is reported when its output is published.
+        let Some(sink) = sinks.get(id).filter(|s| s.is_transactional()) else {
+            continue;
+        };
+        let holds = sink.holds_published(&committables).map_err(|e| {
+            RuntimeError::Checkpoint(format!(
+                "asking sink `{id}` whether it still holds what the committed checkpoints record: {e}"
+            ))
+        })?;
+        if holds.len() != committables.len() {
+            return Err(RuntimeError::Checkpoint(format!(
+                "sink `{id}` answered for {} of {} committed epochs' output (a bug in the sink)",
+                holds.len(),
+                committables.len()
+            )));
+        }
+        held.extend(committables.into_iter().zip(holds));
+    }
+    let missing = missing_published(held);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(RuntimeError::SinkLostOutput(
+        missing
+            .into_iter()
+            .map(|(sink, epochs)| LostOutput {
+                describe: sinks.get(&sink).map(|s| s.describe()).unwrap_or_default(),
+                sink,
+                epochs: epochs.into_iter().collect(),
+            })
+            .collect(),
+    ))
 }
