@@ -11,15 +11,14 @@ use crate::wire::StreamEncoder;
 use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::{Action, FlightData, FlightDescriptor};
 use futures::stream::{self, StreamExt};
-use riffle_core::{Epoch, Message};
+use riffle_core::Message;
 use riffle_runtime::handle::JobStopper;
-use riffle_runtime::{SnapshotAck, WorkerFileReuse};
+use riffle_runtime::{JobMetrics, SnapshotAck, WorkerFileReuse};
 use riffle_state::CheckpointStore;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint};
 
@@ -262,10 +261,10 @@ pub fn ship_acks(
     peer: Peer,
     hello: Hello,
     (store, reuse): (CheckpointStore, WorkerFileReuse),
-    (acks, ends, committed): (
+    (acks, ends, metrics): (
         UnboundedReceiver<SnapshotAck>,
         Option<UnboundedReceiver<()>>,
-        watch::Receiver<Option<Epoch>>,
+        Arc<JobMetrics>,
     ),
     stopper: JobStopper,
 ) -> JoinHandle<()> {
@@ -282,18 +281,18 @@ pub fn ship_acks(
     // One ack at a time: each may reuse files the one before recorded.
     let inputs = stream::select(acks, ends).boxed();
     let messages = stream::unfold(
-        (inputs, reuse, committed, store),
-        move |(mut inputs, mut reuse, committed, store)| async move {
+        (inputs, reuse, metrics, store),
+        move |(mut inputs, mut reuse, metrics, store)| async move {
             let message = match inputs.next().await? {
                 Outgoing::EndOfInput => Ok(ToCoordinator::EndOfInput),
                 Outgoing::Ack(a) => {
-                    let heard = *committed.borrow();
+                    let heard = metrics.completed();
                     ack::write_state((&store, generation), &mut reuse, heard, a)
                         .await
                         .map(ToCoordinator::Ack)
                 }
             };
-            Some((message, (inputs, reuse, committed, store)))
+            Some((message, (inputs, reuse, metrics, store)))
         },
     )
     .filter_map(move |message| {

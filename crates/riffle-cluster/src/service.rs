@@ -15,7 +15,7 @@ use arrow_flight::{
 use futures::stream::BoxStream;
 use riffle_core::{Epoch, Message};
 use riffle_runtime::handle::{BarrierInjector, JobStopper};
-use riffle_runtime::{ChannelKey, SnapshotAck};
+use riffle_runtime::{ChannelKey, JobMetrics, SnapshotAck};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -56,8 +56,9 @@ pub struct LocalAttempt {
     pub barriers: BarrierInjector,
     /// Fails the attempt when a stream breaks.
     pub stopper: JobStopper,
-    /// The newest epoch worker 0 said committed (this worker's file reuse reads it).
-    pub committed: watch::Sender<Option<Epoch>>,
+    /// The attempt's metrics: word from worker 0 that an epoch committed sets their
+    /// completed epoch, which this worker's sources and its file reuse read.
+    pub metrics: Arc<JobMetrics>,
 }
 
 /// The service state: the attempt this worker runs, once started; on worker 0, what
@@ -308,9 +309,7 @@ async fn feed_barriers(
                 attempt.barriers.inject(barrier)
             }
             Some(Decoded::Control(FromCoordinator::Committed(epoch))) => {
-                attempt
-                    .committed
-                    .send_modify(|heard| *heard = (*heard).max(Some(Epoch(epoch))));
+                attempt.metrics.checkpoint_completed(Epoch(epoch))
             }
             Some(Decoded::Control(FromCoordinator::End)) => return Ok(()),
             Some(Decoded::Batch(_)) | None => {}

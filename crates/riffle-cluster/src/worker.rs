@@ -437,14 +437,13 @@ async fn run_attempt(
         }),
         _ => None,
     };
-    let (committed, heard_committed) = tokio::sync::watch::channel(None);
     service.start_attempt(Arc::new(LocalAttempt {
         generation,
         incoming: Mutex::new(remote.incoming.into_iter().collect()),
         inbox: Mutex::new(inbox),
         barriers: handle.barrier_injector(),
         stopper: stopper.clone(),
-        committed,
+        metrics: handle.metrics.clone(),
     }));
     let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let streams = remote.outgoing.len();
@@ -513,7 +512,7 @@ async fn run_attempt(
             peer,
             hello,
             (store.clone(), WorkerFileReuse::new(graph)),
-            (acks, ends, heard_committed),
+            (acks, ends, handle.metrics.clone()),
             stopper.clone(),
         ));
         None

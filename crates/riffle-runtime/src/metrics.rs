@@ -2,7 +2,7 @@
 //! control endpoint's metrics.
 
 use riffle_core::operator::OperatorCounters;
-use riffle_core::{EventTime, OperatorId};
+use riffle_core::{Epoch, EventTime, OperatorId};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -114,7 +114,9 @@ pub struct JobMetrics {
     pub sink_rows: AtomicU64,
     /// Largest event time any source has emitted.
     pub source_max_event_time: AtomicI64,
-    /// Newest epoch the coordinator committed (0: none yet); sources are told.
+    /// Newest epoch the job committed (0: none yet); sources are told. Set through
+    /// [`JobMetrics::checkpoint_completed`] by the coordinator, and on a cluster worker
+    /// without one by worker 0's word of each commit (docs/cluster.md).
     pub completed_epoch: AtomicU64,
     sink_watermarks: Mutex<Vec<i64>>,
     operators: Mutex<Vec<(OperatorId, usize, Arc<OperatorCounters>)>>,
@@ -149,6 +151,21 @@ pub struct OperatorTotals {
 }
 
 impl JobMetrics {
+    /// Checkpoint `epoch` committed: sources commit what it covers outside (a Kafka
+    /// consumer group's offsets), a cluster worker may reuse its state files. An
+    /// older word than one heard already changes nothing.
+    pub fn checkpoint_completed(&self, epoch: Epoch) {
+        self.completed_epoch.fetch_max(epoch.0, Ordering::Release);
+    }
+
+    /// The newest committed epoch heard of, if any.
+    pub fn completed(&self) -> Option<Epoch> {
+        match self.completed_epoch.load(Ordering::Acquire) {
+            0 => None,
+            epoch => Some(Epoch(epoch)),
+        }
+    }
+
     /// Registers counters of one operator subtask.
     pub fn register_operator(
         &self,
@@ -257,6 +274,16 @@ impl JobMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn word_of_an_older_commit_changes_nothing() {
+        let metrics = JobMetrics::default();
+        assert_eq!(metrics.completed(), None);
+        metrics.checkpoint_completed(Epoch(7));
+        // Words of two commits can arrive out of order (a late notice).
+        metrics.checkpoint_completed(Epoch(5));
+        assert_eq!(metrics.completed(), Some(Epoch(7)));
+    }
 
     #[test]
     fn samples_list_operators_in_plan_order_each_with_its_subtasks_and_counters() {

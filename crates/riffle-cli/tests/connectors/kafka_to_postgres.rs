@@ -1,5 +1,6 @@
 //! Kafka in, PostgreSQL out: twenty random kills, an unbounded job stopped with a
-//! savepoint and resumed rescaled, and malformed records.
+//! savepoint and resumed rescaled, and malformed records; and a Kafka source on three
+//! workers, whose consumer group's offsets follow the checkpoints.
 
 use super::common::stderr;
 use super::common::stop_with_savepoint;
@@ -302,4 +303,71 @@ fn malformed_kafka_records_stop_the_job_with_their_place_or_are_skipped() {
         server.rows("SELECT auction || ',' || bids || ',' || max_price FROM skipping"),
         ["1,2,30"]
     );
+}
+
+/// A Kafka source on three workers at parallelism 3: partition i is read on worker i,
+/// and each worker's source commits the consumer group's offsets of every checkpoint
+/// that committed. Only worker 0's sources once heard of commits (from the coordinator
+/// in their process), so the offsets of partitions 1 and 2 never moved.
+#[test]
+fn a_kafka_source_on_three_workers_commits_the_group_offsets_of_every_partition() {
+    use super::common::workers::launched;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let broker = KafkaBroker::start();
+    let dir = tempfile::tempdir().unwrap();
+    broker.create_topic("spread", 3);
+    broker.produce("spread", &live_bids(0..3000));
+    let file = pipeline(
+        dir.path(),
+        "spread",
+        &format!(
+            "CREATE TABLE bids (auction BIGINT, bidder BIGINT, price BIGINT, date_time TIMESTAMP,
+               WATERMARK FOR date_time AS date_time - INTERVAL '2' SECOND)
+             WITH ('connector' = 'kafka', 'bootstrap.servers' = '{bootstrap}', 'topic' = 'spread',
+                   'format' = 'json', 'group.id' = 'riffle-spread');
+             CREATE TABLE copied WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');
+             INSERT INTO copied SELECT auction, bidder, price FROM bids;",
+            bootstrap = broker.bootstrap,
+            out = dir.path().join("out").display()
+        ),
+    );
+    let log = dir.path().join("launcher.log");
+    let mut cmd = run_restarting(&file, &dir.path().join("state"), 3);
+    cmd.args(["--workers", "3"]);
+    let mut launcher = launched(cmd, &log);
+    let group_offsets = || {
+        let consumer: BaseConsumer = broker
+            .client()
+            .set("group.id", "riffle-spread")
+            .create()
+            .unwrap();
+        let mut list = rdkafka::TopicPartitionList::new();
+        for p in 0..3 {
+            list.add_partition("spread", p);
+        }
+        let found = consumer
+            .committed_offsets(list, Duration::from_secs(10))
+            .unwrap();
+        found
+            .elements()
+            .iter()
+            .map(|e| e.offset().to_raw().unwrap_or(-1))
+            .collect::<Vec<i64>>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut offsets = group_offsets();
+    while offsets != [1000; 3] && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        offsets = group_offsets();
+    }
+    // As Ctrl-C would: the job stops with a savepoint, every worker exits.
+    // SAFETY: signalling a process this test started.
+    unsafe { libc::kill(launcher.id() as i32, libc::SIGTERM) };
+    let status = launcher.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        offsets, [1000; 3],
+        "the group's offsets per partition (partition i is read on worker i)\n{text}"
+    );
+    assert!(status.success(), "{text}");
 }
