@@ -68,7 +68,7 @@ pub fn run_measured_with_checkpoints(
 ) -> RuntimeResult<Measured> {
     use riffle_runtime::RuntimeError;
     let root = riffle_state::StateRoot::parse(&state_dir.display().to_string())
-        .map_err(|e| RuntimeError::Checkpoint(e.to_string()))?;
+        .map_err(|e| RuntimeError::needs_user(e.to_string()))?;
     let store = riffle_state::CheckpointStore::new(root, &graph.name);
     let run = riffle_runtime::CheckpointedRun {
         checkpoints: riffle_runtime::CheckpointConfig {

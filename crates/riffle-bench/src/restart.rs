@@ -109,7 +109,7 @@ pub fn measure_restart(
 ) -> RuntimeResult<RestartMeasured> {
     let keys_per_subtask = keys.div_ceil(parallelism as u64);
     let root = StateRoot::parse(&state_dir.display().to_string())
-        .map_err(|e| RuntimeError::Checkpoint(e.to_string()))?;
+        .map_err(|e| RuntimeError::transient(e.to_string()))?;
     let result = runtime.block_on(async {
         // Phase 1: build the state, checkpoint it, stop.
         let reached = Arc::new(AtomicUsize::new(0));
@@ -155,7 +155,7 @@ pub fn measure_restart(
         let asked = Instant::now();
         let done = request_savepoint(&savepoints, Some(LABEL.into()), false, false)
             .await
-            .map_err(RuntimeError::Checkpoint)?;
+            .map_err(RuntimeError::transient)?;
         let savepoint = asked.elapsed();
         let epoch = done.epoch;
         let checkpoint = listener
@@ -176,8 +176,8 @@ pub fn measure_restart(
         let manifest = store
             .read_manifest(epoch)
             .await
-            .map_err(|e| RuntimeError::Checkpoint(e.to_string()))?
-            .ok_or_else(|| RuntimeError::Checkpoint(format!("epoch {epoch} has no manifest")))?;
+            .map_err(|e| RuntimeError::transient(e.to_string()))?
+            .ok_or_else(|| RuntimeError::bug(format!("epoch {epoch} has no manifest")))?;
         let state_bytes = manifest.files().map(|f| f.bytes).sum();
 
         // Phase 2: the restore from the savepoint.

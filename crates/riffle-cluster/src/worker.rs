@@ -241,10 +241,12 @@ fn worth_restarting(error: &ClusterError) -> bool {
     match error {
         ClusterError::Runtime(e) => riffle_runtime::supervisor::restartable(e),
         ClusterError::Connect { .. } | ClusterError::Status(_) | ClusterError::Protocol(_) => true,
-        ClusterError::Unsupported(_)
-        | ClusterError::Encode(_)
-        | ClusterError::Json(_)
-        | ClusterError::State(_) => false,
+        // As in one process: storage that failed for a moment is retried.
+        ClusterError::State(e) => {
+            riffle_runtime::CheckpointFailure::of_state(e)
+                == riffle_runtime::CheckpointFailure::Transient
+        }
+        ClusterError::Unsupported(_) | ClusterError::Encode(_) | ClusterError::Json(_) => false,
     }
 }
 
@@ -532,14 +534,14 @@ async fn run_attempt(
         Some(report) => Some(
             report
                 .await
-                .map_err(|e| RuntimeError::Checkpoint(format!("checkpoint coordinator: {e}")))?,
+                .map_err(|e| RuntimeError::bug(format!("checkpoint coordinator: {e}")))?,
         ),
         None => None,
     };
     let summary = summary?;
     if let Some(r) = &report {
         if !r.end_of_input_committed && r.stopped.is_none() {
-            return Err(RuntimeError::Checkpoint(format!(
+            return Err(RuntimeError::transient(format!(
                 "the job ended but its final checkpoint did not commit ({}); output after the last committed epoch is not published",
                 r.errors.last().cloned().unwrap_or_else(|| "no reason recorded".into())
             ))

@@ -452,7 +452,7 @@ impl CheckpointCoordinator {
                     },
                     // Sinks of a logged decision must commit before any later epoch;
                     // only recovery's roll forward can now.
-                    EpochOutcome::MustRecover => crate::RuntimeError::Checkpoint(format!(
+                    EpochOutcome::MustRecover => crate::RuntimeError::transient(format!(
                         "epoch {} is PREPARED but its sinks could not commit: {reason}; restart to roll it forward",
                         done.epoch
                     )),

@@ -32,9 +32,13 @@ pub enum RuntimeError {
     #[error("fenced: this run is generation {generation} but generation {current} has started on the same state; this process stops (it does not restart)")]
     Fenced { generation: u64, current: u64 },
 
-    /// Checkpoint storage failed or holds nothing usable.
-    #[error("checkpoint error: {0}")]
-    Checkpoint(String),
+    /// Checkpointing or recovery failed; `failure` says whether a restart may get
+    /// past it (docs/engine.md, "Failure").
+    #[error("checkpoint error: {message}")]
+    Checkpoint {
+        failure: CheckpointFailure,
+        message: String,
+    },
 
     /// A stream to or from another worker of a job spread over several broke: the
     /// attempt fails on every worker and the job resumes from its newest checkpoint.
@@ -57,6 +61,68 @@ pub enum RuntimeError {
     /// Building the job from its factories failed.
     #[error(transparent)]
     Core(#[from] riffle_core::Error),
+}
+
+/// What a checkpoint failure asks for: the one classification both placements (one
+/// process, N workers) restart by. No decision reads an error's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointFailure {
+    /// Storage or an external system failed or was slow: the same run may get past it,
+    /// so a restart retries (under the restart budget).
+    Transient,
+    /// The state or an output is not as this run needs it (no usable checkpoint, an
+    /// output another pipeline owns, a sink holding rows no checkpoint accounts for):
+    /// no restart helps, and the message says what to do.
+    NeedsUser,
+    /// riffle broke one of its own rules: a bug to report; not retried.
+    Bug,
+}
+
+impl CheckpointFailure {
+    /// What a failure of the checkpoint store asks for.
+    pub fn of_state(error: &riffle_state::StateError) -> Self {
+        use riffle_state::StateError;
+        match error {
+            StateError::Storage { .. }
+            | StateError::Io { .. }
+            | StateError::ManifestExists { .. } => CheckpointFailure::Transient,
+            StateError::Root { .. }
+            | StateError::Corrupt { .. }
+            | StateError::StaleGeneration { .. }
+            | StateError::Savepoint { .. }
+            | StateError::Archive { .. } => CheckpointFailure::NeedsUser,
+            StateError::Encode { .. } => CheckpointFailure::Bug,
+        }
+    }
+}
+
+impl RuntimeError {
+    /// A checkpoint failure a restart may get past.
+    pub fn transient(message: impl Into<String>) -> Self {
+        RuntimeError::Checkpoint {
+            failure: CheckpointFailure::Transient,
+            message: message.into(),
+        }
+    }
+
+    /// A checkpoint failure only the user can resolve; `message` says how.
+    pub fn needs_user(message: impl Into<String>) -> Self {
+        RuntimeError::Checkpoint {
+            failure: CheckpointFailure::NeedsUser,
+            message: message.into(),
+        }
+    }
+
+    /// A broken rule of riffle's own.
+    pub fn bug(message: impl Into<String>) -> Self {
+        RuntimeError::Checkpoint {
+            failure: CheckpointFailure::Bug,
+            message: format!(
+                "{} (this is a bug in riffle; please report it)",
+                message.into()
+            ),
+        }
+    }
 }
 
 /// What one sink lost of the epochs committed checkpoints record as published.

@@ -37,7 +37,7 @@ pub struct JobStopper {
 impl JobStopper {
     /// Stops the job with `message` as its (checkpoint) error.
     pub fn fail(&self, message: String) {
-        let _ = self.sender.send(RuntimeError::Checkpoint(message));
+        let _ = self.sender.send(RuntimeError::transient(message));
     }
 
     /// Stops the job with `error`, typed as it is (a fenced run must not restart).

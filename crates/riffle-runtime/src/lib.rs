@@ -45,7 +45,7 @@ pub use checkpoint_events::{
 };
 pub use coordinator::{CheckpointConfig, CheckpointCoordinator, CheckpointReport};
 pub use crash::CrashPoint;
-pub use error::{LostOutput, RuntimeError, RuntimeResult};
+pub use error::{CheckpointFailure, LostOutput, RuntimeError, RuntimeResult};
 pub use exchange::Exchange;
 pub use file_reuse::{may_reuse_previous, WorkerFileReuse};
 pub use graph::{JobGraph, NodeId, WatermarkStrategy};

@@ -120,7 +120,10 @@ struct RecoveryRecord<'a> {
 }
 
 fn state_error(e: StateError) -> RuntimeError {
-    RuntimeError::Checkpoint(e.to_string())
+    RuntimeError::Checkpoint {
+        failure: crate::error::CheckpointFailure::of_state(&e),
+        message: e.to_string(),
+    }
 }
 
 /// A failed generation check: [`RuntimeError::Fenced`] when a newer run claimed the state.
@@ -206,8 +209,8 @@ pub async fn recover(
         )
         .await;
     }
-    Err(RuntimeError::Checkpoint(
-        "the pipeline's checkpoints kept changing while this run recovered: another process is writing them; stop it first".into(),
+    Err(RuntimeError::needs_user(
+        "the pipeline's checkpoints kept changing while this run recovered: another process is writing them; stop it first",
     ))
 }
 
@@ -254,7 +257,7 @@ async fn choose(
                 matches!(f, EpochFinding::Valid(m) if *e < epoch && of_this_plan(m, graph))
             });
             if !own_older {
-                return Err(RuntimeError::Checkpoint(format!(
+                return Err(RuntimeError::needs_user(format!(
                     "checkpoint epoch {} in this state root was taken by a different pipeline (another query, event count or options), and none by this one; use another state root, or start this pipeline over here with --no-restore",
                     manifest.epoch
                 )));
@@ -304,7 +307,7 @@ async fn choose(
             .iter()
             .map(|(e, r)| format!("epoch {e}: {r}"))
             .collect();
-        return Err(RuntimeError::Checkpoint(format!(
+        return Err(RuntimeError::needs_user(format!(
             "no usable checkpoint: {}; fix or remove them, or start from empty state with --no-restore",
             reasons.join("; ")
         )));
@@ -410,7 +413,7 @@ async fn finish(
         let mut holding = Vec::new();
         for (id, sink) in &sinks {
             let published = sink.published().map_err(|e| {
-                RuntimeError::Checkpoint(format!("asking sink `{id}` what it holds: {e}"))
+                RuntimeError::transient(format!("asking sink `{id}` what it holds: {e}"))
             })?;
             if published > 0 {
                 holding.push((id, sink, published));
@@ -434,7 +437,7 @@ async fn finish(
         };
         if !cannot.is_empty() {
             cannot.sort();
-            return Err(RuntimeError::Checkpoint(format!(
+            return Err(RuntimeError::needs_user(format!(
                 "this run starts from empty state, but {} written by an earlier run that no checkpoint accounts for (its state is gone, or --no-restore); writing again would duplicate those rows: remove that output or write elsewhere, or run with --replace-output to remove it first",
                 cannot.join("; ")
             )));
@@ -458,7 +461,7 @@ async fn finish(
         unpublished.extend(taken.removed);
         if !taken.cannot.is_empty() && !accept_replayed_output {
             let skipped: Vec<String> = plan.skipped.iter().map(|(e, _)| e.to_string()).collect();
-            return Err(RuntimeError::Checkpoint(format!(
+            return Err(RuntimeError::needs_user(format!(
                 "checkpoint epoch(s) {} cannot be restored (damaged, or taken by a different pipeline), and resuming from epoch {restored} would write again what they published, which cannot be taken back ({}); repair the damaged checkpoint, or run with --accept-replayed-output to accept those rows twice",
                 skipped.join(", "),
                 taken.cannot.join("; ")
@@ -479,13 +482,13 @@ async fn finish(
         });
         for (id, group) in riffle_core::committables_by_sink(&publishing) {
             let sink = sinks.get(id).ok_or_else(|| {
-                RuntimeError::Checkpoint(format!(
+                RuntimeError::needs_user(format!(
                     "epoch {} holds unpublished output of sink `{id}`, which the job no longer has",
                     m.epoch
                 ))
             })?;
             sink.commit_all(&group).map_err(|e| {
-                RuntimeError::Checkpoint(format!(
+                RuntimeError::transient(format!(
                     "publishing what epoch {} covers: committing sink `{id}`: {e}",
                     m.epoch
                 ))
@@ -499,7 +502,7 @@ async fn finish(
     let mut aborted = 0;
     for (id, sink) in &sinks {
         aborted += sink.abort_staged(generation).map_err(|e| {
-            RuntimeError::Checkpoint(format!("discarding uncommitted output of sink `{id}`: {e}"))
+            RuntimeError::transient(format!("discarding uncommitted output of sink `{id}`: {e}"))
         })?;
     }
     // Partial epochs are swept, except files a valid manifest still references (an

@@ -7,7 +7,7 @@ pub use restarts::{Restart, RestartBudget, RestartStrategy};
 
 use crate::checkpoint_events::CheckpointListener;
 use crate::coordinator::{CheckpointConfig, CheckpointReport};
-use crate::error::{RuntimeError, RuntimeResult};
+use crate::error::{CheckpointFailure, RuntimeError, RuntimeResult};
 use crate::graph::JobGraph;
 use crate::job::{self, JobConfig, JobSummary};
 use crate::metrics::JobMetrics;
@@ -16,12 +16,15 @@ use crate::savepoint::SavepointDone;
 use riffle_state::CheckpointStore;
 use std::sync::Arc;
 
-/// Whether a failure is worth a restart: task failures and failed checkpoints are;
-/// an unusable checkpoint, a plan error or a fenced run would only fail again.
+/// Whether a failure is worth a restart: task failures, broken streams between workers
+/// and transient checkpoint failures are; a failure that needs the user (an unusable
+/// checkpoint, an output another pipeline owns), a bug, a plan error or a fenced run
+/// would only fail again. The one classification for one process and N workers.
 pub fn restartable(error: &RuntimeError) -> bool {
     match error {
         RuntimeError::Task { .. } | RuntimeError::Panic { .. } => true,
-        RuntimeError::Checkpoint(_) | RuntimeError::Peer(_) => true,
+        RuntimeError::Peer(_) => true,
+        RuntimeError::Checkpoint { failure, .. } => *failure == CheckpointFailure::Transient,
         RuntimeError::Fenced { .. }
         | RuntimeError::SinkLostOutput(_)
         | RuntimeError::Graph(_)
@@ -109,17 +112,27 @@ pub async fn run_checkpointed(
                 .await
                 .map_err(crate::recovery::fenced_or_state)?;
         }
-        let recovered = match restore_from.take() {
-            Some(explicit) => recover_from(store, graph, &explicit).await?,
+        let recovering = match &restore_from {
+            Some(explicit) => recover_from(store, graph, explicit).await,
             None => {
                 let options = RecoveryOptions {
                     start_empty,
                     accept_replayed_output: run.accept_replayed_output,
                     replace_output: run.replace_output,
                 };
-                recover(store, graph, options).await?
+                recover(store, graph, options).await
             }
         };
+        // Recovery that failed for a moment (storage, a sink's system) is retried like
+        // any transient failure; one that needs the user ends the run.
+        let recovered = match recovering {
+            Ok(recovered) => recovered,
+            Err(error) => {
+                back_off(&mut budget, &reports, error, observer).await?;
+                continue;
+            }
+        };
+        restore_from = None;
         start_empty = false;
         generation = Some(recovered.generation);
         observer.recovered(&recovered);
@@ -155,7 +168,7 @@ pub async fn run_checkpointed(
         // Once the tasks are gone the coordinator finishes its last epoch and returns.
         let report = report
             .await
-            .map_err(|e| RuntimeError::Checkpoint(format!("checkpoint coordinator: {e}")))?;
+            .map_err(|e| RuntimeError::bug(format!("checkpoint coordinator: {e}")))?;
         let end_committed = report.end_of_input_committed;
         let stopped = report.stopped.clone();
         let last_error = report.errors.last().cloned();
@@ -169,7 +182,7 @@ pub async fn run_checkpointed(
                     stopped,
                 })
             }
-            Ok(_) => RuntimeError::Checkpoint(format!(
+            Ok(_) => RuntimeError::transient(format!(
                 "the job ended but its final checkpoint did not commit ({}); output after the last committed epoch is not published",
                 last_error.unwrap_or_else(|| "no reason recorded".into())
             )),
@@ -214,8 +227,39 @@ mod tests {
         };
         assert!(!restartable(&fenced));
         // Whatever a checkpoint error's text says, it is not taken for fencing.
-        assert!(restartable(&RuntimeError::Checkpoint(
-            "fenced by nothing at all".into()
+        assert!(restartable(&RuntimeError::transient(
+            "fenced by nothing at all"
         )));
+    }
+
+    #[test]
+    fn only_transient_checkpoint_failures_are_restarted() {
+        assert!(restartable(&RuntimeError::transient("storage is slow")));
+        assert!(!restartable(&RuntimeError::needs_user(
+            "no usable checkpoint"
+        )));
+        assert!(!restartable(&RuntimeError::bug("a broken rule")));
+        assert!(!restartable(&RuntimeError::SinkLostOutput(Vec::new())));
+    }
+
+    #[test]
+    fn storage_failures_are_transient_and_damage_needs_the_user() {
+        use riffle_state::StateError;
+        let damaged = StateError::Corrupt {
+            path: "x".into(),
+            reason: "crc".into(),
+        };
+        assert_eq!(
+            CheckpointFailure::of_state(&damaged),
+            CheckpointFailure::NeedsUser
+        );
+        let io = StateError::Io {
+            path: "x".into(),
+            source: std::io::Error::other("disk"),
+        };
+        assert_eq!(
+            CheckpointFailure::of_state(&io),
+            CheckpointFailure::Transient
+        );
     }
 }

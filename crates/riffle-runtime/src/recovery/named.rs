@@ -70,9 +70,13 @@ pub async fn recover_from(
     manifest
         .operators
         .retain(|o| !dropped.contains(&o.operator));
-    let restored = RestoredJob::load(store, &manifest)
-        .await
-        .map_err(|e| RuntimeError::Checkpoint(format!("{what} cannot be restored: {e}")))?;
+    let restored =
+        RestoredJob::load(store, &manifest)
+            .await
+            .map_err(|e| RuntimeError::Checkpoint {
+                failure: crate::error::CheckpointFailure::of_state(&e),
+                message: format!("{what} cannot be restored: {e}"),
+            })?;
     let findings = store.findings(false).await.map_err(state_error)?;
     // Register the named state as this pipeline's newest committed epoch: past every
     // epoch here and past the state's own, so epochs keep rising along the job's life
@@ -148,7 +152,7 @@ async fn read_named(from: &RestoreFrom) -> RuntimeResult<Named> {
         } => {
             let manifest = source.read_savepoint(label).await.map_err(state_error)?;
             let manifest = manifest.ok_or_else(|| {
-                RuntimeError::Checkpoint(format!(
+                RuntimeError::needs_user(format!(
                     "no savepoint `{label}` in {}; `riffle savepoint list` shows what exists",
                     source.root_url()
                 ))
@@ -166,7 +170,7 @@ async fn read_named(from: &RestoreFrom) -> RuntimeResult<Named> {
         } => {
             let manifest = source.read_manifest(*epoch).await.map_err(state_error)?;
             let manifest = manifest.ok_or_else(|| {
-                RuntimeError::Checkpoint(format!(
+                RuntimeError::needs_user(format!(
                     "checkpoint epoch {epoch} has no manifest in {}; `riffle checkpoints list` shows what exists",
                     source.root_url()
                 ))
@@ -197,7 +201,7 @@ async fn install_named(store: &CheckpointStore, named: Named) -> RuntimeResult<(
     let installed = match store.read_savepoint(&label).await.map_err(state_error)? {
         Some(existing) if same_files(&existing, &manifest) => existing,
         Some(_) => {
-            return Err(RuntimeError::Checkpoint(format!(
+            return Err(RuntimeError::needs_user(format!(
                 "{what} from {} would be copied in as savepoint `{label}`, which exists here with other state; delete it first",
                 source.root_url()
             )))

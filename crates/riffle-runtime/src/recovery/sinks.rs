@@ -28,7 +28,7 @@ pub(super) fn unfinishable(graph: &JobGraph, manifest: &Manifest) -> RuntimeResu
             continue; // reported when rolling forward
         };
         let output = sink.staged_output(c).map_err(|e| {
-            RuntimeError::Checkpoint(format!(
+            RuntimeError::transient(format!(
                 "epoch {} is PREPARED; asking sink `{}` where subtask {}'s output stands: {e}",
                 manifest.epoch, c.sink, c.subtask
             ))
@@ -48,7 +48,7 @@ pub(super) fn unfinishable(graph: &JobGraph, manifest: &Manifest) -> RuntimeResu
             lost.join(", "),
             manifest.epoch
         ))),
-        PreparedEpoch::Refuse => Err(RuntimeError::Checkpoint(format!(
+        PreparedEpoch::Refuse => Err(RuntimeError::needs_user(format!(
             "epoch {} is PREPARED and partly published ({}) but the output of {} is lost: neither rolling it forward nor replaying it would be exact; restore the lost output, or start from an older checkpoint with --from-checkpoint and remove what epoch {} published",
             manifest.epoch,
             published.join(", "),
@@ -78,7 +78,7 @@ pub(super) fn unpublish_all<'a>(
     for (id, sink) in sinks {
         match sink
             .unpublish(after)
-            .map_err(|e| RuntimeError::Checkpoint(format!("{what} of sink `{id}`: {e}")))?
+            .map_err(|e| RuntimeError::transient(format!("{what} of sink `{id}`: {e}")))?
         {
             Unpublished::Removed(0) => {}
             Unpublished::Removed(n) => taken.removed.push((id.clone(), n)),
@@ -100,7 +100,7 @@ pub(super) fn owner_steps(
     let mut refusals = Vec::new();
     for (id, sink) in sinks {
         let recorded = sink.output_owner().map_err(|e| {
-            RuntimeError::Checkpoint(format!("reading who owns the output of sink `{id}`: {e}"))
+            RuntimeError::transient(format!("reading who owns the output of sink `{id}`: {e}"))
         })?;
         match decide_owner(recorded.as_ref(), ours, predecessor, replace) {
             OwnerStep::Refuse(owner) => refusals.push(format!(
@@ -117,7 +117,7 @@ pub(super) fn owner_steps(
         } else {
             ""
         };
-        return Err(RuntimeError::Checkpoint(format!(
+        return Err(RuntimeError::needs_user(format!(
             "{}{hint}: an output belongs to one pipeline, and writing into another's would overwrite or duplicate its committed rows; write elsewhere, or run with --replace-output to remove that output and take it over",
             refusals.join("; ")
         )));
@@ -141,7 +141,7 @@ pub(super) fn claim_outputs(
         .filter_map(|(id, _)| sinks.get_key_value(id));
     let taken = unpublish_all(replaced, Epoch(0), "removing the replaced output")?;
     if !taken.cannot.is_empty() {
-        return Err(RuntimeError::Checkpoint(format!(
+        return Err(RuntimeError::needs_user(format!(
             "--replace-output: {}",
             taken.cannot.join("; ")
         )));
@@ -150,10 +150,10 @@ pub(super) fn claim_outputs(
         let Some(sink) = sinks.get(id) else { continue };
         let take_over = matches!(step, OwnerStep::Inherit | OwnerStep::Replace);
         let recorded = sink.claim_output(owner, take_over).map_err(|e| {
-            RuntimeError::Checkpoint(format!("recording the owner of sink `{id}`'s output: {e}"))
+            RuntimeError::transient(format!("recording the owner of sink `{id}`'s output: {e}"))
         })?;
         if let Some(other) = recorded.filter(|r| r.id != owner.id) {
-            return Err(RuntimeError::Checkpoint(format!(
+            return Err(RuntimeError::needs_user(format!(
                 "sink `{id}` ({}) was just taken by {other}, which started at the same time; write elsewhere",
                 sink.describe()
             )));
@@ -183,13 +183,13 @@ pub(super) fn refuse_lost_output(
             continue;
         };
         let holds = sink.holds_published(&committables).map_err(|e| {
-            RuntimeError::Checkpoint(format!(
+            RuntimeError::transient(format!(
                 "asking sink `{id}` whether it still holds what the committed checkpoints record: {e}"
             ))
         })?;
         if holds.len() != committables.len() {
-            return Err(RuntimeError::Checkpoint(format!(
-                "sink `{id}` answered for {} of {} committed epochs' output (a bug in the sink)",
+            return Err(RuntimeError::bug(format!(
+                "sink `{id}` answered for {} of {} committed epochs' output",
                 holds.len(),
                 committables.len()
             )));
