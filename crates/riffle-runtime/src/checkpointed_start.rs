@@ -135,9 +135,7 @@ fn spawn_coordinator(
             };
             let _ = done.send(report);
         })
-        .map_err(|e| {
-            RuntimeError::transient(format!("cannot start the checkpoint thread: {e}"))
-        })?;
+        .map_err(|e| RuntimeError::transient(format!("cannot start the checkpoint thread: {e}")))?;
     Ok(tokio::spawn(async move {
         report.await.unwrap_or_else(|_| crate::CheckpointReport {
             errors: vec!["the checkpoint coordinator stopped unexpectedly".into()],
