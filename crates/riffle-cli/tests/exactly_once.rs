@@ -1,4 +1,4 @@
-//! Exactly-once output across crashes (DESIGN §8): a run aborted at each step of the
+//! Exactly-once output across crashes (docs/engine.md, "Exactly-once output"): a run aborted at each step of the
 //! commit protocol, or killed at random moments, and then resumed, publishes exactly the
 //! rows of a run that never crashed.
 

@@ -1,4 +1,4 @@
-//! The messages workers exchange, besides rows (docs/cluster.md, "Between workers").
+//! The messages workers exchange, besides rows (docs/cluster.md, "How it works").
 
 use riffle_core::{Barrier, Watermark};
 use riffle_runtime::ChannelKey;

@@ -1,7 +1,7 @@
 //! Key groups: the unit of keyed partitioning and of state redistribution.
 //!
 //! `key_group = stable_hash(key) % max_parallelism` and
-//! `subtask = key_group * parallelism / max_parallelism` (DESIGN §3). The hash is
+//! `subtask = key_group * parallelism / max_parallelism` (docs/engine.md, "Key groups"). The hash is
 //! XXH3-64 with seed 0 over a canonical encoding of each key column, chained column by
 //! column (the previous column's hash is the next one's seed). It must never change:
 //! state written by one riffle version is restored by the next. Its name is

@@ -231,7 +231,7 @@ pub trait SinkFactory: Send + Sync {
     /// Recovery, before rolling a PREPARED epoch forward: where `committable` stands.
     /// An epoch with a [`StagedOutput::Lost`] committable cannot be rolled forward;
     /// recovery replays it from the checkpoint before it when nothing of it is
-    /// published, and refuses to start when some is (docs/engine.md, "Recovery").
+    /// published, and refuses to start when some is (docs/engine.md, "Exactly-once output").
     ///
     /// # Errors
     /// The external system cannot tell (unreachable).

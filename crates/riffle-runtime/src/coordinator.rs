@@ -1,5 +1,5 @@
 //! The checkpoint coordinator: triggers epochs, collects every task's snapshot, uploads
-//! the state as Parquet while the job runs on, and commits (DESIGN §4).
+//! the state as Parquet while the job runs on, and commits (docs/state-format.md, "The commit protocol of one epoch").
 //!
 //! ```text
 //!  every interval: inject Barrier(N) at sources ──▶ tasks align, snapshot, pre-commit, ack

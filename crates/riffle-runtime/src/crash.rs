@@ -1,4 +1,4 @@
-//! Named crash points for testing the commit protocol (DESIGN §8).
+//! Named crash points for testing the commit protocol (docs/engine.md, "How correctness is tested").
 //!
 //! `RIFFLE_CRASH_AT=<point>:<epoch>` aborts the process (like `kill -9`: no destructors,
 //! no flushing) when the coordinator reaches `<point>` of epoch `<epoch>`.

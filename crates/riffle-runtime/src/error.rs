@@ -47,7 +47,7 @@ pub enum RuntimeError {
 
     /// Sinks no longer hold output that committed checkpoints record as published:
     /// resuming would leave those rows missing, so recovery changed nothing and the run
-    /// stops (docs/operations.md, "A sink that lost committed output").
+    /// stops (docs/engine.md, "Output a sink lost").
     #[error("{}", lost_output_message(.0))]
     SinkLostOutput(Vec<LostOutput>),
 

@@ -70,3 +70,60 @@ fn every_example_in_the_sql_guide_and_readme_plans_and_runs() {
         assert!(summary.source_rows > 0, "example {i} read nothing\n{block}");
     }
 }
+
+/// Every `docs/<page>.md, "<section>"` that a code comment or a page cites names a
+/// heading of that page (its text, or the start of it), and every relative link between
+/// the pages names a page that exists: a cited section that was renamed or never written
+/// leaves the reader nowhere.
+#[test]
+fn every_cited_doc_section_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = vec![root.join("README.md")];
+    let mut dirs = vec![root.join("crates"), root.join("docs")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == "rs" || x == "md") {
+                files.push(path);
+            }
+        }
+    }
+    let headings = |page: &str| -> Vec<String> {
+        let text = std::fs::read_to_string(root.join(page)).unwrap_or_default();
+        text.lines()
+            .filter(|l| l.starts_with('#'))
+            .map(|l| l.trim_start_matches('#').trim().to_lowercase())
+            .collect()
+    };
+    let cited = regex::Regex::new(r#"(docs/[a-z_-]+\.md),\s+"([^"]+)""#).unwrap();
+    let line_break = regex::Regex::new(r"\s*\n\s*(?://[!/]?)?\s*").unwrap();
+    let linked = regex::Regex::new(r"\]\(((?:\.\./|docs/)?[a-z_-]+\.md)(?:#[a-z0-9_-]+)?\)").unwrap();
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        // Citations may wrap across comment lines: join them first.
+        let joined = line_break.replace_all(&text, " ");
+        for c in cited.captures_iter(&joined) {
+            let (page, section) = (&c[1], c[2].to_lowercase());
+            checked += 1;
+            if !headings(page).iter().any(|h| h.starts_with(&section)) {
+                broken.push(format!("{}: {page}, \"{}\"", file.display(), &c[2]));
+            }
+        }
+        let dir = file.parent().unwrap();
+        for l in linked.captures_iter(&text) {
+            let target = &l[1];
+            checked += 1;
+            if !dir.join(target).exists() && !root.join(target).exists() {
+                broken.push(format!("{}: link to {target}", file.display()));
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} citations found: the patterns are wrong");
+    broken.sort();
+    broken.dedup();
+    assert!(broken.is_empty(), "cited sections or pages that do not exist:\n{}", broken.join("\n"));
+}

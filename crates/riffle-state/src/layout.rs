@@ -1,4 +1,4 @@
-//! Object paths of a pipeline's checkpoints (DESIGN §5).
+//! Object paths of a pipeline's checkpoints (docs/state-format.md, "Layout").
 
 use object_store::path::Path as ObjectPath;
 use riffle_core::Epoch;

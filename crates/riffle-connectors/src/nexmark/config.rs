@@ -39,7 +39,7 @@ impl NexmarkConfig {
         1_000_000.0 / self.first_event_rate as f64
     }
 
-    /// Event time of event `n`, in milliseconds (DESIGN: deterministic in `n`).
+    /// Event time of event `n`, in milliseconds (deterministic in `n`, so a replay after a restore regenerates the same events).
     pub fn event_time_ms(&self, n: u64) -> i64 {
         let g = self.out_of_order_group_size.max(1);
         let time_index = if g == 1 {

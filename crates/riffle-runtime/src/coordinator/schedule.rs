@@ -4,7 +4,7 @@
 //! (`CheckpointCoordinator::run`) feeds it events and does what it answers; the clock
 //! is passed in, so every rule is tested here as a named behaviour.
 //!
-//! Rules (docs/engine.md, "Checkpoints"):
+//! Rules (docs/engine.md, "Barriers and alignment"):
 //! - At most one epoch is in flight.
 //! - Once every source subtask ran dry, the end-of-input epoch starts as soon as nothing
 //!   else is in flight; nothing starts after it.

@@ -1,6 +1,6 @@
 //! What recovery asks of the job's sinks before a run starts: whether a PREPARED
 //! epoch can be finished, who owns the output, and taking back output a replay would
-//! write again (docs/engine.md, "Recovery" and "One owner per output").
+//! write again (docs/engine.md, "Exactly-once output" and "One owner per output").
 
 use crate::error::{LostOutput, RuntimeError, RuntimeResult};
 use crate::graph::JobGraph;
