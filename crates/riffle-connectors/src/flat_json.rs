@@ -20,8 +20,8 @@
 
 use crate::json_check::is_signed_digits;
 use crate::simd_json_gaps::{
-    has_a_key_twice, has_a_word_of_digits, has_control_byte, has_lone_surrogate, may_end_unchecked,
-    numbers_end_cleanly,
+    has_a_key_twice, has_control_byte, has_lone_surrogate, long_numbers_end_cleanly,
+    may_end_unchecked,
 };
 use riffle_core::arrow::array::{
     ArrayBuilder, ArrayRef, ArrowPrimitiveType, BooleanBuilder, PrimitiveBuilder, StringBuilder,
@@ -120,9 +120,7 @@ impl FlatJsonDecoder {
                 && !has_lone_surrogate(line)
                 && simd_json::fill_tape(line, &mut self.buffers, &mut line_tape).is_ok()
                 && self.record(&line_tape.0, &mut columns)
-                && !(self.unchecked_number
-                    && has_a_word_of_digits(original)
-                    && !numbers_end_cleanly(original));
+                && (!self.unchecked_number || long_numbers_end_cleanly(original));
             tape = line_tape.reset();
             if !taken {
                 break;

@@ -9,7 +9,7 @@
 //! - a key twice among those outside the schema (the decoder sees the schema's own):
 //!   [`has_a_key_twice`];
 //! - a long number followed by text that is no JSON (`1234567890123456789x`):
-//!   [`may_end_unchecked`], [`has_a_word_of_digits`], [`numbers_end_cleanly`].
+//!   [`may_end_unchecked`], [`long_numbers_end_cleanly`].
 //!
 //! Its number grammar is otherwise JSON's (no leading zero, no `1.`, no bare `-`), which
 //! `flat_json.rs`'s tests check.
@@ -33,34 +33,75 @@ pub(crate) fn may_end_unchecked(value: &Node<'_>) -> bool {
     }
 }
 
-/// Whether `line` holds an 8-byte word (at a multiple of 8) of nothing but digits and
-/// points: every number simd-json reads on a slow path (18 digits or more, or 19 in
-/// the digits and point before an exponent) covers such a word, so a line without one
-/// needs no [`numbers_end_cleanly`]. (Most floats, `12.5` or shortest-round-trip
-/// doubles, are shorter: the common line is passed in one sweep.)
-pub(crate) fn has_a_word_of_digits(line: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    line.chunks_exact(8).any(|word| {
-        let Ok(bytes) = <[u8; 8]>::try_from(word) else {
-            return false;
+/// Whether every long number in `line` is a JSON number that ends at white space or a
+/// structural character: every number simd-json reads on a slow path (18 digits or
+/// more, or 19 in the digits and point before an exponent) covers an 8-byte word (at a
+/// multiple of 8) of nothing but digits and points, so only the run of number bytes
+/// around such a word is looked at; when that run is not a clean number (it may be
+/// text in a string), the whole line is, by [`numbers_end_cleanly`]. Most lines have no
+/// such run (floats like `12.5` or shortest-round-trip doubles are shorter).
+pub(crate) fn long_numbers_end_cleanly(line: &[u8]) -> bool {
+    let is_number_byte =
+        |b: &u8| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-');
+    let mut checked_to = 0;
+    for (i, word) in line.chunks_exact(8).enumerate() {
+        let at = i * 8;
+        if at < checked_to || !is_word_of_digits(word) {
+            continue;
+        }
+        // A run of 18 or more covers 10 bytes besides the word: 5 on one side. (A
+        // float's `40.123456` may cover a word, but is short.)
+        let digits_or_points = |bytes: Option<&[u8]>| {
+            bytes.is_some_and(|b| b.iter().all(|b| b.is_ascii_digit() || *b == b'.'))
         };
-        let x = u64::from_le_bytes(bytes);
-        // A digit is below 10 after `^ 0x30`; the sum is below 0x80 only for those
-        // (a carry comes only out of a byte that is no digit, and the word is not one).
-        let y = x ^ (ONES * 0x30);
-        let not_digit = (y | y.wrapping_add(ONES * 0x76)) & (ONES * 0x80);
-        // A point is a zero byte after `^ 0x2E` (`/` after a point may pass as one too:
-        // then the line is only checked needlessly).
-        let z = x ^ (ONES * 0x2E);
-        let point = z.wrapping_sub(ONES) & !z & (ONES * 0x80);
-        not_digit & !point == 0
-    })
+        let long = (at >= 5 && digits_or_points(line.get(at - 5..at)))
+            || digits_or_points(line.get(at + 8..at + 13));
+        if !long {
+            continue;
+        }
+        let start = line[..at]
+            .iter()
+            .rposition(|b| !is_number_byte(b))
+            .map_or(0, |p| p + 1);
+        let end = line[at..]
+            .iter()
+            .position(|b| !is_number_byte(b))
+            .map_or(line.len(), |p| at + p);
+        checked_to = end;
+        let clean = json_number_length(&line[start..end]) == Some(end - start)
+            && matches!(
+                line.get(end),
+                None | Some(b' ' | b'\t' | b'\r' | b',' | b'}' | b']')
+            );
+        if !clean {
+            return numbers_end_cleanly(line);
+        }
+    }
+    true
+}
+
+/// Whether the 8 bytes of `word` are all digits or points.
+fn is_word_of_digits(word: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let Ok(bytes) = <[u8; 8]>::try_from(word) else {
+        return false;
+    };
+    let x = u64::from_le_bytes(bytes);
+    // A digit is below 10 after `^ 0x30`; the sum is below 0x80 only for those (a carry
+    // comes only out of a byte that is no digit, and then the word is not one).
+    let y = x ^ (ONES * 0x30);
+    let not_digit = (y | y.wrapping_add(ONES * 0x76)) & (ONES * 0x80);
+    // A point is a zero byte after `^ 0x2E` (a `/` after a point may pass as one too:
+    // then the run is only looked at needlessly).
+    let z = x ^ (ONES * 0x2E);
+    let point = z.wrapping_sub(ONES) & !z & (ONES * 0x80);
+    not_digit & !point == 0
 }
 
 /// Whether every number outside strings in `line` has JSON's grammar (`-`, an integer
 /// part without a leading zero, a fraction, an exponent) and ends at white space or a
 /// structural character.
-pub(crate) fn numbers_end_cleanly(line: &[u8]) -> bool {
+fn numbers_end_cleanly(line: &[u8]) -> bool {
     let mut at = 0;
     while let Some(&byte) = line.get(at) {
         match byte {
@@ -223,11 +264,29 @@ mod tests {
         ] {
             assert_eq!(numbers_end_cleanly(line.as_bytes()), clean, "{line}");
         }
-        assert!(has_a_word_of_digits(b"{\"a\":1234567890123456789x}"));
-        assert!(has_a_word_of_digits(b"{\"a\":-1.2345678901234567890x}"));
-        assert!(!has_a_word_of_digits(
-            b"{\"auction\":1000,\"price\":12.5,\"t\":\"2015-07-15 00:00:00.000\"}"
-        ));
+        for (line, clean) in [
+            (&b"{\"a\":1234567890123456789x}"[..], false),
+            (b"{\"a\":-1.2345678901234567890x}", false),
+            (b"{\"a\":12345678901234567890-3}", false),
+            (
+                b"{\"a\":1234567890123456789,\"b\":-1.2345678901234567890e-5}",
+                true,
+            ),
+            (b"{\"a\":\"x12345678901234567890y\",\"b\":1}", true),
+            (
+                b"{\"a\":\"x12345678901234567890y\",\"b\":12345678901234567890x}",
+                false,
+            ),
+            (
+                b"{\"auction\":1000,\"price\":12.5,\"t\":\"2015-07-15 00:00:00.000\"}",
+                true,
+            ),
+        ] {
+            let text = String::from_utf8_lossy(line);
+            assert_eq!(long_numbers_end_cleanly(line), clean, "{text}");
+        }
+        assert!(is_word_of_digits(b"1234.678") && !is_word_of_digits(b"1234-678"));
+        assert!(!is_word_of_digits("123456é".as_bytes()) && !is_word_of_digits(b"1234"));
     }
 
     #[test]

@@ -437,9 +437,14 @@ fn riffle_rows(dir: &Path, lines: usize, with_decimal: bool, p: usize) -> (Rows,
                 },
             ]
             .join("|");
-            let line = id.as_primitive::<Int64Type>().value(r) as usize;
-            assert!(rows[line - 1].is_none(), "line {line} read twice");
-            rows[line - 1] = Some(row);
+            // (A line with its id twice, read with the last value, has no line's id.)
+            let id = id.as_primitive::<Int64Type>().value(r);
+            let slot = usize::try_from(id - 1)
+                .ok()
+                .and_then(|i| rows.get_mut(i))
+                .unwrap_or_else(|| panic!("riffle read a row of id {id}, which no line has"));
+            assert!(slot.is_none(), "line {id} read twice");
+            *slot = Some(row);
         }
     }
     (rows, skipped(&summary))
