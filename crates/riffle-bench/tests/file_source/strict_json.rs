@@ -200,6 +200,11 @@ fn a_byte_order_mark_before_the_first_line_is_skipped() {
             assert_eq!(ids(&batches), [1, 2], "{path:?} p{p}");
         }
     }
+    // Also when the columns are inferred from the file (inference failed on it).
+    let mut cfg = config(dir.path(), FileFormat::Jsonl, MalformedRecords::Fail);
+    cfg.event_time_column = "id".into();
+    let (batches, _) = run(FileSourceFactory::new(cfg).unwrap(), 1).unwrap();
+    assert_eq!(ids(&batches), [1, 2]);
     // Anywhere else it is no JSON.
     refused_between_good_lines("\u{feff}{\"id\":2}", None, "not JSON");
 }

@@ -285,7 +285,7 @@ impl LineBase {
 }
 
 /// A UTF-8 byte order mark: some editors and exports on Windows begin a file with it.
-const BYTE_ORDER_MARK: &[u8] = b"\xEF\xBB\xBF";
+pub(super) const BYTE_ORDER_MARK: &[u8] = b"\xEF\xBB\xBF";
 
 /// One batch of lines of a file: their text, where each ends, and the numbers of the
 /// lines that are not blank (the records).
