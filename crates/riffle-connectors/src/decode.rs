@@ -270,7 +270,11 @@ impl RecordDecoder {
     ) -> std::result::Result<Option<RecordBatch>, String> {
         let json = self.format == FileFormat::Jsonl;
         if json {
-            self.check.check_lines(text)?;
+            // (One record is a whole text: a Kafka value's JSON may span lines.)
+            match rows {
+                1 => self.check.check_record(text)?,
+                _ => self.check.check_lines(text)?,
+            }
         }
         let mut arrow = match self.arrow.take() {
             Some(arrow) if rows <= self.capacity => arrow,
@@ -524,6 +528,11 @@ mod tests {
                 assert_eq!(field_of(&err, &schema).as_deref(), field, "{line}: {err}");
             }
         }
+        // One record alone may span lines (a Kafka value printed pretty).
+        let mut decoder = RecordDecoder::reading(FileFormat::Jsonl, &schema, None);
+        let pretty = b"{\n  \"id\": 1,\n  \"s\": \"a\"\n}";
+        assert_eq!(decoder.decode_one(pretty).unwrap().unwrap().num_rows(), 1);
+        assert_eq!(decoder.decode(pretty, 1).unwrap().unwrap().num_rows(), 1);
         // The broken pair read as one batch of two lines: not two records.
         let mut decoder = RecordDecoder::reading(FileFormat::Jsonl, &schema, None);
         assert!(decoder

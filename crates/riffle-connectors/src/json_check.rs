@@ -55,7 +55,7 @@ impl JsonLineCheck {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            self.check_line(line).map_err(|e| match one {
+            self.check_record(line).map_err(|e| match one {
                 true => e,
                 false => format!("{e} (line {} of the batch)", i + 1),
             })?;
@@ -63,11 +63,12 @@ impl JsonLineCheck {
         Ok(())
     }
 
-    /// Checks one line.
+    /// Checks `text` as one record: one line of a file, or one Kafka value, whose JSON
+    /// may span lines (a pretty-printed value).
     ///
     /// # Errors
     /// What is wrong with it.
-    pub(crate) fn check_line(&self, line: &[u8]) -> std::result::Result<(), String> {
+    pub(crate) fn check_record(&self, line: &[u8]) -> std::result::Result<(), String> {
         let mut parser = serde_json::Deserializer::from_slice(line);
         parser
             .deserialize_map(Record { rules: &self.rules })
@@ -192,7 +193,7 @@ mod tests {
 
     fn refused(line: &str) -> String {
         check()
-            .check_line(line.as_bytes())
+            .check_record(line.as_bytes())
             .expect_err(&format!("accepted: {line}"))
     }
 
@@ -206,7 +207,7 @@ mod tests {
             r#"{}"#,
         ] {
             check()
-                .check_line(line.as_bytes())
+                .check_record(line.as_bytes())
                 .unwrap_or_else(|e| panic!("{line}: {e}"));
         }
     }
@@ -252,6 +253,11 @@ mod tests {
         assert!(refused(r#"{"i":1} x"#).starts_with("text after the record"));
         assert!(refused("[1,2]").contains("a JSON object"));
         assert!(refused("\u{feff}{\"i\":1}").starts_with("not JSON"));
+        // One record may span lines (a Kafka value printed pretty); lines may not.
+        check()
+            .check_record(b"{\n  \"i\": 1,\n  \"s\": \"a\"\n}\n")
+            .unwrap();
+        assert!(check().check_lines(b"{\n  \"i\": 1\n}\n").is_err());
         // Broken over two lines, each line is refused on its own.
         let err = check()
             .check_lines(b"{\"i\":1}\n{\"i\":1,\"s\":\"a\"\n}{\"i\":2}\n")
@@ -275,7 +281,7 @@ mod tests {
             );
         }
         // Another column's digits are text like any other.
-        check().check_line(br#"{"s":"2023"}"#).unwrap();
+        check().check_record(br#"{"s":"2023"}"#).unwrap();
     }
 
     #[test]
