@@ -307,11 +307,20 @@ fn a_job_killed_on_three_workers_resumes_on_two() {
     let mut launcher = launched(cmd, &log);
     // Kill the whole job (launcher, then every worker) once checkpoints exist.
     wait_for_checkpoints(dir.path());
+    assert!(
+        launcher.try_wait().unwrap().is_none(),
+        "the job ended before it was killed"
+    );
     kill(launcher.id() as i32);
     for (_, pid) in worker_pids(&log) {
         kill(pid);
     }
     let _ = launcher.wait();
+    let partial = published(&dir.path().join("out"));
+    assert!(
+        partial.len() < expected.len(),
+        "the job had published everything before it was killed"
+    );
     let text = finished(&mut run("q5", dir.path(), "600K", 2, 2));
     assert!(text.contains("all 2 workers finished"), "{text}");
     assert_eq!(published(&dir.path().join("out")), expected);
@@ -658,12 +667,21 @@ fn a_worker_reuses_unchanged_state_files_and_a_resume_from_them_is_exact() {
     assert!(!expected.is_empty());
 
     let dir = tempfile::tempdir().unwrap();
-    // Worker 0's coordinator stops at epoch 6; the launcher kills worker 1.
+    // Worker 0's coordinator stops at epoch 6; the launcher kills worker 1. Epochs follow
+    // one another as fast as checkpoints commit, not every 20 ms: on a loaded machine
+    // they took 200-700 ms, and the whole input passed in 5 epochs. Throttled, the input
+    // lasts at least 15 s, and epoch 6 committed within 2 s under load. The resume runs
+    // at full speed (the throttle is no part of the pipeline's state).
     let crashed = q8(dir.path(), 2)
+        .args(["--throttle", "200K"])
         .env("RIFFLE_CRASH_AT", "after-latest-flip:6")
         .output()
         .unwrap();
-    assert!(!crashed.status.success(), "{}", stderr(&crashed));
+    assert!(
+        !crashed.status.success(),
+        "the input ran dry before epoch 6: {}",
+        stderr(&crashed)
+    );
     let files = referenced_files(&dir.path().join("state/q8"));
     // At p2 on 2 workers, subtask 1 runs on worker 1.
     let reused_by_worker_1 = files.iter().filter(|f| f.subtask == 1 && f.reused);
