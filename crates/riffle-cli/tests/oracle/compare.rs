@@ -1,6 +1,10 @@
-//! Reading both answers as rows and comparing them as multisets.
+//! Reading both answers as rows and comparing them as multisets, and reading the late
+//! rows riffle counted.
 
-use crate::grammar::{OutputKind, Query};
+use crate::grammar::{OutputKind, Query, Rows};
+use crate::input::LATE_ID_FROM;
+use riffle_state::layout::COMMITTED_MARKER;
+use riffle_state::{Manifest, ManifestStatus};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -89,6 +93,37 @@ pub fn riffle_rows(out: &Path, query: &Query) -> Vec<Row> {
     rows
 }
 
+/// The late rows riffle counted as dropped: the `late_rows_dropped` counter of the
+/// newest committed checkpoint under `state` (the end-of-input epoch's, after a
+/// finished run). Counters are checkpointed, so a row counted by an attempt that crashed
+/// before its next checkpoint is counted again only by the replay: the count is as
+/// exactly-once as the output.
+pub fn late_rows_counted(state: &Path, pipeline: &str) -> Result<u64, String> {
+    let dir = state.join(pipeline).join("checkpoints");
+    let mut newest: Option<Manifest> = None;
+    for entry in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let epoch_dir = entry.unwrap().path();
+        let path = epoch_dir.join("_manifest.json");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let manifest: Manifest = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a manifest ({e})", path.display()))?;
+        // COMMITTED is a marker beside the manifest (docs/state-format.md).
+        let committed = manifest.status == ManifestStatus::Committed
+            || epoch_dir.join(COMMITTED_MARKER).exists();
+        if committed && newest.as_ref().is_none_or(|n| n.epoch < manifest.epoch) {
+            newest = Some(manifest);
+        }
+    }
+    let newest = newest.ok_or_else(|| format!("no committed checkpoint in {}", dir.display()))?;
+    Ok(newest
+        .counters
+        .get("late_rows_dropped")
+        .copied()
+        .unwrap_or(0))
+}
+
 /// DuckDB's answer to `query` over the files under `input`.
 pub fn duckdb_rows(input: &Path, query: &Query, scratch: &Path) -> Vec<Row> {
     let python = std::env::var("RIFFLE_DUCKDB_PYTHON").expect(
@@ -97,10 +132,16 @@ pub fn duckdb_rows(input: &Path, query: &Query, scratch: &Path) -> Vec<Row> {
     let query_file = scratch.join("duckdb.sql");
     std::fs::write(&query_file, query.duckdb_sql()).unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/duckdb_answer.py");
+    let rows = match query.duckdb_input() {
+        Rows::All => "all",
+        Rows::OnTime => "on_time",
+    };
     let output = Command::new(python)
         .arg(script)
         .arg(input)
         .arg(&query_file)
+        .arg(LATE_ID_FROM.to_string())
+        .arg(rows)
         .output()
         .unwrap();
     assert!(

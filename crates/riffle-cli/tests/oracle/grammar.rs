@@ -3,8 +3,12 @@
 //! (batch: plain `GROUP BY` over window starts computed by arithmetic, a gaps-and-islands
 //! query for sessions). The two texts share no code path: what riffle's planner and
 //! operators do is checked against what DuckDB computes from the same files.
+//!
+//! The input's late rows (`input.rs`) are dropped and counted by windows and window
+//! joins, so DuckDB answers those from the rows on time; every other query is answered
+//! from all rows (docs/engine.md, "Windows and late rows").
 
-use crate::input::DELAY_S;
+use crate::input::{LateRows, DELAY_S};
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -48,6 +52,9 @@ pub enum Query {
     /// An unbounded outer join of `ev` and `pay` on the key (`LEFT`, `RIGHT` or `FULL`):
     /// padded rows withdrawn when a match arrives, a keyless changelog.
     OuterJoin { kind: &'static str },
+    /// An unbounded inner join of `ev` and `pay` on the key and `v % m = amount % m`
+    /// (append-only; late rows join like any other).
+    InnerJoin { m: i64 },
     /// `UNION ALL` of a filtered `ev` and `pay`, or of two filtered `GROUP BY`s (two
     /// changelogs, a keyless changelog).
     Union { changelog: bool, m: i64 },
@@ -93,10 +100,25 @@ pub enum OutputKind {
 /// How many kinds of query the grammar has.
 pub const KINDS: u64 = 17;
 
+/// Which rows DuckDB's views `ev` and `pay` hold (`duckdb_answer.py`); `ev_late` and
+/// `pay_late` always hold the late rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// Every row.
+    All,
+    /// The rows that are not late.
+    OnTime,
+}
+
 impl Query {
-    /// A query of kind `kind % KINDS` with random parameters.
+    /// A query of kind `kind % KINDS` with random parameters. Kind 11 is the unbounded
+    /// join: inner for every third run of `KINDS` seeds (28, 79, …), else outer, so that
+    /// adding the inner join left every other seed's case as it was.
     pub fn random(kind: u64, rng: &mut StdRng) -> Self {
         match kind % KINDS {
+            11 if (kind / KINDS) % 3 == 1 => Query::InnerJoin {
+                m: rng.random_range(8..16),
+            },
             0 => Query::Filter {
                 m: rng.random_range(2..6),
                 r: rng.random_range(0..2),
@@ -186,6 +208,7 @@ impl Query {
             Query::Updating { .. } | Query::Having { .. } => &["k", "n", "total"],
             Query::Regroup { .. } => &["r", "groups", "rows_in", "top", "bottom", "sizes"],
             Query::OuterJoin { .. } => &["eid", "pid"],
+            Query::InnerJoin { .. } => &["eid", "pid", "d"],
             Query::Union { .. } => &["a", "b"],
             Query::RankedRegroup { .. } => &["r", "n", "total", "hi"],
             Query::TopGroups { .. } => &["p", "rn", "k", "n"],
@@ -231,6 +254,7 @@ impl Query {
                 | Query::IntervalJoin { .. }
                 | Query::OuterIntervalJoin { .. }
                 | Query::OuterJoin { .. }
+                | Query::InnerJoin { .. }
                 | Query::Union { .. }
         ) {
             sql += &source("pay", "id BIGINT, k BIGINT, amount BIGINT, ts BIGINT");
@@ -295,6 +319,7 @@ impl Query {
             Query::OuterJoin { kind } => {
                 format!("SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p ON e.k = p.k")
             }
+            Query::InnerJoin { .. } => self.inner_join_sql(),
             Query::WindowJoin { size_s } => format!(
                 "SELECT e.id AS eid, p.id AS pid, {ws} AS ws\n\
                  FROM (SELECT id, k, tumble(INTERVAL '{size_s}' SECOND) AS w FROM ev) e\n\
@@ -372,6 +397,7 @@ impl Query {
             Query::OuterJoin { kind } => {
                 format!("SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p ON e.k = p.k")
             }
+            Query::InnerJoin { .. } => self.inner_join_sql(),
             Query::WindowJoin { size_s } => {
                 let size = size_s * 1000;
                 format!(
@@ -388,8 +414,20 @@ impl Query {
                     "SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p\n  ON e.k = p.k AND e.ts // {size} = p.ts // {size}"
                 )
             }
-            Query::OuterIntervalJoin { window_s, .. } => match window_s {
-                None => self.outer_interval_sql(),
+            Query::OuterIntervalJoin { window_s, kind, .. } => match window_s {
+                // A late row joins nothing (the rows near it in time have left the
+                // join's state, the other stream's late rows lie too far away), and
+                // leaves padded when it is on an outer side.
+                None => {
+                    let mut sql = self.outer_interval_sql();
+                    if *kind != "RIGHT" {
+                        sql += "\nUNION ALL SELECT id, NULL FROM ev_late";
+                    }
+                    if *kind != "LEFT" {
+                        sql += "\nUNION ALL SELECT NULL, id FROM pay_late";
+                    }
+                    sql
+                }
                 // A joined row's event time is the later of its rows', a padded row's
                 // its own.
                 Some(s) => {
@@ -407,6 +445,70 @@ impl Query {
 }
 
 impl Query {
+    /// Which rows DuckDB answers from: the rows on time where riffle drops late rows (a
+    /// window, a window join, a window over an outer interval join's padded rows, which
+    /// leave at their late rows' own time) or where they join nothing (an interval
+    /// join; an outer side's late rows are added to DuckDB's answer padded); all rows
+    /// where event time plays no part.
+    pub fn duckdb_input(&self) -> Rows {
+        match self {
+            Query::KeyedTumble { .. }
+            | Query::GlobalTumble { .. }
+            | Query::Hop { .. }
+            | Query::Session { .. }
+            | Query::WindowJoin { .. }
+            | Query::OuterWindowJoin { .. }
+            | Query::IntervalJoin { .. }
+            | Query::OuterIntervalJoin { .. } => Rows::OnTime,
+            Query::Filter { .. }
+            | Query::Distinct { .. }
+            | Query::Updating { .. }
+            | Query::Having { .. }
+            | Query::Regroup { .. }
+            | Query::OuterJoin { .. }
+            | Query::InnerJoin { .. }
+            | Query::Union { .. }
+            | Query::RankedRegroup { .. }
+            | Query::TopGroups { .. } => Rows::All,
+        }
+    }
+
+    /// How many late rows riffle must count as dropped (the newest committed
+    /// checkpoint's `late_rows_dropped`), given the input's late rows.
+    pub fn late_rows_dropped(&self, late: &LateRows) -> u64 {
+        let all_ev = late.ev_values.len() as u64;
+        match self {
+            Query::KeyedTumble { filter_mod, .. } => match filter_mod {
+                Some(m) => late.ev_where(|v| v % m != 0),
+                None => all_ev,
+            },
+            Query::GlobalTumble { .. } | Query::Hop { .. } | Query::Session { .. } => all_ev,
+            Query::WindowJoin { .. } | Query::OuterWindowJoin { .. } => all_ev + late.pay,
+            // The window drops the padded late rows of the outer sides; the inner
+            // side's late rows leave the join's state unmatched, which is no drop.
+            Query::OuterIntervalJoin {
+                window_s: Some(_),
+                kind,
+                ..
+            } => match *kind {
+                "LEFT" => all_ev,
+                "RIGHT" => late.pay,
+                _ => all_ev + late.pay,
+            },
+            _ => 0,
+        }
+    }
+
+    /// An `InnerJoin` query's text, the same in both dialects.
+    fn inner_join_sql(&self) -> String {
+        let Query::InnerJoin { m } = self else {
+            unreachable!("inner_join_sql of {self:?}")
+        };
+        format!(
+            "SELECT e.id AS eid, p.id AS pid, e.v - p.amount AS d FROM ev e JOIN pay p\n  ON e.k = p.k AND e.v % {m} = p.amount % {m}"
+        )
+    }
+
     /// An `OuterIntervalJoin` query's text, the same in both dialects (`ts` is epoch
     /// milliseconds in both).
     fn outer_interval_sql(&self) -> String {

@@ -1,13 +1,14 @@
 //! The differential oracle: generated pipelines run by riffle through crashes, `kill -9`
 //! and restores at other parallelisms, compared with DuckDB's answer over the same input.
 //!
-//! A case is drawn from a seed: input files (`input.rs`), a pipeline from a small grammar
-//! (`grammar.rs`: projections, filters, keyed and global tumbling, hopping and session
-//! windows, DISTINCT, an updating GROUP BY into an upsert sink, filtered and regrouped
-//! GROUP BYs and outer joins as changelogs into debezium-json files, UNION ALL, window and
-//! interval joins) and a schedule of `riffle run` processes (`schedule.rs`). The committed output
-//! must equal, row for row (as multisets), what DuckDB — an engine that shares no code
-//! with riffle — computes from the same files.
+//! A case is drawn from a seed: input files with late rows (`input.rs`), a pipeline from a
+//! small grammar (`grammar.rs`: projections, filters, keyed and global tumbling, hopping
+//! and session windows, DISTINCT, an updating GROUP BY into an upsert sink, filtered and
+//! regrouped GROUP BYs and outer joins as changelogs into debezium-json files, UNION ALL,
+//! inner unbounded, window and interval joins) and a schedule of `riffle run` processes
+//! (`schedule.rs`). The committed output must equal, row for row (as multisets), what
+//! DuckDB — an engine that shares no code with riffle — computes from the same files, and
+//! the late rows riffle counted as dropped must be exactly the ones the query drops.
 //!
 //! `.ci/run` runs a fixed set of seeds. `RIFFLE_ORACLE_SEEDS=7,19` runs those instead;
 //! `scripts/soak --hours N` draws random seeds until the time is up. A failing case is
@@ -28,6 +29,15 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use schedule::Schedule;
 use std::time::{Duration, Instant};
+
+/// The pipeline's name (its file's stem), under which its state lives.
+const PIPELINE: &str = "case";
+
+/// What a case that agreed with DuckDB checked.
+struct Agreed {
+    rows: usize,
+    late_rows_dropped: u64,
+}
 
 /// One generated case.
 #[derive(Debug, Clone)]
@@ -83,18 +93,19 @@ impl Case {
         1024 << (self.seed % 4)
     }
 
-    /// Runs the case; `Ok(rows)` when riffle's committed output equals DuckDB's answer.
-    fn check(&self) -> Result<usize, String> {
+    /// Runs the case; `Ok` when riffle's committed output equals DuckDB's answer and it
+    /// counted the late rows the query drops.
+    fn check(&self) -> Result<Agreed, String> {
         let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("input");
         // The input depends on the seed alone, so a shrunk case reads the same rows.
         let mut rng = StdRng::seed_from_u64(self.seed ^ 0x5eed);
-        input::write(&input, self.shape, &mut rng);
+        let late = input::write(&input, self.shape, &mut rng);
         let out = dir.path().join("out");
         let state = dir.path().join("state");
         // About 1.5 s of input per full run: a dozen checkpoints at 100 ms.
         let rate = (self.shape.files * self.shape.rows_per_file * 2 / 3).max(100) as u64;
-        let sql = dir.path().join("case.sql");
+        let sql = dir.path().join(format!("{PIPELINE}.sql"));
         let text = self.query.riffle_sql(
             &input.display().to_string(),
             &out.display().to_string(),
@@ -105,16 +116,34 @@ impl Case {
         schedule::run(&sql, &state, &self.schedule).map_err(|e| format!("{e}\n{text}"))?;
         let riffle = compare::riffle_rows(&out, &self.query);
         let duckdb = compare::duckdb_rows(&input, &self.query, dir.path());
-        match compare::difference(&riffle, &duckdb) {
-            None if duckdb.is_empty() => {
-                Err("DuckDB's answer is empty: the case checks nothing".into())
-            }
-            None => Ok(riffle.len()),
-            Some(diff) => Err(format!(
-                "{diff}\n-- riffle:\n{text}-- DuckDB:\n{}",
+        let answer = || {
+            format!(
+                "-- riffle:\n{text}-- DuckDB ({:?} rows):\n{}",
+                self.query.duckdb_input(),
                 self.query.duckdb_sql()
-            )),
+            )
+        };
+        if let Some(diff) = compare::difference(&riffle, &duckdb) {
+            return Err(format!("{diff}\n{}", answer()));
         }
+        if duckdb.is_empty() {
+            return Err("DuckDB's answer is empty: the case checks nothing".into());
+        }
+        let counted = compare::late_rows_counted(&state, PIPELINE)?;
+        let dropped = self.query.late_rows_dropped(&late);
+        if counted != dropped {
+            return Err(format!(
+                "riffle counted {counted} late rows dropped, the query drops {dropped} \
+                 (late rows: {} ev, {} pay)\n{}",
+                late.ev_values.len(),
+                late.pay,
+                answer()
+            ));
+        }
+        Ok(Agreed {
+            rows: riffle.len(),
+            late_rows_dropped: dropped,
+        })
     }
 
     /// Simpler cases that still fail, simplest last: no crashes, one process,
@@ -216,19 +245,22 @@ fn check_seeds(
         let case = case(seed);
         let started = Instant::now();
         match case.check() {
-            Ok(rows) if started.elapsed() > STALLED => {
+            Ok(agreed) if started.elapsed() > STALLED => {
                 let took = started.elapsed().as_secs_f64();
                 eprintln!("oracle: SLOW {} ({took:.0} s)", case.describe());
                 failures.push(format!(
-                    "{}\n  agreed with DuckDB ({rows} rows) but took {took:.0} s: something waited for a timeout\n  replay: {replay}={seed}",
-                    case.describe()
+                    "{}\n  agreed with DuckDB ({} rows) but took {took:.0} s: something waited for a timeout\n  replay: {replay}={seed}",
+                    case.describe(),
+                    agreed.rows
                 ));
             }
-            Ok(rows) => {
+            Ok(agreed) => {
                 passed += 1;
                 eprintln!(
-                    "oracle: ok   {} — {rows} rows as DuckDB ({:.1} s)",
+                    "oracle: ok   {} — {} rows as DuckDB, {} late rows dropped ({:.1} s)",
                     case.describe(),
+                    agreed.rows,
+                    agreed.late_rows_dropped,
                     started.elapsed().as_secs_f64()
                 );
             }
