@@ -1,6 +1,7 @@
 //! A chain: operators (and possibly a sink) run back to back inside one task.
 
 use crate::metrics::{FlowCounters, JobMetrics};
+pub use crate::protocol::ChainError;
 use riffle_core::operator::OperatorCounters;
 use riffle_core::{
     CounterValues, Epoch, Error, EventTime, Operator, OperatorId, OperatorState, RecordBatch, Sink,
@@ -34,14 +35,6 @@ pub struct ChainSink {
     pub watermark_slot: usize,
     /// What flows into it (for metrics).
     pub flow: Arc<FlowCounters>,
-}
-
-/// A failure inside a chain, naming the operator.
-pub struct ChainError {
-    /// Which operator failed.
-    pub operator: OperatorId,
-    /// What went wrong.
-    pub error: Error,
 }
 
 /// Operators run back to back; what the last emits is collected for the task to send.

@@ -17,7 +17,8 @@ use crate::checkpoint_events::{
 };
 use crate::crash::{maybe_crash, CrashPoint};
 use crate::file_reuse::ReuseCache;
-use crate::job::{BarrierInjector, JobStopper, SnapshotAck};
+use crate::handle::{BarrierInjector, JobStopper};
+use crate::protocol::SnapshotAck;
 use crate::savepoint::{SavepointDone, SavepointRequest, SavepointRequests};
 use riffle_core::{
     Barrier, BarrierKind, Committable, CounterValues, Epoch, OperatorId, SinkFactory,

@@ -1,6 +1,7 @@
 //! How rows move from the subtasks of one operator to those of the next.
 
 use crate::metrics::FlowCounters;
+use crate::protocol::ChainOrCancel;
 use riffle_core::arrow::array::UInt32Array;
 use riffle_core::arrow::compute::take_record_batch;
 use riffle_core::{KeyGroup, KeyHasher, Message, RecordBatch, Result};
@@ -38,6 +39,12 @@ impl Exchange {
 /// The channel was closed by the receiver: the job is shutting down.
 #[derive(Debug)]
 pub struct Disconnected;
+
+impl From<Disconnected> for ChainOrCancel {
+    fn from(_: Disconnected) -> Self {
+        ChainOrCancel::Cancelled
+    }
+}
 
 /// Sends a task's output over one edge, applying its exchange.
 pub struct OutputRouter {

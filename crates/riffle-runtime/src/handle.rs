@@ -1,13 +1,13 @@
 //! A started job: waiting for it, injecting barriers, and stopping it from outside.
 
 use crate::error::{RuntimeError, RuntimeResult};
-use crate::job::{JobSummary, SnapshotAck, TaskExit, TaskOutcome};
-use crate::metrics::JobMetrics;
-use crate::task::ChainOrCancel;
-use riffle_core::{Barrier, OperatorId};
+use crate::metrics::{JobMetrics, OperatorTotals};
+use crate::placement::RemoteEnds;
+use crate::protocol::{ChainOrCancel, SnapshotAck, TaskExit, TaskOutcome};
+use riffle_core::{Barrier, OperatorId, SinkSummary};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinSet;
 
@@ -46,6 +46,33 @@ impl JobStopper {
     }
 }
 
+/// What a finished job did.
+#[derive(Debug, Clone, Default)]
+pub struct JobSummary {
+    /// Wall time from start to the last task's end.
+    pub elapsed: Duration,
+    /// Rows read by sources.
+    pub source_rows: u64,
+    /// Rows written by sinks.
+    pub sink_rows: u64,
+    /// Per sink subtask, what it wrote.
+    pub sinks: Vec<(OperatorId, SinkSummary)>,
+    /// Per operator, late rows and windows.
+    pub operators: Vec<OperatorTotals>,
+}
+
+impl JobSummary {
+    /// Late rows dropped over all operators.
+    pub fn late_rows_dropped(&self) -> u64 {
+        self.operators.iter().map(|o| o.late_rows_dropped).sum()
+    }
+
+    /// Malformed source records skipped over all sources.
+    pub fn records_skipped(&self) -> u64 {
+        self.operators.iter().map(|o| o.records_skipped).sum()
+    }
+}
+
 /// A started job: its metrics, a way to inject barriers, and its result.
 pub struct JobHandle {
     /// Live counters.
@@ -57,7 +84,7 @@ pub struct JobHandle {
     /// the end of its input and waits for the end-of-input barrier.
     pub end_of_input: Option<UnboundedReceiver<()>>,
     /// Channels with one end on another worker (none in a single process).
-    pub remote: crate::job::RemoteEnds,
+    pub remote: RemoteEnds,
     /// Tasks of the whole job, over every worker: the acks each checkpoint needs.
     pub(crate) job_tasks: usize,
     /// Source subtasks of the whole job, over every worker: the ends of input the

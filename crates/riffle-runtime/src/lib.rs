@@ -17,7 +17,6 @@
 pub mod align;
 pub mod chain;
 pub mod checkpoint_events;
-mod checkpointed_start;
 pub mod control;
 pub mod coordinator;
 pub mod crash;
@@ -31,6 +30,7 @@ pub mod metrics;
 pub mod placement;
 pub mod plan;
 pub mod plan_check;
+mod protocol;
 pub mod recovery;
 pub mod restore;
 pub mod savepoint;

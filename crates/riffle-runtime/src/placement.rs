@@ -8,7 +8,20 @@
 //! producer's transaction) is pinned: all its subtasks run on worker 0, next to the
 //! coordinator that commits them.
 
+use riffle_core::Message;
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::{Receiver, Sender};
+
+/// The ends of channels whose other end is on another worker; the cluster layer carries
+/// their messages over the network, in order (docs/cluster.md).
+#[derive(Default)]
+pub struct RemoteEnds {
+    /// Channels a local task sends on and a task of worker `.1` receives: drain and ship.
+    pub outgoing: Vec<(ChannelKey, usize, Receiver<Message>)>,
+    /// Channels a local task receives on and a remote task sends on: feed them from the
+    /// network; dropping one without [`Message::End`] fails the receiving task.
+    pub incoming: Vec<(ChannelKey, Sender<Message>)>,
+}
 
 /// The workers of a job and which one this process is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 use crate::chain::{Chain, ChainError};
 use crate::exchange::OutputRouter;
 use crate::graph::WatermarkStrategy;
-use crate::job::{SnapshotAck, TaskExit, TaskIdentity, TaskOutcome};
 use crate::metrics::{FlowCounters, JobMetrics};
+use crate::protocol::{SnapshotAck, TaskExit, TaskIdentity, TaskOutcome};
 use crate::task::{advance_watermark, broadcast, flush, take_snapshot, AlignedBarrier};
 use riffle_core::arrow::array::{Array, AsArray};
 use riffle_core::arrow::datatypes::TimestampNanosecondType;

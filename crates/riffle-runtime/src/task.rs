@@ -3,7 +3,7 @@
 use crate::align::{Alignment, BarrierAligner};
 use crate::chain::{Chain, ChainError};
 use crate::exchange::OutputRouter;
-use crate::job::{SnapshotAck, TaskExit, TaskIdentity, TaskOutcome};
+use crate::protocol::{ChainOrCancel, SnapshotAck, TaskExit, TaskIdentity, TaskOutcome};
 use crate::watermark::WatermarkTracker;
 use riffle_core::{Barrier, BarrierKind, Committable, EventTime, Message, Watermark};
 use std::future::poll_fn;
@@ -246,24 +246,4 @@ pub(crate) async fn run_channel_task(
     flush(&mut chain, &mut routers).await?;
     broadcast(&routers, Message::End).await?;
     Ok(TaskExit { sink })
-}
-
-/// Why a task stopped early.
-pub(crate) enum ChainOrCancel {
-    /// An operator failed.
-    Failed(ChainError),
-    /// A neighbour went away; the job is shutting down because of another failure.
-    Cancelled,
-}
-
-impl From<ChainError> for ChainOrCancel {
-    fn from(e: ChainError) -> Self {
-        ChainOrCancel::Failed(e)
-    }
-}
-
-impl From<crate::exchange::Disconnected> for ChainOrCancel {
-    fn from(_: crate::exchange::Disconnected) -> Self {
-        ChainOrCancel::Cancelled
-    }
 }

@@ -5,7 +5,7 @@
 use super::{now_ms, CheckpointCoordinator, OperatorInfo, Pending};
 use crate::checkpoint_events::SubtaskTiming;
 use crate::file_reuse::{reuse_files, snapshot_files, ReuseCache};
-use crate::job::SnapshotAck;
+use crate::protocol::SnapshotAck;
 use riffle_core::{Committable, CounterValues, OperatorId};
 use riffle_state::manifest::{FileEntry, OperatorEntry, SubtaskEntry};
 use riffle_state::Manifest;

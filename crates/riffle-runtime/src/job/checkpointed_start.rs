@@ -2,10 +2,10 @@
 //! coordinator on a thread of its own, fed by the job's acks (and, on worker 0 of a job
 //! spread over workers, by the other workers' acks and barrier streams).
 
+use super::{start, JobConfig};
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::graph::JobGraph;
 use crate::handle::JobHandle;
-use crate::job::{start, JobConfig};
 use std::sync::Arc;
 
 /// Starts `graph` with a [`CheckpointCoordinator`](crate::CheckpointCoordinator) taking
