@@ -5,7 +5,9 @@
 use riffle_connectors::sinks::{FileFormat, FileSinkFactory, RollingPolicy};
 use riffle_core::arrow::array::{Int64Array, TimestampNanosecondArray};
 use riffle_core::arrow::datatypes::{DataType, Field};
-use riffle_core::{Committable, Epoch, RecordBatch, SinkContext, SinkFactory, StreamSchema};
+use riffle_core::{
+    Committable, Committer, Epoch, RecordBatch, SinkContext, SinkFactory, StreamSchema,
+};
 use std::path::Path;
 use std::sync::Arc;
 

@@ -18,8 +18,8 @@ use riffle_connectors::MalformedRecords;
 use riffle_core::arrow::array::{AsArray, Int64Array, StringArray, TimestampNanosecondArray};
 use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
 use riffle_core::{
-    Committable, Epoch, EventTime, OperatorContext, OperatorState, RecordBatch, SinkContext,
-    SinkFactory, SourceFactory, SourcePoll, StagedOutput, StreamSchema,
+    Committable, Committer, Epoch, EventTime, OperatorContext, OperatorState, RecordBatch,
+    SinkContext, SinkFactory, SourceFactory, SourcePoll, StagedOutput, StreamSchema,
 };
 use std::sync::Arc;
 use std::time::Duration;

@@ -15,7 +15,9 @@ use riffle_core::arrow::array::{
     TimestampNanosecondArray, UInt64Array,
 };
 use riffle_core::arrow::datatypes::{DataType, Field, TimeUnit};
-use riffle_core::{Committable, Epoch, RecordBatch, SinkContext, SinkFactory, StreamSchema};
+use riffle_core::{
+    Committable, Committer, Epoch, RecordBatch, SinkContext, SinkFactory, StreamSchema,
+};
 use std::sync::Arc;
 
 fn schema() -> StreamSchema {

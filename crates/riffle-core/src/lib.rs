@@ -38,7 +38,7 @@ pub use row_kind::{
 };
 pub use schema::{timestamp_type, StreamSchema, TIMESTAMP_FIELD};
 pub use sink::{
-    committables_by_sink, sort_for_commit, Committable, OutputOwner, Sink, SinkContext,
+    committables_by_sink, sort_for_commit, Committable, Committer, OutputOwner, Sink, SinkContext,
     SinkFactory, SinkSummary, StagedOutput, Unpublished,
 };
 pub use source::{Source, SourceFactory, SourcePoll, TimeBounds};

@@ -164,7 +164,8 @@ pub trait Sink: Send {
     fn finish(&mut self) -> Result<SinkSummary>;
 }
 
-/// Builds sink subtasks, and commits or discards what they staged.
+/// Builds sink subtasks; an exactly-once sink's [`Committer`] publishes or discards
+/// what they staged.
 pub trait SinkFactory: Send + Sync {
     /// Short description for `explain`, e.g. `files(jsonl, out/)`.
     fn describe(&self) -> String;
@@ -177,10 +178,18 @@ pub trait SinkFactory: Send + Sync {
         Vec::new()
     }
 
-    /// Whether output is published only through [`commit`](SinkFactory::commit)
-    /// (exactly-once with checkpoints); otherwise output is at-least-once after a crash.
+    /// The committer of an exactly-once sink, which alone publishes what its subtasks
+    /// staged (with checkpoints); `None` for a sink that writes as it goes and is
+    /// at-least-once after a crash. A transactional sink cannot leave out its commit:
+    /// [`Committer::commit`] has no default.
+    fn committer(&self) -> Option<&dyn Committer> {
+        None
+    }
+
+    /// Whether output is published only through a [`Committer`]. Answered by
+    /// [`committer`](SinkFactory::committer); not to be overridden.
     fn is_transactional(&self) -> bool {
-        false
+        self.committer().is_some()
     }
 
     /// Creates subtask `ctx.subtask` of `ctx.parallelism` for rows of `schema`.
@@ -189,33 +198,12 @@ pub trait SinkFactory: Send + Sync {
     /// The destination cannot be opened.
     fn create(&self, schema: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>>;
 
-    /// Publishes what a subtask staged. Idempotent: committing a committable again (a
-    /// recovery rolling a PREPARED epoch forward) changes nothing.
-    ///
-    /// # Errors
-    /// The staged output is gone without having been published, or storage fails.
-    fn commit(&self, _committable: &Committable) -> Result<()> {
-        Ok(())
-    }
-
-    /// Publishes everything this sink's subtasks staged for one PREPARED manifest (one
-    /// epoch, or several when timed-out epochs commit with a later one), in manifest
-    /// order. Idempotent like [`commit`](SinkFactory::commit), which it calls for each
-    /// by default; a sink that publishes one transaction per epoch group (an Iceberg
-    /// snapshot) overrides it.
-    ///
-    /// # Errors
-    /// As [`commit`](SinkFactory::commit).
-    fn commit_all(&self, committables: &[&Committable]) -> Result<()> {
-        committables.iter().try_for_each(|c| self.commit(c))
-    }
-
     /// How many epochs one publication covers. With more than one, the coordinator holds
     /// a checkpoint's committables of this sink back (recorded in its manifest as held,
     /// which recovery publishes) until the held epochs span this many, or an epoch ends
-    /// the input or takes a savepoint; then [`commit_all`](SinkFactory::commit_all)
-    /// gets them all at once (docs/engine.md, "Exactly-once output"). Honoured only for
-    /// sinks whose [`commit_outlives_process`](SinkFactory::commit_outlives_process).
+    /// the input or takes a savepoint; then [`Committer::commit_all`] gets them all at
+    /// once (docs/engine.md, "Exactly-once output"). Honoured only for sinks whose
+    /// [`commit_outlives_process`](SinkFactory::commit_outlives_process).
     fn epochs_per_commit(&self) -> u64 {
         1
     }
@@ -228,6 +216,51 @@ pub trait SinkFactory: Send + Sync {
         true
     }
 
+    /// The owner recorded for this sink's output, or `None` when none is recorded or
+    /// the sink records none. Recovery reads it before it changes anything.
+    ///
+    /// # Errors
+    /// Storage failures; an owner record that cannot be read.
+    fn output_owner(&self) -> Result<Option<OutputOwner>> {
+        Ok(None)
+    }
+
+    /// Records `owner` as the owner of this sink's output when no owner is recorded —
+    /// by a conditional create, so that of two pipelines starting at once exactly one
+    /// wins — or in place of the recorded one with `replace`. Returns the owner
+    /// recorded afterwards (`None`: this sink records no owner).
+    ///
+    /// # Errors
+    /// Storage failures.
+    fn claim_output(&self, _owner: &OutputOwner, _replace: bool) -> Result<Option<OutputOwner>> {
+        Ok(None)
+    }
+}
+
+/// What publishes an exactly-once sink's staged output, and what recovery asks of it
+/// (docs/engine.md, "Exactly-once output"). Split from [`SinkFactory`] so that a sink
+/// that stages output cannot compile without saying how it is published and where it
+/// stands.
+pub trait Committer: Send + Sync {
+    /// Publishes what a subtask staged. Idempotent: committing a committable again (a
+    /// recovery rolling a PREPARED epoch forward) changes nothing.
+    ///
+    /// # Errors
+    /// The staged output is gone without having been published, or storage fails.
+    fn commit(&self, committable: &Committable) -> Result<()>;
+
+    /// Publishes everything this sink's subtasks staged for one PREPARED manifest (one
+    /// epoch, or several when timed-out epochs commit with a later one), in manifest
+    /// order. Idempotent like [`commit`](Committer::commit), which it calls for each
+    /// by default; a sink that publishes one transaction per epoch group (an Iceberg
+    /// snapshot) overrides it.
+    ///
+    /// # Errors
+    /// As [`commit`](Committer::commit).
+    fn commit_all(&self, committables: &[&Committable]) -> Result<()> {
+        committables.iter().try_for_each(|c| self.commit(c))
+    }
+
     /// Recovery, before rolling a PREPARED epoch forward: where `committable` stands.
     /// An epoch with a [`StagedOutput::Lost`] committable cannot be rolled forward;
     /// recovery replays it from the checkpoint before it when nothing of it is
@@ -235,9 +268,7 @@ pub trait SinkFactory: Send + Sync {
     ///
     /// # Errors
     /// The external system cannot tell (unreachable).
-    fn staged_output(&self, _committable: &Committable) -> Result<StagedOutput> {
-        Ok(StagedOutput::Staged)
-    }
+    fn staged_output(&self, committable: &Committable) -> Result<StagedOutput>;
 
     /// Recovery, before it deletes, takes back or skips anything: whether this sink
     /// still holds, whole, what each of `committables` published — epochs that
@@ -245,7 +276,7 @@ pub trait SinkFactory: Send + Sync {
     /// one (a catalog restored from an older backup, a table truncated, a directory
     /// emptied) makes recovery refuse to start, naming the epochs, instead of resuming
     /// without those rows (docs/engine.md, "Output a sink lost"). By default what
-    /// [`staged_output`](SinkFactory::staged_output) says of each; a sink whose
+    /// [`staged_output`](Committer::staged_output) says of each; a sink whose
     /// `Published` means "in part" answers for the whole, and one that can answer for
     /// all at once (one read of a table's history) does.
     ///
@@ -268,47 +299,21 @@ pub trait SinkFactory: Send + Sync {
     /// # Errors
     /// Storage failures.
     fn unpublish(&self, after: Epoch) -> Result<Unpublished> {
-        Ok(if self.is_transactional() {
-            Unpublished::Cannot(format!(
-                "`{}` cannot take back what epochs after {after} published",
-                self.describe()
-            ))
-        } else {
-            // At-least-once sinks never promised that a replay writes nothing twice.
-            Unpublished::Removed(0)
-        })
+        Ok(Unpublished::Cannot(format!(
+            "this sink cannot take back what epochs after {after} published"
+        )))
     }
 
     /// How many items of exactly-once output (files, rows) this sink already holds,
     /// published by some earlier run. Recovery asks before a run starts from empty
     /// state: writing again over such output would duplicate it, so the run is refused
-    /// unless the user asks to replace it ([`unpublish`](SinkFactory::unpublish) from
+    /// unless the user asks to replace it ([`unpublish`](Committer::unpublish) from
     /// epoch 0). 0 when the sink cannot tell.
     ///
     /// # Errors
     /// Storage failures.
     fn published(&self) -> Result<usize> {
         Ok(0)
-    }
-
-    /// The owner recorded for this sink's output, or `None` when none is recorded or
-    /// the sink records none. Recovery reads it before it changes anything.
-    ///
-    /// # Errors
-    /// Storage failures; an owner record that cannot be read.
-    fn output_owner(&self) -> Result<Option<OutputOwner>> {
-        Ok(None)
-    }
-
-    /// Records `owner` as the owner of this sink's output when no owner is recorded —
-    /// by a conditional create, so that of two pipelines starting at once exactly one
-    /// wins — or in place of the recorded one with `replace`. Returns the owner
-    /// recorded afterwards (`None`: this sink records no owner).
-    ///
-    /// # Errors
-    /// Storage failures.
-    fn claim_output(&self, _owner: &OutputOwner, _replace: bool) -> Result<Option<OutputOwner>> {
-        Ok(None)
     }
 
     /// Discards everything staged that no commit published (recovery, after rolling

@@ -31,8 +31,8 @@ use riffle_connectors::io_runtime::block_on;
 use riffle_connectors::sinks::without_timestamp;
 use riffle_core::arrow::datatypes::{Schema, SchemaRef};
 use riffle_core::{
-    Committable, Epoch, Error, OutputOwner, OutputPlace, RecordBatch, Result, Sink, SinkContext,
-    SinkFactory, SinkSummary, StagedOutput, StreamSchema, Unpublished,
+    Committable, Committer as SinkCommitter, Epoch, Error, OutputOwner, OutputPlace, RecordBatch,
+    Result, Sink, SinkContext, SinkFactory, SinkSummary, StagedOutput, StreamSchema, Unpublished,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -404,10 +404,6 @@ impl SinkFactory for IcebergSinkFactory {
         }]
     }
 
-    fn is_transactional(&self) -> bool {
-        true
-    }
-
     fn epochs_per_commit(&self) -> u64 {
         self.committer.config.epochs_per_commit.max(1)
     }
@@ -448,6 +444,30 @@ impl SinkFactory for IcebergSinkFactory {
         }))
     }
 
+    fn output_owner(&self) -> Result<Option<OutputOwner>> {
+        match self.committer.existing_table()? {
+            Some(table) => catalog::recorded_owner(&table),
+            None => Ok(None),
+        }
+    }
+
+    fn claim_output(&self, owner: &OutputOwner, replace: bool) -> Result<Option<OutputOwner>> {
+        self.committer.table()?;
+        let owner = owner.clone();
+        self.committer
+            .with_catalog(move |catalog, ident| async move {
+                catalog::claim(catalog.as_ref(), &ident, &owner, replace)
+                    .await
+                    .map(Some)
+            })
+    }
+
+    fn committer(&self) -> Option<&dyn SinkCommitter> {
+        Some(self)
+    }
+}
+
+impl SinkCommitter for IcebergSinkFactory {
     fn commit(&self, committable: &Committable) -> Result<()> {
         self.committer.append(&[committable])
     }
@@ -514,24 +534,6 @@ impl SinkFactory for IcebergSinkFactory {
             Some(table) => catalog::committed_epochs(&table, &c.config.sink_id).len(),
             None => 0,
         })
-    }
-
-    fn output_owner(&self) -> Result<Option<OutputOwner>> {
-        match self.committer.existing_table()? {
-            Some(table) => catalog::recorded_owner(&table),
-            None => Ok(None),
-        }
-    }
-
-    fn claim_output(&self, owner: &OutputOwner, replace: bool) -> Result<Option<OutputOwner>> {
-        self.committer.table()?;
-        let owner = owner.clone();
-        self.committer
-            .with_catalog(move |catalog, ident| async move {
-                catalog::claim(catalog.as_ref(), &ident, &owner, replace)
-                    .await
-                    .map(Some)
-            })
     }
 
     // Data files of runs before `generation` that no snapshot lists were written for

@@ -412,7 +412,10 @@ async fn finish(
     if plan.restore.is_none() {
         let mut holding = Vec::new();
         for (id, sink) in &sinks {
-            let published = sink.published().map_err(|e| {
+            let Some(committer) = sink.committer() else {
+                continue; // at-least-once output promises nothing about a replay
+            };
+            let published = committer.published().map_err(|e| {
                 RuntimeError::transient(format!("asking sink `{id}` what it holds: {e}"))
             })?;
             if published > 0 {
@@ -481,13 +484,13 @@ async fn finish(
             sinks.get(sink).is_none_or(|f| f.commit_outlives_process())
         });
         for (id, group) in riffle_core::committables_by_sink(&publishing) {
-            let sink = sinks.get(id).ok_or_else(|| {
+            let committer = sinks.get(id).and_then(|s| s.committer()).ok_or_else(|| {
                 RuntimeError::needs_user(format!(
-                    "epoch {} holds unpublished output of sink `{id}`, which the job no longer has",
+                    "epoch {} holds unpublished output of sink `{id}`, which the job no longer has as an exactly-once sink",
                     m.epoch
                 ))
             })?;
-            sink.commit_all(&group).map_err(|e| {
+            committer.commit_all(&group).map_err(|e| {
                 RuntimeError::transient(format!(
                     "publishing what epoch {} covers: committing sink `{id}`: {e}",
                     m.epoch
@@ -500,8 +503,11 @@ async fn finish(
         }
     }
     let mut aborted = 0;
-    for (id, sink) in &sinks {
-        aborted += sink.abort_staged(generation).map_err(|e| {
+    for (id, committer) in sinks
+        .iter()
+        .filter_map(|(id, s)| Some((id, s.committer()?)))
+    {
+        aborted += committer.abort_staged(generation).map_err(|e| {
             RuntimeError::transient(format!("discarding uncommitted output of sink `{id}`: {e}"))
         })?;
     }

@@ -25,8 +25,8 @@ use crate::sinks::{without_row_kind, without_timestamp};
 use rdkafka::producer::Producer;
 use riffle_core::arrow::util::display::array_value_to_string;
 use riffle_core::{
-    row_kinds, Committable, Epoch, Error, OutputPlace, RecordBatch, Result, Sink, SinkContext,
-    SinkFactory, SinkSummary, StagedOutput, StreamSchema,
+    row_kinds, Committable, Committer, Epoch, Error, OutputPlace, RecordBatch, Result, Sink,
+    SinkContext, SinkFactory, SinkSummary, StagedOutput, StreamSchema, Unpublished,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -149,10 +149,6 @@ impl SinkFactory for KafkaSinkFactory {
             .collect()
     }
 
-    fn is_transactional(&self) -> bool {
-        self.exactly_once()
-    }
-
     fn commit_outlives_process(&self) -> bool {
         !self.exactly_once()
     }
@@ -200,6 +196,19 @@ impl SinkFactory for KafkaSinkFactory {
             transaction: 0,
             summary: SinkSummary::default(),
         }))
+    }
+
+    fn committer(&self) -> Option<&dyn Committer> {
+        self.exactly_once().then_some(self as &dyn Committer)
+    }
+}
+
+impl Committer for KafkaSinkFactory {
+    fn unpublish(&self, after: Epoch) -> Result<Unpublished> {
+        Ok(Unpublished::Cannot(format!(
+            "`{}` cannot take back what epochs after {after} published",
+            self.describe()
+        )))
     }
 
     fn commit(&self, committable: &Committable) -> Result<()> {

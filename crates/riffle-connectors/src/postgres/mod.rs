@@ -22,8 +22,8 @@ pub use types::PgType;
 
 use crate::io_runtime::block_on;
 use riffle_core::{
-    Committable, Epoch, Error, OutputOwner, OutputPlace, Result, Sink, SinkContext, SinkFactory,
-    StagedOutput, StreamSchema, Unpublished,
+    Committable, Committer, Epoch, Error, OutputOwner, OutputPlace, Result, Sink, SinkContext,
+    SinkFactory, StagedOutput, StreamSchema, Unpublished,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
@@ -258,10 +258,6 @@ impl SinkFactory for PostgresSinkFactory {
         vec![self.config.place()]
     }
 
-    fn is_transactional(&self) -> bool {
-        true
-    }
-
     fn create(&self, schema: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
         let columns = sink::output_columns(schema)?;
         if schema.row_kind_index().is_some() && self.config.mode == WriteMode::Append {
@@ -307,6 +303,20 @@ impl SinkFactory for PostgresSinkFactory {
         )))
     }
 
+    fn output_owner(&self) -> Result<Option<OutputOwner>> {
+        self.with_admin(ledger::owner)
+    }
+
+    fn claim_output(&self, owner: &OutputOwner, replace: bool) -> Result<Option<OutputOwner>> {
+        self.with_admin(|client, config| ledger::claim(client, config, owner.clone(), replace))
+    }
+
+    fn committer(&self) -> Option<&dyn Committer> {
+        Some(self)
+    }
+}
+
+impl Committer for PostgresSinkFactory {
     fn commit(&self, committable: &Committable) -> Result<()> {
         let staged: PreparedTransaction = committable.decode("a PostgreSQL transaction")?;
         let epoch = committable.epoch.0 as i64;
@@ -338,14 +348,6 @@ impl SinkFactory for PostgresSinkFactory {
     // Every ledger row is an epoch some run of this sink committed.
     fn published(&self) -> Result<usize> {
         self.with_admin(ledger::ledger_rows)
-    }
-
-    fn output_owner(&self) -> Result<Option<OutputOwner>> {
-        self.with_admin(ledger::owner)
-    }
-
-    fn claim_output(&self, owner: &OutputOwner, replace: bool) -> Result<Option<OutputOwner>> {
-        self.with_admin(|client, config| ledger::claim(client, config, owner.clone(), replace))
     }
 
     // Every leftover transaction of this job's prefix: recovery checks right before

@@ -5,8 +5,8 @@
 //! in-process restart shows exactly-once output.
 
 use riffle_core::{
-    Committable, Epoch, RecordBatch, Result, Sink, SinkContext, SinkFactory, SinkSummary,
-    StreamSchema,
+    Committable, Committer, Epoch, RecordBatch, Result, Sink, SinkContext, SinkFactory,
+    SinkSummary, StagedOutput, StreamSchema,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Debug, Default)]
 struct Collected {
     committed: Vec<RecordBatch>,
+    /// The (subtask, epoch)s committed, for recovery's questions.
+    published: std::collections::HashSet<(usize, Epoch)>,
     /// Rows pre-committed per (subtask, epoch), waiting for commit.
     staged: HashMap<(usize, Epoch), Vec<RecordBatch>>,
 }
@@ -45,10 +47,6 @@ impl SinkFactory for CollectSinkFactory {
         "collect(memory)".into()
     }
 
-    fn is_transactional(&self) -> bool {
-        true
-    }
-
     fn create(&self, _: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
         Ok(Box::new(CollectSink {
             shared: self.clone(),
@@ -59,6 +57,12 @@ impl SinkFactory for CollectSinkFactory {
         }))
     }
 
+    fn committer(&self) -> Option<&dyn Committer> {
+        Some(self)
+    }
+}
+
+impl Committer for CollectSinkFactory {
     fn commit(&self, committable: &Committable) -> Result<()> {
         let mut shared = self.lock();
         // Absent means already committed (a roll-forward repeating a commit).
@@ -68,7 +72,23 @@ impl SinkFactory for CollectSinkFactory {
         {
             shared.committed.extend(batches);
         }
+        shared
+            .published
+            .insert((committable.subtask, committable.epoch));
         Ok(())
+    }
+
+    // Staged output lives in this process: a collector of a new process has none.
+    fn staged_output(&self, committable: &Committable) -> Result<StagedOutput> {
+        let shared = self.lock();
+        let key = (committable.subtask, committable.epoch);
+        Ok(if shared.published.contains(&key) {
+            StagedOutput::Published
+        } else if shared.staged.contains_key(&key) {
+            StagedOutput::Staged
+        } else {
+            StagedOutput::Lost
+        })
     }
 
     // In memory: a collector of a new process starts empty by design, and one of this

@@ -16,8 +16,8 @@ use riffle_core::arrow::json::writer::{LineDelimited, WriterBuilder};
 use riffle_core::arrow::json::LineDelimitedWriter;
 use riffle_core::parquet::arrow::ArrowWriter;
 use riffle_core::{
-    Committable, Epoch, Error, OutputOwner, OutputPlace, RecordBatch, Result, Sink, SinkContext,
-    SinkFactory, SinkSummary, StagedOutput, StreamSchema, Unpublished, ROW_KIND_FIELD,
+    Committable, Committer, Epoch, Error, OutputOwner, OutputPlace, RecordBatch, Result, Sink,
+    SinkContext, SinkFactory, SinkSummary, StagedOutput, StreamSchema, Unpublished, ROW_KIND_FIELD,
 };
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -124,10 +124,6 @@ impl SinkFactory for FileSinkFactory {
         vec![OutputPlace::directory(&self.dir)]
     }
 
-    fn is_transactional(&self) -> bool {
-        true
-    }
-
     fn create(&self, _: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
         Ok(Box::new(FileSink {
@@ -145,6 +141,20 @@ impl SinkFactory for FileSinkFactory {
         }))
     }
 
+    fn output_owner(&self) -> Result<Option<OutputOwner>> {
+        output_owner::read(&self.dir)
+    }
+
+    fn claim_output(&self, owner: &OutputOwner, replace: bool) -> Result<Option<OutputOwner>> {
+        output_owner::claim(&self.dir, owner, replace).map(Some)
+    }
+
+    fn committer(&self) -> Option<&dyn Committer> {
+        Some(self)
+    }
+}
+
+impl Committer for FileSinkFactory {
     fn commit(&self, committable: &Committable) -> Result<()> {
         let staged = StagedFiles::of(committable)?;
         for file in &staged.files {
@@ -227,14 +237,6 @@ impl SinkFactory for FileSinkFactory {
                     .is_some_and(|name| published_epoch(name).is_some())
             })
             .count())
-    }
-
-    fn output_owner(&self) -> Result<Option<OutputOwner>> {
-        output_owner::read(&self.dir)
-    }
-
-    fn claim_output(&self, owner: &OutputOwner, replace: bool) -> Result<Option<OutputOwner>> {
-        output_owner::claim(&self.dir, owner, replace).map(Some)
     }
 
     fn abort_staged(&self, generation: u64) -> Result<usize> {

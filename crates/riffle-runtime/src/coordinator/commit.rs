@@ -288,11 +288,11 @@ impl EpochCommitter<'_> {
         let sinks = self.sinks.clone();
         let commit_all = move || {
             for (id, group) in committables_by_sink(&committables) {
-                match sinks.get(id) {
-                    Some(sink) => sink
+                match sinks.get(id).and_then(|s| s.committer()) {
+                    Some(committer) => committer
                         .commit_all(&group)
                         .map_err(|e| format!("committing sink `{id}`: {e}"))?,
-                    None => return Err(format!("no sink `{id}` to commit")),
+                    None => return Err(format!("no exactly-once sink `{id}` to commit")),
                 }
             }
             Ok(())

@@ -24,10 +24,10 @@ pub(super) fn unfinishable(graph: &JobGraph, manifest: &Manifest) -> RuntimeResu
     let mut lost = Vec::new();
     let mut published = Vec::new();
     for c in &manifest.sink_committables {
-        let Some(sink) = sinks.get(&c.sink) else {
+        let Some(committer) = sinks.get(&c.sink).and_then(|s| s.committer()) else {
             continue; // reported when rolling forward
         };
-        let output = sink.staged_output(c).map_err(|e| {
+        let output = committer.staged_output(c).map_err(|e| {
             RuntimeError::transient(format!(
                 "epoch {} is PREPARED; asking sink `{}` where subtask {}'s output stands: {e}",
                 manifest.epoch, c.sink, c.subtask
@@ -76,7 +76,11 @@ pub(super) fn unpublish_all<'a>(
 ) -> RuntimeResult<TakenBack> {
     let mut taken = TakenBack::default();
     for (id, sink) in sinks {
-        match sink
+        // At-least-once sinks never promised that a replay writes nothing twice.
+        let Some(committer) = sink.committer() else {
+            continue;
+        };
+        match committer
             .unpublish(after)
             .map_err(|e| RuntimeError::transient(format!("{what} of sink `{id}`: {e}")))?
         {
@@ -179,10 +183,10 @@ pub(super) fn refuse_lost_output(
     let mut held = Vec::new();
     for (id, committables) in by_sink {
         // A sink the job no longer has is reported when its output is published.
-        let Some(sink) = sinks.get(id).filter(|s| s.is_transactional()) else {
+        let Some(committer) = sinks.get(id).and_then(|s| s.committer()) else {
             continue;
         };
-        let holds = sink.holds_published(&committables).map_err(|e| {
+        let holds = committer.holds_published(&committables).map_err(|e| {
             RuntimeError::transient(format!(
                 "asking sink `{id}` whether it still holds what the committed checkpoints record: {e}"
             ))

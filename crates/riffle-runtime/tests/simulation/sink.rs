@@ -5,7 +5,8 @@
 
 use crate::world::Shared;
 use riffle_core::{
-    Committable, Epoch, Sink, SinkContext, SinkFactory, StagedOutput, StreamSchema, Unpublished,
+    Committable, Committer, Epoch, Sink, SinkContext, SinkFactory, StagedOutput, StreamSchema,
+    Unpublished,
 };
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -100,16 +101,18 @@ impl SinkFactory for SimSink {
         "simulated transactional sink".into()
     }
 
-    fn is_transactional(&self) -> bool {
-        true
-    }
-
     fn create(&self, _: &StreamSchema, _: &SinkContext) -> riffle_core::Result<Box<dyn Sink>> {
         Err(riffle_core::Error::plan(
             "the simulation stages output itself",
         ))
     }
 
+    fn committer(&self) -> Option<&dyn Committer> {
+        Some(self)
+    }
+}
+
+impl Committer for SimSink {
     fn commit(&self, c: &Committable) -> riffle_core::Result<()> {
         let mut w = self.world.lock();
         if w.fault() {
