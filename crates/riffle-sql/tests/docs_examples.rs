@@ -99,7 +99,8 @@ fn every_cited_doc_section_exists() {
     };
     let cited = regex::Regex::new(r#"(docs/[a-z_-]+\.md),\s+"([^"]+)""#).unwrap();
     let line_break = regex::Regex::new(r"\s*\n\s*(?://[!/]?)?\s*").unwrap();
-    let linked = regex::Regex::new(r"\]\(((?:\.\./|docs/)?[a-z_-]+\.md)(?:#[a-z0-9_-]+)?\)").unwrap();
+    let linked =
+        regex::Regex::new(r"\]\(((?:\.\./|docs/)?[a-z_-]+\.md)(?:#[a-z0-9_-]+)?\)").unwrap();
     let mut broken = Vec::new();
     let mut checked = 0;
     for file in &files {
@@ -122,8 +123,15 @@ fn every_cited_doc_section_exists() {
             }
         }
     }
-    assert!(checked > 50, "only {checked} citations found: the patterns are wrong");
+    assert!(
+        checked > 50,
+        "only {checked} citations found: the patterns are wrong"
+    );
     broken.sort();
     broken.dedup();
-    assert!(broken.is_empty(), "cited sections or pages that do not exist:\n{}", broken.join("\n"));
+    assert!(
+        broken.is_empty(),
+        "cited sections or pages that do not exist:\n{}",
+        broken.join("\n")
+    );
 }

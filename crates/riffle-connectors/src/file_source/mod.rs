@@ -130,9 +130,7 @@ pub(crate) fn list_files(path: &str, format: FileFormat) -> Result<Vec<PathBuf>>
 /// `text` past a UTF-8 byte order mark that begins it (the reader passes over one
 /// before a file's first line; inference failed on it, and read a CSV header's first
 /// name with it).
-fn past_byte_order_mark<R: std::io::Read>(
-    mut text: BufReader<R>,
-) -> std::io::Result<BufReader<R>> {
+fn past_byte_order_mark<R: std::io::Read>(mut text: BufReader<R>) -> std::io::Result<BufReader<R>> {
     use std::io::BufRead;
     if text.fill_buf()?.starts_with(reader::BYTE_ORDER_MARK) {
         text.consume(reader::BYTE_ORDER_MARK.len());
