@@ -113,6 +113,7 @@ impl Case {
             self.split_bytes(),
         );
         std::fs::write(&sql, &text).unwrap();
+        schedule::refuse_two_sinks(&sql)?;
         schedule::run(&sql, &state, &self.schedule).map_err(|e| format!("{e}\n{text}"))?;
         let riffle = compare::riffle_rows(&out, &self.query);
         let duckdb = compare::duckdb_rows(&input, &self.query, dir.path());
@@ -284,14 +285,17 @@ fn check_seeds(
 
 /// The seeds `.ci/run` checks: each query kind of the grammar three times
 /// (the seed picks the kind), at several parallelisms, through crash points, `kill -9`,
-/// damaged checkpoints and rescaled restores (see the printed schedules).
-const CI_SEEDS: std::ops::Range<u64> = 1..52;
+/// damaged checkpoints and rescaled restores (see the printed schedules); then 79, a
+/// second inner join (28 is the first).
+fn ci_seeds() -> impl Iterator<Item = u64> {
+    (1..52).chain([79])
+}
 
 #[test]
 fn generated_pipelines_agree_with_duckdb_through_crashes_and_rescales() {
     match seeds_from_env(SEEDS) {
         Some(seeds) => check_seeds(seeds.into_iter(), (Case::from_seed, SEEDS), None),
-        None => check_seeds(CI_SEEDS, (Case::from_seed, SEEDS), None),
+        None => check_seeds(ci_seeds(), (Case::from_seed, SEEDS), None),
     }
 }
 
@@ -300,10 +304,11 @@ fn generated_pipelines_agree_with_duckdb_through_crashes_and_rescales() {
 /// through crash points of worker 0's coordinator and `kill -9` of any worker. (1049
 /// stood in for 1015, the same kind, when that kind's answer could be empty.)
 /// 1151 kills a worker of a job with no channel between workers: the others hear of
-/// the failed attempt only through worker 0's barrier stream, and once did not.
-const CI_WORKER_SEEDS: [u64; 19] = [
+/// the failed attempt only through worker 0's barrier stream, and once did not. 1048 is
+/// the inner join (1014 is kind 11's outer join).
+const CI_WORKER_SEEDS: [u64; 20] = [
     1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 1015, 1049,
-    1016, 1017, 1151,
+    1016, 1017, 1151, 1048,
 ];
 
 /// `RIFFLE_ORACLE_WORKER_SEEDS=1003,1010` replays those cases instead.
