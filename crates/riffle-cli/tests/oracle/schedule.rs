@@ -30,6 +30,10 @@ pub enum Disruption {
     /// No run: truncate a state file that only the newest checkpoint holds, so the
     /// next run must fall back to an older one and replay the epochs after it.
     DamageNewest,
+    /// No run: a published output file of a committed checkpoint is moved away, as an
+    /// operator emptying the output by mistake. A run then must be refused, naming the
+    /// lost epoch, and change nothing; the file is put back and the case goes on.
+    LoseOutput,
 }
 
 /// One `riffle run` of a case.
@@ -77,6 +81,7 @@ impl Schedule {
             attempts.push(Attempt::single(rng.random_range(1..=4), Some(d)));
         }
         attempts.push(Attempt::single(rng.random_range(1..=4), None));
+        lose_output_sometimes(&mut attempts, rng);
         Self { attempts }
     }
 
@@ -105,6 +110,7 @@ impl Schedule {
             workers,
             disruption,
         });
+        lose_output_sometimes(&mut attempts, rng);
         Self { attempts }
     }
 
@@ -139,10 +145,22 @@ impl Schedule {
                         format!("{on} kill -9 worker {worker} at {after_ms} ms, rejoin, to the end")
                     }
                     Some(Disruption::DamageNewest) => "damage the newest checkpoint".into(),
+                    Some(Disruption::LoseOutput) => {
+                        "lose a committed output file, be refused, put it back".into()
+                    }
                 }
             })
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// In a third of the cases with a run before the last, loses output before the last
+/// run. Drawn after everything else, so the other draws of older seeds stay as they were.
+fn lose_output_sometimes(attempts: &mut Vec<Attempt>, rng: &mut StdRng) {
+    if attempts.len() > 1 && rng.random_bool(0.33) {
+        let at = attempts.len() - 1;
+        attempts.insert(at, Attempt::single(1, Some(Disruption::LoseOutput)));
     }
 }
 
@@ -221,6 +239,118 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// The oldest committed checkpoint that published files (recovery always restores it
+/// or a newer one, so it must find its files), and the first file it published.
+fn oldest_published_file(state: &Path, pipeline: &str) -> Option<(u64, String)> {
+    let mut committed: Vec<_> = std::fs::read_dir(state.join(pipeline).join("checkpoints"))
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("_committed.json").exists())
+        .collect();
+    committed.sort();
+    committed.iter().find_map(|dir| {
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("_manifest.json")).ok()?).ok()?;
+        let epoch = manifest["epoch"].as_u64()?;
+        manifest["sink_committables"]
+            .as_array()?
+            .iter()
+            .filter_map(|c| serde_json::from_str::<serde_json::Value>(c["payload"].as_str()?).ok())
+            .find_map(|p| Some((epoch, p["files"][0]["target"].as_str()?.to_string())))
+    })
+}
+
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// [`Disruption::LoseOutput`]: moves the oldest committed checkpoint's first published
+/// file away, requires that a run is refused naming its epoch and changes neither the
+/// output nor the checkpoints, and puts the file back.
+fn lose_output(sql: &Path, state: &Path, pipeline: &str) -> Result<(), String> {
+    let out = state.with_file_name("out");
+    let Some((epoch, name)) = oldest_published_file(state, pipeline) else {
+        return Ok(()); // nothing committed yet: nothing to lose
+    };
+    let (file, aside) = (out.join(&name), state.with_file_name(&name));
+    std::fs::rename(&file, &aside).map_err(|e| format!("moving {name} away: {e}"))?;
+    // The output and the checkpoints (a refused run still claims a generation).
+    let checkpoints = state.join(pipeline).join("checkpoints");
+    let before = (listing(&out), walk(&checkpoints));
+    let refused = Command::new(env!("CARGO_BIN_EXE_riffle"))
+        .arg("run")
+        .arg(sql)
+        .args(["--parallelism", "1", "--checkpoint-interval", "100ms"])
+        .args(["--restart", "none", "--state"])
+        .arg(state)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&refused.stderr).into_owned();
+    let named = format!("no longer holds epoch(s) {epoch}");
+    if refused.status.success() || !text.contains(&named) {
+        return Err(format!(
+            "with {name} of committed epoch {epoch} gone, the run was not refused naming it:\n{text}"
+        ));
+    }
+    if (listing(&out), walk(&checkpoints)) != before {
+        return Err(format!(
+            "the refused run changed the output or the checkpoints:\n{text}"
+        ));
+    }
+    std::fs::rename(&aside, &file).map_err(|e| format!("putting {name} back: {e}"))
+}
+
+/// Two tables of the case's pipeline naming its one output directory (spelled with a
+/// trailing `/.`) must be refused at planning, naming both, and write nothing.
+pub fn refuse_two_sinks(sql: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(sql).unwrap();
+    let create = text
+        .lines()
+        .find(|l| l.starts_with("CREATE TABLE out "))
+        .ok_or("no sink table in the case")?;
+    let (_, select) = text
+        .split_once("INSERT INTO out\n")
+        .ok_or("no INSERT in the case")?;
+    let path = create
+        .split("'path' = '")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .ok_or("no path in the sink table")?;
+    let twice = format!(
+        "{text}{};\nINSERT INTO out_again\n{select}",
+        create
+            .replacen("CREATE TABLE out ", "CREATE TABLE out_again ", 1)
+            .replacen(&format!("'{path}'"), &format!("'{path}/.'"), 1)
+            .trim_end_matches(";")
+    );
+    let doubled = sql.with_file_name("twice.sql");
+    std::fs::write(&doubled, &twice).unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_riffle"))
+        .args(["explain"])
+        .arg(&doubled)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    if refused.status.success()
+        || !(said.contains("`out`")
+            && said.contains("`out_again`")
+            && said.contains("name the same output"))
+    {
+        return Err(format!(
+            "two sinks into {path} were not refused at planning:\n{said}\n{twice}"
+        ));
+    }
+    Ok(())
+}
+
 /// Runs every attempt of `schedule` on `sql` with checkpoints into `state`. Returns
 /// the last attempt's stderr, or what went wrong (an attempt that should have finished
 /// did not).
@@ -230,6 +360,10 @@ pub fn run(sql: &Path, state: &Path, schedule: &Schedule) -> Result<String, Stri
     for (i, attempt) in schedule.attempts.iter().enumerate() {
         if let Some(Disruption::DamageNewest) = attempt.disruption {
             damage_newest(state, &pipeline);
+            continue;
+        }
+        if let Some(Disruption::LoseOutput) = attempt.disruption {
+            lose_output(sql, state, &pipeline)?;
             continue;
         }
         let log = state.with_extension(format!("attempt-{i}.log"));
