@@ -1,7 +1,8 @@
 //! Runs a job and measures it: wall time, CPU time, peak RSS.
 
-use crate::resources::{cpu_time, peak_rss_bytes, reset_peak_rss};
 use riffle_runtime::job::{self, JobConfig};
+pub use riffle_runtime::readout::{human, percentile_ms};
+use riffle_runtime::resources::{cpu_time, peak_rss_bytes, reset_peak_rss};
 use riffle_runtime::{JobGraph, JobSummary, RuntimeResult};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -212,27 +213,6 @@ impl BenchRow {
         row.peak_rss_mib = runs.iter().map(|r| r.peak_rss_mib).fold(0.0, f64::max);
         row.runs = runs.len();
         row
-    }
-}
-
-/// The `p` quantile (nearest rank) of `durations` in milliseconds; 0 when empty.
-pub fn percentile_ms(durations: &[Duration], p: f64) -> f64 {
-    let mut sorted = durations.to_vec();
-    sorted.sort();
-    let Some(last) = sorted.len().checked_sub(1) else {
-        return 0.0;
-    };
-    sorted[(last as f64 * p).round() as usize].as_secs_f64() * 1e3
-}
-
-/// A rate or count with a K/M suffix: `4.35 M`, `12.0 K`.
-pub fn human(n: f64) -> String {
-    if n >= 1e6 {
-        format!("{:.2} M", n / 1e6)
-    } else if n >= 1e3 {
-        format!("{:.1} K", n / 1e3)
-    } else {
-        format!("{n:.0}")
     }
 }
 

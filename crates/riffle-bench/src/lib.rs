@@ -14,7 +14,6 @@ pub mod harness;
 pub mod kafka_baseline;
 pub mod peer;
 pub mod queries;
-pub mod resources;
 pub mod restart;
 pub mod sinks;
 pub mod sql_queries;

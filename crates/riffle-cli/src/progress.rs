@@ -1,7 +1,7 @@
 //! The live progress line and the run summary.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use riffle_bench::harness::human;
+use riffle_runtime::readout::human;
 use riffle_runtime::{CheckpointEvent, CheckpointListener, JobMetrics};
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};

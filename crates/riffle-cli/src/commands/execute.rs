@@ -4,9 +4,9 @@
 use super::checkpointing::CheckpointArgs;
 use crate::progress::ProgressLine;
 use anyhow::{Context, Result};
-use riffle_bench::harness::human;
-use riffle_bench::resources::{cpu_time, peak_rss_bytes};
 use riffle_runtime::job::{self, JobConfig};
+use riffle_runtime::readout::human;
+use riffle_runtime::resources::{cpu_time, peak_rss_bytes};
 use riffle_runtime::JobGraph;
 use std::time::Instant;
 

@@ -4,8 +4,8 @@
 
 use super::worker::Finished;
 use anyhow::{Context, Result};
-use riffle_bench::harness::human;
 use riffle_core::Epoch;
+use riffle_runtime::readout::human;
 use riffle_runtime::supervisor::{RestartBudget, RestartStrategy};
 use riffle_state::CheckpointStore;
 use std::ffi::OsString;

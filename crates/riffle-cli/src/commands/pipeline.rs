@@ -1,6 +1,7 @@
 //! What names a Nexmark pipeline on the command line (query, generator settings,
 //! parallelism), shared by `riffle nexmark` and `riffle savepoint check`.
 
+use super::run::check_parallelism;
 use crate::units::{parse_count, parse_duration};
 use anyhow::{Context, Result};
 use riffle_bench::queries::{self, Query, QueryOptions};
@@ -77,17 +78,4 @@ impl QueryArgs {
         };
         queries::build(query, &opts, sink).with_context(|| format!("building {query}"))
     }
-}
-
-/// `--parallelism` is at least 1 and at most `--max-parallelism`.
-///
-/// # Errors
-/// Either bound is broken.
-pub fn check_parallelism(parallelism: usize, max_parallelism: u16) -> Result<()> {
-    anyhow::ensure!(parallelism >= 1, "--parallelism must be at least 1");
-    anyhow::ensure!(
-        parallelism <= usize::from(max_parallelism),
-        "--parallelism {parallelism} exceeds --max-parallelism {max_parallelism}"
-    );
-    Ok(())
 }

@@ -34,7 +34,7 @@ impl SqlArgs {
     /// # Errors
     /// An unreadable file; syntax, planning and connector errors, prefixed with the file.
     pub fn plan(&self) -> Result<SqlPipeline> {
-        super::pipeline::check_parallelism(self.parallelism, self.max_parallelism)?;
+        check_parallelism(self.parallelism, self.max_parallelism)?;
         let text = std::fs::read_to_string(&self.file)
             .with_context(|| format!("reading {}", self.file.display()))?;
         let options = PlanOptions {
@@ -144,6 +144,19 @@ fn explain_pipeline(pipeline: &SqlPipeline) -> Result<()> {
     println!(
         "planned in {:.1} ms",
         pipeline.planning_time.as_secs_f64() * 1e3
+    );
+    Ok(())
+}
+
+/// `--parallelism` is at least 1 and at most `--max-parallelism`.
+///
+/// # Errors
+/// Either bound is broken.
+pub fn check_parallelism(parallelism: usize, max_parallelism: u16) -> Result<()> {
+    anyhow::ensure!(parallelism >= 1, "--parallelism must be at least 1");
+    anyhow::ensure!(
+        parallelism <= usize::from(max_parallelism),
+        "--parallelism {parallelism} exceeds --max-parallelism {max_parallelism}"
     );
     Ok(())
 }
