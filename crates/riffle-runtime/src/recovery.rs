@@ -16,7 +16,10 @@ use riffle_state::recovery::{
     kept_in_epoch, plan_recovery, referenced_files, same_listing, EpochFinding, RecoveryPlan,
 };
 use riffle_state::{CheckpointStore, Manifest, StateError};
-use sinks::{claim_outputs, owner_steps, refuse_lost_output, unfinishable, unpublish_all};
+use sinks::{
+    abort_all_staged, claim_outputs, owner_steps, publish_restored, refuse_lost_output,
+    refuse_unaccounted_output, take_back_skipped, unfinishable,
+};
 
 use serde::Serialize;
 use std::sync::Arc;
@@ -353,6 +356,22 @@ async fn claim(store: &CheckpointStore, findings: &[(Epoch, EpochFinding)]) -> R
         .map_err(state_error)
 }
 
+/// The operators of `manifest` that are sources of `graph` (their state is where they
+/// resume reading), for the recovery record.
+fn source_operators<'a>(graph: &JobGraph, manifest: Option<&'a Manifest>) -> Vec<&'a str> {
+    manifest
+        .iter()
+        .flat_map(|m| m.operators.iter())
+        .filter(|o| {
+            graph
+                .nodes()
+                .iter()
+                .any(|n| n.id.0 == o.operator && n.inputs.is_empty())
+        })
+        .map(|o| o.operator.as_str())
+        .collect()
+}
+
 /// What recovery chose, before it changes storage.
 struct Chosen {
     plan: RecoveryPlan,
@@ -410,41 +429,7 @@ async fn finish(
     // earlier run published: the run would write those rows again.
     let mut unpublished = Vec::new();
     if plan.restore.is_none() {
-        let mut holding = Vec::new();
-        for (id, sink) in &sinks {
-            let Some(committer) = sink.committer() else {
-                continue; // at-least-once output promises nothing about a replay
-            };
-            let published = committer.published().map_err(|e| {
-                RuntimeError::transient(format!("asking sink `{id}` what it holds: {e}"))
-            })?;
-            if published > 0 {
-                holding.push((id, sink, published));
-            }
-        }
-        let mut cannot: Vec<String> = if replace_output {
-            let holding = holding.iter().map(|(id, sink, _)| (*id, *sink));
-            let taken = unpublish_all(holding, Epoch(0), "removing the output")?;
-            unpublished.extend(taken.removed);
-            taken.cannot
-        } else {
-            holding
-                .iter()
-                .map(|(id, sink, n)| {
-                    format!(
-                        "sink `{id}` ({}) holds {n} published item(s)",
-                        sink.describe()
-                    )
-                })
-                .collect()
-        };
-        if !cannot.is_empty() {
-            cannot.sort();
-            return Err(RuntimeError::needs_user(format!(
-                "this run starts from empty state, but {} written by an earlier run that no checkpoint accounts for (its state is gone, or --no-restore); writing again would duplicate those rows: remove that output or write elsewhere, or run with --replace-output to remove it first",
-                cannot.join("; ")
-            )));
-        }
+        unpublished.extend(refuse_unaccounted_output(&sinks, replace_output)?);
     }
     // Every sink's output is this pipeline's from here on.
     let identity = store.claim_identity().await.map_err(state_error)?;
@@ -459,58 +444,25 @@ async fn finish(
     // where the sink can, else refuse (or, when the user accepts it, say what will
     // appear twice).
     if let (Some(restored), false) = (plan.restore, plan.skipped.is_empty()) {
-        let what = format!("taking back what was published after epoch {restored}");
-        let taken = unpublish_all(&sinks, restored, &what)?;
-        unpublished.extend(taken.removed);
-        if !taken.cannot.is_empty() && !accept_replayed_output {
-            let skipped: Vec<String> = plan.skipped.iter().map(|(e, _)| e.to_string()).collect();
-            return Err(RuntimeError::needs_user(format!(
-                "checkpoint epoch(s) {} cannot be restored (damaged, or taken by a different pipeline), and resuming from epoch {restored} would write again what they published, which cannot be taken back ({}); repair the damaged checkpoint, or run with --accept-replayed-output to accept those rows twice",
-                skipped.join(", "),
-                taken.cannot.join("; ")
-            )));
-        }
+        let skipped: Vec<Epoch> = plan.skipped.iter().map(|(e, _)| *e).collect();
+        unpublished.extend(take_back_skipped(
+            &sinks,
+            restored,
+            &skipped,
+            accept_replayed_output,
+        )?);
     }
     // The restored state lies past everything its manifest covers: publish what it
     // held back for a later epoch (a sink covering several epochs per commit), and, when
     // it is PREPARED, what it was to publish itself — for each sink in one commit.
     let mut recommitted = 0;
     if let Some(m) = &manifest {
-        let mut publishing = m.held_committables.clone();
-        if plan.roll_forward {
-            publishing.extend(m.sink_committables.iter().cloned());
-        }
-        riffle_core::sort_for_commit(&mut publishing, |sink| {
-            sinks.get(sink).is_none_or(|f| f.commit_outlives_process())
-        });
-        for (id, group) in riffle_core::committables_by_sink(&publishing) {
-            let committer = sinks.get(id).and_then(|s| s.committer()).ok_or_else(|| {
-                RuntimeError::needs_user(format!(
-                    "epoch {} holds unpublished output of sink `{id}`, which the job no longer has as an exactly-once sink",
-                    m.epoch
-                ))
-            })?;
-            committer.commit_all(&group).map_err(|e| {
-                RuntimeError::transient(format!(
-                    "publishing what epoch {} covers: committing sink `{id}`: {e}",
-                    m.epoch
-                ))
-            })?;
-            recommitted += group.len();
-        }
+        recommitted = publish_restored(&sinks, m, plan.roll_forward)?;
         if plan.roll_forward {
             store.commit(m).await.map_err(state_error)?;
         }
     }
-    let mut aborted = 0;
-    for (id, committer) in sinks
-        .iter()
-        .filter_map(|(id, s)| Some((id, s.committer()?)))
-    {
-        aborted += committer.abort_staged(generation).map_err(|e| {
-            RuntimeError::transient(format!("discarding uncommitted output of sink `{id}`: {e}"))
-        })?;
-    }
+    let aborted = abort_all_staged(&sinks, generation)?;
     // Partial epochs are swept, except files a valid manifest still references (an
     // incremental checkpoint reusing them); only truly incomplete epochs are reported.
     let keep = referenced_files(&findings, &[]);
@@ -523,21 +475,14 @@ async fn finish(
     let mut plan = plan;
     plan.partial.retain(|e| kept_in_epoch(&keep, *e) == 0);
     let next_epoch = Epoch(findings.iter().map(|(e, _)| e.0).max().unwrap_or(0) + 1);
+    // Skipped epochs (damaged, or another pipeline's) stay on storage as they were,
+    // but what they published was taken back: from a resume past them, the history
+    // whose output the sinks must hold starts with this run.
     let history_from = match &manifest {
-        Some(m) => m.history_from,
-        None => Some(next_epoch),
+        Some(m) if plan.skipped.is_empty() => m.history_from,
+        _ => Some(next_epoch),
     };
-    let source_offsets = manifest
-        .iter()
-        .flat_map(|m| m.operators.iter())
-        .filter(|o| {
-            graph
-                .nodes()
-                .iter()
-                .any(|n| n.id.0 == o.operator && n.inputs.is_empty())
-        })
-        .map(|o| o.operator.as_str())
-        .collect();
+    let source_offsets = source_operators(graph, manifest.as_ref());
     let record = RecoveryRecord {
         at_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -215,3 +215,122 @@ pub(super) fn refuse_lost_output(
             .collect(),
     ))
 }
+
+/// A run that starts from empty state (the state is gone, or --no-restore) over output
+/// an earlier run published would write those rows again: refuses, naming what each
+/// sink holds, or with `replace` takes that output back first; returns what was taken.
+pub(super) fn refuse_unaccounted_output(
+    sinks: &Sinks,
+    replace: bool,
+) -> RuntimeResult<Vec<(String, usize)>> {
+    let mut holding = Vec::new();
+    for (id, sink) in sinks {
+        let Some(committer) = sink.committer() else {
+            continue; // at-least-once output promises nothing about a replay
+        };
+        let published = committer.published().map_err(|e| {
+            RuntimeError::transient(format!("asking sink `{id}` what it holds: {e}"))
+        })?;
+        if published > 0 {
+            holding.push((id, sink, published));
+        }
+    }
+    let mut removed = Vec::new();
+    let mut cannot: Vec<String> = if replace {
+        let holding = holding.iter().map(|(id, sink, _)| (*id, *sink));
+        let taken = unpublish_all(holding, Epoch(0), "removing the output")?;
+        removed = taken.removed;
+        taken.cannot
+    } else {
+        holding
+            .iter()
+            .map(|(id, sink, n)| {
+                format!(
+                    "sink `{id}` ({}) holds {n} published item(s)",
+                    sink.describe()
+                )
+            })
+            .collect()
+    };
+    if !cannot.is_empty() {
+        cannot.sort();
+        return Err(RuntimeError::needs_user(format!(
+            "this run starts from empty state, but {} written by an earlier run that no checkpoint accounts for (its state is gone, or --no-restore); writing again would duplicate those rows: remove that output or write elsewhere, or run with --replace-output to remove it first",
+            cannot.join("; ")
+        )));
+    }
+    Ok(removed)
+}
+
+/// Epochs newer than `restored` (the `skipped` damaged ones, or a different pipeline's)
+/// published output that the replay writes again: takes back everything published
+/// after it where the sink can, else refuses unless the user `accept`s those rows
+/// twice; returns what was taken.
+pub(super) fn take_back_skipped(
+    sinks: &Sinks,
+    restored: Epoch,
+    skipped: &[Epoch],
+    accept: bool,
+) -> RuntimeResult<Vec<(String, usize)>> {
+    let what = format!("taking back what was published after epoch {restored}");
+    let taken = unpublish_all(sinks, restored, &what)?;
+    if !taken.cannot.is_empty() && !accept {
+        let skipped: Vec<String> = skipped.iter().map(ToString::to_string).collect();
+        return Err(RuntimeError::needs_user(format!(
+            "checkpoint epoch(s) {} cannot be restored (damaged, or taken by a different pipeline), and resuming from epoch {restored} would write again what they published, which cannot be taken back ({}); repair the damaged checkpoint, or run with --accept-replayed-output to accept those rows twice",
+            skipped.join(", "),
+            taken.cannot.join("; ")
+        )));
+    }
+    Ok(taken.removed)
+}
+
+/// The restored state lies past everything its manifest covers: publishes what it held
+/// back for a later epoch (a sink covering several epochs per commit), and, when it is
+/// PREPARED (`roll_forward`), what it was to publish itself — for each sink in one
+/// commit. Returns how many committables were published.
+pub(super) fn publish_restored(
+    sinks: &Sinks,
+    manifest: &Manifest,
+    roll_forward: bool,
+) -> RuntimeResult<usize> {
+    let mut publishing = manifest.held_committables.clone();
+    if roll_forward {
+        publishing.extend(manifest.sink_committables.iter().cloned());
+    }
+    riffle_core::sort_for_commit(&mut publishing, |sink| {
+        sinks.get(sink).is_none_or(|f| f.commit_outlives_process())
+    });
+    let mut published = 0;
+    for (id, group) in riffle_core::committables_by_sink(&publishing) {
+        let committer = sinks.get(id).and_then(|s| s.committer()).ok_or_else(|| {
+            RuntimeError::needs_user(format!(
+                "epoch {} holds unpublished output of sink `{id}`, which the job no longer has as an exactly-once sink",
+                manifest.epoch
+            ))
+        })?;
+        committer.commit_all(&group).map_err(|e| {
+            RuntimeError::transient(format!(
+                "publishing what epoch {} covers: committing sink `{id}`: {e}",
+                manifest.epoch
+            ))
+        })?;
+        published += group.len();
+    }
+    Ok(published)
+}
+
+/// Discards what runs of generations before `generation` staged and no commit
+/// published, in every exactly-once sink; returns how many transactions or files.
+pub(super) fn abort_all_staged(sinks: &Sinks, generation: u64) -> RuntimeResult<usize> {
+    let mut aborted = 0;
+    for (id, sink) in sinks {
+        let Some(committer) = sink.committer() else {
+            continue;
+        };
+        aborted += committer.abort_staged(generation).map_err(|e| {
+            RuntimeError::transient(format!("discarding uncommitted output of sink `{id}`: {e}"))
+        })?;
+    }
+    Ok(aborted)
+}
