@@ -123,9 +123,19 @@ struct RecoveryRecord<'a> {
 }
 
 fn state_error(e: StateError) -> RuntimeError {
+    state_error_about("", e)
+}
+
+/// A failure of the checkpoint store, classified by its kind; `about` (if not empty)
+/// says what recovery was doing.
+fn state_error_about(about: &str, e: StateError) -> RuntimeError {
     RuntimeError::Checkpoint {
         failure: crate::error::CheckpointFailure::of_state(&e),
-        message: e.to_string(),
+        message: if about.is_empty() {
+            e.to_string()
+        } else {
+            format!("{about}: {e}")
+        },
     }
 }
 

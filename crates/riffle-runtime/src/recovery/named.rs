@@ -3,7 +3,9 @@
 //! root, and registering it as this pipeline's newest committed epoch.
 
 use super::sinks::owner_steps;
-use super::{claim, finish, state_error, Chosen, ExplicitRestore, Recovered, RestoreFrom};
+use super::{
+    claim, finish, state_error, state_error_about, Chosen, ExplicitRestore, Recovered, RestoreFrom,
+};
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::graph::JobGraph;
 use crate::plan_check::PlanCheck;
@@ -70,13 +72,9 @@ pub async fn recover_from(
     manifest
         .operators
         .retain(|o| !dropped.contains(&o.operator));
-    let restored =
-        RestoredJob::load(store, &manifest)
-            .await
-            .map_err(|e| RuntimeError::Checkpoint {
-                failure: crate::error::CheckpointFailure::of_state(&e),
-                message: format!("{what} cannot be restored: {e}"),
-            })?;
+    let restored = RestoredJob::load(store, &manifest)
+        .await
+        .map_err(|e| state_error_about(&format!("{what} cannot be restored"), e))?;
     let findings = store.findings(false).await.map_err(state_error)?;
     // Register the named state as this pipeline's newest committed epoch: past every
     // epoch here and past the state's own, so epochs keep rising along the job's life
