@@ -150,7 +150,7 @@ fn lost_output_message(lost: &[LostOutput]) -> String {
         })
         .collect();
     format!(
-        "{}, which this pipeline's checkpoints record as committed: its output was changed outside riffle since (a catalog restored from an older backup, a table dropped or truncated, a directory emptied); resuming would leave those rows missing, so nothing was changed. Restore the sink's output to where it was, or, to write everything again from the start, remove that output and start over with --no-restore",
+        "{}, which this pipeline's checkpoints record as committed: its output was changed outside riffle since (a catalog restored from an older backup, a table dropped or truncated, a directory emptied, a topic recreated); resuming would leave those rows missing, so nothing was changed. Restore the sink's output to where it was, or, to write everything again from the start, remove that output and start over with --no-restore",
         sinks.join("; ")
     )
 }

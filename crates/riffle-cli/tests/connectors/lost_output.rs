@@ -5,8 +5,9 @@
 //! nothing (docs/engine.md, "Output a sink lost").
 
 use super::common::stderr;
+use super::kafka::KafkaBroker;
 use super::postgres::PgServer;
-use super::{crash, pipeline, run, succeed};
+use super::{committed_transactions, crash, example, pipeline, run, succeed};
 
 /// Runs `cmd`, requires that recovery refused it for lost output, and returns its
 /// standard error.
@@ -49,4 +50,29 @@ fn a_postgres_table_truncated_with_its_ledger_dropped_is_refused() {
     // Started over from empty state, the table is written again.
     succeed(run(&file, &state, 2).arg("--no-restore"));
     assert!(!server.rows("SELECT 1 FROM bids_lost LIMIT 1").is_empty());
+}
+
+/// The Kafka sink's topic deleted and made anew between runs: its records of epochs
+/// 1..=10 are gone, though the sink's ledger group may still say they committed.
+#[test]
+fn a_kafka_topic_deleted_and_made_anew_is_refused() {
+    let broker = KafkaBroker::start();
+    let dir = tempfile::tempdir().unwrap();
+    broker.create_topic("lost", 1);
+    let text = example("nexmark_to_kafka")
+        .replace("127.0.0.1:9092", &broker.bootstrap)
+        .replace("'topic' = 'bids'", "'topic' = 'lost'")
+        .replace(
+            "'events' = '50K'",
+            "'events' = '30K', 'throttle' = '20K', 'block_events' = '500'",
+        )
+        .replace("  'properties.batch.num.messages' = '1',\n", "");
+    let file = pipeline(dir.path(), "lost", &text);
+    let state = dir.path().join("state");
+    crash(&mut run(&file, &state, 2), "after-latest-flip:10");
+    assert!(!committed_transactions(&state).is_empty());
+    broker.delete_topic("lost");
+    broker.create_topic("lost", 1);
+    let text = refused_for_lost_output(&mut run(&file, &state, 2));
+    assert!(text.contains("kafka(lost"), "{text}");
 }

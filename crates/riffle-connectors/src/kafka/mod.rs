@@ -10,6 +10,7 @@ mod format;
 mod ledger;
 mod offsets;
 mod producer;
+mod published;
 mod registry;
 mod sink;
 mod source;

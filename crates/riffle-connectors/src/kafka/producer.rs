@@ -1,19 +1,39 @@
 //! The producer riffle's Kafka sink uses: librdkafka's blocking producer with a context
-//! that keeps the first failed delivery, and a send that waits while the queue is full.
+//! that keeps the first failed delivery and where each partition's newest record
+//! landed, and a send that waits while the queue is full.
 
 use super::sink::KafkaSinkConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, ProducerContext};
 use rdkafka::ClientContext;
 use riffle_core::Result;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// Keeps the first failed delivery, which fails the flush that waits for it.
+/// Keeps the first failed delivery, which fails the flush that waits for it, and the
+/// offset of the newest record delivered to each partition since the last
+/// [`forget_newest`](DeliveryContext::forget_newest): a transaction's committable records
+/// them, so recovery can later find its records in the topic.
 #[derive(Default)]
 pub(super) struct DeliveryContext {
     pub(super) failure: Mutex<Option<String>>,
+    newest: Mutex<BTreeMap<i32, i64>>,
+}
+
+impl DeliveryContext {
+    /// The newest delivered offset of each partition written to so far.
+    pub(super) fn newest(&self) -> BTreeMap<i32, i64> {
+        self.newest.lock().map(|n| n.clone()).unwrap_or_default()
+    }
+
+    /// Forgets the offsets delivered so far (a new transaction begins).
+    pub(super) fn forget_newest(&self) {
+        if let Ok(mut newest) = self.newest.lock() {
+            newest.clear();
+        }
+    }
 }
 
 impl ClientContext for DeliveryContext {}
@@ -22,9 +42,17 @@ impl ProducerContext for DeliveryContext {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        if let Err((e, _)) = result {
-            if let Ok(mut failure) = self.failure.lock() {
-                failure.get_or_insert_with(|| e.to_string());
+        match result {
+            Ok(delivered) => {
+                if let Ok(mut newest) = self.newest.lock() {
+                    let offset = newest.entry(delivered.partition()).or_insert(-1);
+                    *offset = (*offset).max(delivered.offset());
+                }
+            }
+            Err((e, _)) => {
+                if let Ok(mut failure) = self.failure.lock() {
+                    failure.get_or_insert_with(|| e.to_string());
+                }
             }
         }
     }

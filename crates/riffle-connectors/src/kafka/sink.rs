@@ -13,7 +13,9 @@
 //! Every record of a transaction carries the header `riffle.transaction` naming it (the
 //! same name is in the epoch's committable, so in the checkpoint manifests): a reader
 //! can tell which transaction wrote a record, and tests can check committed output on
-//! brokers that do not hide aborted records.
+//! brokers that do not hide aborted records. The committable also records, per
+//! partition, the offset of the transaction's newest record there, by which recovery
+//! finds out whether the topic still holds the epoch (see [`super::published`]).
 //!
 //! At-least-once: each subtask has a plain producer and flushes at every barrier.
 
@@ -204,13 +206,10 @@ impl SinkFactory for KafkaSinkFactory {
 }
 
 impl Committer for KafkaSinkFactory {
-    // Not checked: the ledger group's committed epoch, read by a new process, answered
-    // "nothing committed" for epochs that had committed in some runs against the test
-    // broker, which would refuse healthy restarts. Until the committable records the
-    // topic's end offsets per epoch (to compare with its high watermarks), a Kafka sink
-    // is taken to hold what it published.
+    // Each committable names records of its transaction, which the topic must still
+    // hold (see `super::published`).
     fn holds_published(&self, committables: &[&Committable]) -> Result<Vec<bool>> {
-        Ok(vec![true; committables.len()])
+        super::published::holds_published(&self.config.client, &self.config.topic, committables)
     }
 
     fn unpublish(&self, after: Epoch) -> Result<Unpublished> {
@@ -367,10 +366,15 @@ impl Sink for KafkaSink {
                 match prepared {
                     Some((producer, name)) => {
                         self.flush(&producer)?;
+                        // Records of this transaction recovery can look for later
+                        // (docs/engine.md, "Output a sink lost").
+                        let newest: Vec<(i32, i64)> =
+                            producer.context().newest().into_iter().collect();
                         let payload = serde_json::json!({
                             "topic": self.config.topic,
                             "epoch": epoch.0,
                             "transaction": name,
+                            "newest_records": newest,
                         });
                         Ok(Some(payload.to_string()))
                     }

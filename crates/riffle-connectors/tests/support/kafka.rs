@@ -185,6 +185,20 @@ impl KafkaBroker {
         );
     }
 
+    /// Deletes `topic`.
+    pub fn delete_topic(&self, topic: &str) {
+        let out = Command::new(&self.program)
+            .args(["topic", "delete", topic])
+            .args(["--broker", &format!("tcp://{}", self.listener)])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "deleting topic {topic}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Produces `values` to `topic`, record i to partition `i % partitions` (or the
     /// given partition), with timestamps `ts(i)`; waits for delivery.
     pub fn produce(&self, topic: &str, records: &[(i32, Vec<u8>, i64)]) {
