@@ -5,37 +5,29 @@
 use crate::error::ClusterResult;
 use crate::protocol::AckHeader;
 use riffle_core::{Epoch, OperatorId};
-use riffle_runtime::{SnapshotAck, WorkerFileReuse};
+use riffle_runtime::{may_reuse_previous, write_ack_state, FileReuse, SnapshotAck};
 use riffle_state::manifest::FileEntry;
 use riffle_state::CheckpointStore;
 use std::time::Duration;
 
-/// Writes the state `ack` carries to `store` as files of `generation`, and returns the
-/// ack as the coordinator takes it: the files instead of the batches. A stable-state
-/// snapshot references the files of the epoch before where its batches did not change,
-/// once this worker `heard_committed` that epoch (see [`WorkerFileReuse`]).
+/// Writes the state `ack` carries to `store` as files of `generation` (by the one
+/// writer, [`write_ack_state`]), and returns the ack as the coordinator takes it: the
+/// files instead of the batches. A stable-state snapshot references the files of the
+/// epoch before where its batches did not change, once this worker `heard_committed`
+/// that epoch (see [`may_reuse_previous`]).
 ///
 /// # Errors
 /// Writing a state file failed.
 pub async fn write_state(
     (store, generation): (&CheckpointStore, u64),
-    reuse: &mut WorkerFileReuse,
+    reuse: &mut FileReuse,
     heard_committed: Option<Epoch>,
     mut ack: SnapshotAck,
 ) -> ClusterResult<AckHeader> {
-    let mut written = Vec::with_capacity(ack.states.len());
-    for (operator, state) in std::mem::take(&mut ack.states) {
-        let at = (operator.0.as_str(), ack.subtask, ack.epoch);
-        let (reused, fresh) = reuse.split(at, heard_committed, state);
-        let files = store
-            .write_state(ack.epoch, generation, &operator.0, ack.subtask, &fresh)
-            .await?;
-        let mut entries: Vec<FileEntry> = reused.iter().map(|(f, _)| f.clone()).collect();
-        entries.extend(files.iter().cloned());
-        reuse.record(at, reused, &files, &fresh);
-        written.push((operator, entries));
-    }
-    ack.written.extend(written);
+    let previous = Epoch(ack.epoch.0.saturating_sub(1));
+    let reusable = may_reuse_previous(ack.epoch, heard_committed).then_some(previous);
+    reuse.forget_before(previous);
+    write_ack_state((store, generation), reuse, reusable, &mut ack).await?;
     Ok(header(ack))
 }
 
@@ -136,7 +128,7 @@ mod tests {
             written: vec![],
         };
         let graph = riffle_runtime::JobGraph::new("p");
-        let mut reuse = WorkerFileReuse::new(&graph);
+        let mut reuse = FileReuse::new(&graph);
         let header = write_state((&store, 5), &mut reuse, None, ack)
             .await
             .unwrap();

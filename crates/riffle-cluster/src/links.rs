@@ -13,7 +13,7 @@ use arrow_flight::{Action, FlightData, FlightDescriptor};
 use futures::stream::{self, StreamExt};
 use riffle_core::Message;
 use riffle_runtime::handle::JobStopper;
-use riffle_runtime::{JobMetrics, SnapshotAck, WorkerFileReuse};
+use riffle_runtime::{FileReuse, JobMetrics, SnapshotAck};
 use riffle_state::CheckpointStore;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -260,7 +260,7 @@ enum Outgoing {
 pub fn ship_acks(
     peer: Peer,
     hello: Hello,
-    (store, reuse): (CheckpointStore, WorkerFileReuse),
+    (store, reuse): (CheckpointStore, FileReuse),
     (acks, ends, metrics): (
         UnboundedReceiver<SnapshotAck>,
         Option<UnboundedReceiver<()>>,

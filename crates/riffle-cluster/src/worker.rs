@@ -18,7 +18,7 @@ use riffle_runtime::recovery::{recover, recover_from, RecoveryOptions};
 use riffle_runtime::supervisor::{RestartBudget, RunObserver};
 use riffle_runtime::{
     CheckpointConfig, CheckpointEvent, CheckpointListener, CheckpointReport, CheckpointedRun,
-    JobConfig, JobGraph, JobSummary, Placement, RestoredJob, RuntimeError, WorkerFileReuse,
+    FileReuse, JobConfig, JobGraph, JobSummary, Placement, RestoredJob, RuntimeError,
 };
 use riffle_state::CheckpointStore;
 use std::collections::HashMap;
@@ -513,7 +513,7 @@ async fn run_attempt(
         shipping.0.push(links::ship_acks(
             peer,
             hello,
-            (store.clone(), WorkerFileReuse::new(graph)),
+            (store.clone(), FileReuse::new(graph)),
             (acks, ends, handle.metrics.clone()),
             stopper.clone(),
         ));

@@ -16,7 +16,7 @@ use crate::checkpoint_events::{
     CheckpointEvent, CheckpointListener, EpochRequests, OperatorStateSize, SubtaskTiming,
 };
 use crate::crash::{maybe_crash, CrashPoint};
-use crate::file_reuse::ReuseCache;
+use crate::file_reuse::FileReuse;
 use crate::handle::{BarrierInjector, JobStopper};
 use crate::protocol::SnapshotAck;
 use crate::savepoint::{SavepointDone, SavepointRequest, SavepointRequests};
@@ -125,6 +125,13 @@ pub struct OperatorInfo {
     pub output_schema: Option<String>,
 }
 
+/// The coordinator's file reuse: what it wrote, and the last epoch it committed, whose
+/// files the next snapshot may reference.
+struct LastCommittedReuse {
+    files: FileReuse,
+    committed: Option<Epoch>,
+}
+
 struct Pending {
     epoch: Epoch,
     kind: BarrierKind,
@@ -133,9 +140,6 @@ struct Pending {
     files: BTreeMap<String, Vec<SubtaskEntry>>,
     /// Counters per operator at the barrier, summed over the acks.
     counters: BTreeMap<String, CounterValues>,
-    /// Files of stable-state operators written or reused by this epoch, with their
-    /// batches: the reuse candidates of the next epoch once this one commits.
-    reusable: ReuseCache,
     bytes: u64,
     alignment: Duration,
     snapshot: Duration,
@@ -239,9 +243,16 @@ impl CheckpointCoordinator {
         );
         let mut report = CheckpointReport::default();
         let mut pending: Option<Pending> = None;
-        // Files the last committed epoch wrote or reused; only those may be reused
-        // (they are referenced by a retained manifest, so GC keeps them).
-        let mut reuse = ReuseCache::default();
+        // Files of stable-state operators' snapshots; only the last committed epoch's
+        // may be reused (a retained manifest references them, so GC keeps them).
+        let mut reuse = LastCommittedReuse {
+            files: FileReuse::for_operators(
+                (self.operators.iter())
+                    .filter(|(_, info)| info.stable_state)
+                    .map(|(id, _)| id.0.clone()),
+            ),
+            committed: None,
+        };
         let mut ticker = tokio::time::interval(self.config.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticker.tick().await;
@@ -327,7 +338,6 @@ impl CheckpointCoordinator {
             triggered_at_ms: now_ms(),
             files: BTreeMap::new(),
             counters: BTreeMap::new(),
-            reusable: ReuseCache::default(),
             bytes: 0,
             alignment: Duration::ZERO,
             snapshot: Duration::ZERO,
@@ -352,7 +362,7 @@ impl CheckpointCoordinator {
         ack: SnapshotAck,
         schedule: &mut Schedule<(SavepointRequest, Instant)>,
         pending: &mut Option<Pending>,
-        reuse: &mut ReuseCache,
+        reuse: &mut LastCommittedReuse,
         report: &mut CheckpointReport,
         stopper: &JobStopper,
     ) {
@@ -397,7 +407,8 @@ impl CheckpointCoordinator {
             Ok((manifest, requests)) => {
                 let commit = committing.elapsed();
                 schedule.completed(Instant::now(), manifest.held_committables.clone());
-                *reuse = std::mem::take(&mut done.reusable);
+                reuse.files.forget_before(done.epoch);
+                reuse.committed = Some(done.epoch);
                 let duration = done.triggered.elapsed();
                 report.committed.push(done.epoch);
                 report.durations.push(duration);

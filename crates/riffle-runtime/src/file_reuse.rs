@@ -1,16 +1,19 @@
-//! Incremental checkpoints by file reuse: which state files of the last committed epoch
-//! a new snapshot of a stable-state operator can reference instead of rewriting.
+//! Incremental checkpoints by file reuse: which state files of a committed epoch a new
+//! snapshot of a stable-state operator can reference instead of rewriting; and the one
+//! writer of acks' state, which uses it.
 
 use crate::graph::JobGraph;
+use crate::protocol::SnapshotAck;
 use riffle_core::{Epoch, OperatorState, RecordBatch};
 use riffle_state::manifest::FileEntry;
 use riffle_state::state_file::file_groups;
+use riffle_state::{CheckpointStore, StateError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// State files that hold exactly some snapshot batches, per (operator, subtask).
 /// Holding the batches keeps their memory alive, so an array pointer seen again in a
 /// later snapshot is the same, unchanged array, never a new one at a freed address.
-pub(crate) type ReuseCache = HashMap<(String, usize), Vec<(FileEntry, Vec<RecordBatch>)>>;
+type ReuseCache = HashMap<(String, usize), Vec<(FileEntry, Vec<RecordBatch>)>>;
 
 /// A batch's identity: where its first column's values live, and its extent.
 fn batch_identity(batch: &RecordBatch) -> Option<(usize, usize, usize)> {
@@ -21,7 +24,7 @@ fn batch_identity(batch: &RecordBatch) -> Option<(usize, usize, usize)> {
 
 /// Splits a stable-state snapshot into files of the previous epoch whose batches are all
 /// still present (reused as they are) and the batches that need writing.
-pub(crate) fn reuse_files(
+fn reuse_files(
     previous: &[(FileEntry, Vec<RecordBatch>)],
     state: riffle_core::OperatorState,
 ) -> (
@@ -63,7 +66,7 @@ pub(crate) fn reuse_files(
 /// The files a stable-state snapshot consists of, each with the batches it holds: those
 /// it `reused`, then those `written` for its `fresh` batches (grouped into files as
 /// `write_state` grouped them). The next epoch's snapshot may reuse any of them.
-pub(crate) fn snapshot_files<'a>(
+fn snapshot_files<'a>(
     reused: Vec<(FileEntry, Vec<RecordBatch>)>,
     written: &'a [FileEntry],
     fresh: &OperatorState,
@@ -86,44 +89,52 @@ pub fn may_reuse_previous(epoch: Epoch, heard_committed: Option<Epoch>) -> bool 
     epoch.0 > 0 && heard_committed == Some(Epoch(epoch.0 - 1))
 }
 
-/// Incremental checkpoints on a worker that writes its own subtasks' state and hears
-/// late, over the network, which epoch committed (docs/cluster.md, "One checkpoint
-/// across workers"). It keeps the files of the last two epochs it wrote, with their
-/// batches, and reuses those of the epoch before only as [`may_reuse_previous`] allows.
-pub struct WorkerFileReuse {
+/// Incremental checkpoints where acks' state is written — by the coordinator of one
+/// process, or by each worker for its own subtasks (docs/cluster.md, "One checkpoint
+/// across workers"). It keeps, per epoch, the files each stable-state (operator,
+/// subtask) wrote or reused, with their batches; the writer says which epoch's files
+/// a snapshot may reference (one process: the last committed epoch; a worker: the epoch
+/// before, as [`may_reuse_previous`] allows) and when older epochs may be forgotten.
+pub struct FileReuse {
     /// Operators whose snapshots keep unchanged batches (the others are written whole).
     stable: HashSet<String>,
     /// Per epoch, the files each (operator, subtask) wrote or reused.
     by_epoch: BTreeMap<u64, ReuseCache>,
 }
 
-impl WorkerFileReuse {
+impl FileReuse {
     /// For `graph`'s stable-state operators.
     pub fn new(graph: &JobGraph) -> Self {
-        Self {
-            stable: graph
+        Self::for_operators(
+            graph
                 .nodes()
                 .iter()
                 .filter(|n| n.has_stable_state())
-                .map(|n| n.id.0.clone())
-                .collect(),
+                .map(|n| n.id.0.clone()),
+        )
+    }
+
+    /// For the stable-state operators named `stable`.
+    pub fn for_operators(stable: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            stable: stable.into_iter().collect(),
             by_epoch: BTreeMap::new(),
         }
     }
 
-    /// Splits `operator`'s snapshot of `subtask` at `epoch` into files it can reference
-    /// (with their batches) and the batches that need writing.
+    /// Splits `operator`'s snapshot of `subtask` at `epoch` into files of epoch
+    /// `reusable` it can reference (with their batches) and the batches that need
+    /// writing.
     pub fn split(
         &self,
-        (operator, subtask, epoch): (&str, usize, Epoch),
-        heard_committed: Option<Epoch>,
+        (operator, subtask, _epoch): (&str, usize, Epoch),
+        reusable: Option<Epoch>,
         state: OperatorState,
     ) -> (Vec<(FileEntry, Vec<RecordBatch>)>, OperatorState) {
-        let previous = (self.stable.contains(operator)
-            && may_reuse_previous(epoch, heard_committed))
-        .then(|| self.by_epoch.get(&(epoch.0 - 1)))
-        .flatten()
-        .and_then(|files| files.get(&(operator.to_string(), subtask)));
+        let previous = reusable
+            .filter(|_| self.stable.contains(operator))
+            .and_then(|e| self.by_epoch.get(&e.0))
+            .and_then(|files| files.get(&(operator.to_string(), subtask)));
         match previous {
             Some(previous) => reuse_files(previous, state),
             None => (Vec::new(), state),
@@ -131,7 +142,7 @@ impl WorkerFileReuse {
     }
 
     /// Records what `operator`'s snapshot of `subtask` at `epoch` consists of: the files
-    /// it reused and those just written for `fresh`; forgets epochs before the previous.
+    /// it reused and those just written for `fresh`.
     pub fn record(
         &mut self,
         (operator, subtask, epoch): (&str, usize, Epoch),
@@ -142,7 +153,6 @@ impl WorkerFileReuse {
         if !self.stable.contains(operator) {
             return;
         }
-        self.by_epoch.retain(|e, _| e + 1 >= epoch.0);
         self.by_epoch
             .entry(epoch.0)
             .or_default()
@@ -150,10 +160,45 @@ impl WorkerFileReuse {
             .or_default()
             .extend(snapshot_files(reused, written, fresh));
     }
+
+    /// Forgets the files of epochs before `epoch` (no later snapshot may reference
+    /// them), releasing their batches.
+    pub fn forget_before(&mut self, epoch: Epoch) {
+        self.by_epoch.retain(|e, _| *e >= epoch.0);
+    }
+}
+
+/// Writes the state `ack` carries to `store` as files of `generation`, referencing
+/// files of epoch `reusable` where a stable-state snapshot's batches did not change:
+/// `ack.states` becomes `ack.written`. The one place acks' state is written, in one
+/// process and on every worker. The bytes written (reused files are not).
+///
+/// # Errors
+/// Writing a state file failed.
+pub async fn write_ack_state(
+    (store, generation): (&CheckpointStore, u64),
+    reuse: &mut FileReuse,
+    reusable: Option<Epoch>,
+    ack: &mut SnapshotAck,
+) -> Result<u64, StateError> {
+    let mut bytes = 0;
+    for (operator, state) in std::mem::take(&mut ack.states) {
+        let at = (operator.0.as_str(), ack.subtask, ack.epoch);
+        let (reused, fresh) = reuse.split(at, reusable, state);
+        let files = store
+            .write_state(ack.epoch, generation, &operator.0, ack.subtask, &fresh)
+            .await?;
+        bytes += files.iter().map(|f| f.bytes).sum::<u64>();
+        let mut entries: Vec<FileEntry> = reused.iter().map(|(f, _)| f.clone()).collect();
+        entries.extend(files.iter().cloned());
+        reuse.record(at, reused, &files, &fresh);
+        ack.written.push((operator, entries));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]
-mod worker_tests {
+mod tests {
     use super::*;
 
     #[test]
@@ -168,5 +213,39 @@ mod worker_tests {
         assert!(!may_reuse_previous(Epoch(8), Some(Epoch(6))));
         assert!(!may_reuse_previous(Epoch(8), None));
         assert!(!may_reuse_previous(Epoch(0), None));
+    }
+
+    fn snapshot() -> OperatorState {
+        let values = std::sync::Arc::new(riffle_core::arrow::array::Int64Array::from(vec![1, 2]));
+        OperatorState {
+            batches: vec![RecordBatch::try_from_iter([("v", values as _)]).unwrap()],
+        }
+    }
+
+    fn file(epoch: u64) -> FileEntry {
+        FileEntry {
+            path: format!("e{epoch}.parquet"),
+            rows: 2,
+            bytes: 10,
+            crc32c: 0,
+        }
+    }
+
+    #[test]
+    fn a_snapshot_references_only_the_epoch_its_writer_names_and_only_until_forgotten() {
+        let mut reuse = FileReuse::for_operators(["agg".to_string()]);
+        let state = snapshot();
+        reuse.record(("agg", 0, Epoch(5)), Vec::new(), &[file(5)], &state);
+        let (reused, fresh) = reuse.split(("agg", 0, Epoch(7)), Some(Epoch(5)), state.clone());
+        assert_eq!(reused.len(), 1, "the unchanged batch is epoch 5's file");
+        assert!(fresh.batches.is_empty());
+        let (reused, _) = reuse.split(("agg", 0, Epoch(7)), Some(Epoch(6)), state.clone());
+        assert!(reused.is_empty(), "epoch 6 recorded nothing");
+        let (reused, _) = reuse.split(("other", 0, Epoch(7)), Some(Epoch(5)), state.clone());
+        assert!(reused.is_empty(), "not a stable-state operator");
+        reuse.forget_before(Epoch(6));
+        let (reused, fresh) = reuse.split(("agg", 0, Epoch(7)), Some(Epoch(5)), state);
+        assert!(reused.is_empty(), "forgotten");
+        assert_eq!(fresh.batches.len(), 1);
     }
 }

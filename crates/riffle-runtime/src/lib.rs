@@ -49,7 +49,7 @@ pub use coordinator::{CheckpointConfig, CheckpointCoordinator, CheckpointReport}
 pub use crash::CrashPoint;
 pub use error::{CheckpointFailure, LostOutput, RuntimeError, RuntimeResult};
 pub use exchange::Exchange;
-pub use file_reuse::{may_reuse_previous, WorkerFileReuse};
+pub use file_reuse::{may_reuse_previous, write_ack_state, FileReuse};
 pub use graph::{JobGraph, NodeId, WatermarkStrategy};
 pub use job::{JobConfig, JobStopper, JobSummary, RemoteEnds, SnapshotAck};
 pub use metrics::{FlowValues, JobMetrics, SubtaskSample};

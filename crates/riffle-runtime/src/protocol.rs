@@ -19,7 +19,8 @@ pub struct SnapshotAck {
     pub subtask: usize,
     /// The epoch snapshotted.
     pub epoch: Epoch,
-    /// State of every operator in the chain (and the source's offsets).
+    /// State of every operator in the chain (and the source's offsets), until
+    /// [`write_ack_state`](crate::write_ack_state) writes it as `written`.
     pub states: Vec<(OperatorId, OperatorState)>,
     /// What the chain's sink staged for this epoch.
     pub committables: Vec<Committable>,
@@ -34,9 +35,10 @@ pub struct SnapshotAck {
     pub alignment: Duration,
     /// Time the task was paused taking the snapshot and pre-committing its sink.
     pub snapshot: Duration,
-    /// State files the task's worker already wrote to the store, per operator: of a job
-    /// spread over workers, each writes its own subtasks' state and the coordinator
-    /// only records the files (docs/cluster.md). Empty in a single process.
+    /// State files written to the store, per operator, by
+    /// [`write_ack_state`](crate::write_ack_state): in one process the coordinator
+    /// writes them as the ack arrives; of a job spread over workers each writes its
+    /// own subtasks' state and the coordinator only records the files (docs/cluster.md).
     pub written: Vec<(OperatorId, Vec<FileEntry>)>,
 }
 

@@ -1,13 +1,14 @@
-//! Gathering an epoch: each ack's state written as Parquet (reusing files of the last
-//! committed epoch where the batches did not change), and the manifest assembled from
-//! all of them.
+//! Gathering an epoch: each ack's state written as Parquet (by the one writer,
+//! `write_ack_state`, reusing files of the last committed epoch where the batches did
+//! not change) or received written from a worker, and the manifest assembled from all
+//! of them.
 
-use super::{now_ms, CheckpointCoordinator, OperatorInfo, Pending};
+use super::{now_ms, CheckpointCoordinator, LastCommittedReuse, OperatorInfo, Pending};
 use crate::checkpoint_events::SubtaskTiming;
-use crate::file_reuse::{reuse_files, snapshot_files, ReuseCache};
+use crate::file_reuse::write_ack_state;
 use crate::protocol::SnapshotAck;
 use riffle_core::{Committable, CounterValues, OperatorId};
-use riffle_state::manifest::{FileEntry, OperatorEntry, SubtaskEntry};
+use riffle_state::manifest::{OperatorEntry, SubtaskEntry};
 use riffle_state::Manifest;
 use std::time::Instant;
 
@@ -15,13 +16,16 @@ impl CheckpointCoordinator {
     pub(super) async fn upload(
         &self,
         pending: &mut Pending,
-        ack: SnapshotAck,
-        reuse: &ReuseCache,
+        mut ack: SnapshotAck,
+        reuse: &mut LastCommittedReuse,
     ) -> Result<(), riffle_state::StateError> {
         pending.alignment = pending.alignment.max(ack.alignment);
         pending.snapshot = pending.snapshot.max(ack.snapshot);
         let started = Instant::now();
         let bytes_before = pending.bytes;
+        // State of this process's tasks is written here; a worker's arrives written.
+        let store = (&self.store, self.config.generation);
+        write_ack_state(store, &mut reuse.files, reuse.committed, &mut ack).await?;
         let (task, subtask) = (ack.task.0.clone(), ack.subtask);
         let (alignment, snapshot) = (ack.alignment, ack.snapshot);
         for (operator, values) in ack.counters {
@@ -40,7 +44,7 @@ impl CheckpointCoordinator {
             if files.is_empty() && !self.operators.contains_key(operator) {
                 continue;
             }
-            // Files a worker reused from an earlier epoch were not written now.
+            // Files reused from an earlier epoch were not written now.
             pending.bytes += (files.iter())
                 .filter(|f| riffle_state::layout::written_by(&f.path, pending.epoch))
                 .map(|f| f.bytes)
@@ -53,47 +57,6 @@ impl CheckpointCoordinator {
                     subtask: ack.subtask,
                     files: files.clone(),
                     watermark: recorded(watermark_of(operator)),
-                });
-        }
-        for (operator, state) in ack.states {
-            let watermark = watermark_of(&operator);
-            if state.batches.is_empty() && !self.operators.contains_key(&operator) {
-                continue;
-            }
-            let stable = self
-                .operators
-                .get(&operator)
-                .is_some_and(|info| info.stable_state);
-            let key = (operator.0.clone(), ack.subtask);
-            let (files, fresh) = match reuse.get(&key).filter(|_| stable) {
-                Some(previous) => reuse_files(previous, state),
-                None => (Vec::new(), state),
-            };
-            let written = self
-                .store
-                .write_state(
-                    pending.epoch,
-                    self.config.generation,
-                    &operator.0,
-                    ack.subtask,
-                    &fresh,
-                )
-                .await?;
-            pending.bytes += written.iter().map(|f| f.bytes).sum::<u64>();
-            let mut entries: Vec<FileEntry> = files.iter().map(|(f, _)| f.clone()).collect();
-            entries.extend(written.iter().cloned());
-            if stable {
-                (pending.reusable.entry(key).or_default())
-                    .extend(snapshot_files(files, &written, &fresh));
-            }
-            pending
-                .files
-                .entry(operator.0)
-                .or_default()
-                .push(SubtaskEntry {
-                    subtask: ack.subtask,
-                    files: entries,
-                    watermark: recorded(watermark),
                 });
         }
         let upload = started.elapsed();
