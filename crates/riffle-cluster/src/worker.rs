@@ -14,8 +14,9 @@ use crate::protocol::{Attempt, AttemptRequest, Decision, FromCoordinator, Stream
 use crate::server::Server;
 use crate::service::{CoordinatorInbox, LocalAttempt, WorkerService};
 use riffle_runtime::job::{self, attach_coordinator, exactly_once};
-use riffle_runtime::recovery::{recover, recover_from, RecoveryOptions};
-use riffle_runtime::supervisor::{RestartBudget, RunObserver};
+use riffle_runtime::supervisor::{
+    finished, supervise, AttemptError, Attempts, NextRecovery, RunObserver,
+};
 use riffle_runtime::{
     CheckpointConfig, CheckpointEvent, CheckpointListener, CheckpointReport, CheckpointedRun,
     FileReuse, JobConfig, JobGraph, JobSummary, Placement, RestoredJob, RuntimeError,
@@ -85,9 +86,14 @@ pub async fn run_worker(
         options,
         service: &service,
     };
-    let result = attempts(&job, observer).await;
+    let mut attempts = WorkerAttempts {
+        job,
+        recovery: NextRecovery::of(&run),
+        failed_generation: 0,
+    };
+    let result = supervise(&mut attempts, run.restart, observer).await;
     server.stop().await;
-    result
+    result.map(|(outcome, _)| outcome)
 }
 
 /// A number that tells this process from the worker's earlier and later ones.
@@ -110,73 +116,73 @@ struct WorkerJob<'a> {
     service: &'a WorkerService,
 }
 
-/// Runs attempts until the job finishes. Worker 0 starts a new attempt after a failure
-/// as its [`RestartBudget`] allows; the others rejoin each new attempt worker 0 starts,
-/// until worker 0 says the job finished or stops answering.
-async fn attempts(
-    job: &WorkerJob<'_>,
-    observer: &mut dyn RunObserver,
-) -> ClusterResult<WorkerOutcome> {
-    let (run, options) = (job.run, job.options);
-    let mut budget = RestartBudget::new(run.restart);
-    let mut failed_generation = 0;
-    loop {
+/// This worker's attempts, under the runtime's one restart loop ([`supervise`]):
+/// worker 0 decides each attempt and its restarts; the others rejoin each new attempt
+/// worker 0 starts, until worker 0 says the job finished or stops answering.
+struct WorkerAttempts<'a> {
+    job: WorkerJob<'a>,
+    /// Worker 0's next recovery (the others load what worker 0 recovered).
+    recovery: NextRecovery,
+    /// The generation of the last attempt this worker took part in.
+    failed_generation: u64,
+}
+
+impl Attempts for WorkerAttempts<'_> {
+    type Outcome = WorkerOutcome;
+    type Error = ClusterError;
+
+    async fn run(
+        &mut self,
+        observer: &mut dyn RunObserver,
+    ) -> ClusterResult<Option<WorkerOutcome>> {
+        let job = &self.job;
+        let options = job.options;
         let mut peers = Peers {
             addresses: options.addresses.clone(),
             patience: options.patience,
             open: HashMap::new(),
         };
-        let agreed = match agree(job, observer, &mut peers, failed_generation + 1).await? {
+        let next = self.failed_generation + 1;
+        let agreed = match agree(job, &mut self.recovery, observer, &mut peers, next).await? {
             Agreed::Run(attempt, restored) => (*attempt, restored),
             // This worker started after the job's last checkpoint committed.
-            Agreed::Finished { generation } => return Ok(WorkerOutcome::idle(generation)),
+            Agreed::Finished { generation } => return Ok(Some(WorkerOutcome::idle(generation))),
         };
         let generation = agreed.0.generation;
-        let error = match run_attempt(job, observer, peers, agreed).await {
-            Ok(outcome) => match job_ended(job, outcome).await? {
-                Some(outcome) => return Ok(outcome),
-                None => {
-                    // Worker 0 failed after this worker's part of the attempt ended.
-                    eprintln!(
-                        "riffle: worker {}: the job restarted after this worker's part of generation {generation} ended; rejoining",
-                        options.placement.worker
-                    );
-                    failed_generation = generation;
-                    continue;
-                }
-            },
-            Err(error) => error,
-        };
-        failed_generation = generation;
-        // Worker 0 decides whether there is a next attempt (its observer hears the
-        // restart); another worker rejoins the next one at once if there is one.
-        let restart = match options.placement.worker {
-            // The coordinator ran here, but its report went with the failed attempt:
-            // the state root says which epoch committed last.
-            0 if worth_restarting(&error) => budget.failed(job.store.latest_hint().await),
-            _ => None,
-        };
-        if let ClusterError::Runtime(e) = &error {
-            observer.failed(e, restart);
+        self.failed_generation = generation;
+        let outcome = run_attempt(job, observer, peers, agreed).await?;
+        let ended = job_ended(job, outcome).await?;
+        if ended.is_none() {
+            // Worker 0 failed after this worker's part of the attempt ended.
+            eprintln!(
+                "riffle: worker {}: the job restarted after this worker's part of generation {generation} ended; rejoining",
+                options.placement.worker
+            );
         }
-        let delay = match options.placement.worker {
-            0 => restart.map(|r| r.delay),
-            _ => worth_restarting(&error).then_some(Duration::ZERO),
+        Ok(ended)
+    }
+
+    fn decides_restarts(&self) -> bool {
+        self.job.options.placement.worker == 0
+    }
+
+    // The coordinator ran here, but its report went with the failed attempt: the
+    // state root says which epoch committed last.
+    async fn newest_committed(&self) -> Option<riffle_core::Epoch> {
+        self.job.store.latest_hint().await
+    }
+
+    fn failed(&self, error: &ClusterError, next: Option<Duration>) {
+        let worker = self.job.options.placement.worker;
+        let Some(delay) = next else { return };
+        let next = match worker {
+            0 => format!("starting the next one in {delay:?}"),
+            _ => "rejoining the next one".to_string(),
         };
-        match delay {
-            Some(d) => {
-                let next = match options.placement.worker {
-                    0 => format!("starting the next one in {d:?}"),
-                    _ => "rejoining the next one".to_string(),
-                };
-                eprintln!(
-                    "riffle: worker {}: attempt of generation {generation} failed ({error}); {next}",
-                    options.placement.worker
-                );
-                tokio::time::sleep(d).await;
-            }
-            None => return Err(error),
-        }
+        eprintln!(
+            "riffle: worker {worker}: attempt of generation {} failed ({error}); {next}",
+            self.failed_generation
+        );
     }
 }
 
@@ -236,17 +242,29 @@ impl WorkerOutcome {
     }
 }
 
-/// Whether an attempt that failed with `error` is worth another.
-fn worth_restarting(error: &ClusterError) -> bool {
-    match error {
-        ClusterError::Runtime(e) => riffle_runtime::supervisor::restartable(e),
-        ClusterError::Connect { .. } | ClusterError::Status(_) | ClusterError::Protocol(_) => true,
-        // As in one process: storage that failed for a moment is retried.
-        ClusterError::State(e) => {
-            riffle_runtime::CheckpointFailure::of_state(e)
-                == riffle_runtime::CheckpointFailure::Transient
+/// Whether an attempt that failed is worth another: the runtime's rule for the job's
+/// own errors, and for storage; a broken link between workers is.
+impl AttemptError for ClusterError {
+    fn restartable(&self) -> bool {
+        match self {
+            ClusterError::Runtime(e) => riffle_runtime::supervisor::restartable(e),
+            ClusterError::Connect { .. } | ClusterError::Status(_) | ClusterError::Protocol(_) => {
+                true
+            }
+            // As in one process: storage that failed for a moment is retried.
+            ClusterError::State(e) => {
+                riffle_runtime::CheckpointFailure::of_state(e)
+                    == riffle_runtime::CheckpointFailure::Transient
+            }
+            ClusterError::Unsupported(_) | ClusterError::Encode(_) | ClusterError::Json(_) => false,
         }
-        ClusterError::Unsupported(_) | ClusterError::Encode(_) | ClusterError::Json(_) => false,
+    }
+
+    fn runtime(&self) -> Option<&RuntimeError> {
+        match self {
+            ClusterError::Runtime(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
@@ -261,6 +279,7 @@ enum Agreed {
 /// Worker 0 decides the attempt; the others ask it for one of at least `generation`.
 async fn agree(
     job: &WorkerJob<'_>,
+    recovery: &mut NextRecovery,
     observer: &mut dyn RunObserver,
     peers: &mut Peers,
     generation: u64,
@@ -268,23 +287,12 @@ async fn agree(
     let WorkerJob {
         graph,
         store,
-        run,
         options,
         service,
         ..
     } = *job;
     if options.placement.worker == 0 {
-        let recovered = match &run.restore_from {
-            Some(explicit) => recover_from(store, graph, explicit).await?,
-            None => {
-                let choice = RecoveryOptions {
-                    start_empty: run.start_empty,
-                    accept_replayed_output: run.accept_replayed_output,
-                    replace_output: run.replace_output,
-                };
-                recover(store, graph, choice).await?
-            }
-        };
+        let recovered = recovery.recover(store, graph).await?;
         observer.recovered(&recovered);
         let attempt = Attempt {
             generation: recovered.generation,
@@ -539,14 +547,8 @@ async fn run_attempt(
         None => None,
     };
     let summary = summary?;
-    if let Some(r) = &report {
-        if !r.end_of_input_committed && r.stopped.is_none() {
-            return Err(RuntimeError::transient(format!(
-                "the job ended but its final checkpoint did not commit ({}); output after the last committed epoch is not published",
-                r.errors.last().cloned().unwrap_or_else(|| "no reason recorded".into())
-            ))
-            .into());
-        }
+    if let Some(report) = &report {
+        finished(report)?;
     }
     Ok(WorkerOutcome {
         summary,

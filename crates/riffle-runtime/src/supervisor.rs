@@ -1,19 +1,23 @@
 //! Running a checkpointed job to the end: recover, start, and after a task failure
-//! restart from the newest checkpoint as a [`RestartBudget`] allows.
+//! restart from the newest checkpoint as a [`RestartBudget`] allows. [`supervise`] is
+//! the one restart loop, over the [`Attempts`] of a placement: this process's
+//! ([`run_checkpointed`]) or a cluster worker's.
 
+mod attempts;
+mod one_process;
 mod restarts;
 
+pub use attempts::{finished, supervise, AttemptError, Attempts, NextRecovery};
+pub use one_process::run_checkpointed;
 pub use restarts::{Restart, RestartBudget, RestartStrategy};
 
 use crate::checkpoint_events::CheckpointListener;
 use crate::coordinator::{CheckpointConfig, CheckpointReport};
-use crate::error::{CheckpointFailure, RuntimeError, RuntimeResult};
-use crate::graph::JobGraph;
-use crate::job::{self, JobConfig, JobSummary};
+use crate::error::{CheckpointFailure, RuntimeError};
+use crate::job::{JobConfig, JobSummary};
 use crate::metrics::JobMetrics;
-use crate::recovery::{recover, recover_from, ExplicitRestore, Recovered, RecoveryOptions};
+use crate::recovery::{ExplicitRestore, Recovered};
 use crate::savepoint::SavepointDone;
-use riffle_state::CheckpointStore;
 use std::sync::Arc;
 
 /// Whether a failure is worth a restart: task failures, broken streams between workers
@@ -83,136 +87,6 @@ pub struct CheckpointedOutcome {
     /// The run stopped on request with a savepoint (or the reason promoting its
     /// committed epoch to a savepoint failed); `None` when it ran to its end.
     pub stopped: Option<Result<SavepointDone, String>>,
-}
-
-/// Runs `graph` with exactly-once checkpoints into `store` until it ends, restarting
-/// from the newest checkpoint after failures as `run.restart` allows.
-///
-/// # Errors
-/// Recovery failed, the job failed with no restarts left, or its end-of-input
-/// checkpoint did not commit (output after the last committed epoch is unpublished; run
-/// again to resume).
-pub async fn run_checkpointed(
-    graph: &JobGraph,
-    store: &CheckpointStore,
-    run: CheckpointedRun,
-    observer: &mut dyn RunObserver,
-) -> RuntimeResult<CheckpointedOutcome> {
-    let mut reports: Vec<CheckpointReport> = Vec::new();
-    let mut budget = RestartBudget::new(run.restart);
-    let mut start_empty = run.start_empty;
-    let mut restore_from = run.restore_from.clone();
-    let mut generation: Option<u64> = None;
-    loop {
-        // A restart claims a newer generation: only a process that still owns the
-        // newest one may, or it would fence out the run that took over from it.
-        if let Some(g) = generation {
-            store
-                .check_generation(g, riffle_core::Epoch(0))
-                .await
-                .map_err(crate::recovery::fenced_or_state)?;
-        }
-        let recovering = match &restore_from {
-            Some(explicit) => recover_from(store, graph, explicit).await,
-            None => {
-                let options = RecoveryOptions {
-                    start_empty,
-                    accept_replayed_output: run.accept_replayed_output,
-                    replace_output: run.replace_output,
-                };
-                recover(store, graph, options).await
-            }
-        };
-        // Recovery that failed for a moment (storage, a sink's system) is retried like
-        // any transient failure; one that needs the user ends the run.
-        let recovered = match recovering {
-            Ok(recovered) => recovered,
-            Err(error) => {
-                back_off(&mut budget, &reports, error, observer).await?;
-                continue;
-            }
-        };
-        restore_from = None;
-        start_empty = false;
-        generation = Some(recovered.generation);
-        observer.recovered(&recovered);
-        let config = JobConfig {
-            restore: recovered.restored.clone(),
-            ..run.job.clone()
-        };
-        let checkpoints = CheckpointConfig {
-            generation: recovered.generation,
-            first_epoch: recovered.next_epoch,
-            state_id: Some(recovered.state_id.clone()),
-            history_from: recovered.history_from,
-            ..run.checkpoints.clone()
-        };
-        let started = job::start_with_checkpoints(
-            graph,
-            &config,
-            store.clone(),
-            checkpoints,
-            run.listeners.clone(),
-        );
-        // A subtask that cannot start (its database is unreachable for a moment) is a
-        // task failure like any other: restarted under the same strategy.
-        let (handle, report) = match started {
-            Ok(started) => started,
-            Err(error) => {
-                back_off(&mut budget, &reports, error, observer).await?;
-                continue;
-            }
-        };
-        observer.started(&handle.metrics);
-        let result = handle.wait().await;
-        // Once the tasks are gone the coordinator finishes its last epoch and returns.
-        let report = report
-            .await
-            .map_err(|e| RuntimeError::bug(format!("checkpoint coordinator: {e}")))?;
-        let end_committed = report.end_of_input_committed;
-        let stopped = report.stopped.clone();
-        let last_error = report.errors.last().cloned();
-        reports.push(report);
-        let error = match result {
-            Ok(summary) if end_committed || stopped.is_some() => {
-                return Ok(CheckpointedOutcome {
-                    summary,
-                    reports,
-                    restarts: budget.restarts(),
-                    stopped,
-                })
-            }
-            Ok(_) => RuntimeError::transient(format!(
-                "the job ended but its final checkpoint did not commit ({}); output after the last committed epoch is not published",
-                last_error.unwrap_or_else(|| "no reason recorded".into())
-            )),
-            Err(e) => e,
-        };
-        back_off(&mut budget, &reports, error, observer).await?;
-    }
-}
-
-/// After a failure: waits for the restart, or returns the error when it is not worth
-/// one or `budget` allows no more. The attempts' `reports` say which epochs committed.
-async fn back_off(
-    budget: &mut RestartBudget,
-    reports: &[CheckpointReport],
-    error: RuntimeError,
-    observer: &mut dyn RunObserver,
-) -> RuntimeResult<()> {
-    let newest_committed = reports.iter().filter_map(|r| r.committed.last()).max();
-    let restart = restartable(&error)
-        .then(|| budget.failed(newest_committed.copied()))
-        .flatten();
-    observer.failed(&error, restart);
-    tracing::warn!(%error, restarts = budget.restarts(), "job failed");
-    match restart {
-        Some(restart) => {
-            tokio::time::sleep(restart.delay).await;
-            Ok(())
-        }
-        None => Err(error),
-    }
 }
 
 #[cfg(test)]
