@@ -17,7 +17,6 @@
 pub mod align;
 pub mod chain;
 pub mod checkpoint_events;
-pub mod control;
 pub mod coordinator;
 pub mod crash;
 pub mod error;

@@ -4,11 +4,11 @@
 use crate::progress::{CheckpointStatus, ProgressLine};
 use crate::units::{event_time, parse_duration};
 use anyhow::{Context, Result};
+use riffle_control::{ControlOptions, ControlServer, JobOutline, LiveMetrics};
 use riffle_core::arrow::util::display::array_value_to_string;
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::Epoch;
 use riffle_core::OperatorId;
-use riffle_runtime::control::{ControlOptions, ControlServer, JobOutline, LiveMetrics};
 use riffle_runtime::readout::percentile_ms;
 use riffle_runtime::recovery::{ExplicitRestore, Recovered, RestoreFrom};
 use riffle_runtime::savepoint::request_savepoint;

@@ -7,7 +7,7 @@ use super::checkpointing::{
 use super::run::SqlArgs;
 use anyhow::{Context, Result};
 use riffle_cluster::{run_worker, WorkerOptions};
-use riffle_runtime::control::{ControlOptions, ControlServer, JobOutline, LiveMetrics};
+use riffle_control::{ControlOptions, ControlServer, JobOutline, LiveMetrics};
 use riffle_runtime::{JobMetrics, Placement, RunObserver};
 use std::net::SocketAddr;
 use std::sync::Arc;

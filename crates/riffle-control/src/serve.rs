@@ -10,12 +10,12 @@ use super::access::{bearer, Access};
 use super::live::LiveMetrics;
 use super::page::{self, Asset};
 use super::{api, exposition, scrape};
-use crate::savepoint::{request_savepoint, SavepointSender};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use riffle_runtime::savepoint::{request_savepoint, SavepointSender};
 use riffle_state::CheckpointStore;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -296,7 +296,7 @@ mod tests {
     async fn serving(limits: Limits) -> (String, Arc<AtomicUsize>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap().to_string();
-        let (savepoints, _requests) = crate::savepoint::savepoint_channel();
+        let (savepoints, _requests) = riffle_runtime::savepoint::savepoint_channel();
         let root = riffle_state::StateRoot::parse("memory://").unwrap();
         let served = Arc::new(Served {
             savepoints,
@@ -406,7 +406,7 @@ mod tests {
     /// in a process of its own, as it lowers the process's descriptor limit.
     #[test]
     fn the_endpoint_serves_again_after_the_process_ran_out_of_descriptors() {
-        let test = "control::serve::tests::out_of_descriptors";
+        let test = "serve::tests::out_of_descriptors";
         let run = std::process::Command::new(std::env::current_exe().unwrap())
             .args([test, "--exact", "--ignored", "--test-threads=1"])
             .env("RIFFLE_OUT_OF_DESCRIPTORS_TEST", "1")

@@ -6,7 +6,7 @@
 use super::live::{since_unix_epoch, LiveMetrics};
 use super::outline::OutlineOperator;
 use super::rates::{OperatorRates, Totals};
-use crate::metrics::SubtaskSample;
+use riffle_runtime::metrics::SubtaskSample;
 use riffle_state::recovery::EpochFinding;
 use riffle_state::savepoints::SavepointFinding;
 use riffle_state::{CheckpointStore, Manifest};
@@ -311,8 +311,8 @@ pub(super) async fn savepoints(store: &CheckpointStore) -> Result<Value, String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint_events::{CheckpointEvent, CheckpointListener};
     use riffle_core::Epoch;
+    use riffle_runtime::checkpoint_events::{CheckpointEvent, CheckpointListener};
     use riffle_state::{RequestCounts, StateRoot};
     use std::sync::Arc;
 

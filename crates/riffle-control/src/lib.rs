@@ -31,7 +31,7 @@ pub use live::LiveMetrics;
 pub use outline::{JobOutline, OutlineInput, OutlineOperator};
 pub use serve::Limits;
 
-use crate::savepoint::{SavepointDone, SavepointSender};
+use riffle_runtime::savepoint::{SavepointDone, SavepointSender};
 use riffle_state::CheckpointStore;
 use serde::{Deserialize, Serialize};
 use serve::Served;

@@ -3,7 +3,7 @@
 
 use super::exposition::{Families, Labels};
 use super::live::{since_unix_epoch, LiveMetrics};
-use crate::metrics::SubtaskSample;
+use riffle_runtime::metrics::SubtaskSample;
 
 const NANOS: f64 = 1e9;
 
@@ -166,7 +166,7 @@ fn job_families(out: &mut Families, live: &LiveMetrics) {
         "State bytes uploaded per checkpoint (files reused from earlier epochs not counted).",
         &tally.sizes,
     );
-    let state = |value: fn(&crate::OperatorStateSize) -> u64| {
+    let state = |value: fn(&riffle_runtime::OperatorStateSize) -> u64| {
         tally
             .state
             .iter()
@@ -221,8 +221,8 @@ fn job_families(out: &mut Families, live: &LiveMetrics) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::JobMetrics;
     use riffle_core::OperatorId;
+    use riffle_runtime::metrics::JobMetrics;
     use std::sync::Arc;
 
     #[test]

@@ -5,10 +5,10 @@
 
 use super::exposition::Buckets;
 use super::outline::JobOutline;
-use crate::checkpoint_events::{
+use riffle_runtime::checkpoint_events::{
     CheckpointEvent, CheckpointListener, EpochRequests, OperatorStateSize, SubtaskTiming,
 };
-use crate::metrics::JobMetrics;
+use riffle_runtime::metrics::JobMetrics;
 use riffle_state::RequestTally;
 use serde::Serialize;
 use std::collections::VecDeque;

@@ -1,6 +1,6 @@
 //! The job's dataflow graph as the REST API and the web page show it.
 
-use crate::graph::{JobGraph, NodeKind};
+use riffle_runtime::graph::{JobGraph, NodeKind};
 use serde::Serialize;
 
 /// The operators of a job and the exchanges between them.
