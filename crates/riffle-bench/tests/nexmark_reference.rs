@@ -1,7 +1,7 @@
 //! Every Nexmark query against a deliberately simple reference (plain Rust over the same
 //! generated events), at parallelism 1 and 2. Outputs are compared as sorted multisets.
 
-mod common;
+use crate::common;
 
 use common::{config, events, f, rows, run, MS, V};
 use riffle_bench::queries::{Query, Q11_GAP, Q5_SLIDE, Q5_WINDOW, TUMBLE_10S};

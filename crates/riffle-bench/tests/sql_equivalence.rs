@@ -2,7 +2,7 @@
 //! generator settings, parallelism 1 and 2, outputs compared row for row (q4, an updating
 //! result, by its final value per category).
 
-mod common;
+use crate::common;
 
 use common::{rows, V};
 use riffle_bench::queries::{Query, QueryOptions};

@@ -2,7 +2,7 @@
 //! process's, through kill -9 of any worker and a resume on fewer workers, also from
 //! state files a worker reused across checkpoints.
 
-mod common;
+use crate::common;
 
 use common::checkpoints::referenced_files;
 use common::workers::{kill, kill_workers_randomly, launched, unused_port, worker_pids};

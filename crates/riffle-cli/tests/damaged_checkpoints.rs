@@ -2,7 +2,7 @@
 //! back to the previous retained checkpoint, and a run never silently restarts from
 //! empty state.
 
-mod common;
+use crate::common;
 
 use common::{copy_dir, riffle, stderr};
 use std::path::{Path, PathBuf};

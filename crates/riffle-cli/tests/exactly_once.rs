@@ -2,7 +2,7 @@
 //! commit protocol, or killed at random moments, and then resumed, publishes exactly the
 //! rows of a run that never crashed.
 
-mod common;
+use crate::common;
 
 use common::{nexmark_run, published, stderr};
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! way one of them is fenced with a clear message, the other finishes, and the output
 //! equals an uninterrupted run's.
 
-mod common;
+use crate::common;
 
 use common::savepoints::{ok, reference};
 use common::{published_lines, riffle, stderr};

@@ -2,7 +2,7 @@
 //! `riffle bench --workers` runs: in one process and on two workers its committed output
 //! equals DuckDB's answer over the same rows.
 
-mod common;
+use crate::common;
 
 use common::riffle;
 use std::path::Path;

@@ -2,10 +2,9 @@
 //! 127.0.0.1: a run crashed mid-protocol resumes from its checkpoint in the bucket and
 //! publishes exactly the crash-free output; `riffle checkpoints list` reads the bucket.
 
-#[path = "../../riffle-state/tests/support/moto.rs"]
-mod moto;
+use crate::moto;
 
-mod common;
+use crate::common;
 
 use common::{published, stderr};
 use std::path::Path;

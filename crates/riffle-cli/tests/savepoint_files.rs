@@ -2,10 +2,9 @@
 //! (including `s3://` on a real S3-protocol server), damaged archives refused, every kind
 //! of damage reported by `verify`, and the state queried with SQL.
 
-#[path = "../../riffle-state/tests/support/moto.rs"]
-mod moto;
+use crate::moto;
 
-mod common;
+use crate::common;
 
 use common::savepoints::{fails, manifest, nexmark, ok, reference, savepoint, start_slow, walk};
 use common::{copy_dir, published, riffle, stderr};

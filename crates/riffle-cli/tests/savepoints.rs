@@ -2,7 +2,7 @@
 //! endpoint and SIGTERM), restore it at other parallelisms, drain, and refuse plans that
 //! do not fit. Moving, damaging and querying savepoints: `savepoint_files.rs`.
 
-mod common;
+use crate::common;
 
 use common::savepoints::{
     fails, get_metrics, manifest, nexmark, ok, reference, savepoint, start_slow,

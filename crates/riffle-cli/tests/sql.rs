@@ -1,6 +1,6 @@
 //! `riffle run` / `riffle explain` on SQL pipeline files, as a user runs them.
 
-mod common;
+use crate::common;
 
 use common::savepoints::{ok, savepoint};
 use common::{published, riffle, stderr};

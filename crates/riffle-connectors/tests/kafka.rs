@@ -4,12 +4,11 @@
 //! offset; transactions committed only by commit, the ledger that tells a later
 //! process what committed, and fencing of a dead process's producers.
 
-#[path = "support/certs.rs"]
-mod certs;
+use crate::certs;
 #[path = "support/kafka.rs"]
-mod kafka;
+mod broker;
 
-use kafka::KafkaBroker;
+use broker::KafkaBroker;
 use riffle_connectors::kafka::{
     KafkaClient, KafkaDelivery, KafkaSinkConfig, KafkaSinkFactory, KafkaSourceConfig,
     KafkaSourceFactory, KafkaStartup, KafkaTimestamp, ValueFormat,

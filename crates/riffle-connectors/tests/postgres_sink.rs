@@ -3,8 +3,7 @@
 //! key, the Arrow type mapping, TLS with a verified certificate, and clear errors
 //! (missing table, password in the URL, a connection killed mid-epoch).
 
-#[path = "support/certs.rs"]
-mod certs;
+use crate::certs;
 #[path = "support/postgres.rs"]
 mod postgres;
 

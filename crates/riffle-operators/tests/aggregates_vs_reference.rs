@@ -2,7 +2,7 @@
 //! random input, for several batch sizes and with event-time disorder inside the
 //! watermark delay. Each failure prints the seed.
 
-mod common;
+use crate::common;
 
 use common::{drive, drive_checkpointed, rows, to_batch, Row};
 use riffle_core::arrow::array::{Array, AsArray, BooleanArray};

@@ -4,7 +4,7 @@
 //! files instead of rewriting the state. Restoring such chains is checked in
 //! `snapshot_restore.rs`.
 
-mod common;
+use crate::common;
 
 use common::{lines, rows, schema, to_batch};
 use riffle_core::{Epoch, OperatorContext, OperatorFactory, OperatorState, RecordBatch};

@@ -3,7 +3,7 @@
 //! order of their values), for ROWS, RANGE and UNBOUNDED frames, several batch sizes,
 //! out-of-order input, and across snapshots and restores.
 
-mod common;
+use crate::common;
 
 use common::{drive, drive_checkpointed, rows, schema, to_batch, Row};
 use riffle_core::arrow::array::{Array, AsArray};

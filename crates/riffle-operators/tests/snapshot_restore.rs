@@ -1,7 +1,7 @@
 //! Every stateful operator's state survives snapshot → restore: a run restored from a
 //! snapshot at any cut point emits exactly what an uninterrupted run emits.
 
-mod common;
+use crate::common;
 
 use common::{drive, drive_checkpointed, lines, rows, schema, to_batch};
 use riffle_core::arrow::datatypes::{DataType, Field};

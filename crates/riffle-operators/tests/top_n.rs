@@ -3,7 +3,7 @@
 //! (ties in arrival order), for several batch sizes and across a snapshot and restore,
 //! also from a chain of incremental snapshots.
 
-mod common;
+use crate::common;
 
 use common::{drive, drive_checkpointed, rows, schema, to_batch, Row};
 use riffle_core::arrow::array::{Array, AsArray};

@@ -2,7 +2,7 @@
 //! (each `-U`/`-D` withdrawing the row its rank holds, each `+I`/`+U` filling an empty
 //! rank) is the first N live rows of each partition, straight and across snapshots.
 
-mod common;
+use crate::common;
 
 use common::{drive, drive_checkpointed, rows, schema, to_batch, Rng};
 use riffle_core::arrow::array::{Array, ArrayRef, AsArray, Int64Array, TimestampNanosecondArray};

@@ -2,7 +2,7 @@
 //! restored from one — at the same or another operator parallelism — emits exactly the
 //! windows that were still open at the barrier, with the same values.
 
-mod common;
+use crate::common;
 
 use common::runtime;
 use riffle_connectors::sinks::CollectSinkFactory;

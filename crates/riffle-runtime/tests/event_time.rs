@@ -1,7 +1,7 @@
 //! Event time end to end: late rows are dropped and counted, and an idle source does
 //! not hold back the watermark.
 
-mod common;
+use crate::common;
 
 use common::runtime;
 use riffle_connectors::sinks::CollectSinkFactory;

@@ -2,7 +2,7 @@
 //! nothing hangs, barriers are aligned so snapshots are consistent, exchanges deliver as
 //! promised, and chaining follows the rules.
 
-mod common;
+use crate::common;
 
 use common::{no_delay, runtime};
 use datafusion_expr::{col, lit};

@@ -3,7 +3,7 @@
 //! operator that fails the job a set number of times, each once enough checkpoints
 //! completed since the failure before (as a listener hears them).
 
-mod common;
+use crate::common;
 
 use common::runtime;
 use riffle_connectors::sinks::CollectSinkFactory;

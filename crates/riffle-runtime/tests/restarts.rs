@@ -2,7 +2,7 @@
 //! and the published output is exactly that of a run that never failed — including rows
 //! that were late before the failure, which stay late after it.
 
-mod common;
+use crate::common;
 
 use common::runtime;
 use riffle_connectors::sinks::CollectSinkFactory;

@@ -2,7 +2,7 @@
 //! while the job runs on, requests that are refused before anything is taken, and a
 //! stop whose savepoint fails — the job stops and says why instead of restarting.
 
-mod common;
+use crate::common;
 
 use common::{no_delay, runtime};
 use riffle_connectors::sinks::CollectSinkFactory;

@@ -1,7 +1,7 @@
 //! How planning reads changelogs: which sinks take an updating result, what `explain`
 //! says of each edge, and the change-stream sources (Debezium JSON, upsert-kafka).
 
-mod common;
+use crate::common;
 
 use common::{assert_mentions, error, plan, BID};
 use riffle_runtime::PhysicalPlan;

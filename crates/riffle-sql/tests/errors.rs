@@ -1,6 +1,6 @@
 //! What a user sees when a pipeline file is wrong: the place, the construct, the fix.
 
-mod common;
+use crate::common;
 
 use common::{assert_mentions, error, plan, BID};
 

@@ -1,9 +1,9 @@
 //! `/metrics` as Prometheus's promtool reads it, and the REST API, from a running job.
 
-use crate::common::http::{control_address, request};
-use crate::common::savepoints::{ok, savepoint, start_slow};
-use crate::common::stderr;
-use crate::wait_for_checkpoints;
+use super::common::http::{control_address, request};
+use super::common::savepoints::{ok, savepoint, start_slow};
+use super::common::stderr;
+use super::wait_for_checkpoints;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -1,8 +1,8 @@
 //! An endpoint open to the network: the token for every request, and no secret in any
 //! answer.
 
-use crate::common::http::{request, Answer};
-use crate::moto;
+use super::common::http::{request, Answer};
+use super::moto;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! The web page in headless Chromium.
 
-use crate::common::http::control_address;
-use crate::common::savepoints::{get_metrics, nexmark_run_slow, ok, savepoint};
+use super::common::http::control_address;
+use super::common::savepoints::{get_metrics, nexmark_run_slow, ok, savepoint};
 use std::path::Path;
 use std::process::Command;
 

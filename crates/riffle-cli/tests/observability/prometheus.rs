@@ -1,7 +1,7 @@
 //! A real Prometheus scraping a job, running every query of the Grafana dashboard.
 
-use crate::common::http::{control_address, try_request};
-use crate::common::savepoints::{nexmark_run_slow, ok, savepoint};
+use super::common::http::{control_address, try_request};
+use super::common::savepoints::{nexmark_run_slow, ok, savepoint};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

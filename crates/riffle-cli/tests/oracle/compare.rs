@@ -1,8 +1,8 @@
 //! Reading both answers as rows and comparing them as multisets, and reading the late
 //! rows riffle counted.
 
-use crate::grammar::{OutputKind, Query, Rows};
-use crate::input::LATE_ID_FROM;
+use super::grammar::{OutputKind, Query, Rows};
+use super::input::LATE_ID_FROM;
 use riffle_state::layout::COMMITTED_MARKER;
 use riffle_state::{Manifest, ManifestStatus};
 use std::collections::BTreeMap;

@@ -8,7 +8,7 @@
 //! joins, so DuckDB answers those from the rows on time; every other query is answered
 //! from all rows (docs/engine.md, "Windows and late rows").
 
-use crate::input::{LateRows, DELAY_S};
+use super::input::{LateRows, DELAY_S};
 use rand::rngs::StdRng;
 use rand::Rng;
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use riffle_runtime::CrashPoint;
 
-use crate::workers;
+use super::workers;
 
 /// What ends one attempt early.
 #[derive(Debug, Clone, Copy)]

@@ -4,8 +4,8 @@
 //! [`TOLERABLE_FAILURES`] failures in a row fail the run — and commits each with the
 //! real commit protocol.
 
-use crate::sink::SimSink;
-use crate::world::{Shared, PIPELINE};
+use super::sink::SimSink;
+use super::world::{Shared, PIPELINE};
 use rand::Rng;
 use riffle_core::arrow::array::{UInt16Array, UInt64Array};
 use riffle_core::arrow::datatypes::{DataType, Field, Schema};

@@ -3,7 +3,7 @@
 //! then may be disturbed as the fault model says, and every write or delete is recorded
 //! with the actor's generation for invariant 3.
 
-use crate::world::{Shared, World};
+use super::world::{Shared, World};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;

@@ -3,7 +3,7 @@
 //! no-op), recovery asks where an epoch's output stands, takes back what epochs after a
 //! restored one published, and discards what older generations staged.
 
-use crate::world::Shared;
+use super::world::Shared;
 use riffle_core::{
     Committable, Committer, Epoch, Sink, SinkContext, SinkFactory, StagedOutput, StreamSchema,
     Unpublished,

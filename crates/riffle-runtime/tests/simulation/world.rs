@@ -1,9 +1,9 @@
 //! The simulated world: the seeded random source, the fault switch, what every actor
 //! wrote, the scheduler that interleaves the actors, and the invariant checks.
 
-use crate::actor::{run_actor, ActorEnd, SOURCE_ROWS};
-use crate::faulty_store::FaultyStore;
-use crate::sink::SimSink;
+use super::actor::{run_actor, ActorEnd, SOURCE_ROWS};
+use super::faulty_store::FaultyStore;
+use super::sink::SimSink;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use object_store::ObjectStore;
@@ -246,7 +246,7 @@ pub fn simulate(seed: u64) -> Outcome {
     let setup = Setup {
         world: world.clone(),
         memory: Arc::new(InMemory::new()),
-        graph: Arc::new(crate::actor::graph(sink.clone())),
+        graph: Arc::new(super::actor::graph(sink.clone())),
         sink,
     };
     let clean = CheckpointStore::new(

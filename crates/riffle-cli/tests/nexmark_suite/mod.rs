@@ -10,18 +10,12 @@
 //! with a different answer. A query that starts running fails this test until it is
 //! compared, so the table in docs/from-flink.md stays true.
 
-#[path = "../../../riffle-connectors/tests/support/certs.rs"]
-mod certs;
 mod ddl;
 mod input;
-#[path = "../../../riffle-connectors/tests/support/postgres.rs"]
-mod postgres;
-#[allow(dead_code)] // the oracle's random schedules and damage are not used here
-#[path = "../oracle/schedule.rs"]
-mod schedule;
-#[allow(dead_code)]
-#[path = "../common/workers.rs"]
-mod workers;
+
+// The oracle's schedules (its random ones and damage are not used here).
+use crate::oracle::schedule;
+use crate::postgres;
 
 use riffle_runtime::CrashPoint;
 use schedule::{Attempt, Disruption, Schedule};

@@ -3,11 +3,9 @@
 //! the network with no secret in any answer, a real Prometheus running the Grafana
 //! dashboard's queries, and the web page in headless Chromium.
 
-#[path = "../../../riffle-state/tests/support/moto.rs"]
-mod moto;
+use crate::moto;
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod metrics;
 mod network;

@@ -4,18 +4,11 @@
 //! compared with a crash-free run's; an unbounded job stopped with a savepoint and
 //! resumed at another parallelism. This file holds what the tests share.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
-#[path = "../../../riffle-connectors/tests/support/certs.rs"]
-mod certs;
-#[path = "../../../riffle-connectors/tests/support/kafka.rs"]
-mod kafka;
+use crate::kafka;
 #[cfg(feature = "iceberg")]
-#[path = "../../../riffle-state/tests/support/moto.rs"]
-mod moto;
-#[path = "../../../riffle-connectors/tests/support/postgres.rs"]
-mod postgres;
+use crate::{moto, postgres};
 
 mod avro_kafka;
 mod errors;

@@ -18,10 +18,8 @@
 mod compare;
 mod grammar;
 mod input;
-mod schedule;
-#[path = "../common/workers.rs"]
-#[allow(dead_code)]
-mod workers;
+pub(crate) mod schedule;
+use crate::common::workers;
 
 use grammar::Query;
 use input::InputShape;
