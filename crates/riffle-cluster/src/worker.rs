@@ -13,7 +13,7 @@ use crate::links::{self, Peer};
 use crate::protocol::{Attempt, AttemptRequest, Decision, FromCoordinator, StreamKind};
 use crate::server::Server;
 use crate::service::{CoordinatorInbox, LocalAttempt, WorkerService};
-use riffle_runtime::job::{self, attach_coordinator, exactly_once};
+use riffle_runtime::job::{self, attach_coordinator, exactly_once, JobHandle, JobStopper};
 use riffle_runtime::supervisor::{
     finished, supervise, AttemptError, Attempts, NextRecovery, RunObserver,
 };
@@ -417,7 +417,6 @@ async fn run_attempt(
 ) -> ClusterResult<WorkerOutcome> {
     let WorkerJob {
         graph,
-        store,
         run,
         options,
         service,
@@ -469,62 +468,14 @@ async fn run_attempt(
         ));
     }
     let report = if me == 0 {
-        let mut remote_sources = Vec::new();
-        let mut notices = CommitNotices::default();
-        for worker in 1..placement.workers {
-            // Barriers from the coordinator and word of commits share the stream.
-            let (sender, mut barriers) = tokio::sync::mpsc::unbounded_channel();
-            let (to_worker, messages) = tokio::sync::mpsc::unbounded_channel();
-            let forward = to_worker.clone();
-            shipping.0.push(tokio::spawn(async move {
-                while let Some(barrier) = barriers.recv().await {
-                    if forward.send(FromCoordinator::Barrier(barrier)).is_err() {
-                        return;
-                    }
-                }
-                // The coordinator finished (a failed attempt aborts this task first).
-                let _ = forward.send(FromCoordinator::End);
-            }));
-            notices.0.push(to_worker);
-            let peer = peers.get(worker).await?.clone();
-            let hello = links::hello(generation, me, StreamKind::Barriers);
-            shipping
-                .0
-                .push(links::ship_barriers(peer, hello, messages, stopper.clone()));
-            remote_sources.push(sender);
-        }
-        let checkpoints = CheckpointConfig {
-            generation,
-            first_epoch: riffle_core::Epoch(attempt.first_epoch),
-            state_id: Some(attempt.state_id.clone()),
-            history_from: attempt.history_from.map(riffle_core::Epoch),
-            ..run.checkpoints.clone()
-        };
-        let mut listeners = run.listeners.clone();
-        listeners.push(Arc::new(notices));
-        let target = (store.clone(), checkpoints, listeners);
-        Some(attach_coordinator(
-            graph,
-            &config,
-            &mut handle,
-            target,
-            remote_sources,
-        )?)
+        let target = (&mut handle, &mut shipping, &stopper);
+        Some(coordinate(job, &mut peers, &attempt, &config, target).await?)
     } else {
-        let acks = handle
-            .acks
-            .take()
-            .ok_or_else(|| ClusterError::Protocol("acks were not collected".into()))?;
         let peer = peers.get(0).await?.clone();
         let hello = links::hello(generation, me, StreamKind::Acks);
-        let ends = handle.end_of_input.take();
-        shipping.0.push(links::ship_acks(
-            peer,
-            hello,
-            (store.clone(), FileReuse::new(graph)),
-            (acks, ends, handle.metrics.clone()),
-            stopper.clone(),
-        ));
+        shipping
+            .0
+            .push(ship_own_acks(job, peer, hello, &mut handle, &stopper)?);
         None
     };
     observer.started(&handle.metrics);
@@ -556,4 +507,81 @@ async fn run_attempt(
         generation,
         exchange: (sent.load(std::sync::atomic::Ordering::Relaxed), streams),
     })
+}
+
+/// On worker 0: the attempt's checkpoint coordinator, with a barrier stream to every
+/// other worker (which also carries word of each committed epoch).
+async fn coordinate(
+    job: &WorkerJob<'_>,
+    peers: &mut Peers,
+    attempt: &Attempt,
+    config: &JobConfig,
+    (handle, shipping, stopper): (&mut JobHandle, &mut Shipments, &JobStopper),
+) -> ClusterResult<JoinHandle<CheckpointReport>> {
+    let (graph, store, run) = (job.graph, job.store, job.run);
+    let generation = attempt.generation;
+    let mut remote_sources = Vec::new();
+    let mut notices = CommitNotices::default();
+    for worker in 1..job.options.placement.workers {
+        // Barriers from the coordinator and word of commits share the stream.
+        let (sender, mut barriers) = tokio::sync::mpsc::unbounded_channel();
+        let (to_worker, messages) = tokio::sync::mpsc::unbounded_channel();
+        let forward = to_worker.clone();
+        shipping.0.push(tokio::spawn(async move {
+            while let Some(barrier) = barriers.recv().await {
+                if forward.send(FromCoordinator::Barrier(barrier)).is_err() {
+                    return;
+                }
+            }
+            // The coordinator finished (a failed attempt aborts this task first).
+            let _ = forward.send(FromCoordinator::End);
+        }));
+        notices.0.push(to_worker);
+        let peer = peers.get(worker).await?.clone();
+        let hello = links::hello(generation, 0, StreamKind::Barriers);
+        shipping
+            .0
+            .push(links::ship_barriers(peer, hello, messages, stopper.clone()));
+        remote_sources.push(sender);
+    }
+    let checkpoints = CheckpointConfig {
+        generation,
+        first_epoch: riffle_core::Epoch(attempt.first_epoch),
+        state_id: Some(attempt.state_id.clone()),
+        history_from: attempt.history_from.map(riffle_core::Epoch),
+        ..run.checkpoints.clone()
+    };
+    let mut listeners = run.listeners.clone();
+    listeners.push(Arc::new(notices));
+    let target = (store.clone(), checkpoints, listeners);
+    Ok(attach_coordinator(
+        graph,
+        config,
+        handle,
+        target,
+        remote_sources,
+    )?)
+}
+
+/// On a worker other than 0: writes its subtasks' state and ships their acks (and ends
+/// of input) to the coordinator on worker 0.
+fn ship_own_acks(
+    job: &WorkerJob<'_>,
+    peer: Peer,
+    hello: crate::protocol::Hello,
+    handle: &mut JobHandle,
+    stopper: &JobStopper,
+) -> ClusterResult<JoinHandle<()>> {
+    let acks = handle
+        .acks
+        .take()
+        .ok_or_else(|| ClusterError::Protocol("acks were not collected".into()))?;
+    let ends = handle.end_of_input.take();
+    Ok(links::ship_acks(
+        peer,
+        hello,
+        (job.store.clone(), FileReuse::new(job.graph)),
+        (acks, ends, handle.metrics.clone()),
+        stopper.clone(),
+    ))
 }

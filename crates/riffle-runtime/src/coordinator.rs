@@ -409,84 +409,103 @@ impl CheckpointCoordinator {
                 schedule.completed(Instant::now(), manifest.held_committables.clone());
                 reuse.files.forget_before(done.epoch);
                 reuse.committed = Some(done.epoch);
-                let duration = done.triggered.elapsed();
-                report.committed.push(done.epoch);
-                report.durations.push(duration);
-                report.bytes.push(done.bytes);
-                report.alignment.push(done.alignment);
-                report.snapshot.push(done.snapshot);
-                report.upload.push(done.upload);
-                report.commit.push(commit);
-                report.requests.push(requests);
-                if done.kind == BarrierKind::EndOfInput {
-                    report.end_of_input_committed = true;
-                }
-                self.emit(CheckpointEvent::Completed {
-                    epoch: done.epoch,
-                    duration,
-                    bytes: done.bytes,
-                    alignment: done.alignment,
-                    snapshot: done.snapshot,
-                    upload: done.upload,
-                    commit,
-                    state: OperatorStateSize::of(&manifest),
-                    requests: Box::new(requests),
-                    sink_commits: commits_per_sink(&manifest),
-                    subtasks: std::mem::take(&mut done.timings),
-                });
-                // A savepoint's epoch is committed: copy it out.
-                if let Some(sp) = done.savepoint.take() {
-                    let stop = sp.request.stop;
-                    let answer = self.promote(&manifest, &sp.label, sp.requested, stop).await;
-                    if let Err(e) = &answer {
-                        report.errors.push(e.clone());
-                    }
-                    if stop {
-                        report.stopped = Some(answer.clone());
-                    }
-                    let _ = sp.request.reply.send(answer);
-                }
+                self.committed(done, (&manifest, requests, commit), report)
+                    .await;
             }
             Err(EpochIncomplete {
                 reason, outcome, ..
             }) => {
                 done.savepoint_failed(&reason, report);
                 let failed = schedule.commit_failed(outcome);
-                let error = match outcome {
-                    EpochOutcome::Retry => {
-                        self.failed(report, done.epoch, reason, failed, stopper);
-                        return;
-                    }
-                    // Must not restart: a newer run owns the state.
-                    EpochOutcome::Fenced { current } => crate::RuntimeError::Fenced {
-                        generation: self.config.generation,
-                        current,
-                    },
-                    // Sinks of a logged decision must commit before any later epoch;
-                    // only recovery's roll forward can now.
-                    EpochOutcome::MustRecover => crate::RuntimeError::transient(format!(
-                        "epoch {} is PREPARED but its sinks could not commit: {reason}; restart to roll it forward",
-                        done.epoch
-                    )),
-                };
-                report.abandoned.push(done.epoch);
-                report
-                    .errors
-                    .push(format!("epoch {}: {reason}", done.epoch));
-                // Listeners hear of a fatal failure too, not only of retried ones.
-                let consecutive = match failed {
-                    Failed::Tolerated { consecutive } | Failed::FailJob { consecutive } => {
-                        consecutive
-                    }
-                };
-                self.emit(CheckpointEvent::Failed {
-                    epoch: done.epoch,
-                    reason: error.to_string(),
-                    consecutive,
-                });
-                stopper.fail_with(error);
+                self.commit_failed(done.epoch, (reason, outcome, failed), report, stopper);
             }
         }
+    }
+
+    /// An epoch committed: reported, heard by listeners, and promoted to the savepoint
+    /// it was taken for.
+    async fn committed(
+        &self,
+        mut done: Pending,
+        (manifest, requests, commit): (&Manifest, EpochRequests, Duration),
+        report: &mut CheckpointReport,
+    ) {
+        let duration = done.triggered.elapsed();
+        report.committed.push(done.epoch);
+        report.durations.push(duration);
+        report.bytes.push(done.bytes);
+        report.alignment.push(done.alignment);
+        report.snapshot.push(done.snapshot);
+        report.upload.push(done.upload);
+        report.commit.push(commit);
+        report.requests.push(requests);
+        if done.kind == BarrierKind::EndOfInput {
+            report.end_of_input_committed = true;
+        }
+        self.emit(CheckpointEvent::Completed {
+            epoch: done.epoch,
+            duration,
+            bytes: done.bytes,
+            alignment: done.alignment,
+            snapshot: done.snapshot,
+            upload: done.upload,
+            commit,
+            state: OperatorStateSize::of(manifest),
+            requests: Box::new(requests),
+            sink_commits: commits_per_sink(manifest),
+            subtasks: std::mem::take(&mut done.timings),
+        });
+        // A savepoint's epoch is committed: copy it out.
+        if let Some(sp) = done.savepoint.take() {
+            let stop = sp.request.stop;
+            let answer = self.promote(manifest, &sp.label, sp.requested, stop).await;
+            if let Err(e) = &answer {
+                report.errors.push(e.clone());
+            }
+            if stop {
+                report.stopped = Some(answer.clone());
+            }
+            let _ = sp.request.reply.send(answer);
+        }
+    }
+
+    /// An epoch's commit failed: retried with a later epoch, or, when the run must not
+    /// go on (fenced) or only recovery can finish it (PREPARED), the job fails.
+    fn commit_failed(
+        &self,
+        epoch: Epoch,
+        (reason, outcome, failed): (String, EpochOutcome, Failed),
+        report: &mut CheckpointReport,
+        stopper: &JobStopper,
+    ) {
+        let error = match outcome {
+            EpochOutcome::Retry => {
+                self.failed(report, epoch, reason, failed, stopper);
+                return;
+            }
+            // Must not restart: a newer run owns the state.
+            EpochOutcome::Fenced { current } => crate::RuntimeError::Fenced {
+                generation: self.config.generation,
+                current,
+            },
+            // Sinks of a logged decision must commit before any later epoch;
+            // only recovery's roll forward can now.
+            EpochOutcome::MustRecover => crate::RuntimeError::transient(format!(
+                "epoch {epoch} is PREPARED but its sinks could not commit: {reason}; restart to roll it forward"
+            )),
+        };
+        report.abandoned.push(epoch);
+        report.errors.push(format!("epoch {epoch}: {reason}"));
+        // Listeners hear of a fatal failure too, not only of retried ones.
+        let consecutive = match failed {
+            Failed::Tolerated { consecutive } | Failed::FailJob { consecutive } => consecutive,
+        };
+        self.emit(CheckpointEvent::Failed {
+            epoch,
+            reason: error.to_string(),
+            consecutive,
+        });
+        stopper.fail_with(error);
     }
 
     /// Records a failed epoch; fails the job once the schedule says so.
