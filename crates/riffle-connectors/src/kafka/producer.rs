@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// Keeps the first failed delivery, which fails the flush that waits for it, and the
 /// offset of the newest record delivered to each partition since the last
-/// [`forget_newest`](DeliveryContext::forget_newest): a transaction's committable records
+/// [`new_transaction`](DeliveryContext::new_transaction): a transaction's committable records
 /// them, so recovery can later find its records in the topic.
 #[derive(Default)]
 pub(super) struct DeliveryContext {
@@ -28,10 +28,15 @@ impl DeliveryContext {
         self.newest.lock().map(|n| n.clone()).unwrap_or_default()
     }
 
-    /// Forgets the offsets delivered so far (a new transaction begins).
-    pub(super) fn forget_newest(&self) {
+    /// A new transaction begins on this producer: forgets the offsets delivered so far
+    /// and a failure of an earlier, aborted transaction's records (purged when it was
+    /// aborted), which is not this transaction's.
+    pub(super) fn new_transaction(&self) {
         if let Ok(mut newest) = self.newest.lock() {
             newest.clear();
+        }
+        if let Ok(mut failure) = self.failure.lock() {
+            failure.take();
         }
     }
 }

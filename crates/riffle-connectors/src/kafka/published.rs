@@ -5,15 +5,24 @@
 //! offset of the newest record delivered there. Read back, that record carries the
 //! transaction's name in its `riffle.transaction` header; in a topic deleted and made
 //! anew its offset is past the end or holds another record. A topic only grows, so the
-//! newest recorded record of a partition vouches for every older one of the same topic
-//! (or retention removed them, which riffle cannot tell from a topic's own policy and
-//! does not refuse): one read per partition, whatever the number of epochs.
+//! newest recorded record of a partition vouches for every older one of the same topic:
+//! one read per partition, whatever the number of epochs.
+//!
+//! What a topic's own policy removes is not a loss riffle can tell, and a check that
+//! refuses a healthy restart is worse than none, so these count as held: an offset
+//! below the partition's first (retention), and no record at the offset while later
+//! ones exist or none do (compaction keeps only a key's newest record and drops old
+//! tombstones; an offset may be a transaction marker). Only a record *at* the offset
+//! that another transaction wrote, an offset past the end, or a topic or partition that
+//! does not exist are a loss. A metadata answer with any other error is an error (a
+//! broker restarting), never a loss.
 //!
 //! The sink's ledger group is not asked: on the test broker a deleted topic's group
 //! offsets survive its deletion, and a new process read no offset for committed epochs.
 
 use super::{KafkaClient, REQUEST_TIMEOUT};
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use riffle_core::{Committable, Result};
@@ -44,8 +53,8 @@ pub(super) enum AtOffset {
     /// The topic or the partition does not exist.
     NoPartition,
     /// The partition's offsets run from `low` (inclusive) to `high` (exclusive) and
-    /// the record read at the offset (if inside them) is `record`: its offset and its
-    /// `riffle.transaction` header.
+    /// the first record at or after the offset (if inside them, and if there is one)
+    /// is `record`: its offset and its `riffle.transaction` header.
     Partition {
         low: i64,
         high: i64,
@@ -54,16 +63,17 @@ pub(super) enum AtOffset {
 }
 
 /// Whether the topic holds the vouched record `offset` of `transaction`, given what is
-/// at that offset. A record below the partition's first offset was removed by
-/// retention: held (a topic's own policy, not a loss recovery can tell).
+/// there (see the module's text for what a topic's policy may remove).
 pub(super) fn holds(offset: i64, transaction: &str, found: &AtOffset) -> bool {
     match found {
         AtOffset::NoPartition => false,
         AtOffset::Partition { low, .. } if offset < *low => true,
         AtOffset::Partition { high, .. } if offset >= *high => false,
-        AtOffset::Partition { record, .. } => record
-            .as_ref()
-            .is_some_and(|(at, name)| *at == offset && name.as_deref() == Some(transaction)),
+        AtOffset::Partition { record, .. } => match record {
+            Some((at, name)) if *at == offset => name.as_deref() == Some(transaction),
+            // Compacted away, a transaction marker, or retention that moved on.
+            _ => true,
+        },
     }
 }
 
@@ -138,6 +148,10 @@ impl TopicReader {
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_uncommitted")
             .set("fetch.wait.max.ms", "10")
+            // The end of the partition, or an offset retention moved past, is an
+            // answer here, not a reason to wait or to jump elsewhere.
+            .set("enable.partition.eof", "true")
+            .set("auto.offset.reset", "error")
             .create()
             .map_err(|e| client.error(format!("cannot create a consumer: {e}")))?;
         Ok(Self {
@@ -147,18 +161,28 @@ impl TopicReader {
         })
     }
 
-    /// The topic's partitions (none if it does not exist).
+    /// The topic's partitions (none if it does not exist). Any other error in the
+    /// answer (a leader not available while brokers restart, no permission to
+    /// describe the topic) is an error, not an empty topic.
     fn partitions(&self) -> Result<Vec<i32>> {
         let metadata = self
             .consumer
             .fetch_metadata(Some(&self.topic), REQUEST_TIMEOUT)
             .map_err(|e| self.client.error(format!("reading metadata: {e}")))?;
-        Ok(metadata
-            .topics()
-            .iter()
-            .filter(|t| t.name() == self.topic && t.error().is_none())
-            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-            .collect())
+        let mut partitions = Vec::new();
+        for topic in metadata.topics().iter().filter(|t| t.name() == self.topic) {
+            match topic.error().map(RDKafkaErrorCode::from) {
+                None => partitions.extend(topic.partitions().iter().map(|p| p.id())),
+                Some(RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic) => {}
+                Some(code) => {
+                    return Err(self.client.error(format!(
+                        "reading the metadata of topic `{}` to check what earlier epochs published: {code} (recovery needs to describe and read the sink's topic)",
+                        self.topic
+                    )))
+                }
+            }
+        }
+        Ok(partitions)
     }
 
     fn at_offset(&self, partitions: &[i32], partition: i32, offset: i64) -> Result<AtOffset> {
@@ -175,15 +199,16 @@ impl TopicReader {
                 ))
             })?;
         let record = if (low..high).contains(&offset) {
-            Some(self.read(partition, offset)?)
+            self.read(partition, offset)?
         } else {
             None
         };
         Ok(AtOffset::Partition { low, high, record })
     }
 
-    /// The first record at or after `offset`: its offset and transaction header.
-    fn read(&self, partition: i32, offset: i64) -> Result<(i64, Option<String>)> {
+    /// The first record at or after `offset`: its offset and transaction header; `None`
+    /// when the partition ends first or retention moved past the offset meanwhile.
+    fn read(&self, partition: i32, offset: i64) -> Result<Option<(i64, Option<String>)>> {
         let mut list = TopicPartitionList::new();
         list.add_partition_offset(&self.topic, partition, Offset::Offset(offset))
             .map_err(|e| self.client.error(e))?;
@@ -195,12 +220,24 @@ impl TopicReader {
             let Some(polled) = self.consumer.poll(Duration::from_millis(100)) else {
                 continue;
             };
-            let message = polled.map_err(|e| {
-                self.client.error(format!(
-                    "reading topic `{}` partition {partition}: {e}",
-                    self.topic
-                ))
-            })?;
+            let message = match polled {
+                Ok(message) => message,
+                Err(KafkaError::PartitionEOF(p)) if p == partition => return Ok(None),
+                Err(e)
+                    if matches!(
+                        e.rdkafka_error_code(),
+                        Some(RDKafkaErrorCode::AutoOffsetReset | RDKafkaErrorCode::OffsetOutOfRange)
+                    ) =>
+                {
+                    return Ok(None)
+                }
+                Err(e) => {
+                    return Err(self.client.error(format!(
+                        "reading topic `{}` partition {partition} to check what earlier epochs published: {e} (recovery needs to read the sink's topic)",
+                        self.topic
+                    )))
+                }
+            };
             if message.partition() != partition || message.offset() < offset {
                 continue;
             }
@@ -211,7 +248,7 @@ impl TopicReader {
                     .and_then(|h| h.value)
                     .map(|v| String::from_utf8_lossy(v).into_owned())
             });
-            return Ok((message.offset(), transaction));
+            return Ok(Some((message.offset(), transaction)));
         }
         Err(self.client.error(format!(
             "no record of topic `{}` partition {partition} at offset {offset} arrived within {}s, though the partition's offsets include it",
@@ -254,7 +291,6 @@ mod tests {
     #[test]
     fn another_record_at_the_offset_is_lost() {
         assert!(!holds(7, "t/1", &at(0, 12, Some((7, "other/1")))));
-        assert!(!holds(7, "t/1", &at(0, 12, Some((8, "t/1")))));
         let headerless = AtOffset::Partition {
             low: 0,
             high: 12,
@@ -266,6 +302,14 @@ mod tests {
     #[test]
     fn a_record_retention_removed_is_held() {
         assert!(holds(7, "t/1", &at(9, 12, None)));
+    }
+
+    #[test]
+    fn a_record_compaction_removed_is_held() {
+        // A later record of the key, or a tombstone past its retention, took it; what
+        // follows is another record, or nothing but a transaction marker.
+        assert!(holds(7, "t/1", &at(0, 12, Some((9, "other/1")))));
+        assert!(holds(7, "t/1", &at(0, 12, None)));
     }
 
     #[test]

@@ -109,7 +109,7 @@ impl Transactions {
             None => self.new_producer(&mut state)?,
         };
         let producer = state.producers[n].clone();
-        producer.context().forget_newest();
+        producer.context().new_transaction();
         producer.begin_transaction().map_err(|e| {
             self.config
                 .client
