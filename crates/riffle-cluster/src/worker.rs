@@ -90,6 +90,8 @@ pub async fn run_worker(
         job,
         recovery: NextRecovery::of(&run),
         failed_generation: 0,
+        current: None,
+        leader_lost: false,
     };
     let result = supervise(&mut attempts, run.restart, observer).await;
     server.stop().await;
@@ -125,6 +127,12 @@ struct WorkerAttempts<'a> {
     recovery: NextRecovery,
     /// The generation of the last attempt this worker took part in.
     failed_generation: u64,
+    /// The attempt running now, once agreed.
+    current: Option<u64>,
+    /// A worker other than 0 could not agree with worker 0 on an attempt or hear its
+    /// word after one: worker 0 is gone (it finished, or failed for good), so this
+    /// worker ends too, as its supervisor then decides, instead of asking for ever.
+    leader_lost: bool,
 }
 
 impl Attempts for WorkerAttempts<'_> {
@@ -143,15 +151,22 @@ impl Attempts for WorkerAttempts<'_> {
             open: HashMap::new(),
         };
         let next = self.failed_generation + 1;
-        let agreed = match agree(job, &mut self.recovery, observer, &mut peers, next).await? {
+        let follower = options.placement.worker != 0;
+        (self.current, self.leader_lost) = (None, false);
+        let agreed = agree(job, &mut self.recovery, observer, &mut peers, next).await;
+        self.leader_lost = follower && agreed.is_err();
+        let agreed = match agreed? {
             Agreed::Run(attempt, restored) => (*attempt, restored),
             // This worker started after the job's last checkpoint committed.
             Agreed::Finished { generation } => return Ok(Some(WorkerOutcome::idle(generation))),
         };
         let generation = agreed.0.generation;
         self.failed_generation = generation;
+        self.current = Some(generation);
         let outcome = run_attempt(job, observer, peers, agreed).await?;
-        let ended = job_ended(job, outcome).await?;
+        let ended = job_ended(job, outcome).await;
+        self.leader_lost = follower && ended.is_err();
+        let ended = ended?;
         if ended.is_none() {
             // Worker 0 failed after this worker's part of the attempt ended.
             eprintln!(
@@ -164,6 +179,10 @@ impl Attempts for WorkerAttempts<'_> {
 
     fn decides_restarts(&self) -> bool {
         self.job.options.placement.worker == 0
+    }
+
+    fn worth_restarting(&self, error: &ClusterError) -> bool {
+        !self.leader_lost && error.restartable()
     }
 
     // The coordinator ran here, but its report went with the failed attempt: the
@@ -179,10 +198,11 @@ impl Attempts for WorkerAttempts<'_> {
             0 => format!("starting the next one in {delay:?}"),
             _ => "rejoining the next one".to_string(),
         };
-        eprintln!(
-            "riffle: worker {worker}: attempt of generation {} failed ({error}); {next}",
-            self.failed_generation
-        );
+        let attempt = match self.current {
+            Some(generation) => format!("attempt of generation {generation}"),
+            None => "agreeing on the next attempt".to_string(),
+        };
+        eprintln!("riffle: worker {worker}: {attempt} failed ({error}); {next}");
     }
 }
 

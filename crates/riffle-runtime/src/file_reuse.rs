@@ -166,6 +166,12 @@ impl FileReuse {
     pub fn forget_before(&mut self, epoch: Epoch) {
         self.by_epoch.retain(|e, _| *e >= epoch.0);
     }
+
+    /// Forgets the files of every epoch but those in `keep` (releasing their batches):
+    /// a failed epoch's, which no snapshot will reference.
+    pub fn keep_only(&mut self, keep: &[Epoch]) {
+        self.by_epoch.retain(|e, _| keep.iter().any(|k| k.0 == *e));
+    }
 }
 
 /// Writes the state `ack` carries to `store` as files of `generation`, referencing
@@ -243,6 +249,10 @@ mod tests {
         assert!(reused.is_empty(), "epoch 6 recorded nothing");
         let (reused, _) = reuse.split(("other", 0, Epoch(7)), Some(Epoch(5)), state.clone());
         assert!(reused.is_empty(), "not a stable-state operator");
+        reuse.record(("agg", 0, Epoch(6)), Vec::new(), &[file(6)], &state);
+        reuse.keep_only(&[Epoch(5), Epoch(7)]);
+        let (reused, _) = reuse.split(("agg", 0, Epoch(7)), Some(Epoch(6)), state.clone());
+        assert!(reused.is_empty(), "a failed epoch's files are forgotten");
         reuse.forget_before(Epoch(6));
         let (reused, fresh) = reuse.split(("agg", 0, Epoch(7)), Some(Epoch(5)), state);
         assert!(reused.is_empty(), "forgotten");

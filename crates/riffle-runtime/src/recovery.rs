@@ -427,52 +427,20 @@ async fn finish(
         .check_generation(generation, Epoch(0))
         .await
         .map_err(fenced_or_state)?;
-    let sinks = graph.sinks();
-    // Before anything on a sink changes: a sink that lost epochs the checkpoints record
-    // as committed would otherwise have files of those epochs discarded as staged, or
-    // the run resume without their rows.
-    if let (Some(restored), Some(m)) = (plan.restore, &manifest) {
-        let since = m.history_from.unwrap_or(restored);
-        refuse_lost_output(&sinks, &findings, since, restored)?;
-    }
-    // Starting from empty state (the state is gone, or --no-restore) over output an
-    // earlier run published: the run would write those rows again.
-    let mut unpublished = Vec::new();
-    if plan.restore.is_none() {
-        unpublished.extend(refuse_unaccounted_output(&sinks, replace_output)?);
-    }
-    // Every sink's output is this pipeline's from here on.
-    let identity = store.claim_identity().await.map_err(state_error)?;
-    let owner = OutputOwner {
-        id: identity.id.clone(),
-        pipeline: graph.name.clone(),
-        state: store.root_url().to_string(),
-    };
-    unpublished.extend(claim_outputs(&sinks, &owners, &owner)?);
-    // Epochs newer than the one restored (damaged, or a different pipeline's) published
-    // output that the replay writes again: take back everything published after it
-    // where the sink can, else refuse (or, when the user accepts it, say what will
-    // appear twice).
-    if let (Some(restored), false) = (plan.restore, plan.skipped.is_empty()) {
-        let skipped: Vec<Epoch> = plan.skipped.iter().map(|(e, _)| *e).collect();
-        unpublished.extend(take_back_skipped(
-            &sinks,
-            restored,
-            &skipped,
-            accept_replayed_output,
-        )?);
-    }
-    // The restored state lies past everything its manifest covers: publish what it
-    // held back for a later epoch (a sink covering several epochs per commit), and, when
-    // it is PREPARED, what it was to publish itself — for each sink in one commit.
-    let mut recommitted = 0;
-    if let Some(m) = &manifest {
-        recommitted = publish_restored(&sinks, m, plan.roll_forward)?;
-        if plan.roll_forward {
-            store.commit(m).await.map_err(state_error)?;
-        }
-    }
-    let aborted = abort_all_staged(&sinks, generation)?;
+    let settled = settle_sinks(
+        store,
+        graph,
+        (&plan, manifest.as_ref(), &findings),
+        (generation, &owners),
+        (accept_replayed_output, replace_output),
+    )
+    .await?;
+    let SinksSettled {
+        unpublished,
+        recommitted,
+        aborted,
+        state_id,
+    } = settled;
     // Partial epochs are swept, except files a valid manifest still references (an
     // incremental checkpoint reusing them); only truly incomplete epochs are reported.
     let keep = referenced_files(&findings, &[]);
@@ -530,7 +498,85 @@ async fn finish(
         replayed,
         restored_from,
         unpublished,
-        state_id: identity.id,
+        state_id,
         history_from,
+    })
+}
+
+/// What recovery did on the sinks.
+struct SinksSettled {
+    /// Output taken back: sink, how many files or rows.
+    unpublished: Vec<(String, usize)>,
+    /// Committables the restored manifest held back or was to publish, now published.
+    recommitted: usize,
+    /// Staged output of uncommitted epochs discarded.
+    aborted: usize,
+    /// The state root's identity, which every sink's output now records as its owner.
+    state_id: String,
+}
+
+/// Every step recovery takes on the sinks, in order: refuse if a sink lost what the
+/// checkpoints record as committed, or (starting empty) holds output no checkpoint
+/// accounts for; claim every output; take back what skipped epochs published; publish
+/// what the restored manifest held back (rolling a PREPARED one forward); discard
+/// staged output of uncommitted epochs.
+async fn settle_sinks(
+    store: &CheckpointStore,
+    graph: &JobGraph,
+    (plan, manifest, findings): (&RecoveryPlan, Option<&Manifest>, &[(Epoch, EpochFinding)]),
+    (generation, owners): (u64, &[(String, OwnerStep)]),
+    (accept_replayed_output, replace_output): (bool, bool),
+) -> RuntimeResult<SinksSettled> {
+    let sinks = graph.sinks();
+    // Before anything on a sink changes: a sink that lost epochs the checkpoints record
+    // as committed would otherwise have files of those epochs discarded as staged, or
+    // the run resume without their rows.
+    if let (Some(restored), Some(m)) = (plan.restore, manifest) {
+        let since = m.history_from.unwrap_or(restored);
+        refuse_lost_output(&sinks, findings, since, restored)?;
+    }
+    // Starting from empty state (the state is gone, or --no-restore) over output an
+    // earlier run published: the run would write those rows again.
+    let mut unpublished = Vec::new();
+    if plan.restore.is_none() {
+        unpublished.extend(refuse_unaccounted_output(&sinks, replace_output)?);
+    }
+    // Every sink's output is this pipeline's from here on.
+    let identity = store.claim_identity().await.map_err(state_error)?;
+    let owner = OutputOwner {
+        id: identity.id.clone(),
+        pipeline: graph.name.clone(),
+        state: store.root_url().to_string(),
+    };
+    unpublished.extend(claim_outputs(&sinks, owners, &owner)?);
+    // Epochs newer than the one restored (damaged, or a different pipeline's) published
+    // output that the replay writes again: take back everything published after it
+    // where the sink can, else refuse (or, when the user accepts it, say what will
+    // appear twice).
+    if let (Some(restored), false) = (plan.restore, plan.skipped.is_empty()) {
+        let skipped: Vec<Epoch> = plan.skipped.iter().map(|(e, _)| *e).collect();
+        unpublished.extend(take_back_skipped(
+            &sinks,
+            restored,
+            &skipped,
+            accept_replayed_output,
+        )?);
+    }
+    // The restored state lies past everything its manifest covers: publish what it
+    // held back for a later epoch (a sink covering several epochs per commit), and, when
+    // it is PREPARED, what it was to publish itself — for each sink in one commit.
+    let mut recommitted = 0;
+    if let Some(m) = manifest {
+        recommitted = publish_restored(&sinks, m, plan.roll_forward)?;
+        if plan.roll_forward {
+            store.commit(m).await.map_err(state_error)?;
+        }
+    }
+    let aborted = abort_all_staged(&sinks, generation)?;
+    Ok(SinksSettled {
+        unpublished,
+        recommitted,
+        aborted,
+        state_id: identity.id,
     })
 }

@@ -24,6 +24,13 @@ impl CheckpointCoordinator {
         let started = Instant::now();
         let bytes_before = pending.bytes;
         // State of this process's tasks is written here; a worker's arrives written.
+        // Only the last commit's files and this epoch's are kept: a failed epoch's
+        // batches are released.
+        let keep: Vec<_> = [reuse.committed, Some(pending.epoch)]
+            .into_iter()
+            .flatten()
+            .collect();
+        reuse.files.keep_only(&keep);
         let store = (&self.store, self.config.generation);
         write_ack_state(store, &mut reuse.files, reuse.committed, &mut ack).await?;
         let (task, subtask) = (ack.task.0.clone(), ack.subtask);

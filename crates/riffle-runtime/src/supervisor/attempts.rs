@@ -113,6 +113,12 @@ pub trait Attempts {
     /// rejoin whatever attempt comes next, at once.
     fn decides_restarts(&self) -> bool;
 
+    /// Whether another attempt may get past `error`: by default the error's own
+    /// classification; a placement may know more (a worker that lost worker 0).
+    fn worth_restarting(&self, error: &Self::Error) -> bool {
+        error.restartable()
+    }
+
     /// The newest epoch known to have committed, which resets the restart budget.
     async fn newest_committed(&self) -> Option<Epoch>;
 
@@ -137,7 +143,7 @@ pub async fn supervise<A: Attempts>(
             Ok(None) => continue,
             Err(error) => error,
         };
-        let worth = error.restartable();
+        let worth = attempts.worth_restarting(&error);
         let (restart, next) = if attempts.decides_restarts() {
             let restart = match worth {
                 true => budget.failed(attempts.newest_committed().await),

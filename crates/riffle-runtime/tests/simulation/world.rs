@@ -390,7 +390,7 @@ pub fn simulate(seed: u64) -> Outcome {
     outcome
 }
 
-/// Invariants 1–3 (see the top of `main.rs`).
+/// Invariants 1–3 (see the top of `mod.rs`).
 fn check_invariants(
     world: &Shared,
     sink: &SimSink,
