@@ -122,7 +122,7 @@ struct RecoveryRecord<'a> {
     dropped_state: Vec<&'a str>,
 }
 
-fn state_error(e: StateError) -> RuntimeError {
+pub(crate) fn state_error(e: StateError) -> RuntimeError {
     state_error_about("", e)
 }
 

@@ -244,6 +244,52 @@ fn a_failed_task_restarts_from_the_checkpoint_and_late_rows_stay_late() {
     assert!(got == expected, "window values differ after the restart");
 }
 
+/// `--no-restore` over a state root with an earlier run's checkpoints, and a failure
+/// before the new run's first checkpoint: the restart starts from empty state again.
+/// (It once restored the replaced history's newest checkpoint, which had finished the
+/// input, and published nothing.)
+#[test]
+fn a_run_started_empty_that_fails_before_its_first_checkpoint_starts_empty_again() {
+    let rt = runtime();
+    let (graph, _) = job(Arc::new(AtomicBool::new(false)));
+    let store = CheckpointStore::new(StateRoot::parse("memory://").unwrap(), &graph.name);
+    let earlier = CheckpointedRun {
+        restart: RestartStrategy::None,
+        ..CheckpointedRun::default()
+    };
+    rt.block_on(run_checkpointed(&graph, &store, earlier, &mut ()))
+        .unwrap();
+    let expected = run(false, RestartStrategy::None).1;
+    let (graph, sink) = job(Arc::new(AtomicBool::new(true)));
+    let again = CheckpointedRun {
+        // No checkpoint commits before the failure at three quarters of the input.
+        checkpoints: CheckpointConfig {
+            interval: Duration::from_secs(3600),
+            ..CheckpointConfig::default()
+        },
+        restart: RestartStrategy::FixedDelay {
+            attempts: 1,
+            delay: Duration::from_millis(10),
+        },
+        start_empty: true,
+        ..CheckpointedRun::default()
+    };
+    let mut observed = Observed::default();
+    let outcome = rt
+        .block_on(run_checkpointed(&graph, &store, again, &mut observed))
+        .unwrap();
+    assert_eq!(outcome.restarts, 1);
+    assert_eq!(
+        observed.restored,
+        vec![None, None],
+        "both attempts start empty"
+    );
+    assert!(
+        rows(&sink.batches()) == expected,
+        "the restarted run's windows differ from a clean run's"
+    );
+}
+
 #[test]
 fn without_restarts_a_failure_ends_the_run() {
     let (result, _, observed, _) = run(true, RestartStrategy::None);

@@ -6,19 +6,26 @@ use super::{restartable, RestartBudget, RestartStrategy, RunObserver};
 use crate::coordinator::CheckpointReport;
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::graph::JobGraph;
-use crate::recovery::{recover, recover_from, ExplicitRestore, Recovered, RecoveryOptions};
+use crate::recovery::{
+    recover, recover_from, state_error, ExplicitRestore, Recovered, RecoveryOptions,
+};
 use crate::CheckpointedRun;
 use riffle_core::Epoch;
+use riffle_state::recovery::EpochFinding;
 use riffle_state::CheckpointStore;
 use std::time::Duration;
 
-/// What the next recovery of a run does. The run's first asks for what the user said
-/// (a named restore, or starting from empty state); once one succeeded, every later one
-/// resumes from the newest checkpoint, which is at least that one.
+/// What the next recovery of a run does. The run's first asks for what the user said;
+/// later ones resume from the newest checkpoint. A named restore registers the restored
+/// epoch as a checkpoint, so every later recovery resumes from it or a newer one. A
+/// start from empty state registers nothing: until the run has a checkpoint of its own,
+/// a restart starts from empty state again, never from the history it replaced.
 #[derive(Clone)]
 pub struct NextRecovery {
     options: RecoveryOptions,
     restore_from: Option<ExplicitRestore>,
+    /// The first epoch of a run that started from empty state.
+    started_empty_at: Option<Epoch>,
 }
 
 impl NextRecovery {
@@ -31,6 +38,7 @@ impl NextRecovery {
                 replace_output: run.replace_output,
             },
             restore_from: run.restore_from.clone(),
+            started_empty_at: None,
         }
     }
 
@@ -43,14 +51,30 @@ impl NextRecovery {
         store: &CheckpointStore,
         graph: &JobGraph,
     ) -> RuntimeResult<Recovered> {
+        if let Some(first) = self.started_empty_at {
+            let listing = store.findings(false).await.map_err(state_error)?;
+            if has_own_checkpoint(&listing, first) {
+                (self.options.start_empty, self.started_empty_at) = (false, None);
+            }
+        }
         let recovered = match &self.restore_from {
             Some(explicit) => recover_from(store, graph, explicit).await?,
             None => recover(store, graph, self.options).await?,
         };
         self.restore_from = None;
-        self.options.start_empty = false;
+        if self.options.start_empty {
+            self.started_empty_at.get_or_insert(recovered.next_epoch);
+        }
         Ok(recovered)
     }
+}
+
+/// Whether `listing` holds a checkpoint (committed, or PREPARED for recovery to roll
+/// forward) of the run whose first epoch is `first`.
+fn has_own_checkpoint(listing: &[(Epoch, EpochFinding)], first: Epoch) -> bool {
+    listing
+        .iter()
+        .any(|(epoch, finding)| *epoch >= first && matches!(finding, EpochFinding::Valid(_)))
 }
 
 /// The one check that an attempt which ended well finished the job: its end-of-input
@@ -257,7 +281,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_first_successful_recovery_does_what_the_user_asked() {
+    fn a_run_started_empty_starts_empty_again_until_it_has_a_checkpoint_of_its_own() {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -271,10 +295,31 @@ mod tests {
         };
         let mut next = NextRecovery::of(&run);
         assert!(next.options.start_empty);
+        let first = runtime.block_on(next.recover(&store, &graph)).unwrap();
+        // Until the run has a checkpoint of its own, a restart starts empty again.
+        assert_eq!(next.started_empty_at, Some(first.next_epoch));
         runtime.block_on(next.recover(&store, &graph)).unwrap();
-        // A restart resumes from the newest checkpoint, never from empty state again
-        // (nor from the named savepoint a first recovery restored).
-        assert!(!next.options.start_empty);
+        assert!(next.options.start_empty);
         assert!(next.restore_from.is_none());
+    }
+
+    #[test]
+    fn a_run_resumes_its_own_checkpoints_not_the_history_it_replaced() {
+        use riffle_state::Manifest;
+        let old = Manifest::prepared("p", 1, Epoch(3), 0);
+        let own = Manifest::prepared("p", 2, Epoch(5), 0);
+        let listing = vec![(Epoch(3), EpochFinding::Valid(old))];
+        assert!(
+            !has_own_checkpoint(&listing, Epoch(4)),
+            "only the replaced history's"
+        );
+        let mut listing = listing;
+        listing.push((Epoch(4), EpochFinding::Partial));
+        assert!(
+            !has_own_checkpoint(&listing, Epoch(4)),
+            "an incomplete epoch is none"
+        );
+        listing.push((Epoch(5), EpochFinding::Valid(own)));
+        assert!(has_own_checkpoint(&listing, Epoch(4)));
     }
 }
