@@ -77,14 +77,11 @@ pub(super) fn holds(offset: i64, transaction: &str, found: &AtOffset) -> bool {
     }
 }
 
-/// Per partition, the newest record any of `committables` vouches for.
-fn newest_vouched(committables: &[&Committable]) -> BTreeMap<i32, Vouched> {
+/// Per partition, the newest record any of `payloads` vouches for.
+fn newest_vouched(payloads: &[Option<Payload>]) -> BTreeMap<i32, Vouched> {
     let mut newest: BTreeMap<i32, Vouched> = BTreeMap::new();
-    for c in committables {
-        let Ok(payload) = serde_json::from_str::<Payload>(&c.payload) else {
-            continue;
-        };
-        for (partition, offset) in payload.newest_records {
+    for payload in payloads.iter().flatten() {
+        for &(partition, offset) in &payload.newest_records {
             let slot = newest.entry(partition).or_insert_with(|| Vouched {
                 offset: -1,
                 transaction: String::new(),
@@ -108,7 +105,11 @@ pub(super) fn holds_published(
     topic: &str,
     committables: &[&Committable],
 ) -> Result<Vec<bool>> {
-    let newest = newest_vouched(committables);
+    // Unreadable payloads (none of riffle's) vouch for nothing and count as held.
+    let payloads: Vec<Option<Payload>> = (committables.iter())
+        .map(|c| serde_json::from_str(&c.payload).ok())
+        .collect();
+    let newest = newest_vouched(&payloads);
     if newest.is_empty() {
         return Ok(vec![true; committables.len()]);
     }
@@ -121,10 +122,10 @@ pub(super) fn holds_published(
             lost_partitions.push(*partition);
         }
     }
-    Ok(committables
+    Ok(payloads
         .iter()
-        .map(|c| {
-            serde_json::from_str::<Payload>(&c.payload).map_or(true, |p| {
+        .map(|p| {
+            p.as_ref().is_none_or(|p| {
                 p.newest_records
                     .iter()
                     .all(|(partition, _)| !lost_partitions.contains(partition))
@@ -260,8 +261,7 @@ impl TopicReader {
 
 #[cfg(test)]
 mod tests {
-    use super::{holds, newest_vouched, AtOffset};
-    use riffle_core::{Committable, Epoch};
+    use super::{holds, newest_vouched, AtOffset, Payload};
 
     fn at(low: i64, high: i64, record: Option<(i64, &str)>) -> AtOffset {
         AtOffset::Partition {
@@ -314,16 +314,11 @@ mod tests {
 
     #[test]
     fn each_partition_is_vouched_for_by_its_newest_record() {
-        let committable = |epoch: u64, payload: &str| Committable {
-            sink: "s".into(),
-            subtask: 0,
-            epoch: Epoch(epoch),
-            payload: payload.into(),
-        };
-        let a = committable(1, r#"{"transaction":"a","newest_records":[[0,5],[1,2]]}"#);
-        let b = committable(2, r#"{"transaction":"b","newest_records":[[0,9]]}"#);
-        let old = committable(3, r#"{"transaction":"c"}"#);
-        let newest = newest_vouched(&[&a, &b, &old]);
+        let payload = |text: &str| serde_json::from_str::<Payload>(text).ok();
+        let a = payload(r#"{"transaction":"a","newest_records":[[0,5],[1,2]]}"#);
+        let b = payload(r#"{"transaction":"b","newest_records":[[0,9]]}"#);
+        let old = payload(r#"{"transaction":"c"}"#);
+        let newest = newest_vouched(&[a, b, old, None]);
         assert_eq!(newest.len(), 2);
         assert_eq!(
             (newest[&0].offset, newest[&0].transaction.as_str()),
