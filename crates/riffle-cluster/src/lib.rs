@@ -14,6 +14,7 @@
 //! is an Arrow Flight `do_put` stream; everything else is as in one process.
 
 pub mod ack;
+mod attempt;
 pub mod error;
 pub mod links;
 pub mod protocol;
