@@ -6,7 +6,7 @@
 //!   statement into the DataFusion expression that computes the same value, before
 //!   DataFusion plans it ([`rewrite_flink_calls`]). DataFusion then types and runs them.
 //! - **Kernels** (`DATE_FORMAT`, `TO_TIMESTAMP`, `SPLIT_INDEX`, `REGEXP_EXTRACT`,
-//!   `REGEXP_REPLACE`, `PROCTIME`, `CONVERT_TZ`, …)
+//!   `REGEXP_REPLACE`, `PROCTIME`, `CONVERT_TZ`, `ROUND`, `TRUNCATE`, …)
 //!   are scalar UDFs
 //!   registered under Flink's names ([`flink_udfs`]).
 
@@ -19,6 +19,7 @@ mod macros;
 mod proctime;
 mod regexp_extract;
 mod regexp_replace;
+mod round_truncate;
 mod spellings;
 mod split_index;
 mod text_memo;
@@ -54,6 +55,8 @@ pub fn flink_udfs() -> Vec<ScalarUDF> {
         timestamp_units::timestampadd_udf(),
         timestamp_units::timestampdiff_udf(),
         convert_tz::convert_tz_udf(),
+        round_truncate::round_udf(),
+        round_truncate::truncate_udf(),
     ]
 }
 
@@ -255,12 +258,6 @@ fn flink_spelling(expr: &Expr) -> Result<Option<String>> {
                 args[1],
                 args[2]
             )
-        }
-        "truncate" => {
-            if !(1..=2).contains(&args.len()) {
-                arity(2, "TRUNCATE(number [, digits])")?;
-            }
-            spellings::call("trunc", &args)
         }
         other => match EXTRACT_FUNCTIONS.iter().find(|(n, _)| *n == other) {
             Some((_, field)) => {
