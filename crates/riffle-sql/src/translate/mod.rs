@@ -158,7 +158,7 @@ impl<'a> Translator<'a> {
     /// The stream of `plan`, read by a filter or an aggregate: an unwindowed aggregate
     /// or a Top-N at its top (through projections) emits a changelog, whose withdrawn
     /// rows the reader can pass on or take back.
-    fn translate_as_changelog(&mut self, plan: &LogicalPlan) -> Result<Stream> {
+    pub(crate) fn translate_as_changelog(&mut self, plan: &LogicalPlan) -> Result<Stream> {
         self.changelog_wanted = true;
         let stream = self.translate(plan);
         self.changelog_wanted = false;
@@ -468,7 +468,28 @@ impl<'a> Translator<'a> {
             .data;
         match failure {
             Some(f) => Err(f),
-            None => Ok(rewritten),
+            None => Ok(self.coerced(rewritten, input)),
+        }
+    }
+
+    /// `expr` with the casts its operands need on `input`'s own columns. DataFusion
+    /// coerced it for the logical types, which can differ from the columns riffle
+    /// computes: `ROW_NUMBER()` is UInt64 to DataFusion and BIGINT (Int64) to Flink and
+    /// riffle's Top-N, so `rn > 1` arrives as `rn > UInt64(1)`.
+    fn coerced(&self, expr: Expr, input: &Stream) -> Expr {
+        use datafusion::common::tree_node::TreeNode;
+        use datafusion::optimizer::analyzer::type_coercion::TypeCoercionRewriter;
+        let physical = &self.graph.schema(input.node).schema;
+        let Ok(schema) = DFSchema::try_from(physical.as_ref().clone()) else {
+            return expr;
+        };
+        // An expression coercion cannot type fails where it is compiled, naming itself.
+        match expr
+            .clone()
+            .rewrite(&mut TypeCoercionRewriter::new(&schema))
+        {
+            Ok(coerced) => coerced.data,
+            Err(_) => expr,
         }
     }
 }

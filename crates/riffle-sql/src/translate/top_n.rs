@@ -1,5 +1,6 @@
 //! `ROW_NUMBER() OVER (PARTITION BY … ORDER BY …)` bounded by a filter on the row
-//! number (`WHERE rn <= N`, `rn < N`, `rn = 1`): Flink's Top-N and deduplication, run by
+//! number (`WHERE rn <= N`, `rn < N`, `rn = 1`; with a rank range, `rn BETWEEN 2 AND 3`,
+//! `rn > 1 AND rn <= 3`, `rn = 2`, `rn <> 1`): Flink's Top-N and deduplication, run by
 //! riffle's `TopNFactory` as an updating result keyed by the partition and the rank
 //! (the partition alone when `N = 1`). Partitioned by a window's end (Flink's Window
 //! Top-N), each window's top rows leave once, when the window closes: append-only.
@@ -11,30 +12,30 @@ use crate::error::{Result, SqlError};
 use crate::windows::unaliased;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Column, ScalarValue};
+use datafusion::logical_expr::expr::WindowFunction;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Filter, LogicalPlan, Operator, Window};
+use datafusion::prelude::lit;
 use riffle_operators::{OrderColumn, TopNFactory};
 use std::sync::Arc;
 
-/// The row-number column `predicate` bounds and how many rows it keeps.
-fn rank_bound(predicate: &Expr) -> Option<(&Column, usize)> {
-    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = predicate else {
-        return None;
-    };
-    let int = |e: &Expr| match unaliased(e) {
-        Expr::Literal(v, _) => match v.cast_to(&DataType::Int64).ok()? {
+/// The comparisons of a column with an integer constant in `predicate`: `rn <= 3`,
+/// `1 < rn`, `rn BETWEEN 2 AND 3` (two), `rn <> 1`.
+fn compared_with_constants(predicate: &Expr) -> Vec<(&Column, Operator, i64)> {
+    fn int(e: &Expr) -> Option<i64> {
+        let v = match unaliased(e) {
+            Expr::Literal(v, _) => v,
+            Expr::Cast(c) => match c.expr.as_ref() {
+                Expr::Literal(v, _) => v,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        match v.cast_to(&DataType::Int64).ok()? {
             ScalarValue::Int64(Some(n)) => Some(n),
             _ => None,
-        },
-        Expr::Cast(c) => match c.expr.as_ref() {
-            Expr::Literal(v, _) => match v.cast_to(&DataType::Int64).ok()? {
-                ScalarValue::Int64(Some(n)) => Some(n),
-                _ => None,
-            },
-            _ => None,
-        },
-        _ => None,
-    };
+        }
+    }
     fn column(e: &Expr) -> Option<&Column> {
         match unaliased(e) {
             Expr::Column(c) => Some(c),
@@ -45,19 +46,80 @@ fn rank_bound(predicate: &Expr) -> Option<(&Column, usize)> {
             _ => None,
         }
     }
-    // `rn <= N`, or `N >= rn` turned around.
-    let (c, op, n) = match (column(left), int(right), column(right), int(left)) {
-        (Some(c), Some(n), _, _) => (c, *op, n),
-        (_, _, Some(c), Some(n)) => (c, op.swap()?, n),
-        _ => return None,
-    };
-    let limit = match op {
-        Operator::LtEq => n,
-        Operator::Lt => n - 1,
-        Operator::Eq if n == 1 => 1,
-        _ => return None,
-    };
-    Some((c, usize::try_from(limit).ok().filter(|l| *l > 0)?))
+    match predicate {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            match (column(left), int(right), column(right), int(left)) {
+                (Some(c), Some(n), _, _) => vec![(c, *op, n)],
+                // `N >= rn` turned around.
+                (_, _, Some(c), Some(n)) => op.swap().map(|op| (c, op, n)).into_iter().collect(),
+                _ => vec![],
+            }
+        }
+        Expr::Between(b) if !b.negated => match (column(&b.expr), int(&b.low), int(&b.high)) {
+            (Some(c), Some(low), Some(high)) => {
+                vec![(c, Operator::GtEq, low), (c, Operator::LtEq, high)]
+            }
+            _ => vec![],
+        },
+        _ => vec![],
+    }
+}
+
+/// The ranks a filter on a row number keeps: Flink's constant rank range
+/// `[first, last]`, less the ranks it names with `<>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RankRange {
+    first: i64,
+    last: Option<i64>,
+    excluded: Vec<i64>,
+}
+
+impl RankRange {
+    /// The range of the comparisons of one column with constants.
+    fn of(comparisons: &[(Operator, i64)]) -> Self {
+        let mut range = RankRange {
+            first: 1,
+            last: None,
+            excluded: Vec::new(),
+        };
+        let mut at_most = |n: i64| range.last = Some(range.last.map_or(n, |l| l.min(n)));
+        let mut lows = Vec::new();
+        for &(op, n) in comparisons {
+            match op {
+                Operator::LtEq => at_most(n),
+                Operator::Lt => at_most(n - 1),
+                Operator::Eq => {
+                    at_most(n);
+                    lows.push(n);
+                }
+                Operator::GtEq => lows.push(n),
+                Operator::Gt => lows.push(n + 1),
+                Operator::NotEq => range.excluded.push(n),
+                _ => {}
+            }
+        }
+        range.first = lows.into_iter().fold(1, i64::max);
+        range
+    }
+
+    /// Whether ranks below the first or named ranks are left out, which a filter on the
+    /// Top-N's rank does.
+    fn filters(&self) -> bool {
+        self.first > 1 || self.last.is_some_and(|l| l < 1) || !self.excluded.is_empty()
+    }
+
+    /// The filter on the rank column `rank` (Int64) keeping the range's ranks.
+    fn predicate(&self, rank: &Column) -> Option<Expr> {
+        let rank = || Expr::Column(rank.clone());
+        let at_least = (self.first > 1).then(|| rank().gt_eq(lit(self.first)));
+        let none = self.last.is_some_and(|l| l < 1).then(|| lit(false));
+        let not = self.excluded.iter().map(|&n| rank().not_eq(lit(n)));
+        at_least
+            .into_iter()
+            .chain(none)
+            .chain(not)
+            .reduce(Expr::and)
+    }
 }
 
 /// The `Window` node under `plan` whose field `window_at` is field `k` of `plan`,
@@ -81,39 +143,55 @@ impl Translator<'_> {
         // `rn <= N AND price > 5`: the other conjuncts filter the ranked rows (DataFusion
         // merges a filter over the Top-N into its WHERE).
         let conjuncts = split_conjunction(&f.predicate);
-        let Some((bound, (column, limit))) = conjuncts
-            .iter()
-            .enumerate()
-            .find_map(|(i, c)| Some((i, rank_bound(c)?)))
-        else {
+        // The row number: a column compared with a constant that a ROW_NUMBER() computes.
+        let ranked_at = |column: &Column| -> Option<(&Window, usize, &WindowFunction)> {
+            let k = f.input.schema().index_of_column(column).ok()?;
+            let (window, at) = window_below(&f.input, k)?;
+            let inputs = window.input.schema().fields().len();
+            let expr = window.window_expr.get(at.checked_sub(inputs)?)?;
+            match unaliased(expr) {
+                Expr::WindowFunction(function) if function.fun.name() == "row_number" => {
+                    Some((window, at, function))
+                }
+                _ => None,
+            }
+        };
+        let Some((column, (window, at, function))) = conjuncts.iter().find_map(|c| {
+            compared_with_constants(c)
+                .into_iter()
+                .find_map(|(column, _, _)| Some((column.clone(), ranked_at(column)?)))
+        }) else {
             return Ok(None);
         };
-        let rest = conjuncts
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != bound)
-            .map(|(_, c)| (*c).clone())
-            .reduce(Expr::and);
-        changelog |= rest.is_some();
-        let Ok(k) = f.input.schema().index_of_column(column) else {
-            return Ok(None);
-        };
-        let Some((window, at)) = window_below(&f.input, k) else {
-            return Ok(None);
-        };
-        let inputs = window.input.schema().fields().len();
-        let Some(expr) = at
-            .checked_sub(inputs)
-            .and_then(|i| window.window_expr.get(i))
-        else {
-            return Ok(None);
-        };
-        let Expr::WindowFunction(function) = unaliased(expr) else {
-            return Ok(None);
-        };
-        if function.fun.name() != "row_number" {
-            return Ok(None);
+        // Every comparison of it with a constant makes the rank range; the rest of the
+        // WHERE filters the ranked rows.
+        let mut comparisons = Vec::new();
+        let mut rest = Vec::new();
+        for c in &conjuncts {
+            let of_rank = compared_with_constants(c);
+            if !of_rank.is_empty() && of_rank.iter().all(|(k, _, _)| **k == column) {
+                comparisons.extend(of_rank.iter().map(|(_, op, n)| (*op, *n)));
+            } else {
+                rest.push((*c).clone());
+            }
         }
+        let range = RankRange::of(&comparisons);
+        let Some(last) = range.last else {
+            return Err(SqlError::unsupported(
+                "a ROW_NUMBER() filtered without an upper bound (`rn > 1`)",
+                "bound it, as Flink's Top-N needs a rank end: WHERE rn <= N, or rn BETWEEN 2 AND N",
+            ));
+        };
+        // No rank can pass (`rn < 1`): a Top-N of one row whose filter keeps nothing.
+        let limit = usize::try_from(last.max(1)).unwrap_or(1);
+        if let Some(other) = rest.iter().find(|c| c.column_refs().contains(&column)) {
+            return Err(SqlError::unsupported(
+                format!("the condition `{other}` on a row number"),
+                "compare the row number with constants: rn <= 3, rn > 1, rn BETWEEN 2 AND 3, rn <> 2",
+            ));
+        }
+        let rest = rest.into_iter().reduce(Expr::and);
+        changelog |= rest.is_some() || range.filters();
         if window.window_expr.len() != 1 {
             return Err(SqlError::unsupported(
                 "ROW_NUMBER() beside other OVER (…) functions in one SELECT",
@@ -218,11 +296,70 @@ impl Translator<'_> {
         }
         self.memo
             .insert(LogicalPlan::Window(window.clone()), stream);
-        // The rank bound keeps every row the Top-N emits; the rest of the WHERE filters.
+        // The rank bound keeps every row the Top-N emits; the ranks below the range and
+        // the rest of the WHERE are filters.
         let ranked = self.translate(&f.input)?;
-        match rest {
-            Some(rest) => Ok(Some(self.filter(&ranked, &rest, f.input.schema())?)),
+        let filter = range
+            .predicate(&column)
+            .into_iter()
+            .chain(rest)
+            .reduce(Expr::and);
+        match filter {
+            Some(filter) => Ok(Some(self.filter(&ranked, &filter, f.input.schema())?)),
             None => Ok(Some(ranked)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(comparisons: &[(Operator, i64)]) -> (i64, Option<i64>, Vec<i64>) {
+        let r = RankRange::of(comparisons);
+        (r.first, r.last, r.excluded)
+    }
+
+    #[test]
+    fn a_top_n_keeps_ranks_one_to_its_bound() {
+        assert_eq!(range(&[(Operator::LtEq, 3)]), (1, Some(3), vec![]));
+        assert_eq!(range(&[(Operator::Lt, 3)]), (1, Some(2), vec![]));
+        assert_eq!(range(&[(Operator::Eq, 1)]), (1, Some(1), vec![]));
+        assert!(!RankRange::of(&[(Operator::LtEq, 3)]).filters());
+    }
+
+    #[test]
+    fn a_rank_range_keeps_the_runners_up() {
+        // rn > 1 AND rn <= 3; rn BETWEEN 2 AND 3; rn = 2
+        assert_eq!(
+            range(&[(Operator::Gt, 1), (Operator::LtEq, 3)]),
+            (2, Some(3), vec![])
+        );
+        assert_eq!(
+            range(&[(Operator::GtEq, 2), (Operator::LtEq, 3)]),
+            (2, Some(3), vec![])
+        );
+        assert_eq!(range(&[(Operator::Eq, 2)]), (2, Some(2), vec![]));
+        assert!(RankRange::of(&[(Operator::Eq, 2)]).filters());
+    }
+
+    #[test]
+    fn the_tightest_bounds_win_and_excluded_ranks_are_filtered() {
+        let r = range(&[(Operator::LtEq, 5), (Operator::Lt, 4), (Operator::NotEq, 1)]);
+        assert_eq!(r, (1, Some(3), vec![1]));
+    }
+
+    #[test]
+    fn a_range_without_an_end_has_no_last_rank() {
+        assert_eq!(range(&[(Operator::Gt, 1)]).1, None);
+        assert_eq!(range(&[(Operator::NotEq, 1)]).1, None);
+    }
+
+    #[test]
+    fn an_empty_range_keeps_nothing() {
+        let r = RankRange::of(&[(Operator::Lt, 1)]);
+        assert!(r.filters());
+        let filter = r.predicate(&Column::from_name("rn")).unwrap();
+        assert_eq!(filter.to_string(), "Boolean(false)");
     }
 }
