@@ -35,6 +35,7 @@ impl Connector for CollectConnector {
             updates: Ok(()),
             retractions: Err("the collect sink keeps rows as they come".into()),
             nested: true,
+            needs_withdrawals: false,
         })
     }
 }

@@ -351,7 +351,11 @@ fn plan_text(
         // After the scans' columns and time ranges are known: the hoisting projections
         // this adds under filters would hide a filter from `time_bounds`.
         let shared = case_lookups(share_filter_work(plan.clone())?)?;
-        let stream = translator.translate(&shared).map_err(|e| e.located(*at))?;
+        let stream = match sink_table.needs_withdrawals {
+            true => translator.translate_as_changelog(&shared),
+            false => translator.translate(&shared),
+        }
+        .map_err(|e| e.located(*at))?;
         attach_sink(&mut translator, &stream, plan, def, sink_table).map_err(|e| e.located(*at))?;
         if written.contains(sink) {
             return Err(SqlError::plan(format!(
@@ -383,6 +387,7 @@ fn logical_plan(
     macros: &[crate::functions::SqlMacro],
 ) -> Result<LogicalPlan> {
     let mut query = query.clone();
+    crate::unrun_syntax::refuse_unrun_syntax(&query)?;
     crate::functions::expand_macros(&mut query, macros)?;
     crate::tvf::rewrite_window_tvfs(&mut query)?;
     crate::functions::rewrite_flink_calls(&mut query)?;
@@ -503,6 +508,13 @@ fn attach_sink(
                 hint: Some("write to a table that applies deletes (stdout, blackhole, a postgres or kafka table with PRIMARY KEY, or a filesystem table with 'format' = 'debezium-json'), or filter before aggregating".into()),
             });
         }
+    }
+    if sink.needs_withdrawals && stream.updating.is_some() && !stream.changelog {
+        return Err(SqlError::Plan {
+            at: None,
+            message: format!("`{}` writes change events, each replaced row withdrawn before its new row, but the result only replaces rows (an OVER window over an unwindowed GROUP BY)", def.name),
+            hint: Some("write to a table that takes updates by key (a postgres or kafka table with PRIMARY KEY), or compute the OVER window over the GROUP BY's input".into()),
+        });
     }
     if let Some(keys) = &stream.updating {
         if let Err(why) = &sink.updates {

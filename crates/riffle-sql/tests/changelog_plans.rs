@@ -234,3 +234,52 @@ fn upsert_kafka_tables_need_their_key_and_become_changelogs_by_it() {
         assert_mentions(&e, &["acc", expected]);
     }
 }
+
+#[test]
+fn a_debezium_sink_reads_an_updating_result_as_a_changelog() {
+    // Debezium events withdraw a key's old row (`d` of the before) before its new one,
+    // so the aggregate, global aggregate and Top-N feeding one emit their `-U`.
+    let debezium = "WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'debezium-json')";
+    for (query, last) in [
+        ("SELECT auction, count(*) AS n FROM bid GROUP BY auction", "aggregate_1"),
+        ("SELECT count(*) AS n FROM bid", "aggregate_1"),
+        ("SELECT * FROM (SELECT auction, price, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE rn <= 3", "top_n_1"),
+    ] {
+        let planned = plan(&format!("{BID}CREATE TABLE out {debezium};\nINSERT INTO out {query};"))
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+        let explained = PhysicalPlan::compile(&planned.graph).explain(&planned.graph);
+        let edge = explained
+            .lines()
+            .find(|l| l.contains(&format!("<- [{last}]")))
+            .unwrap_or_else(|| panic!("no edge from {last}:\n{explained}"));
+        assert!(edge.ends_with(", changelog"), "{query}:\n{explained}");
+        // Into a keyed upsert table the same result stays an upsert stream.
+        let upsert = plan(&format!("{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out {query};")).unwrap();
+        let explained = PhysicalPlan::compile(&upsert.graph).explain(&upsert.graph);
+        assert!(explained.contains(", upsert"), "{query}:\n{explained}");
+    }
+}
+
+#[test]
+fn a_rank_range_filters_the_top_n_by_its_bigint_rank() {
+    // `rn > 1 AND rn <= 3`: ranks 2 and 3 (DataFusion types the row number UInt64, the
+    // Top-N's rank is BIGINT, so the filter's constant is cast to it).
+    for range in [
+        "rn > 1 AND rn <= 3",
+        "rn BETWEEN 2 AND 3",
+        "rn = 2",
+        "rn <= 3 AND rn <> 1",
+    ] {
+        let planned = plan(&format!(
+            "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT * FROM (SELECT auction, price, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE {range};"
+        ))
+        .unwrap_or_else(|e| panic!("{range}: {e}"));
+        let explained = PhysicalPlan::compile(&planned.graph).explain(&planned.graph);
+        assert!(explained.contains("filter("), "{range}:\n{explained}");
+        assert!(!explained.contains("UInt64"), "{range}:\n{explained}");
+    }
+    let e = error(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT * FROM (SELECT auction, price, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM bid) WHERE rn > 1;"
+    ));
+    assert_mentions(&e, &["without an upper bound", "rn <= N", "hint:"]);
+}

@@ -135,6 +135,7 @@ impl Connector for FilesystemConnector {
                 updates: Ok(()),
                 retractions: Ok(()),
                 nested: true,
+                needs_withdrawals: true,
             });
         }
         let updates = if table.primary_key.is_empty() {
@@ -155,6 +156,7 @@ impl Connector for FilesystemConnector {
                 format.extension()
             )),
             nested: format != FileFormat::Csv,
+            needs_withdrawals: false,
         })
     }
 }

@@ -183,6 +183,7 @@ impl Connector for IcebergConnector {
                 table.name
             )),
             nested: false,
+            needs_withdrawals: false,
         })
     }
 

@@ -399,5 +399,6 @@ pub(super) fn kafka_sink(table: &TableDef, pipeline: &str, upsert: bool) -> Resu
         retractions: if debezium { Ok(()) } else { updates.clone() },
         updates,
         nested,
+        needs_withdrawals: debezium,
     })
 }

@@ -69,6 +69,10 @@ pub struct SinkTable {
     pub retractions: std::result::Result<(), String>,
     /// Whether the sink can write nested values (a window `{start, end}`); CSV cannot.
     pub nested: bool,
+    /// Whether the sink writes a replaced row's withdrawal before its new row (a
+    /// Debezium `d` of the `before`, then the `c` of the `after`), so an updating result
+    /// is planned as a changelog, with the `-U` of each replaced row.
+    pub needs_withdrawals: bool,
 }
 
 /// Settings given on the command line that override table options.

@@ -146,6 +146,7 @@ impl Connector for PostgresConnector {
             retractions: updates.clone(),
             updates,
             nested: false,
+            needs_withdrawals: false,
         })
     }
 }

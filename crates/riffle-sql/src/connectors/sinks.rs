@@ -37,6 +37,7 @@ impl Connector for StdoutConnector {
             updates: Ok(()),
             retractions: Ok(()),
             nested: true,
+            needs_withdrawals: false,
         })
     }
 }
@@ -59,6 +60,7 @@ impl Connector for BlackholeConnector {
             updates: Ok(()),
             retractions: Ok(()),
             nested: true,
+            needs_withdrawals: false,
         })
     }
 }
