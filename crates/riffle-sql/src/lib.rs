@@ -24,6 +24,7 @@ mod shared_work;
 mod time_bounds;
 mod translate;
 mod tvf;
+mod unrun_syntax;
 pub mod windows;
 
 pub use connectors::{
