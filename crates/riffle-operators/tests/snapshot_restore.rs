@@ -272,3 +272,55 @@ fn semi_join_keeps_distinct_right_keys_and_null_keys_never_match() {
     assert_eq!(state.rows(), 3, "200 right rows over 3 keys in one window");
     check(&by_k, &two_inputs(6, 20));
 }
+
+#[test]
+fn anti_join_emits_exactly_the_left_rows_the_semi_join_does_not_and_restores() {
+    let s = schema();
+    let join = |kind| {
+        WindowJoinFactory::new(
+            kind,
+            &s,
+            &s,
+            &["v"],
+            &["v"],
+            Duration::from_millis(500),
+            &["k", "v"],
+            &[],
+        )
+        .unwrap()
+    };
+    let (semi, anti) = (join(JoinKind::LeftSemi), join(JoinKind::LeftAnti));
+    let inputs = two_inputs(5, 20);
+    let matched = lines(&drive(&semi, &inputs, DELAY_NS, None));
+    let unmatched = lines(&drive(&anti, &inputs, DELAY_NS, None));
+    assert!(!matched.is_empty() && !unmatched.is_empty());
+    // A row with a NULL key matches nothing, so NOT EXISTS keeps it.
+    assert!(
+        unmatched.iter().any(|l| l.split('|').nth(1) == Some("")),
+        "{unmatched:?}"
+    );
+    // Together they are every left row of every window, each once.
+    let everything = WindowJoinFactory::new(
+        JoinKind::LeftSemi,
+        &s,
+        &s,
+        &["k"],
+        &["k"],
+        Duration::from_millis(500),
+        &["k", "v"],
+        &[],
+    )
+    .unwrap();
+    // The left rows joined with themselves on `k` (never NULL): each left row once.
+    let left_only: Vec<(usize, RecordBatch)> = inputs
+        .iter()
+        .filter(|(i, _)| *i == 0)
+        .flat_map(|(_, b)| [(0, b.clone()), (1, b.clone())])
+        .collect();
+    let mut both: Vec<String> = matched.iter().chain(&unmatched).cloned().collect();
+    let mut all = lines(&drive(&everything, &left_only, DELAY_NS, None));
+    both.sort();
+    all.sort();
+    assert_eq!(both, all);
+    check(&anti, &two_inputs(6, 20));
+}

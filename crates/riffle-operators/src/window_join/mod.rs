@@ -1,7 +1,7 @@
 //! Equi-join of two streams inside the same tumbling event-time window.
 //!
 //! Both sides are keyed by their join keys and buffered per window; when the watermark
-//! closes a window the buffered rows are joined with a hash table. `LeftSemi` emits each
+//! closes a window the buffered rows are joined with a hash table. `LeftSemi` (`LeftAnti`) emits each
 //! left row once if any right row matches (Nexmark q8); `Inner` emits every pair, and
 //! as an outer join ([`WindowJoinFactory::with_outer`], `outer.rs`) also each row of an
 //! outer side that matched nothing in its window, padded with NULLs: once the window
@@ -39,6 +39,9 @@ pub enum JoinKind {
     Inner,
     /// Each left row with at least one match, once.
     LeftSemi,
+    /// Each left row without a match in its window, once (`NOT EXISTS`); a row with a
+    /// NULL key matches nothing.
+    LeftAnti,
 }
 
 /// Plans a window join.
@@ -303,8 +306,9 @@ impl WindowJoin {
             .collect()
     }
 
+    /// A semi or anti join, whose right side is only the set of its keys.
     fn semi(&self) -> bool {
-        self.plan.kind == JoinKind::LeftSemi
+        matches!(self.plan.kind, JoinKind::LeftSemi | JoinKind::LeftAnti)
     }
 
     fn join(&self, start: EventTime, buffered: Buffered) -> Result<Option<RecordBatch>> {
@@ -319,18 +323,18 @@ impl WindowJoin {
         let mut left_ids = Vec::new();
         let (mut out_left, mut out_right) = (Vec::new(), Vec::new());
         let right = if self.semi() {
-            let Some(set) = buffered.right_keys else {
-                return Ok(None);
-            };
-            // Ids below the right side's count are keys the right side holds.
-            let mut table = set.keys;
-            let right_len = table.len() as u32;
-            table.intern(&left_keys, &left_rows, &mut left_ids)?;
-            for (&row, &id) in left_rows.iter().zip(&left_ids) {
-                if id < right_len {
-                    out_left.push(row);
+            let anti = self.plan.kind == JoinKind::LeftAnti;
+            let mut matched = vec![false; left.num_rows()];
+            if let Some(set) = buffered.right_keys {
+                // Ids below the right side's count are keys the right side holds.
+                let mut table = set.keys;
+                let right_len = table.len() as u32;
+                table.intern(&left_keys, &left_rows, &mut left_ids)?;
+                for (&row, &id) in left_rows.iter().zip(&left_ids) {
+                    matched[row as usize] = id < right_len;
                 }
             }
+            out_left.extend((0..left.num_rows() as u32).filter(|&r| matched[r as usize] != anti));
             None
         } else {
             if right.is_empty() && !pad_left {

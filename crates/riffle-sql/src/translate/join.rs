@@ -31,10 +31,18 @@ impl Translator<'_> {
             JoinType::Full => (JoinKind::Inner, (true, true)),
             JoinType::LeftSemi if semi_as_inner => (JoinKind::Inner, (false, false)),
             JoinType::LeftSemi => (JoinKind::LeftSemi, (false, false)),
+            // NOT IN's three-valued logic: one NULL on the right empties the result.
+            JoinType::LeftAnti if j.null_aware => {
+                return Err(SqlError::unsupported(
+                    "NOT IN (a subquery)",
+                    "write NOT EXISTS (SELECT … WHERE s.key = b.key AND s.window_start = b.window_start AND s.window_end = b.window_end), which runs inside a window",
+                ))
+            }
+            JoinType::LeftAnti => (JoinKind::LeftAnti, (false, false)),
             other => {
                 return Err(SqlError::unsupported(
                     format!("{other} JOIN"),
-                    "riffle joins streams with INNER, LEFT, RIGHT and FULL JOIN, and EXISTS / IN (semi joins) inside a window",
+                    "riffle joins streams with INNER, LEFT, RIGHT and FULL JOIN, and EXISTS / IN / NOT EXISTS inside a window",
                 ))
             }
         };
@@ -104,9 +112,9 @@ impl Translator<'_> {
                 "join ON a.key = b.key (and a.w = b.w for a window join); riffle has no cross or theta joins on streams",
             ));
         }
-        if window.is_none() && kind == JoinKind::LeftSemi {
+        if window.is_none() && kind != JoinKind::Inner {
             return Err(SqlError::unsupported(
-                "EXISTS / IN over an unbounded stream",
+                "EXISTS / IN / NOT EXISTS over an unbounded stream",
                 "bound it by a window: tag both sides with tumble(…) AS w and add a.w = b.w",
             ));
         }
@@ -252,8 +260,8 @@ impl Translator<'_> {
             }
             Some(f) if inner => self.filter(&stream, f, &j.schema),
             Some(f) => Err(SqlError::unsupported(
-                format!("the condition `{f}` of a semi join"),
-                "keep only column equalities inside EXISTS / IN",
+                format!("the condition `{f}` of a semi or anti join"),
+                "keep only column equalities inside EXISTS / IN / NOT EXISTS",
             )),
             None => Ok(stream),
         }
