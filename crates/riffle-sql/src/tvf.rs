@@ -102,6 +102,13 @@ fn derived_table(expr: &Expr) -> Result<Option<datafusion::sql::sqlparser::ast::
         })
         .collect::<Result<_>>()?;
     let intervals = crate::windows::interval_count(&name.to_lowercase());
+    // Flink's optional last argument: windows start `offset` after the epoch's multiples.
+    if args.len() == 3 + intervals {
+        return Err(SqlError::unsupported(
+            format!("{name} with an offset ({})", args[2 + intervals]),
+            "riffle's windows start at multiples of their size from 1970-01-01 00:00 UTC: drop the offset argument",
+        ));
+    }
     if args.len() != 2 + intervals {
         return Err(wrong(&format!(
             "takes a table, a DESCRIPTOR and {intervals} interval(s)"

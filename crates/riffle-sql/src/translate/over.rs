@@ -34,6 +34,12 @@ impl Translator<'_> {
                 ));
             };
             let name = f.fun.name().to_lowercase();
+            if matches!(name.as_str(), "rank" | "dense_rank" | "percent_rank") {
+                return Err(SqlError::unsupported(
+                    format!("{}() OVER (…) on a stream (Flink 2.3 refuses it too)", name.to_uppercase()),
+                    "rank with ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) AS rn, bounded in the WHERE around it: WHERE rn <= N (Top-N)",
+                ));
+            }
             if !matches!(f.fun, WindowFunctionDefinition::AggregateUDF(_)) {
                 return Err(SqlError::unsupported(
                     format!("{}() OVER (…) outside a Top-N", name.to_uppercase()),

@@ -96,6 +96,14 @@ pub(super) fn check_time_column(
     if input.event_time == Some(k) {
         return Ok(());
     }
+    // Cascading windows: the `window_time` of a window operator's rows. Their own time is
+    // their window's end less 1 ns, in the same window of whole milliseconds as the
+    // `window_time` (end less 1 ms), so a window over it is assigned as Flink assigns it.
+    if input.windows.get(k).copied().flatten().is_some_and(|w| {
+        w.part == WindowPart::Time && matches!(w.origin, WindowOrigin::Operator(_))
+    }) {
+        return Ok(());
+    }
     let hint = if processing_time {
         "this pipeline has a window on a PROCTIME() column, so its sources are read in processing time and their event-time columns are plain values: run event-time and processing-time windows in separate pipelines"
     } else {
