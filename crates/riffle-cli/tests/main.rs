@@ -22,6 +22,7 @@ mod connectors;
 mod damaged_checkpoints;
 mod exactly_once;
 mod fencing;
+mod flink_docs;
 mod nexmark_suite;
 mod observability;
 mod oracle;

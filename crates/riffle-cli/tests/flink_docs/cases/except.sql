@@ -1,0 +1,3 @@
+SELECT auction FROM seller
+EXCEPT
+SELECT auction FROM bid WHERE price > 55

@@ -1,0 +1,1 @@
+SELECT COUNT(*) AS bids, SUM(auction) AS auctions FROM bid

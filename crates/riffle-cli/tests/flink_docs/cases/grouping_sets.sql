@@ -1,0 +1,3 @@
+SELECT channel, auction, COUNT(*) AS bids
+FROM bid
+GROUP BY GROUPING SETS ((channel), (auction))

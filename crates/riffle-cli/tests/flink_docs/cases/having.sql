@@ -1,0 +1,4 @@
+SELECT auction, COUNT(*) AS bids
+FROM bid
+GROUP BY auction
+HAVING COUNT(*) > 40

@@ -1,0 +1,1 @@
+SELECT auction, price FROM bid WHERE auction IN (SELECT auction FROM seller WHERE rating > 2)

@@ -1,0 +1,1 @@
+SELECT auction, price FROM bid LIMIT 5

@@ -1,0 +1,1 @@
+SELECT auction, price FROM bid ORDER BY ts LIMIT 5

@@ -1,0 +1,1 @@
+SELECT DISTINCT channel, auction FROM bid

@@ -1,0 +1,5 @@
+SELECT channel, auction, price, rn
+FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY channel ORDER BY price DESC) AS rn
+  FROM bid)
+WHERE rn <= 3

@@ -1,0 +1,3 @@
+SELECT window_start, window_end, channel, auction, COUNT(*) AS bids
+FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECONDS))
+GROUP BY window_start, window_end, ROLLUP (channel, auction)
