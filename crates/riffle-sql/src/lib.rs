@@ -17,6 +17,7 @@ pub mod connectors;
 pub mod ddl;
 pub mod error;
 mod functions;
+mod grouping_sets;
 mod partition_clause;
 mod pipeline;
 pub mod script;

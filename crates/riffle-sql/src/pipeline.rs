@@ -388,6 +388,7 @@ fn logical_plan(
 ) -> Result<LogicalPlan> {
     let mut query = query.clone();
     crate::unrun_syntax::refuse_unrun_syntax(&query)?;
+    crate::grouping_sets::expand_grouping_sets(&mut query)?;
     crate::functions::expand_macros(&mut query, macros)?;
     crate::tvf::rewrite_window_tvfs(&mut query)?;
     crate::functions::rewrite_flink_calls(&mut query)?;
