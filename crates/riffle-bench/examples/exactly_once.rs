@@ -48,9 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let counts = WindowAggregateFactory::new(
         graph.schema(bids),
         &["auction"],
-        WindowSpec::Tumbling {
-            size: Duration::from_secs(10),
-        },
+        WindowSpec::tumbling(Duration::from_secs(10)),
         vec![AggregateSpec::count_star("bids")],
     )?;
     let counts = graph.operator("counts", Arc::new(counts), 2, &[bids])?;

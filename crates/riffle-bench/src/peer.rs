@@ -102,9 +102,7 @@ impl PeerJob {
                 let window = WindowAggregateFactory::new(
                     graph.schema(source),
                     &["k"],
-                    WindowSpec::Tumbling {
-                        size: Duration::from_secs(10),
-                    },
+                    WindowSpec::tumbling(Duration::from_secs(10)),
                     vec![
                         AggregateSpec::count_star("cnt"),
                         AggregateSpec::new(AggregateFunction::Sum, "v", "sum_v"),

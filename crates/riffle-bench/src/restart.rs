@@ -82,7 +82,7 @@ fn graph(
     let window = WindowAggregateFactory::new(
         g.schema(src),
         &["id"],
-        WindowSpec::Tumbling { size: window },
+        WindowSpec::tumbling(window),
         vec![
             AggregateSpec::count_star("cnt"),
             AggregateSpec::new(AggregateFunction::Sum, "v", "sum_v"),

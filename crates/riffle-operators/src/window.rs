@@ -13,10 +13,13 @@ use std::time::Duration;
 /// The shape of event-time windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WindowSpec {
-    /// Fixed, non-overlapping windows of `size`.
+    /// Fixed, non-overlapping windows of `size`, starting `offset` after the multiples of
+    /// `size` since the epoch (Flink's window offset; zero by default).
     Tumbling {
         /// Window length.
         size: Duration,
+        /// How far after the multiples of `size` windows start (less than `size`).
+        offset: Duration,
     },
     /// Windows of `size` starting every `slide` (size a multiple of slide).
     Hopping {
@@ -46,10 +49,21 @@ pub(crate) fn nanos(d: Duration) -> i64 {
 }
 
 impl WindowSpec {
+    /// Tumbling windows of `size` starting at its multiples since the epoch.
+    pub fn tumbling(size: Duration) -> Self {
+        WindowSpec::Tumbling {
+            size,
+            offset: Duration::ZERO,
+        }
+    }
+
     /// Short display, e.g. `hop(10s, 2s)`.
     pub fn describe(&self) -> String {
         match self {
-            WindowSpec::Tumbling { size } => format!("tumble({size:?})"),
+            WindowSpec::Tumbling { size, offset } if offset.is_zero() => {
+                format!("tumble({size:?})")
+            }
+            WindowSpec::Tumbling { size, offset } => format!("tumble({size:?}, offset {offset:?})"),
             WindowSpec::Hopping { size, slide } => format!("hop({size:?}, {slide:?})"),
             WindowSpec::Cumulating { step, max } => format!("cumulate({step:?}, {max:?})"),
             WindowSpec::Session { gap } => format!("session({gap:?})"),
@@ -71,22 +85,27 @@ pub(crate) struct WindowGeometry {
     pub size: i64,
     /// Cumulating windows start at multiples of `size`; the others `size` before their end.
     cumulating: bool,
+    /// Window ends lie `offset` after the multiples of `pane` (a tumble's offset).
+    offset: i64,
 }
 
 impl WindowGeometry {
     /// The geometry of `spec`, or `None` for sessions (which have none) and for lengths
     /// that are not positive multiples of the pane.
     pub fn of(spec: WindowSpec) -> Option<Self> {
-        let (pane, size, cumulating) = match spec {
-            WindowSpec::Tumbling { size } => (nanos(size), nanos(size), false),
-            WindowSpec::Hopping { size, slide } => (nanos(slide), nanos(size), false),
-            WindowSpec::Cumulating { step, max } => (nanos(step), nanos(max), true),
+        let (pane, size, cumulating, offset) = match spec {
+            WindowSpec::Tumbling { size, offset } => {
+                (nanos(size), nanos(size), false, nanos(offset))
+            }
+            WindowSpec::Hopping { size, slide } => (nanos(slide), nanos(size), false, 0),
+            WindowSpec::Cumulating { step, max } => (nanos(step), nanos(max), true, 0),
             WindowSpec::Session { .. } => return None,
         };
         (pane > 0 && size > 0 && size % pane == 0).then_some(Self {
             pane,
             size,
             cumulating,
+            offset: offset.rem_euclid(pane),
         })
     }
 
@@ -97,7 +116,7 @@ impl WindowGeometry {
 
     /// Start of the pane holding event time `ts`.
     pub fn pane_of(&self, ts: EventTime) -> EventTime {
-        window_start(ts, self.pane)
+        window_start_after(ts, self.pane, self.offset)
     }
 
     /// Start of the window ending at `end` (a multiple of the pane).
@@ -127,7 +146,7 @@ impl WindowGeometry {
     /// End of the newest window that `watermark` closes (a window `[s, e)` closes when
     /// the watermark reaches `e − 1`, its last instant).
     pub fn newest_closed_end(&self, watermark: EventTime) -> EventTime {
-        window_start(watermark.saturating_add(1), self.pane)
+        window_start_after(watermark.saturating_add(1), self.pane, self.offset)
     }
 }
 
@@ -142,6 +161,12 @@ pub(crate) fn display_nanos(ns: i64) -> String {
 /// Start of the tumbling window of `size` containing `ts`.
 pub(crate) fn window_start(ts: EventTime, size: i64) -> EventTime {
     ts - ts.rem_euclid(size)
+}
+
+/// Start of the window of `size` containing `ts`, windows starting `offset` after the
+/// multiples of `size`.
+pub(crate) fn window_start_after(ts: EventTime, size: i64, offset: i64) -> EventTime {
+    ts - ts.saturating_sub(offset).rem_euclid(size)
 }
 
 /// The event-time column of a batch.
@@ -364,12 +389,31 @@ mod tests {
 
     #[test]
     fn a_tumbling_window_is_one_pane() {
-        let g = WindowGeometry::of(WindowSpec::Tumbling { size: secs(10) }).unwrap();
+        let g = WindowGeometry::of(WindowSpec::tumbling(secs(10))).unwrap();
         assert!(g.one_pane_per_window());
         assert_eq!(g.pane_of(13 * S), 10 * S);
         assert_eq!(g.first_end(10 * S), 20 * S);
         assert_eq!(g.last_end(10 * S), 20 * S);
         assert_eq!(g.start_of(20 * S), 10 * S);
+    }
+
+    #[test]
+    fn a_tumbling_window_with_an_offset_starts_that_long_after_the_multiples() {
+        // Flink: TUMBLE(…, INTERVAL '10' SECOND, INTERVAL '2' SECOND) puts 13 s in [12, 22)
+        // and 1 s in [-8, 2).
+        let g = WindowGeometry::of(WindowSpec::Tumbling {
+            size: secs(10),
+            offset: secs(2),
+        })
+        .unwrap();
+        assert_eq!(g.pane_of(13 * S), 12 * S);
+        assert_eq!(g.pane_of(12 * S), 12 * S);
+        assert_eq!(g.pane_of(S), -8 * S);
+        assert_eq!(g.first_end(12 * S), 22 * S);
+        assert_eq!(g.start_of(22 * S), 12 * S);
+        // The window [12, 22) closes once the watermark reaches its last instant.
+        assert_eq!(g.newest_closed_end(22 * S - 2), 12 * S);
+        assert_eq!(g.newest_closed_end(22 * S - 1), 22 * S);
     }
 
     #[test]

@@ -192,9 +192,7 @@ fn window_aggregate_snapshots_hold_only_changed_keys_after_the_first() {
     let factory = WindowAggregateFactory::new(
         &s,
         &["k"],
-        WindowSpec::Tumbling {
-            size: Duration::from_millis(100),
-        },
+        WindowSpec::tumbling(Duration::from_millis(100)),
         vec![AggregateSpec::count_star("n")],
     )
     .unwrap();

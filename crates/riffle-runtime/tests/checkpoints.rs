@@ -45,9 +45,7 @@ fn job_with_sources(
     let window = WindowAggregateFactory::new(
         g.schema(src),
         &["k"],
-        WindowSpec::Tumbling {
-            size: Duration::from_millis(100),
-        },
+        WindowSpec::tumbling(Duration::from_millis(100)),
         vec![
             AggregateSpec::count_star("n"),
             AggregateSpec::new(AggregateFunction::Sum, "v", "sum_v"),

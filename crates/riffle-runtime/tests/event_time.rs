@@ -76,9 +76,7 @@ fn late_rows_are_dropped_and_counted() {
     let window = WindowAggregateFactory::new(
         g.schema(src),
         &["k"],
-        WindowSpec::Tumbling {
-            size: Duration::from_secs(10),
-        },
+        WindowSpec::tumbling(Duration::from_secs(10)),
         vec![AggregateSpec::count_star("n")],
     )
     .unwrap();
@@ -204,9 +202,7 @@ fn an_idle_source_does_not_hold_back_windows() {
     let window = WindowAggregateFactory::new(
         g.schema(src),
         &["k"],
-        WindowSpec::Tumbling {
-            size: Duration::from_secs(10),
-        },
+        WindowSpec::tumbling(Duration::from_secs(10)),
         vec![AggregateSpec::count_star("n")],
     )
     .unwrap();

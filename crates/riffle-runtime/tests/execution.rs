@@ -89,9 +89,7 @@ fn tripwire_job(panic: bool) -> JobGraph {
     let window = WindowAggregateFactory::new(
         &schema,
         &["k"],
-        WindowSpec::Tumbling {
-            size: Duration::from_millis(100),
-        },
+        WindowSpec::tumbling(Duration::from_millis(100)),
         vec![AggregateSpec::count_star("n")],
     )
     .unwrap();
@@ -326,9 +324,7 @@ fn stateless_neighbours_chain_and_keyed_edges_split_tasks() {
     let w = WindowAggregateFactory::new(
         g.schema(p),
         &["k"],
-        WindowSpec::Tumbling {
-            size: Duration::from_secs(1),
-        },
+        WindowSpec::tumbling(Duration::from_secs(1)),
         vec![AggregateSpec::count_star("n")],
     )
     .unwrap();

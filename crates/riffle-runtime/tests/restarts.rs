@@ -103,9 +103,7 @@ fn job(armed: Arc<AtomicBool>) -> (JobGraph, CollectSinkFactory) {
     let window = WindowAggregateFactory::new(
         &schema,
         &["k"],
-        WindowSpec::Tumbling {
-            size: Duration::from_millis(100),
-        },
+        WindowSpec::tumbling(Duration::from_millis(100)),
         vec![AggregateSpec::count_star("n")],
     )
     .unwrap();

@@ -102,14 +102,15 @@ fn derived_table(expr: &Expr) -> Result<Option<datafusion::sql::sqlparser::ast::
         })
         .collect::<Result<_>>()?;
     let intervals = crate::windows::interval_count(&name.to_lowercase());
-    // Flink's optional last argument: windows start `offset` after the epoch's multiples.
-    if args.len() == 3 + intervals {
+    // Flink's optional last argument: windows start `offset` after the multiples of
+    // their size since the epoch; riffle takes it for TUMBLE.
+    if args.len() == 3 + intervals && name != "TUMBLE" {
         return Err(SqlError::unsupported(
             format!("{name} with an offset ({})", args[2 + intervals]),
-            "riffle's windows start at multiples of their size from 1970-01-01 00:00 UTC: drop the offset argument",
+            "riffle takes an offset for TUMBLE; hopping and cumulating windows start at multiples of their slide or step since 1970-01-01 00:00 UTC: drop the offset argument",
         ));
     }
-    if args.len() != 2 + intervals {
+    if !(2 + intervals..=2 + intervals + usize::from(name == "TUMBLE")).contains(&args.len()) {
         return Err(wrong(&format!(
             "takes a table, a DESCRIPTOR and {intervals} interval(s)"
         )));

@@ -110,7 +110,14 @@ pub fn window_call(expr: &Expr) -> Result<Option<WindowSpec>> {
         })
         .collect::<Result<Vec<_>>>()?;
     let spec = match (name, durations.as_slice()) {
-        ("tumble", [size]) => WindowSpec::Tumbling { size: *size },
+        ("tumble", [size]) => WindowSpec::tumbling(*size),
+        // A TUMBLE table function's offset (`tvf.rs`).
+        ("tumble", [size, offset]) if descriptor_of(&f.args, name).is_some() => {
+            WindowSpec::Tumbling {
+                size: *size,
+                offset: Duration::from_nanos((offset.as_nanos() % size.as_nanos()) as u64),
+            }
+        }
         ("hop", [slide, size]) => {
             if size.as_nanos() % slide.as_nanos() != 0 {
                 return Err(wrong("the size must be a multiple of the slide".into()));
@@ -157,8 +164,10 @@ pub(crate) fn interval_count(name: &str) -> usize {
 /// first, and one argument more than the function's sizes.
 fn descriptor_of<'e>(args: &'e [Expr], name: &str) -> Option<&'e datafusion::common::Column> {
     let sizes = interval_count(name);
+    // A tumble's offset follows its size.
+    let offset = usize::from(name == "tumble");
     match args.first() {
-        Some(Expr::Column(c)) if args.len() == sizes + 1 => Some(c),
+        Some(Expr::Column(c)) if (sizes + 1..=sizes + 1 + offset).contains(&args.len()) => Some(c),
         _ => None,
     }
 }

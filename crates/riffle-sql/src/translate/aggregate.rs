@@ -135,7 +135,10 @@ impl Translator<'_> {
                         "sessions of different keys do not line up; aggregate per key in the session query itself",
                     )
                 })?;
-                let spec = WindowSpec::Tumbling { size: granule };
+                let spec = WindowSpec::Tumbling {
+                    size: granule,
+                    offset: w.offset(),
+                };
                 let f = WindowAggregateFactory::new(&schema, &key_refs, spec, specs)?;
                 let node = self.add("window_aggregate", Arc::new(f), p, &[source])?;
                 // The input window, to rebuild its start from the end.
@@ -338,7 +341,9 @@ pub(super) fn peel(plan: &LogicalPlan) -> &LogicalPlan {
 /// for tumbles and hops, the multiple of `max` below it for cumulates.
 fn start_from_end(spec: WindowSpec, end: Expr) -> Expr {
     match spec {
-        WindowSpec::Tumbling { size } | WindowSpec::Hopping { size, .. } => end - nanos_lit(size),
+        WindowSpec::Tumbling { size, .. } | WindowSpec::Hopping { size, .. } => {
+            end - nanos_lit(size)
+        }
         WindowSpec::Cumulating { max, .. } => {
             let last = end - lit(1i64);
             let max = nanos_lit(max);

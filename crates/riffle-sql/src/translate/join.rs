@@ -168,6 +168,12 @@ impl Translator<'_> {
                     "join the windows ON the keys and the window alone, or drop the window for an outer interval join",
                 ))
             }
+            (Some(w), _) if !w.offset().is_zero() => {
+                return Err(SqlError::unsupported(
+                    "a window join of windows with an offset",
+                    "join windows without an offset, or aggregate each side in its offset windows and join the results ON window_start, window_end and the keys as an unbounded join",
+                ))
+            }
             (Some(w), _) => {
                 let granule = w.granule().ok_or_else(|| {
                     SqlError::unsupported(
@@ -385,7 +391,10 @@ impl Translator<'_> {
             && value_origin.is_some()
             && value_origin == left.origin_columns[v]
             && group_window == Some(left_window);
-        let Some(granule) = left_window.granule().filter(|_| same_rows) else {
+        let Some(granule) = left_window
+            .granule()
+            .filter(|_| same_rows && left_window.offset().is_zero())
+        else {
             return Ok(None);
         };
         let value_column = left.columns[v].clone();

@@ -423,8 +423,8 @@ impl<'a> Translator<'a> {
                 // to the `tumble(…)` that made `w`).
                 match window_call(&e) {
                     Ok(None) => {}
-                    Ok(Some(WindowSpec::Tumbling { size })) => {
-                        return Ok(Transformed::yes(row_window(size)))
+                    Ok(Some(WindowSpec::Tumbling { size, offset })) => {
+                        return Ok(Transformed::yes(row_window(size, offset)))
                     }
                     Ok(Some(_)) => {
                         failure = Some(SqlError::unsupported(
@@ -506,9 +506,10 @@ pub(crate) fn field_expr(stream: &Stream, i: usize) -> Result<Expr> {
     }
 }
 
-/// Part `part` of the tumbling window of `size` holding each row's event time.
-pub(crate) fn field_expr_bounds(size: Duration, part: WindowPart) -> Expr {
-    let (start, end) = row_window_bounds(size);
+/// Part `part` of the tumbling window of `size` (starting `offset` after its multiples)
+/// holding each row's event time.
+pub(crate) fn field_expr_bounds(size: Duration, offset: Duration, part: WindowPart) -> Expr {
+    let (start, end) = row_window_bounds(size, offset);
     window_part(start, end, part)
 }
 
@@ -529,17 +530,19 @@ pub(crate) fn col_expr(name: &str) -> Expr {
 }
 
 /// `{start, end}` of the tumbling window of `size` holding each row's event time.
-fn row_window(size: Duration) -> Expr {
-    let (start, end) = row_window_bounds(size);
+fn row_window(size: Duration, offset: Duration) -> Expr {
+    let (start, end) = row_window_bounds(size, offset);
     window_struct(start, end)
 }
 
-/// Start and end nanoseconds (Int64) of the tumbling window of `size` holding each
-/// row's event time.
-fn row_window_bounds(size: Duration) -> (Expr, Expr) {
+/// Start and end nanoseconds (Int64) of the tumbling window of `size`, starting
+/// `offset` after its multiples, holding each row's event time.
+fn row_window_bounds(size: Duration, offset: Duration) -> (Expr, Expr) {
     let nanos = i64::try_from(size.as_nanos()).unwrap_or(i64::MAX);
+    let offset = i64::try_from(offset.as_nanos()).unwrap_or(0);
     let ts = cast(col_expr(TIMESTAMP_FIELD), DataType::Int64);
-    let start = ts.clone() - ((ts % lit(nanos)) + lit(nanos)) % lit(nanos);
+    let shifted = ts.clone() - lit(offset);
+    let start = ts - ((shifted % lit(nanos)) + lit(nanos)) % lit(nanos);
     (start.clone(), start + lit(nanos))
 }
 

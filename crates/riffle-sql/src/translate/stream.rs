@@ -44,10 +44,19 @@ impl WindowColumn {
     /// it). Sessions have none.
     pub fn granule(&self) -> Option<Duration> {
         match self.spec {
-            WindowSpec::Tumbling { size } => Some(size),
+            WindowSpec::Tumbling { size, .. } => Some(size),
             WindowSpec::Hopping { slide, .. } => Some(slide),
             WindowSpec::Cumulating { step, .. } => Some(step),
             WindowSpec::Session { .. } => None,
+        }
+    }
+
+    /// How far after the multiples of its granule this column's windows start (a
+    /// tumble's offset; zero for the others).
+    pub fn offset(&self) -> Duration {
+        match self.spec {
+            WindowSpec::Tumbling { offset, .. } => offset,
+            _ => Duration::ZERO,
         }
     }
 }

@@ -122,7 +122,7 @@ pub(super) fn check_time_column(
 /// The value of a per-row window field: only a tumbling window is one per row.
 pub(super) fn virtual_value(w: WindowColumn, name: &str) -> Result<Expr> {
     match w.spec {
-        WindowSpec::Tumbling { size } => Ok(field_expr_bounds(size, w.part)),
+        WindowSpec::Tumbling { size, offset } => Ok(field_expr_bounds(size, offset, w.part)),
         _ => Err(SqlError::unsupported(
             format!("a {} window's `{name}` outside GROUP BY", w.spec.describe()),
             "a row falls in several hopping or cumulating windows: group by window_start, window_end first",
