@@ -1,6 +1,7 @@
 //! Outer unbounded joins: the changelog they emit, replayed (a `+I` adds a row, a `-D`
 //! takes one back), must equal a brute-force outer join of every row seen — straight,
-//! and through a snapshot restored into a new operator.
+//! and through a snapshot restored into a new operator. Keys are sometimes NULL, which
+//! equals nothing (not another NULL).
 
 use riffle_core::arrow::array::{
     Array, AsArray, Int64Array, RecordBatch, TimestampNanosecondArray,
@@ -13,16 +14,16 @@ use std::sync::Arc;
 
 fn side(key: &str, value: &str) -> StreamSchema {
     StreamSchema::with_timestamp(vec![
-        Field::new(key, DataType::Int64, false),
+        Field::new(key, DataType::Int64, true),
         Field::new(value, DataType::Int64, false),
     ])
 }
 
-fn batch(schema: &StreamSchema, rows: &[(i64, i64)]) -> RecordBatch {
+fn batch(schema: &StreamSchema, rows: &[(Option<i64>, i64)]) -> RecordBatch {
     RecordBatch::try_new(
         schema.schema.clone(),
         vec![
-            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.0))),
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
             Arc::new(TimestampNanosecondArray::from(vec![0; rows.len()]).with_timezone("UTC")),
         ],
@@ -75,12 +76,16 @@ fn replay(out: &[RecordBatch], rows: &mut BTreeMap<Row, i64>) {
 }
 
 /// The outer join of all rows, computed directly.
-fn expected(left: &[(i64, i64)], right: &[(i64, i64)], outer: (bool, bool)) -> BTreeMap<Row, i64> {
+fn expected(
+    left: &[(Option<i64>, i64)],
+    right: &[(Option<i64>, i64)],
+    outer: (bool, bool),
+) -> BTreeMap<Row, i64> {
     let mut rows: BTreeMap<Row, i64> = BTreeMap::new();
     for &(a, x) in left {
         let mut matched = false;
         for &(b, y) in right {
-            if a == b {
+            if a.is_some() && a == b {
                 matched = true;
                 *rows.entry((Some(x), Some(y))).or_default() += 1;
             }
@@ -90,7 +95,7 @@ fn expected(left: &[(i64, i64)], right: &[(i64, i64)], outer: (bool, bool)) -> B
         }
     }
     for &(b, y) in right {
-        if outer.1 && !left.iter().any(|&(a, _)| a == b) {
+        if outer.1 && !left.iter().any(|&(a, _)| a.is_some() && a == b) {
             *rows.entry((None, Some(y))).or_default() += 1;
         }
     }
@@ -110,11 +115,15 @@ fn outer_joins_replay_to_the_outer_join_of_every_row_through_a_restore() {
                 state % m
             };
             // Batches arriving in turn, each with rows of a few keys.
-            let mut inputs: Vec<(usize, Vec<(i64, i64)>)> = Vec::new();
+            let mut inputs: Vec<(usize, Vec<(Option<i64>, i64)>)> = Vec::new();
             let (mut left, mut right) = (Vec::new(), Vec::new());
             for i in 0..12 {
-                let rows: Vec<(i64, i64)> = (0..next(4))
-                    .map(|_| (next(6) as i64, (i * 100 + next(100)) as i64))
+                let rows: Vec<(Option<i64>, i64)> = (0..next(4))
+                    .map(|_| {
+                        let k = next(7);
+                        let key = (k < 6).then_some(k as i64);
+                        (key, (i * 100 + next(100)) as i64)
+                    })
                     .collect();
                 let s = next(2) as usize;
                 if s == 0 { &mut left } else { &mut right }.extend(rows.iter().copied());

@@ -409,8 +409,11 @@ impl StreamJoin {
     ) -> Result<()> {
         let rows: Vec<u32> = (0..batch.num_rows() as u32).collect();
         let mut ids = Vec::new();
-        self.table
-            .intern(&self.key_columns(side, &batch)?, &rows, &mut ids)?;
+        let keys = self.key_columns(side, &batch)?;
+        self.table.intern(&keys, &rows, &mut ids)?;
+        // A NULL key equals nothing, not even another NULL: such a row is never indexed,
+        // so it joins no row, and an outer side's is padded for good.
+        let valid = crate::window_join::valid_mask(&keys);
         let other = 1 - side;
         for list in &mut self.rows_by_key {
             list.resize_with(self.table.len(), Vec::new);
@@ -434,6 +437,12 @@ impl StreamJoin {
         let mut unpadded: Vec<(usize, usize)> = Vec::new();
         let mut padded: Vec<(usize, usize)> = Vec::new();
         for (row, &id) in ids.iter().enumerate() {
+            if valid.as_ref().is_some_and(|v| !v.value(row)) {
+                if emit && self.outer[side] && self.condition.is_none() {
+                    padded.push((batch_index as usize, row));
+                }
+                continue;
+            }
             if let (true, Some(condition), Some(times)) = (emit, self.condition, &times) {
                 // An interval join: only pairs within the bounds join.
                 let t = times[row];
