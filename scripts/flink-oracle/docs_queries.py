@@ -7,7 +7,8 @@
 PyFlink from PyPI (`apache-flink==2.3.0`, as scripts/bench-flink-files installs it) and a
 Debian JDK 17. It writes, under crates/riffle-cli/tests/flink_docs/:
 - `bid.jsonl`, `seller.jsonl`: the input, drawn from a fixed seed (written again only
-  without NAMEs). Event times rise with a jitter under the 4 s watermark delay, so no row
+  without NAMEs), with one row of each whose key (`auction`) is NULL. Event times rise
+  with a jitter under the 4 s watermark delay, so no row
   is late; prices are distinct, so no rank depends on the order of ties.
 - `flink/NAME.jsonl` for each `cases/NAME.sql` (a SELECT, after any `CREATE VIEW …;`): Flink's result as a table —
   its changelog applied (`+I`/`+U` add a row, `-U`/`-D` take one back) — one JSON object
@@ -50,11 +51,21 @@ def write_input():
             row = {"auction": 1 + rng.randrange(6), "bidder": 100 + rng.randrange(5),
                    "price": price, "channel": rng.choice(CHANNELS), "ts": stamp(ts)}
             f.write(json.dumps(row) + "\n")
+            if i == 80:
+                # A bid without an auction (NULL keys: NOT IN, GROUP BY, partitions,
+                # joins), in time order like the others.
+                row = {"auction": None, "bidder": 100, "price": 12.345, "channel": "shop",
+                       "ts": stamp(ts)}
+                f.write(json.dumps(row) + "\n")
     with open(os.path.join(HERE, "seller.jsonl"), "w") as f:
         for a in range(1, 8):
             ts = BASE + datetime.timedelta(seconds=a * 7)
             row = {"auction": a, "seller": f"s{a % 3}", "rating": 1 + a % 5, "ts": stamp(ts)}
             f.write(json.dumps(row) + "\n")
+        # A seller row without an auction: it empties its window's NOT IN.
+        row = {"auction": None, "seller": "s9", "rating": 2,
+               "ts": stamp(BASE + datetime.timedelta(seconds=45))}
+        f.write(json.dumps(row) + "\n")
 
 
 def value(v):

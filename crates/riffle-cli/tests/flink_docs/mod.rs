@@ -79,6 +79,7 @@ const CASES: &[(&str, Riffle)] = &[
     ("window_in", Runs),
     ("window_join", Runs),
     ("window_not_exists", Runs),
+    ("window_not_in", Runs),
     ("window_rollup", Runs),
     ("window_top_n_after_aggregate", Runs),
     ("window_top_n_between", Runs),

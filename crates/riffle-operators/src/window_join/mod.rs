@@ -42,6 +42,10 @@ pub enum JoinKind {
     /// Each left row without a match in its window, once (`NOT EXISTS`); a row with a
     /// NULL key matches nothing.
     LeftAnti,
+    /// `NOT IN`: as `LeftAnti`, with SQL's NULL logic per window — a window whose right
+    /// side holds a NULL key emits nothing, and a left row with a NULL key is emitted
+    /// only when its window's right side is empty.
+    LeftAntiNullAware,
 }
 
 /// Plans a window join.
@@ -308,7 +312,10 @@ impl WindowJoin {
 
     /// A semi or anti join, whose right side is only the set of its keys.
     fn semi(&self) -> bool {
-        matches!(self.plan.kind, JoinKind::LeftSemi | JoinKind::LeftAnti)
+        matches!(
+            self.plan.kind,
+            JoinKind::LeftSemi | JoinKind::LeftAnti | JoinKind::LeftAntiNullAware
+        )
     }
 
     fn join(&self, start: EventTime, buffered: Buffered) -> Result<Option<RecordBatch>> {
@@ -323,18 +330,30 @@ impl WindowJoin {
         let mut left_ids = Vec::new();
         let (mut out_left, mut out_right) = (Vec::new(), Vec::new());
         let right = if self.semi() {
-            let anti = self.plan.kind == JoinKind::LeftAnti;
+            // A NOT IN's right rows with a NULL key are buffered as rows (`on_batch`).
+            let right_null = right.iter().any(|b| b.num_rows() > 0);
             let mut matched = vec![false; left.num_rows()];
+            let mut right_keys = 0;
             if let Some(set) = buffered.right_keys {
                 // Ids below the right side's count are keys the right side holds.
                 let mut table = set.keys;
                 let right_len = table.len() as u32;
+                right_keys = table.len();
                 table.intern(&left_keys, &left_rows, &mut left_ids)?;
                 for (&row, &id) in left_rows.iter().zip(&left_ids) {
                     matched[row as usize] = id < right_len;
                 }
             }
-            out_left.extend((0..left.num_rows() as u32).filter(|&r| matched[r as usize] != anti));
+            let all = 0..left.num_rows() as u32;
+            match self.plan.kind {
+                JoinKind::LeftSemi => out_left.extend(all.filter(|&r| matched[r as usize])),
+                JoinKind::LeftAntiNullAware if right_null => {}
+                JoinKind::LeftAntiNullAware if right_keys == 0 => out_left.extend(all),
+                JoinKind::LeftAntiNullAware => {
+                    out_left.extend(left_rows.iter().filter(|&&r| !matched[r as usize]));
+                }
+                _ => out_left.extend(all.filter(|&r| !matched[r as usize])),
+            }
             None
         } else {
             if right.is_empty() && !pad_left {
@@ -419,6 +438,16 @@ impl Operator for WindowJoin {
         if side == 1 && self.semi() {
             let keys = self.keys_of(1, &batch)?;
             if let Some(valid) = valid_mask(&keys) {
+                if self.plan.kind == JoinKind::LeftAntiNullAware {
+                    // A NULL key empties its window's NOT IN: one such row per batch and
+                    // window is kept as a right row, which the state holds like any.
+                    for (&start, rows) in &by_start {
+                        if let Some(&r) = rows.iter().find(|&&r| !valid.value(r as usize)) {
+                            let part = take_record_batch(&batch, &UInt32Array::from(vec![r]))?;
+                            self.windows.entry(start).or_default().sides[1].push(part);
+                        }
+                    }
+                }
                 for rows in by_start.values_mut() {
                     rows.retain(|&r| valid.value(r as usize));
                 }
@@ -545,7 +574,7 @@ impl Operator for WindowJoin {
 pub(super) const RIGHT_KEYS: &str = "right_keys";
 
 /// Per row, whether every key is non-null; `None` when no key column has nulls.
-pub(super) fn valid_mask(keys: &[ArrayRef]) -> Option<BooleanBuffer> {
+pub(crate) fn valid_mask(keys: &[ArrayRef]) -> Option<BooleanBuffer> {
     keys.iter()
         .filter_map(|k| k.logical_nulls())
         .map(|n| n.into_inner())

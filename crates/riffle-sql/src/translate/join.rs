@@ -31,18 +31,13 @@ impl Translator<'_> {
             JoinType::Full => (JoinKind::Inner, (true, true)),
             JoinType::LeftSemi if semi_as_inner => (JoinKind::Inner, (false, false)),
             JoinType::LeftSemi => (JoinKind::LeftSemi, (false, false)),
-            // NOT IN's three-valued logic: one NULL on the right empties the result.
-            JoinType::LeftAnti if j.null_aware => {
-                return Err(SqlError::unsupported(
-                    "NOT IN (a subquery)",
-                    "write NOT EXISTS (SELECT … WHERE s.key = b.key AND s.window_start = b.window_start AND s.window_end = b.window_end), which runs inside a window",
-                ))
-            }
+            // NOT IN's three-valued logic: a NULL on the right empties the window's result.
+            JoinType::LeftAnti if j.null_aware => (JoinKind::LeftAntiNullAware, (false, false)),
             JoinType::LeftAnti => (JoinKind::LeftAnti, (false, false)),
             other => {
                 return Err(SqlError::unsupported(
                     format!("{other} JOIN"),
-                    "riffle joins streams with INNER, LEFT, RIGHT and FULL JOIN, and EXISTS / IN / NOT EXISTS inside a window",
+                    "riffle joins streams with INNER, LEFT, RIGHT and FULL JOIN, and EXISTS / IN / NOT EXISTS / NOT IN inside a window",
                 ))
             }
         };
@@ -114,7 +109,7 @@ impl Translator<'_> {
         }
         if window.is_none() && kind != JoinKind::Inner {
             return Err(SqlError::unsupported(
-                "EXISTS / IN / NOT EXISTS over an unbounded stream",
+                "EXISTS / IN / NOT EXISTS / NOT IN over an unbounded stream",
                 "bound it by a window: tag both sides with tumble(…) AS w and add a.w = b.w",
             ));
         }
@@ -267,7 +262,7 @@ impl Translator<'_> {
             Some(f) if inner => self.filter(&stream, f, &j.schema),
             Some(f) => Err(SqlError::unsupported(
                 format!("the condition `{f}` of a semi or anti join"),
-                "keep only column equalities inside EXISTS / IN / NOT EXISTS",
+                "keep only column equalities inside EXISTS / IN / NOT EXISTS / NOT IN",
             )),
             None => Ok(stream),
         }
