@@ -19,7 +19,7 @@ fn side(key: &str, value: &str) -> StreamSchema {
     ])
 }
 
-fn batch(schema: &StreamSchema, rows: &[(Option<i64>, i64)]) -> RecordBatch {
+fn batch(schema: &StreamSchema, rows: &[Input]) -> RecordBatch {
     RecordBatch::try_new(
         schema.schema.clone(),
         vec![
@@ -32,6 +32,9 @@ fn batch(schema: &StreamSchema, rows: &[(Option<i64>, i64)]) -> RecordBatch {
 }
 
 type Row = (Option<i64>, Option<i64>);
+
+/// An input row: a key (NULL sometimes) and a value.
+type Input = (Option<i64>, i64);
 
 /// `a JOIN b ON a = b`, selecting `x` and `y`.
 fn inner() -> StreamJoinFactory {
@@ -76,11 +79,7 @@ fn replay(out: &[RecordBatch], rows: &mut BTreeMap<Row, i64>) {
 }
 
 /// The outer join of all rows, computed directly.
-fn expected(
-    left: &[(Option<i64>, i64)],
-    right: &[(Option<i64>, i64)],
-    outer: (bool, bool),
-) -> BTreeMap<Row, i64> {
+fn expected(left: &[Input], right: &[Input], outer: (bool, bool)) -> BTreeMap<Row, i64> {
     let mut rows: BTreeMap<Row, i64> = BTreeMap::new();
     for &(a, x) in left {
         let mut matched = false;
@@ -115,10 +114,10 @@ fn outer_joins_replay_to_the_outer_join_of_every_row_through_a_restore() {
                 state % m
             };
             // Batches arriving in turn, each with rows of a few keys.
-            let mut inputs: Vec<(usize, Vec<(Option<i64>, i64)>)> = Vec::new();
+            let mut inputs: Vec<(usize, Vec<Input>)> = Vec::new();
             let (mut left, mut right) = (Vec::new(), Vec::new());
             for i in 0..12 {
-                let rows: Vec<(Option<i64>, i64)> = (0..next(4))
+                let rows: Vec<Input> = (0..next(4))
                     .map(|_| {
                         let k = next(7);
                         let key = (k < 6).then_some(k as i64);
