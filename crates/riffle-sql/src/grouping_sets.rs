@@ -7,8 +7,8 @@
 
 use crate::error::{Result, SqlError};
 use datafusion::sql::sqlparser::ast::{
-    Expr, GroupByExpr, Query, Select, SelectItem, SetExpr, SetOperator, SetQuantifier, Value,
-    VisitMut, VisitorMut,
+    Distinct, Expr, GroupByExpr, Query, Select, SelectItem, SetExpr, SetOperator, SetQuantifier,
+    Value, VisitMut, VisitorMut,
 };
 use std::ops::ControlFlow;
 
@@ -72,11 +72,20 @@ fn has_grouping_sets(group_by: &[Expr]) -> bool {
         .any(|e| matches!(e, Expr::GroupingSets(_) | Expr::Rollup(_) | Expr::Cube(_)))
 }
 
-/// Replaces the grouping expressions `absent` with NULL outside aggregate calls.
+/// Replaces the grouping expressions `absent` with NULL outside aggregate calls and
+/// outside the expressions the set groups by (`UPPER(channel)` grouped, `channel` not).
 struct NullAbsent<'a> {
     absent: &'a [String],
-    in_aggregate: usize,
+    present: &'a [String],
+    /// Depth inside aggregate calls and present grouping expressions.
+    kept: usize,
     grouping_function: Option<String>,
+}
+
+impl NullAbsent<'_> {
+    fn keeps(&self, e: &Expr) -> bool {
+        aggregate_call(e) || self.present.contains(&e.to_string())
+    }
 }
 
 fn aggregate_call(e: &Expr) -> bool {
@@ -94,25 +103,36 @@ impl VisitorMut for NullAbsent<'_> {
                 self.grouping_function = Some(name.to_uppercase());
             }
         }
-        if aggregate_call(e) {
-            self.in_aggregate += 1;
+        if self.keeps(e) {
+            self.kept += 1;
         }
         ControlFlow::Continue(())
     }
 
     fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
-        if aggregate_call(e) {
-            self.in_aggregate -= 1;
-        } else if self.in_aggregate == 0 && self.absent.contains(&e.to_string()) {
+        // Nothing inside a kept expression changed, so it is recognized here again.
+        if self.keeps(e) {
+            self.kept -= 1;
+        } else if self.kept == 0 && self.absent.contains(&e.to_string()) {
             *e = Expr::Value(Value::Null.into());
         }
         ControlFlow::Continue(())
     }
 }
 
-/// The `UNION ALL` of one `SELECT` per grouping set of `select`.
+/// The `UNION ALL` of one `SELECT` per grouping set of `select` (a `UNION` when the
+/// `SELECT` is `DISTINCT`: its rows are distinct over all the sets).
 fn expanded(select: &Select, group_by: &[Expr]) -> Result<SetExpr> {
     let sets = grouping_sets(group_by);
+    let quantifier =
+        match &select.distinct {
+            None => SetQuantifier::All,
+            Some(Distinct::Distinct) => SetQuantifier::Distinct,
+            Some(_) => return Err(SqlError::unsupported(
+                "DISTINCT ON with GROUPING SETS / ROLLUP / CUBE",
+                "select the grouped rows in a subquery and pick from them in the query around it",
+            )),
+        };
     let all: Vec<String> = sets.iter().flatten().map(ToString::to_string).collect();
     let mut branches = Vec::new();
     for set in &sets {
@@ -123,6 +143,9 @@ fn expanded(select: &Select, group_by: &[Expr]) -> Result<SetExpr> {
             .cloned()
             .collect();
         let mut branch = select.clone();
+        if sets.len() > 1 {
+            branch.distinct = None;
+        }
         // A column selected as itself keeps its name when it becomes NULL.
         for item in &mut branch.projection {
             if let SelectItem::UnnamedExpr(e) = item {
@@ -141,7 +164,8 @@ fn expanded(select: &Select, group_by: &[Expr]) -> Result<SetExpr> {
         }
         let mut nulls = NullAbsent {
             absent: &absent,
-            in_aggregate: 0,
+            present: &present,
+            kept: 0,
             grouping_function: None,
         };
         let _ = branch.projection.visit(&mut nulls);
@@ -168,7 +192,7 @@ fn expanded(select: &Select, group_by: &[Expr]) -> Result<SetExpr> {
     Ok(branches.fold(first, |left, right| SetExpr::SetOperation {
         left: Box::new(left),
         op: SetOperator::Union,
-        set_quantifier: SetQuantifier::All,
+        set_quantifier: quantifier,
         right: Box::new(right),
     }))
 }
@@ -272,6 +296,30 @@ mod tests {
         assert!(
             cube.ends_with("SELECT NULL AS a, NULL AS b, count(*) AS n FROM t"),
             "{cube}"
+        );
+    }
+
+    #[test]
+    fn a_grouped_expression_keeps_the_columns_it_is_made_of() {
+        let out = rewritten(
+            "SELECT UPPER(channel) AS uc, count(*) AS n FROM t GROUP BY GROUPING SETS ((channel), (UPPER(channel)))",
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            // Flink 2.3: in the set (channel) the grouping expression UPPER(channel) is
+            // absent, so NULL; in its own set it is computed from the row's channel.
+            "SELECT NULL AS uc, count(*) AS n FROM t GROUP BY channel UNION ALL SELECT UPPER(channel) AS uc, count(*) AS n FROM t GROUP BY UPPER(channel)"
+        );
+    }
+
+    #[test]
+    fn select_distinct_is_distinct_over_all_the_sets() {
+        let out =
+            rewritten("SELECT DISTINCT a FROM t GROUP BY GROUPING SETS ((a), (a, b))").unwrap();
+        assert_eq!(
+            out,
+            "SELECT a FROM t GROUP BY a UNION DISTINCT SELECT a FROM t GROUP BY a, b"
         );
     }
 

@@ -283,3 +283,21 @@ fn a_rank_range_filters_the_top_n_by_its_bigint_rank() {
     ));
     assert_mentions(&e, &["without an upper bound", "rn <= N", "hint:"]);
 }
+
+#[test]
+fn a_shared_view_goes_to_an_upsert_sink_and_a_debezium_sink_in_either_order() {
+    let view = "CREATE VIEW agg AS SELECT auction, count(*) AS n FROM bid GROUP BY auction;\n";
+    let stdout = "CREATE TABLE o1 WITH ('connector' = 'stdout');\n";
+    let debezium =
+        "CREATE TABLE o2 WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'debezium-json');\n";
+    for inserts in [
+        "INSERT INTO o1 SELECT * FROM agg;\nINSERT INTO o2 SELECT * FROM agg;",
+        "INSERT INTO o2 SELECT * FROM agg;\nINSERT INTO o1 SELECT * FROM agg;",
+    ] {
+        let planned = plan(&format!("{BID}{view}{stdout}{debezium}{inserts}"))
+            .unwrap_or_else(|e| panic!("{inserts}: {e}"));
+        let explained = PhysicalPlan::compile(&planned.graph).explain(&planned.graph);
+        // The Debezium files read a changelog, whichever INSERT came first.
+        assert!(explained.contains(", changelog"), "{inserts}:\n{explained}");
+    }
+}

@@ -7,9 +7,9 @@
 //! table, or `flink/NAME.refused` what Flink said when it refused the query. Both were
 //! recorded by `scripts/flink-oracle/docs_queries.py` (PyFlink from PyPI), which is run
 //! again when a case is added. riffle writes each result as Debezium change events
-//! (so a changelog's withdrawals are checked as well as its final rows), once at
-//! parallelism 1 and once through a crash in the checkpoint commit at parallelism 2
-//! restored at 1; the rows it leaves must be Flink's, as multisets.
+//! (so a changelog's withdrawals are checked as well as its final rows), at parallelism
+//! 1, at 2, and through a crash in the checkpoint commit at 2 restored at 1; the rows it
+//! leaves must be Flink's, as multisets.
 //!
 //! [`CASES`] says for each case what riffle does: runs it (compared), or refuses it at
 //! planning naming the construct. A refusal must match one of Flink's or one listed in
@@ -43,6 +43,8 @@ const CASES: &[(&str, Riffle)] = &[
     ("global_aggregate", Runs),
     ("group_by", Runs),
     ("grouping_sets", Runs),
+    ("grouping_sets_distinct", Runs),
+    ("grouping_sets_expression", Runs),
     ("having", Runs),
     ("hop", Runs),
     ("hop_offset", Refuses("HOP with an offset")),
@@ -64,6 +66,7 @@ const CASES: &[(&str, Riffle)] = &[
     ("session_group_window", Runs),
     ("top_n", Runs),
     ("top_n_between", Runs),
+    ("top_n_fraction", Refuses("on a row number")),
     ("top_n_rank_range", Runs),
     ("top_n_second", Runs),
     ("top_n_without_end", Refuses("without an upper bound")),
@@ -310,6 +313,7 @@ fn flink_docs_queries_give_flinks_results_or_are_refused() {
                     ],
                 };
                 compare(name, "p1", &Schedule::clean(1, 1), None, work.path())
+                    .and_then(|_| compare(name, "p2", &Schedule::clean(2, 1), None, work.path()))
                     .and_then(|_| compare(name, "crash", &crashed, Some(400), work.path()))
                     .map(|rows| {
                         compared += 1;

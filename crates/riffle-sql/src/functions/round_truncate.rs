@@ -46,10 +46,10 @@ fn round_decimal_text(x: f64, digits: i32, mode: Mode) -> f64 {
     let Ok(m) = significand.parse::<u64>() else {
         return x;
     };
-    // |x| = m · 10^q
-    let q = exponent - (significand.len() as i32 - 1);
+    // |x| = m · 10^q (in i64: `digits` may be any INT, even i32::MIN)
+    let q = i64::from(exponent) - (significand.len() as i64 - 1);
     // Digits of m below the kept position 10^(-digits).
-    let dropped = -digits - q;
+    let dropped = -i64::from(digits) - q;
     if dropped <= 0 {
         // Nothing to drop; BigDecimal has no negative zero.
         return if x == 0.0 { 0.0 } else { x };
@@ -72,7 +72,9 @@ fn round_decimal_text(x: f64, digits: i32, mode: Mode) -> f64 {
     if kept == 0 {
         return 0.0;
     }
-    let magnitude: f64 = format!("{kept}e{}", -digits).parse().unwrap_or(f64::NAN);
+    let magnitude: f64 = format!("{kept}e{}", -i64::from(digits))
+        .parse()
+        .unwrap_or(f64::NAN);
     magnitude.copysign(x)
 }
 
@@ -238,6 +240,14 @@ mod tests {
         assert_eq!(round_decimal_text(-2.5, 0, Mode::HalfUp), -3.0);
         assert_eq!(round_decimal_text(1234.5, -2, Mode::HalfUp), 1200.0);
         assert_eq!(round_decimal_text(0.0009, 2, Mode::HalfUp), 0.0);
+    }
+
+    #[test]
+    fn any_digits_are_taken_without_overflow() {
+        assert_eq!(round_decimal_text(123.4, i32::MIN, Mode::HalfUp), 0.0);
+        assert_eq!(round_decimal_text(123.4, i32::MAX, Mode::HalfUp), 123.4);
+        assert_eq!(round_decimal_text(1e-300, i32::MIN, Mode::Down), 0.0);
+        assert_eq!(round_decimal_text(1e300, i32::MAX, Mode::Down), 1e300);
     }
 
     #[test]

@@ -63,6 +63,8 @@ impl Translator<'_> {
         let right = self.expand_windows(&right, None)?;
         let (ls, rs) = (j.left.schema(), j.right.schema());
         let mut window: Option<WindowColumn> = None;
+        // Where the windows paired in `ON` come from: only their columns stay windows.
+        let mut joined_windows: Vec<WindowOrigin> = Vec::new();
         let mut keys: Vec<(usize, usize)> = Vec::new();
         // Keys that are expressions (`b.auction % 10000 = s.key`), computed before the join.
         let mut computed: Vec<(&Expr, &Expr)> = Vec::new();
@@ -86,6 +88,7 @@ impl Translator<'_> {
                         )));
                     }
                     window = Some(a);
+                    joined_windows.extend([a.origin, b.origin]);
                     // `a.window_start = b.window_start` of two window columns: a key too,
                     // so a join on the window alone (Nexmark q5) has one.
                     if a.part != WindowPart::Whole && !left.is_virtual(li) && !right.is_virtual(ri)
@@ -187,6 +190,12 @@ impl Translator<'_> {
                     &refs(&right_cols),
                 )?
                 .with_outer(outer.0, outer.1)?;
+                // NOT IN decides on a whole window (a right NULL anywhere empties it), not
+                // per key: one subtask sees every key.
+                let p = match kind {
+                    JoinKind::LeftAntiNullAware => Some(1),
+                    _ => p,
+                };
                 self.add("window_join", Arc::new(f), p, &[left.node, right.node])?
             }
             (None, interval) => {
@@ -227,14 +236,18 @@ impl Translator<'_> {
             columns.extend(right.columns.iter().cloned());
             windows.extend(right.windows.iter().copied());
         }
-        // Joined rows carry a new event time: windows stay aligned only in a window join.
+        // Joined rows carry a new event time (the joined window's end): only the columns
+        // of the windows paired in `ON` stay windows; another window a side carries is a
+        // plain value now.
         let windows = windows
             .into_iter()
             .map(|w| match (w, window) {
-                (Some(c), Some(_)) => Some(WindowColumn {
-                    origin: WindowOrigin::Operator(node),
-                    ..c
-                }),
+                (Some(c), Some(j)) if c.spec == j.spec && joined_windows.contains(&c.origin) => {
+                    Some(WindowColumn {
+                        origin: WindowOrigin::Operator(node),
+                        ..c
+                    })
+                }
                 _ => None,
             })
             .collect();

@@ -82,7 +82,11 @@ impl<'a> Translator<'a> {
     /// Constructs riffle does not run on streams, named, with a hint.
     pub fn translate(&mut self, plan: &LogicalPlan) -> Result<Stream> {
         if let Some(s) = self.memo.get(plan) {
-            return Ok(s.clone());
+            // A result translated for a reader of replaced rows is translated again for
+            // one that needs their withdrawals (a second INSERT of a shared view).
+            if !(self.changelog_wanted && s.updating.is_some() && !s.changelog) {
+                return Ok(s.clone());
+            }
         }
         // Only nodes that pass a changelog through unchanged hand the wish down.
         let wanted = std::mem::take(&mut self.changelog_wanted);

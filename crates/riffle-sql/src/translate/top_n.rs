@@ -31,11 +31,35 @@ fn compared_with_constants(predicate: &Expr) -> Vec<(&Column, Operator, i64)> {
             },
             _ => return None,
         };
+        // A whole number only: `rn < 2.5` is not `rn < 2`.
+        let whole = match v {
+            ScalarValue::Float64(Some(f)) => f.fract() == 0.0,
+            ScalarValue::Float32(Some(f)) => f.fract() == 0.0,
+            ScalarValue::Decimal128(Some(d), _, scale) => {
+                u32::try_from(*scale).map_or(true, |s| d % 10i128.pow(s) == 0)
+            }
+            other => other.data_type().is_integer(),
+        };
+        if !whole {
+            return None;
+        }
         match v.cast_to(&DataType::Int64).ok()? {
             ScalarValue::Int64(Some(n)) => Some(n),
             _ => None,
         }
     }
+    // The comparisons a rank range is made of; `IS DISTINCT FROM` and the rest are not.
+    let comparison = |op: &Operator| {
+        matches!(
+            op,
+            Operator::Lt
+                | Operator::LtEq
+                | Operator::Eq
+                | Operator::GtEq
+                | Operator::Gt
+                | Operator::NotEq
+        )
+    };
     fn column(e: &Expr) -> Option<&Column> {
         match unaliased(e) {
             Expr::Column(c) => Some(c),
@@ -47,7 +71,7 @@ fn compared_with_constants(predicate: &Expr) -> Vec<(&Column, Operator, i64)> {
         }
     }
     match predicate {
-        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) if comparison(op) => {
             match (column(left), int(right), column(right), int(left)) {
                 (Some(c), Some(n), _, _) => vec![(c, *op, n)],
                 // `N >= rn` turned around.
@@ -87,13 +111,13 @@ impl RankRange {
         for &(op, n) in comparisons {
             match op {
                 Operator::LtEq => at_most(n),
-                Operator::Lt => at_most(n - 1),
+                Operator::Lt => at_most(n.saturating_sub(1)),
                 Operator::Eq => {
                     at_most(n);
                     lows.push(n);
                 }
                 Operator::GtEq => lows.push(n),
-                Operator::Gt => lows.push(n + 1),
+                Operator::Gt => lows.push(n.saturating_add(1)),
                 Operator::NotEq => range.excluded.push(n),
                 _ => {}
             }
@@ -161,6 +185,18 @@ impl Translator<'_> {
                 .into_iter()
                 .find_map(|(column, _, _)| Some((column.clone(), ranked_at(column)?)))
         }) else {
+            // A row number compared otherwise (`rn < 2.5`): name the condition.
+            let on_rank = conjuncts.iter().find(|c| {
+                c.column_refs()
+                    .iter()
+                    .any(|column| ranked_at(column).is_some())
+            });
+            if let Some(condition) = on_rank {
+                return Err(SqlError::unsupported(
+                    format!("the condition `{condition}` on a row number"),
+                    "compare the row number with whole numbers: rn <= 3, rn > 1, rn BETWEEN 2 AND 3, rn <> 2",
+                ));
+            }
             return Ok(None);
         };
         // Every comparison of it with a constant makes the rank range; the rest of the
@@ -187,7 +223,7 @@ impl Translator<'_> {
         if let Some(other) = rest.iter().find(|c| c.column_refs().contains(&column)) {
             return Err(SqlError::unsupported(
                 format!("the condition `{other}` on a row number"),
-                "compare the row number with constants: rn <= 3, rn > 1, rn BETWEEN 2 AND 3, rn <> 2",
+                "compare the row number with whole numbers: rn <= 3, rn > 1, rn BETWEEN 2 AND 3, rn <> 2",
             ));
         }
         let rest = rest.into_iter().reduce(Expr::and);

@@ -1,0 +1,3 @@
+SELECT DISTINCT channel
+FROM bid
+GROUP BY GROUPING SETS ((channel), (channel, auction))
