@@ -20,7 +20,7 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{
-    Token, TokenWithSpan, Tokenizer, TokenizerError, Word,
+    Token, TokenWithSpan, Tokenizer, TokenizerError, Whitespace, Word,
 };
 
 /// The statements of a file, and the clauses lifted out of them.
@@ -48,6 +48,7 @@ pub fn parse(text: &str) -> Result<Script> {
     let tokens = Tokenizer::new(&dialect, text)
         .tokenize_with_location()
         .map_err(tokenizer_error)?;
+    refuse_hints(&tokens)?;
     let proctime = proctime_columns(&tokens);
     let processing_time = windows_on(&tokens, &proctime);
     let (tokens, watermarks, lookups, partitions) = rewrite(tokens, &proctime)?;
@@ -62,6 +63,23 @@ pub fn parse(text: &str) -> Result<Script> {
         partitions,
         processing_time,
     })
+}
+
+/// Refuses Flink's SQL hints (`/*+ OPTIONS(…) */`, `/*+ STATE_TTL(…) */`): the parser
+/// takes them for comments, and an ignored `OPTIONS` hint would read another table than
+/// the one written.
+fn refuse_hints(tokens: &[TokenWithSpan]) -> Result<()> {
+    let hint = tokens.iter().find(|t| {
+        matches!(&t.token, Token::Whitespace(Whitespace::MultiLineComment(body)) if body.starts_with('+'))
+    });
+    match hint {
+        Some(t) => Err(SqlError::Plan {
+            at: Some(location(t)),
+            message: format!("the SQL hint `{}` is not read by riffle", t.token),
+            hint: Some("set a table option in its WITH (…) clause (or a copy of the table with other options); riffle keeps no state TTL and takes no join hints: drop the hint".into()),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// An identifier as riffle SQL resolves it: as written, quoted or not, as in Flink SQL
@@ -281,6 +299,22 @@ fn parser_error(e: ParserError) -> SqlError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sql_hints_are_refused_where_they_stand_and_comments_are_not() {
+        let e = parse("INSERT INTO out SELECT auction FROM bid /*+ OPTIONS('scan.startup.mode' = 'latest') */;")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("OPTIONS") && e.contains("line 1, column 41"),
+            "{e}"
+        );
+        let e = parse("INSERT INTO out\nSELECT /*+ STATE_TTL('bid' = '1d') */ auction FROM bid;")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("STATE_TTL") && e.contains("line 2"), "{e}");
+        parse("/* a comment */ INSERT INTO out SELECT auction FROM bid; -- and +this").unwrap();
+    }
 
     #[test]
     fn watermark_clauses_are_lifted_out_and_option_keys_unquoted() {
