@@ -51,6 +51,15 @@ pub enum RuntimeError {
     #[error("{}", lost_output_message(.0))]
     SinkLostOutput(Vec<LostOutput>),
 
+    /// A task's input broke the barrier protocol (`align.rs`): a peer worker that sent a
+    /// barrier out of order, or a bug. The attempt fails and the job resumes from its
+    /// newest checkpoint.
+    #[error("task `{task}`: {source}")]
+    Protocol {
+        task: String,
+        source: crate::align::AlignError,
+    },
+
     /// Checkpointed state cannot be given to the job as planned.
     #[error("cannot restore `{operator}` from the checkpoint: {message}")]
     Restore {

@@ -181,6 +181,14 @@ impl JobHandle {
                         source: failure.error,
                     });
                 }
+                Err(ChainOrCancel::Protocol(source)) => {
+                    self.tasks.abort_all();
+                    let (name, subtask) = &self.task_names[index];
+                    return Err(RuntimeError::Protocol {
+                        task: format!("{name}[{subtask}]"),
+                        source,
+                    });
+                }
                 Err(ChainOrCancel::Cancelled) => cancelled = Some(index),
             }
         }

@@ -67,6 +67,8 @@ pub(crate) enum ChainOrCancel {
     Failed(ChainError),
     /// A neighbour went away; the job is shutting down because of another failure.
     Cancelled,
+    /// An input broke the barrier protocol (a peer worker, or a bug).
+    Protocol(crate::align::AlignError),
 }
 
 impl From<ChainError> for ChainOrCancel {

@@ -27,7 +27,7 @@ use std::sync::Arc;
 pub fn restartable(error: &RuntimeError) -> bool {
     match error {
         RuntimeError::Task { .. } | RuntimeError::Panic { .. } => true,
-        RuntimeError::Peer(_) => true,
+        RuntimeError::Peer(_) | RuntimeError::Protocol { .. } => true,
         RuntimeError::Checkpoint { failure, .. } => *failure == CheckpointFailure::Transient,
         RuntimeError::Fenced { .. }
         | RuntimeError::SinkLostOutput(_)

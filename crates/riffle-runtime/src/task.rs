@@ -194,7 +194,11 @@ pub(crate) async fn run_channel_task(
                 }
             }
             Some(Message::Barrier(barrier)) => {
-                if let Alignment::Complete { barrier, alignment } = aligner.on_barrier(i, barrier) {
+                let aligned = aligner.on_barrier(i, barrier).map_err(|source| {
+                    tracing::warn!(task = %identity.name, subtask = identity.subtask, "{source}");
+                    ChainOrCancel::Protocol(source)
+                })?;
+                if let Alignment::Complete { barrier, alignment } = aligned {
                     stopping |= matches!(barrier.kind, BarrierKind::StopWithSavepoint { .. });
                     take_snapshot(
                         &identity,
