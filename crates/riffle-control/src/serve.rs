@@ -6,7 +6,7 @@
 //! process out of descriptors, say) is retried, never the end of serving — the control
 //! file keeps advertising the port.
 
-use super::access::{bearer, Access};
+use super::access::{bearer, Access, Denied};
 use super::live::LiveMetrics;
 use super::page::{self, Asset};
 use super::{api, exposition, scrape};
@@ -194,15 +194,20 @@ async fn answer(request: &Request<Incoming>, served: &Served) -> Response<Full<B
         .headers()
         .get(hyper::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
+    let host = request
+        .headers()
+        .get(hyper::header::HOST)
+        .and_then(|v| v.to_str().ok());
     let allowed = if route.is_public() {
         Ok(())
     } else {
         served
             .access
-            .check(route.changes_job(), bearer(authorization))
+            .check(route.changes_job(), bearer(authorization), host)
     };
     let (status, content_type, body) = match allowed {
         Ok(()) => respond(route, request.uri().query().unwrap_or(""), served).await,
+        Err(denied @ Denied::ForeignHost) => error(StatusCode::FORBIDDEN, denied),
         Err(denied) => error(StatusCode::UNAUTHORIZED, denied),
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
@@ -318,7 +323,7 @@ mod tests {
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
-        write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
         let mut answer = String::new();
         stream.read_to_string(&mut answer).unwrap();
         answer

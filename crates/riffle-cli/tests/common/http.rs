@@ -23,9 +23,32 @@ pub fn request(address: &str, method: &str, path: &str, token: Option<&str>) -> 
         .unwrap_or_else(|e| panic!("{method} {path} at {address}: {e}"))
 }
 
+/// [`request`] with the `Host` header naming `host` instead of `address` (as a web page
+/// of another site whose name points at this machine sends it).
+pub fn request_naming(
+    address: &str,
+    host: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+) -> Answer {
+    try_request_naming(address, host, method, path, token)
+        .unwrap_or_else(|e| panic!("{method} {path} at {address}: {e}"))
+}
+
 /// [`request`], or the I/O error (a server that is not up yet).
 pub fn try_request(
     address: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+) -> std::io::Result<Answer> {
+    try_request_naming(address, address, method, path, token)
+}
+
+fn try_request_naming(
+    address: &str,
+    host: &str,
     method: &str,
     path: &str,
     token: Option<&str>,
@@ -35,7 +58,7 @@ pub fn try_request(
     let authorization = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\n{authorization}Content-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{authorization}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;

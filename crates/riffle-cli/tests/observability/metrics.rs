@@ -1,6 +1,6 @@
 //! `/metrics` as Prometheus's promtool reads it, and the REST API, from a running job.
 
-use super::common::http::{control_address, request};
+use super::common::http::{control_address, request, request_naming};
 use super::common::savepoints::{ok, savepoint, start_slow};
 use super::common::stderr;
 use super::wait_for_checkpoints;
@@ -294,6 +294,17 @@ fn a_running_job_serves_metrics_promtool_accepts_and_a_rest_api() {
         request(&address, "POST", "/api/savepoints", Some("guess")).status,
         401
     );
+    // A web page of another site re-pointed at 127.0.0.1 (DNS rebinding) names its own
+    // host: it reads nothing without the token.
+    let rebound = request_naming(&address, "attacker.example", "GET", "/api/job", None);
+    assert_eq!(rebound.status, 403, "{}", rebound.body);
+    assert!(rebound.body.contains("localhost"), "{}", rebound.body);
+    assert!(!rebound.body.contains("pipeline"), "{}", rebound.body);
+    assert_eq!(
+        request_naming(&address, "attacker.example:80", "GET", "/metrics", None).status,
+        403
+    );
+    assert_eq!(request(&address, "GET", "/api/job", None).status, 200);
     assert_eq!(request(&address, "GET", "/savepoint", None).status, 405);
     assert_eq!(request(&address, "POST", "/metrics", None).status, 405);
     let token_file = state.join("nexmark-q5/_control_token");
