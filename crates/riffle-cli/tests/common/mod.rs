@@ -107,3 +107,46 @@ pub fn stop_with_savepoint(job: std::process::Child) -> (String, String) {
         .to_string();
     (label, text)
 }
+
+/// The published JSON-lines part files of a file sink's output directory in commit
+/// order: by epoch (`part-{subtask}-e{epoch}-{k}.jsonl`; without checkpoints there is
+/// none), then by name. Staged files are not listed.
+pub fn committed_jsonl_files(out: &Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<((u64, String), std::path::PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(out).into_iter().flatten() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with(".jsonl") {
+            let epoch = name
+                .split('-')
+                .find_map(|p| p.strip_prefix('e').and_then(|e| e.parse().ok()))
+                .unwrap_or(0);
+            files.push(((epoch, name), path));
+        }
+    }
+    files.sort();
+    files.into_iter().map(|(_, path)| path).collect()
+}
+
+/// `Ok(rows)` when riffle's rows equal the `other` answer's (both sorted), else how they
+/// differ: the counts and a few rows each side lacks.
+pub fn same_rows(riffle: &[String], other: &[String], other_name: &str) -> Result<usize, String> {
+    if riffle == other {
+        return Ok(riffle.len());
+    }
+    let missing: Vec<&String> = other
+        .iter()
+        .filter(|r| !riffle.contains(r))
+        .take(3)
+        .collect();
+    let extra: Vec<&String> = riffle
+        .iter()
+        .filter(|r| !other.contains(r))
+        .take(3)
+        .collect();
+    Err(format!(
+        "riffle {} rows, {other_name} {}; missing from riffle e.g. {missing:?}; not {other_name}'s e.g. {extra:?}",
+        riffle.len(),
+        other.len()
+    ))
+}

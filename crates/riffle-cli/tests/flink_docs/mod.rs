@@ -15,6 +15,7 @@
 //! planning naming the construct. A refusal must match one of Flink's or one listed in
 //! docs/from-flink.md; a case that starts planning fails here until it is compared.
 
+use crate::common::{committed_jsonl_files, same_rows};
 use crate::oracle::schedule::{self, Attempt, Disruption, Schedule};
 use riffle_runtime::CrashPoint;
 use std::collections::BTreeMap;
@@ -183,21 +184,8 @@ fn flink_rows(name: &str) -> Vec<String> {
 /// riffle's committed change events replayed in commit order (epoch, then file): a
 /// create adds its `after`, a delete takes back its `before`, which must be there.
 fn riffle_rows(out: &Path) -> Result<Vec<String>, String> {
-    let mut files: Vec<((u64, String), PathBuf)> = Vec::new();
-    for entry in std::fs::read_dir(out).into_iter().flatten() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.ends_with(".jsonl") {
-            let epoch = name
-                .split('-')
-                .find_map(|p| p.strip_prefix('e').and_then(|e| e.parse().ok()))
-                .unwrap_or(0);
-            files.push(((epoch, name), path));
-        }
-    }
-    files.sort();
     let mut table: BTreeMap<String, usize> = BTreeMap::new();
-    for (_, path) in files {
+    for path in committed_jsonl_files(out) {
         for line in std::fs::read_to_string(&path).unwrap().lines() {
             let event: serde_json::Value = serde_json::from_str(line).unwrap();
             let (image, delete) = match event["op"].as_str() {
@@ -243,25 +231,7 @@ fn compare(
     std::fs::write(&sql, &text).unwrap();
     schedule::run(&sql, &dir.join("state"), schedule).map_err(|e| format!("{e}\n{text}"))?;
     let flink = flink_rows(name);
-    let riffle = riffle_rows(&out)?;
-    if riffle == flink {
-        return Ok(riffle.len());
-    }
-    let missing: Vec<&String> = flink
-        .iter()
-        .filter(|r| !riffle.contains(r))
-        .take(3)
-        .collect();
-    let extra: Vec<&String> = riffle
-        .iter()
-        .filter(|r| !flink.contains(r))
-        .take(3)
-        .collect();
-    Err(format!(
-        "riffle {} rows, Flink {}; missing from riffle e.g. {missing:?}; not Flink's e.g. {extra:?}",
-        riffle.len(),
-        flink.len()
-    ))
+    same_rows(&riffle_rows(&out)?, &flink, "Flink")
 }
 
 /// Plans `name`; `Err` unless riffle refuses it naming `construct`.

@@ -139,23 +139,10 @@ fn duckdb_type(flink: &str) -> String {
 /// riffle's committed rows: every published part file, an upsert log reduced to the
 /// newest row per key in commit order.
 fn committed_rows(out: &Path, keys: &[&str]) -> String {
-    let mut files: Vec<(u64, String)> = Vec::new();
-    for entry in std::fs::read_dir(out).into_iter().flatten() {
-        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        if name.ends_with(".jsonl") {
-            // part-{subtask}-e{epoch}-{k}.jsonl (without checkpoints: no epoch).
-            let epoch = name
-                .split('-')
-                .find_map(|p| p.strip_prefix('e').and_then(|e| e.parse().ok()))
-                .unwrap_or(0);
-            files.push((epoch, name));
-        }
-    }
-    files.sort();
     let mut rows: Vec<String> = Vec::new();
     let mut newest: BTreeMap<String, String> = BTreeMap::new();
-    for (_, name) in files {
-        for line in std::fs::read_to_string(out.join(&name)).unwrap().lines() {
+    for path in crate::common::committed_jsonl_files(out) {
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
             if keys.is_empty() {
                 rows.push(line.to_string());
                 continue;
@@ -283,24 +270,7 @@ fn compare(
     if duckdb.is_empty() {
         return Err("DuckDB's answer is empty: the input checks nothing".into());
     }
-    if duckdb == riffle {
-        return Ok(riffle.len());
-    }
-    let missing: Vec<&String> = duckdb
-        .iter()
-        .filter(|r| !riffle.contains(r))
-        .take(3)
-        .collect();
-    let extra: Vec<&String> = riffle
-        .iter()
-        .filter(|r| !duckdb.contains(r))
-        .take(3)
-        .collect();
-    Err(format!(
-        "riffle {} rows, DuckDB {}; missing from riffle e.g. {missing:?}; not in DuckDB's answer e.g. {extra:?}",
-        riffle.len(),
-        duckdb.len()
-    ))
+    crate::common::same_rows(&riffle, &duckdb, "DuckDB")
 }
 
 /// Plans a query riffle cannot run yet; `Err` when it is not refused.

@@ -18,26 +18,9 @@ pub type Row = String;
 /// that order, and a delete must withdraw the key's current row exactly and a create must not
 /// land on a current row (else the output holds a row saying so, which no answer has).
 pub fn riffle_rows(out: &Path, query: &Query) -> Vec<Row> {
-    let mut files: Vec<((u64, String), std::path::PathBuf)> = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(out) {
-        for entry in entries {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if !name.ends_with(".jsonl") {
-                continue;
-            }
-            // part-{subtask}-e{epoch}-{k}.jsonl
-            let epoch = name
-                .split('-')
-                .find_map(|p| p.strip_prefix('e').and_then(|e| e.parse().ok()))
-                .unwrap_or(0);
-            files.push(((epoch, name), path));
-        }
-    }
-    files.sort();
     let mut rows = Vec::new();
     let mut newest: BTreeMap<Row, Row> = BTreeMap::new();
-    for (_, path) in files {
+    for path in crate::common::committed_jsonl_files(out) {
         for line in std::fs::read_to_string(&path).unwrap().lines() {
             let value: serde_json::Value = serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {line}", path.display()));

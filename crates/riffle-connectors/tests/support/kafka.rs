@@ -316,12 +316,14 @@ impl KafkaBroker {
             .create()
             .unwrap();
         let mut ends = Vec::new();
+        let mut holds_records = false;
         let mut list = TopicPartitionList::new();
         for p in 0..partitions {
             let (low, high) = consumer
                 .fetch_watermarks(topic, p, Duration::from_secs(10))
                 .unwrap();
             ends.push(high);
+            holds_records |= high > low;
             list.add_partition_offset(topic, p, Offset::Offset(low))
                 .unwrap();
         }
@@ -339,9 +341,12 @@ impl KafkaBroker {
             // prove nothing, and a broker slowed by a loaded machine gets longer.
             let reached = !out.is_empty() && (0..partitions as usize).all(|p| next[p] >= ends[p]);
             let quiet = quiet_since.elapsed();
-            let patience = match out.is_empty() {
-                true => Duration::from_millis(5000),
-                false => Duration::from_millis(1500),
+            // Before the first record: a topic that holds records (or only markers) may
+            // answer its first fetch late on a loaded machine; an empty one never will.
+            let patience = match (out.is_empty(), holds_records) {
+                (true, true) => Duration::from_millis(15_000),
+                (true, false) => Duration::from_millis(2000),
+                (false, _) => Duration::from_millis(1500),
             };
             if quiet > patience || (reached && quiet > Duration::from_millis(700)) {
                 break;
