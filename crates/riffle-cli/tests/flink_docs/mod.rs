@@ -33,9 +33,11 @@ enum Riffle {
 use Riffle::{Refuses, Runs};
 
 const CASES: &[(&str, Riffle)] = &[
+    ("arithmetic_casts", Runs),
     ("cascading_windows", Runs),
     ("cube", Runs),
     ("cumulate", Runs),
+    ("decimal_division", Refuses("DECIMAL division")),
     ("deduplication", Runs),
     ("dense_rank_top_n", Refuses("DENSE_RANK")),
     ("except", Refuses("EXCEPT")),

@@ -11,6 +11,7 @@ mod expand;
 mod interval;
 mod join;
 mod lookup;
+mod numbers;
 mod over;
 mod stream;
 mod text;
@@ -420,6 +421,7 @@ impl<'a> Translator<'a> {
     pub(crate) fn rewrite(&self, expr: &Expr, input: &Stream, schema: &DFSchema) -> Result<Expr> {
         text::refuse_timestamp_text(expr, schema)?;
         let expr = text::values_as_flink_text(expr, schema)?;
+        let expr = numbers::values_as_flink_numbers(&expr, schema)?;
         let mut failure: Option<SqlError> = None;
         let rewritten = expr
             .transform_up(|e| {
