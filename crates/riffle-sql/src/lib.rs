@@ -15,6 +15,7 @@
 mod case_lookup;
 pub mod connectors;
 pub mod ddl;
+mod decimal_text;
 pub mod error;
 mod functions;
 mod grouping_sets;

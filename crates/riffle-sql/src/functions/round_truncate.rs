@@ -11,6 +11,7 @@
 //! The tests compare with Flink 2.3's answers for 2,300 values near the rounding edges
 //! (`round_truncate_flink.tsv`, recorded by `scripts/flink-oracle/round_truncate.py`).
 
+use crate::decimal_text::ShortestDecimal;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float32Array, Float64Array};
 use datafusion::arrow::datatypes::{DataType, FieldRef, Float32Type, Float64Type, Int32Type};
 use datafusion::common::{exec_err, ScalarValue};
@@ -31,44 +32,17 @@ enum Mode {
 /// `x` rounded (or truncated) to `digits` digits after the decimal point (before it
 /// when negative), through the shortest decimal text of `x`.
 fn round_decimal_text(x: f64, digits: i32, mode: Mode) -> f64 {
-    if !x.is_finite() {
-        return x;
-    }
-    // `{:e}` is the shortest text that reads back as `x`: `2.85e-1`, `-1.2345e3`, `0e0`.
-    let text = format!("{:e}", x.abs());
-    let Some((mantissa, exponent)) = text.split_once('e') else {
+    let Some(shortest) = ShortestDecimal::of(x) else {
         return x;
     };
-    let Ok(exponent) = exponent.parse::<i32>() else {
-        return x;
-    };
-    let significand: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let Ok(m) = significand.parse::<u64>() else {
-        return x;
-    };
-    // |x| = m · 10^q (in i64: `digits` may be any INT, even i32::MIN)
-    let q = i64::from(exponent) - (significand.len() as i64 - 1);
-    // Digits of m below the kept position 10^(-digits).
-    let dropped = -i64::from(digits) - q;
-    if dropped <= 0 {
+    if shortest.exponent + i64::from(digits) >= 0 {
         // Nothing to drop; BigDecimal has no negative zero.
         return if x == 0.0 { 0.0 } else { x };
     }
-    let kept = match u32::try_from(dropped)
-        .ok()
-        .and_then(|d| 10u64.checked_pow(d))
-    {
-        Some(unit) => {
-            let whole = m / unit;
-            let first_dropped = (m % unit) / (unit / 10);
-            match mode {
-                Mode::HalfUp if first_dropped >= 5 => whole + 1,
-                _ => whole,
-            }
-        }
-        // More digits dropped than m has: its first dropped digit is a leading zero.
-        None => 0,
-    };
+    // Digits are dropped, so the kept part is below the shortest digits: it fits.
+    let kept = shortest
+        .at_scale(i64::from(digits), mode == Mode::HalfUp)
+        .unwrap_or(0);
     if kept == 0 {
         return 0.0;
     }

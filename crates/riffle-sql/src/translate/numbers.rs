@@ -8,6 +8,7 @@
 //!   `max(6, s1 + p2 + 1)` and DataFusion's is another, so the quotient would be rounded
 //!   at another digit.
 
+use crate::decimal_text::ShortestDecimal;
 use crate::error::{Result, SqlError};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Decimal128Array};
 use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
@@ -84,31 +85,8 @@ struct DoubleToDecimal {
 /// The unscaled value of `x` at `scale`, rounded half up from its shortest decimal text;
 /// `None` for NaN, the infinities, and values with more than `precision` digits.
 fn decimal_of(x: f64, precision: u8, scale: i8) -> Option<i128> {
-    if !x.is_finite() {
-        return None;
-    }
-    // `{:e}`: the shortest text that reads back as `x`, `2.85e-1`.
-    let text = format!("{:e}", x.abs());
-    let (mantissa, exponent) = text.split_once('e')?;
-    let exponent: i64 = exponent.parse().ok()?;
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let m: i128 = digits.parse().ok()?;
-    // |x| = m · 10^q; the unscaled value is |x| · 10^scale = m · 10^(q + scale).
-    let shift = exponent - (digits.len() as i64 - 1) + i64::from(scale);
-    let unscaled = if shift >= 0 {
-        m.checked_mul(10i128.checked_pow(u32::try_from(shift).ok()?)?)?
-    } else {
-        match u32::try_from(-shift)
-            .ok()
-            .and_then(|d| 10i128.checked_pow(d))
-        {
-            Some(unit) => {
-                let (whole, rest) = (m / unit, m % unit);
-                whole + i128::from(rest * 2 >= unit)
-            }
-            None => 0,
-        }
-    };
+    let shortest = ShortestDecimal::of(x)?;
+    let unscaled = i128::try_from(shortest.at_scale(i64::from(scale), true)?).ok()?;
     let limit = 10i128.checked_pow(u32::from(precision))?;
     (unscaled < limit).then_some(if x < 0.0 { -unscaled } else { unscaled })
 }
