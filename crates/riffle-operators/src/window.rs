@@ -160,7 +160,7 @@ pub(crate) fn display_nanos(ns: i64) -> String {
 
 /// Start of the tumbling window of `size` containing `ts`.
 pub(crate) fn window_start(ts: EventTime, size: i64) -> EventTime {
-    ts - ts.rem_euclid(size)
+    window_start_after(ts, size, 0)
 }
 
 /// Start of the window of `size` containing `ts`, windows starting `offset` after the

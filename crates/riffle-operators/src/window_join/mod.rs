@@ -337,11 +337,10 @@ impl WindowJoin {
             if let Some(set) = buffered.right_keys {
                 // Ids below the right side's count are keys the right side holds.
                 let mut table = set.keys;
-                let right_len = table.len() as u32;
                 right_keys = table.len();
                 table.intern(&left_keys, &left_rows, &mut left_ids)?;
                 for (&row, &id) in left_rows.iter().zip(&left_ids) {
-                    matched[row as usize] = id < right_len;
+                    matched[row as usize] = (id as usize) < right_keys;
                 }
             }
             let all = 0..left.num_rows() as u32;
