@@ -388,13 +388,15 @@ fn logical_plan(
 ) -> Result<LogicalPlan> {
     let mut query = query.clone();
     crate::unrun_syntax::refuse_unrun_syntax(&query)?;
-    crate::grouping_sets::expand_grouping_sets(&mut query)?;
+    let state = ctx.state();
+    let is_aggregate = |name: &str| state.aggregate_functions().contains_key(name);
+    crate::grouping_sets::expand_grouping_sets(&mut query, &is_aggregate)?;
     crate::functions::expand_macros(&mut query, macros)?;
     crate::tvf::rewrite_window_tvfs(&mut query)?;
     crate::functions::rewrite_flink_calls(&mut query)?;
     let statement = DfStatement::Statement(Box::new(Statement::Query(Box::new(query))));
     Ok(futures::executor::block_on(
-        ctx.state().statement_to_plan(statement),
+        state.statement_to_plan(statement),
     )?)
 }
 
