@@ -32,6 +32,8 @@ enum Command {
     Savepoint(commands::savepoint::SavepointArgs),
     /// Query checkpointed state with SQL.
     State(commands::state::StateArgs),
+    /// Make the certificates workers on several machines speak mutual TLS with.
+    Certificates(commands::certificates::CertificatesArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -55,6 +57,7 @@ fn main() -> std::process::ExitCode {
         Command::Checkpoints(args) => commands::checkpoints::run(args),
         Command::Savepoint(args) => commands::savepoint::run(args),
         Command::State(args) => commands::state::run(args),
+        Command::Certificates(args) => commands::certificates::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -18,7 +18,7 @@ fn pipeline(query: &str, out: &Path) -> String {
 }
 
 /// `pipeline` with Nexmark events at `rate` per second of event time.
-fn pipeline_at(query: &str, out: &Path, rate: &str) -> String {
+pub(crate) fn pipeline_at(query: &str, out: &Path, rate: &str) -> String {
     let source = |event_type: &str| {
         format!(
             "CREATE TABLE {event_type} (WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND) \
@@ -93,7 +93,7 @@ fn finished(cmd: &mut Command) -> String {
     text
 }
 
-fn single_process(query: &str, events: &str) -> Vec<String> {
+pub(crate) fn single_process(query: &str, events: &str) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     finished(&mut run(query, dir.path(), events, 3, 0));
     let lines = published(&dir.path().join("out"));
@@ -103,7 +103,7 @@ fn single_process(query: &str, events: &str) -> Vec<String> {
 
 /// Waits until q5 under `dir` has run 1.5 s and taken checkpoints; fails with the logs
 /// in `dir` if none came in a minute.
-fn wait_for_checkpoints(dir: &Path) {
+pub(crate) fn wait_for_checkpoints(dir: &Path) {
     let started = Instant::now();
     while !dir.join("state/q5/checkpoints").exists()
         || started.elapsed() < Duration::from_millis(1500)
@@ -181,7 +181,7 @@ fn kill_9_of_any_worker_at_random_moments_loses_and_repeats_nothing() {
 }
 
 /// The epoch `_latest.json` of q5 under `dir` names (0: none yet).
-fn latest_epoch(dir: &Path) -> u64 {
+pub(crate) fn latest_epoch(dir: &Path) -> u64 {
     std::fs::read(dir.join("state/q5/_latest.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
@@ -352,6 +352,82 @@ fn a_savepoint_taken_on_three_workers_restores_on_two() {
     assert_eq!(published(&dir.path().join("out")), expected);
 }
 
+/// One control surface per job: each worker serves its own control record, the job's
+/// one token opens every worker's endpoint, a savepoint asked of worker 1 is taken by
+/// worker 0's coordinator, and each worker's metrics say which worker they are.
+#[test]
+fn a_savepoint_asked_of_any_worker_stops_the_job_and_restores_exactly() {
+    use common::http::request;
+    let expected = single_process("q5", "600K");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("launcher.log");
+    let mut cmd = run("q5", dir.path(), "600K", 3, 3);
+    cmd.args(["--throttle", "100K"]);
+    let mut launcher = launched(cmd, &log);
+    wait_for_checkpoints(dir.path());
+    let base = dir.path().join("state/q5");
+    let record = |w: usize| base.join(format!("_control/worker-{w}.json"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(0..3).all(|w| record(w).exists()) {
+        assert!(
+            Instant::now() < deadline,
+            "no control records: {:?}",
+            std::fs::read_to_string(&log)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!base.join("_control.json").exists());
+    let token = std::fs::read_to_string(base.join("_control_token")).unwrap();
+    let address = |w: usize| {
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(record(w)).unwrap()).unwrap();
+        assert_eq!(json["worker"], w, "{json}");
+        json["address"].as_str().unwrap().to_string()
+    };
+    for w in 0..3 {
+        let metrics = request(&address(w), "GET", "/metrics", Some(&token));
+        assert_eq!(metrics.status, 200, "worker {w}: {}", metrics.body);
+        assert!(
+            metrics
+                .body
+                .contains(&format!("pipeline=\"q5\",worker=\"{w}\"")),
+            "worker {w}: {}",
+            metrics.body
+        );
+    }
+    let refused = request(
+        &address(2),
+        "POST",
+        "/api/savepoints?stop=true",
+        Some("guess"),
+    );
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    let taken = request(
+        &address(1),
+        "POST",
+        "/api/savepoints?stop=true&label=via-worker-1",
+        Some(&token),
+    );
+    assert_eq!(taken.status, 200, "{}", taken.body);
+    assert!(taken.body.contains("via-worker-1"), "{}", taken.body);
+    let status = launcher.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{text}");
+    assert!(
+        (0..3).all(|w| !record(w).exists()),
+        "a worker left its control record behind"
+    );
+    let partial = published(&dir.path().join("out"));
+    assert!(
+        partial.len() < expected.len(),
+        "the job was not stopped early"
+    );
+    let text =
+        finished(run("q5", dir.path(), "600K", 2, 2).args(["--from-savepoint", "via-worker-1"]));
+    assert!(text.contains("all 2 workers finished"), "{text}");
+    assert_eq!(published(&dir.path().join("out")), expected);
+}
+
 /// The repository's `deploy/kubernetes` directory.
 fn kubernetes_dir() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes")
@@ -370,7 +446,7 @@ fn the_kubernetes_files_are_valid_resources() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &stderr(&out);
     assert!(out.status.success(), "{text}");
-    assert_eq!(text.matches("passed for resource").count(), 4, "{text}");
+    assert_eq!(text.matches("passed for resource").count(), 5, "{text}");
 }
 
 /// The StatefulSet's worker arguments parse, and name as many workers as it has pods.
@@ -536,6 +612,11 @@ fn q5_file(dir: &Path) -> std::path::PathBuf {
 /// `dir/worker-i.log`.
 fn worker(i: usize, file: &Path, addresses: &str, port: u16, dir: &Path) -> Worker {
     let log = dir.join(format!("worker-{i}.log"));
+    // Every worker gets the same files; the first call makes them.
+    let tls_dir = dir.join("tls");
+    if !tls_dir.join("worker.key").exists() {
+        riffle_cluster::tls::WorkerCertificates::local(&tls_dir).unwrap();
+    }
     let mut cmd = riffle();
     cmd.arg("worker")
         .arg(file)
@@ -544,11 +625,17 @@ fn worker(i: usize, file: &Path, addresses: &str, port: u16, dir: &Path) -> Work
         .arg("--state")
         .arg(dir.join("state"))
         .args(["--worker-id", &i.to_string(), "--workers", addresses])
-        .args(["--listen", &format!("127.0.0.1:{port}")]);
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .arg("--tls-cert")
+        .arg(tls_dir.join("worker.crt"))
+        .arg("--tls-key")
+        .arg(tls_dir.join("worker.key"))
+        .arg("--tls-ca")
+        .arg(tls_dir.join("ca.crt"));
     (launched(cmd, &log), log)
 }
 
-type Worker = (std::process::Child, std::path::PathBuf);
+pub(crate) type Worker = (std::process::Child, std::path::PathBuf);
 
 /// Every worker's log, one after another.
 fn logs_of(workers: &[Worker]) -> String {
@@ -567,7 +654,7 @@ fn give_up(workers: &mut [Worker], why: &str) -> ! {
 }
 
 /// Waits for `workers` to exit well, for up to `limit`; returns their logs.
-fn all_exit_well(workers: &mut [Worker], limit: Duration) -> String {
+pub(crate) fn all_exit_well(workers: &mut [Worker], limit: Duration) -> String {
     let started = Instant::now();
     for i in 0..workers.len() {
         loop {

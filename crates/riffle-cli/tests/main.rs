@@ -18,6 +18,7 @@ mod postgres;
 
 mod cli;
 mod cluster;
+mod cluster_partition;
 mod connectors;
 mod damaged_checkpoints;
 mod exactly_once;

@@ -117,7 +117,12 @@ pub(crate) async fn run_attempt(
     let streams = remote.outgoing.len();
     for (key, worker, receiver) in remote.outgoing {
         let peer = peers.get(worker).await?.clone();
-        let hello = links::hello(generation, me, StreamKind::Channel(key));
+        let hello = links::hello(
+            &job.options.secret,
+            generation,
+            me,
+            StreamKind::Channel(key),
+        );
         shipping.0.push(links::ship_channel(
             peer,
             hello,
@@ -131,7 +136,7 @@ pub(crate) async fn run_attempt(
         Some(coordinate(job, &mut peers, &attempt, &config, target).await?)
     } else {
         let peer = peers.get(0).await?.clone();
-        let hello = links::hello(generation, me, StreamKind::Acks);
+        let hello = links::hello(&job.options.secret, generation, me, StreamKind::Acks);
         shipping
             .0
             .push(ship_own_acks(job, peer, hello, &mut handle, &stopper)?);
@@ -197,7 +202,7 @@ async fn coordinate(
         }));
         notices.0.push(to_worker);
         let peer = peers.get(worker).await?.clone();
-        let hello = links::hello(generation, 0, StreamKind::Barriers);
+        let hello = links::hello(&job.options.secret, generation, 0, StreamKind::Barriers);
         shipping
             .0
             .push(links::ship_barriers(peer, hello, messages, stopper.clone()));

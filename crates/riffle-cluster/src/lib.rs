@@ -16,10 +16,14 @@
 pub mod ack;
 mod attempt;
 pub mod error;
+mod feeds;
 pub mod links;
 pub mod protocol;
 mod server;
 pub mod service;
+pub mod tls;
+#[cfg(test)]
+mod trust_tests;
 pub mod wire;
 pub mod worker;
 

@@ -4,9 +4,11 @@
 use crate::ack;
 use crate::error::{ClusterError, ClusterResult};
 use crate::protocol::{
-    AttemptRequest, ChannelControl, Decision, FromCoordinator, Hello, StreamKind, ToCoordinator,
+    AttemptRequest, ChannelControl, Decision, FromCoordinator, Hello, JobSecret, SavepointAsk,
+    StreamKind, ToCoordinator,
 };
-use crate::service::ATTEMPT_ACTION;
+use crate::service::{ATTEMPT_ACTION, SAVEPOINT_ACTION};
+use crate::tls::{host_of, ExchangeTls};
 use crate::wire::StreamEncoder;
 use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::{Action, FlightData, FlightDescriptor};
@@ -41,17 +43,29 @@ pub const FRAME_SIZE: u32 = 1 << 20;
 pub type Peer = FlightServiceClient<Channel>;
 
 /// Connects to the worker at `address` (`host:port`), retrying while it starts, for up
-/// to `patience`.
+/// to `patience`; over mutual TLS when `tls` is given (the worker's certificate must
+/// name the address's host).
 ///
 /// # Errors
 /// The address is malformed, or nothing answered in time.
-pub async fn connect(address: &str, patience: Duration) -> ClusterResult<Peer> {
+pub async fn connect(
+    address: &str,
+    tls: Option<&ExchangeTls>,
+    patience: Duration,
+) -> ClusterResult<Peer> {
     let failed = |message: String| ClusterError::Connect {
         address: address.to_string(),
         message,
     };
-    let endpoint = Endpoint::from_shared(format!("http://{address}"))
-        .map_err(|e| failed(e.to_string()))?
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
+        .map_err(|e| failed(e.to_string()))?;
+    if let Some(tls) = tls {
+        endpoint = endpoint
+            .tls_config(tls.client(host_of(address)))
+            .map_err(|e| failed(format!("TLS: {e}")))?;
+    }
+    let endpoint = endpoint
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(2))
         // A worker that stops answering (paused, cut off) fails its streams within
@@ -67,18 +81,41 @@ pub async fn connect(address: &str, patience: Duration) -> ClusterResult<Peer> {
         .max_frame_size(FRAME_SIZE);
     let started = Instant::now();
     loop {
-        match endpoint.connect().await {
+        // A worker that took the connection but does not finish the handshake within
+        // the keep-alive timeout is paused or cut off, not starting: the attempt fails
+        // now, as its keep-alive would fail an open connection.
+        let Ok(connected) = tokio::time::timeout(KEEP_ALIVE_TIMEOUT, endpoint.connect()).await
+        else {
+            return Err(failed(format!(
+                "took the connection but did not finish the handshake in {KEEP_ALIVE_TIMEOUT:?} (paused or cut off?)"
+            )));
+        };
+        match connected {
             Ok(channel) => {
                 return Ok(FlightServiceClient::new(channel)
                     .max_decoding_message_size(usize::MAX)
                     .max_encoding_message_size(usize::MAX))
             }
             Err(e) if started.elapsed() >= patience => {
-                return Err(failed(format!("not reachable for {patience:?}: {e}")))
+                return Err(failed(format!(
+                    "not reachable for {patience:?}: {}",
+                    error_chain(&e)
+                )))
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
+}
+
+/// An error with its causes (a TLS failure hides under "transport error").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        text.push_str(&format!(": {e}"));
+        cause = e.source();
+    }
+    text
 }
 
 /// Asks worker 0 what to do next: run an attempt of generation `asked.at_least` or
@@ -325,10 +362,66 @@ pub fn ship_barriers(
 }
 
 /// The opening of a stream of `worker` for the attempt of `generation`.
-pub fn hello(generation: u64, worker: usize, stream: StreamKind) -> Hello {
+pub fn hello(secret: &JobSecret, generation: u64, worker: usize, stream: StreamKind) -> Hello {
     Hello {
+        secret: secret.clone(),
         generation,
         worker,
         stream,
     }
+}
+
+/// Passes savepoint requests made at this worker (its control endpoint) on to worker 0
+/// at `leader`, whose coordinator takes them, and their answers back. Returns the
+/// sender the control endpoint asks.
+pub fn forward_savepoints(
+    leader: String,
+    tls: Option<ExchangeTls>,
+    secret: JobSecret,
+    patience: Duration,
+) -> riffle_runtime::savepoint::SavepointSender {
+    let (sender, requests) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut requests: tokio::sync::mpsc::UnboundedReceiver<
+            riffle_runtime::savepoint::SavepointRequest,
+        > = requests;
+        while let Some(request) = requests.recv().await {
+            let ask = SavepointAsk {
+                secret: secret.clone(),
+                label: request.label,
+                stop: request.stop,
+                drain: request.drain,
+            };
+            let answer = ask_leader(&leader, tls.as_ref(), patience, &ask).await;
+            let _ = request.reply.send(answer);
+        }
+    });
+    sender
+}
+
+/// One savepoint request to worker 0, and its answer.
+async fn ask_leader(
+    leader: &str,
+    tls: Option<&ExchangeTls>,
+    patience: Duration,
+    ask: &SavepointAsk,
+) -> Result<riffle_runtime::savepoint::SavepointDone, String> {
+    let mut peer = connect(leader, tls, patience)
+        .await
+        .map_err(|e| format!("passing the savepoint request to worker 0: {e}"))?;
+    let action = Action {
+        r#type: SAVEPOINT_ACTION.into(),
+        body: serde_json::to_vec(ask).map_err(|e| e.to_string())?.into(),
+    };
+    let mut results = peer
+        .do_action(action)
+        .await
+        .map_err(|s| format!("worker 0: {}", s.message()))?
+        .into_inner();
+    let result = results
+        .message()
+        .await
+        .map_err(|s| format!("worker 0: {}", s.message()))?
+        .ok_or("worker 0 answered nothing")?;
+    serde_json::from_slice(&result.body).map_err(|e| format!("worker 0's answer: {e}"))
 }

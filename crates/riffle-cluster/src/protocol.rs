@@ -5,11 +5,40 @@ use riffle_runtime::ChannelKey;
 use riffle_state::Manifest;
 use serde::{Deserialize, Serialize};
 
+/// The job's secret (`_control_token` in its state root), which every stream and call
+/// between its workers carries: only a process that can read the job's state root
+/// speaks for one of its workers.
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct JobSecret(String);
+
+impl JobSecret {
+    /// The secret `text`.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self(text.into())
+    }
+
+    /// Whether `presented` is this secret, compared in time that does not tell how
+    /// much of a guess was right.
+    pub fn admits(&self, presented: &JobSecret) -> bool {
+        let (a, b) = (self.0.as_bytes(), presented.0.as_bytes());
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+    }
+}
+
+impl std::fmt::Debug for JobSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobSecret(…)")
+    }
+}
+
 /// The first message of every stream a worker opens to another: which stream it is and
 /// for which attempt. A stream of another attempt than the receiver's is refused, so a
 /// worker left over from a failed attempt (a zombie) cannot feed the new one.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Hello {
+    /// The job's secret: a stream without it is refused before anything else.
+    pub secret: JobSecret,
     /// The attempt's generation (claimed on the checkpoint store by worker 0).
     pub generation: u64,
     /// The sending worker.
@@ -110,8 +139,10 @@ pub struct Attempt {
 
 /// What a worker asks worker 0: the attempt to run next, one of generation `at_least`
 /// or newer (older ones already ended or failed here).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct AttemptRequest {
+    /// The job's secret.
+    pub secret: JobSecret,
     /// The asking worker.
     pub worker: usize,
     /// Which process of that worker asks (drawn at its start): a worker restarted
@@ -141,5 +172,44 @@ impl Decision {
             Decision::Finished { .. } => true,
             Decision::Pending => false,
         }
+    }
+}
+
+/// A savepoint that another worker's control endpoint was asked for, passed on to
+/// worker 0, whose coordinator takes it (the `savepoint` action).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SavepointAsk {
+    /// The job's secret.
+    pub secret: JobSecret,
+    /// As [`riffle_runtime::savepoint::SavepointRequest`].
+    pub label: Option<String>,
+    /// Stop the job after it.
+    pub stop: bool,
+    /// Drain before stopping.
+    pub drain: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_same_secret_is_admitted() {
+        let secret = JobSecret::new("0123456789abcdef");
+        assert!(secret.admits(&JobSecret::new("0123456789abcdef")));
+        assert!(!secret.admits(&JobSecret::new("0123456789abcdeX")));
+        assert!(!secret.admits(&JobSecret::new("0123456789abcde")));
+        assert!(!secret.admits(&JobSecret::new("")));
+    }
+
+    #[test]
+    fn the_secret_is_never_in_debug_output() {
+        let hello = Hello {
+            secret: JobSecret::new("hunter2"),
+            generation: 1,
+            worker: 0,
+            stream: StreamKind::Acks,
+        };
+        assert!(!format!("{hello:?}").contains("hunter2"));
     }
 }

@@ -5,6 +5,7 @@
 use crate::error::{ClusterError, ClusterResult};
 use crate::links;
 use crate::service::WorkerService;
+use crate::tls::ExchangeTls;
 use arrow_flight::flight_service_server::FlightServiceServer;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -17,11 +18,17 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    /// Listens on `listen` and serves `service` until stopped.
+    /// Listens on `listen` and serves `service` until stopped; over mutual TLS when
+    /// `tls` is given (a client without a certificate of the job's authority is turned
+    /// away in the handshake).
     ///
     /// # Errors
-    /// The address cannot be bound.
-    pub(crate) async fn start(service: WorkerService, listen: SocketAddr) -> ClusterResult<Self> {
+    /// The address cannot be bound, or the TLS identity is unusable.
+    pub(crate) async fn start(
+        service: WorkerService,
+        listen: SocketAddr,
+        tls: Option<&ExchangeTls>,
+    ) -> ClusterResult<Self> {
         let listener =
             tokio::net::TcpListener::bind(listen)
                 .await
@@ -34,9 +41,18 @@ impl Server {
         let flight = FlightServiceServer::new(service)
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX);
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = tls {
+            builder = builder
+                .tls_config(tls.server())
+                .map_err(|e| ClusterError::Connect {
+                    address: listen.to_string(),
+                    message: format!("TLS: {e}"),
+                })?;
+        }
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            if let Err(e) = tonic::transport::Server::builder()
+            if let Err(e) = builder
                 .http2_keepalive_interval(Some(links::KEEP_ALIVE))
                 .http2_keepalive_timeout(Some(links::KEEP_ALIVE_TIMEOUT))
                 .initial_stream_window_size(links::STREAM_WINDOW)

@@ -1,30 +1,40 @@
 //! The Flight service every worker serves: streams from other workers feed this
 //! worker's tasks (channels), its coordinator (acks, on worker 0) or its sources
-//! (barriers); `attempt` tells a starting worker what worker 0 decided.
+//! (barriers); `attempt` tells a starting worker what worker 0 decided; `savepoint`
+//! passes another worker's savepoint request to worker 0's coordinator.
+//!
+//! Every stream and call carries the job's secret ([`JobSecret`]); one without it is
+//! refused before it touches the attempt, and logged with the peer's address.
 
-use crate::ack;
-use crate::protocol::{
-    AttemptRequest, ChannelControl, Decision, FromCoordinator, Hello, StreamKind, ToCoordinator,
-};
-use crate::wire::{Decoded, StreamDecoder};
+use crate::feeds::{feed_acks, feed_barriers, feed_channel};
+use crate::protocol::{AttemptRequest, Decision, Hello, JobSecret, SavepointAsk, StreamKind};
 use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::{
     Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
     HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
 };
 use futures::stream::BoxStream;
-use riffle_core::{Epoch, Message};
+use riffle_core::Message;
 use riffle_runtime::handle::{BarrierInjector, JobStopper};
+use riffle_runtime::savepoint::SavepointSender;
 use riffle_runtime::{ChannelKey, JobMetrics, SnapshotAck};
 use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::{Sender, UnboundedSender};
 use tokio::sync::watch;
 use tonic::{Request, Response, Status, Streaming};
 
+/// What an action answers.
+type ActionResults = BoxStream<'static, Result<arrow_flight::Result, Status>>;
+
 /// The action that answers an [`AttemptRequest`] with worker 0's [`Decision`], as JSON.
 pub const ATTEMPT_ACTION: &str = "attempt";
+
+/// The action that takes a savepoint ([`SavepointAsk`]) on worker 0 and answers its
+/// [`SavepointDone`](riffle_runtime::savepoint::SavepointDone) as JSON.
+pub const SAVEPOINT_ACTION: &str = "savepoint";
 
 /// How long one `attempt` call waits for worker 0 to decide (then it answers
 /// [`Decision::Pending`] and the caller asks again).
@@ -65,6 +75,9 @@ pub struct LocalAttempt {
 /// it decided, and which workers it told that the job finished.
 #[derive(Clone)]
 pub struct WorkerService {
+    secret: JobSecret,
+    /// On worker 0: where savepoint requests go.
+    savepoints: Option<SavepointSender>,
     attempt: watch::Sender<Option<Arc<LocalAttempt>>>,
     decision: watch::Sender<Decision>,
     told_finished: watch::Sender<BTreeSet<usize>>,
@@ -73,18 +86,39 @@ pub struct WorkerService {
     joined: Arc<Mutex<HashMap<usize, (u64, u64)>>>,
 }
 
-impl Default for WorkerService {
-    fn default() -> Self {
+impl WorkerService {
+    /// A service that admits streams and calls carrying `secret`; on worker 0,
+    /// `savepoints` takes other workers' savepoint requests.
+    pub fn new(secret: JobSecret, savepoints: Option<SavepointSender>) -> Self {
         Self {
+            secret,
+            savepoints,
             attempt: watch::channel(None).0,
             decision: watch::channel(Decision::Pending).0,
             told_finished: watch::channel(BTreeSet::new()).0,
             joined: Arc::default(),
         }
     }
-}
 
-impl WorkerService {
+    /// Refuses a stream or call without the job's secret, logging who sent it.
+    fn admit(
+        &self,
+        presented: &JobSecret,
+        peer: Option<SocketAddr>,
+        what: &str,
+    ) -> Result<(), Status> {
+        if self.secret.admits(presented) {
+            return Ok(());
+        }
+        tracing::warn!(
+            "refused {what} from {} without the job's secret",
+            named(peer)
+        );
+        Err(Status::unauthenticated(
+            "not a worker of this job: the job's secret is missing or wrong",
+        ))
+    }
+
     /// Streams for `attempt` are served from now on; older attempts' are refused.
     pub fn start_attempt(&self, attempt: Arc<LocalAttempt>) {
         self.attempt.send_replace(Some(attempt));
@@ -135,228 +169,16 @@ impl WorkerService {
             ))),
         }
     }
-}
 
-/// Whether a worker process asking for an attempt of `generation` comes too late: the
-/// worker was `told` to run that generation before, by another of its processes. It
-/// was restarted while the attempt ran, so the attempt went on without it (had its
-/// subtasks still been running, their broken streams would have failed the attempt).
-/// Its state files may be gone by now; it waits for the next decision instead.
-fn late_joiner(told: Option<(u64, u64)>, generation: u64, incarnation: u64) -> bool {
-    matches!(told, Some((g, process)) if g == generation && process != incarnation)
-}
-
-/// What becomes of a stream of one attempt while this worker runs another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Admission {
-    /// Same attempt: feed it.
-    Serve,
-    /// A newer attempt than this worker's (or none yet): wait for this worker to start it.
-    Wait,
-    /// An older attempt (a zombie): refuse it.
-    Refuse,
-}
-
-/// Whether a stream of generation `wanted` is served while this worker runs `current`.
-fn admission(wanted: u64, current: Option<u64>) -> Admission {
-    match current {
-        Some(c) if c == wanted => Admission::Serve,
-        Some(c) if c > wanted => Admission::Refuse,
-        _ => Admission::Wait,
-    }
-}
-
-/// Reads the stream's opening [`Hello`] (its descriptor's command).
-async fn hello(stream: &mut Streaming<FlightData>) -> Result<Hello, Status> {
-    let first = stream
-        .message()
-        .await?
-        .ok_or_else(|| Status::invalid_argument("an empty stream"))?;
-    let descriptor = first
-        .flight_descriptor
-        .ok_or_else(|| Status::invalid_argument("the first message names no stream"))?;
-    serde_json::from_slice(&descriptor.cmd)
-        .map_err(|e| Status::invalid_argument(format!("not a riffle stream: {e}")))
-}
-
-fn protocol(e: crate::error::ClusterError) -> Status {
-    Status::invalid_argument(e.to_string())
-}
-
-/// The next message of a stream from another worker (`None` at its end). A broken
-/// stream fails this worker's attempt, naming `what` broke.
-async fn received(
-    stream: &mut Streaming<FlightData>,
-    attempt: &LocalAttempt,
-    what: impl Fn() -> String,
-) -> Result<Option<FlightData>, Status> {
-    stream.message().await.inspect_err(|e| {
-        crate::links::peer_failed(
-            &attempt.stopper,
-            format!("{} broke: {}", what(), e.message()),
-        )
-    })
-}
-
-/// Fails the attempt because a stream ended before it should have (`why`).
-fn ended_early(attempt: &LocalAttempt, why: &str) -> Result<(), Status> {
-    crate::links::peer_failed(&attempt.stopper, why.to_string());
-    Err(Status::aborted("the stream ended early"))
-}
-
-/// Feeds a remote channel into the local task it belongs to.
-async fn feed_channel(
-    attempt: &LocalAttempt,
-    key: ChannelKey,
-    from: usize,
-    mut stream: Streaming<FlightData>,
-) -> Result<(), Status> {
-    let sender = attempt
-        .incoming
-        .lock()
-        .map_err(|_| Status::internal("poisoned"))?
-        .remove(&key)
-        .ok_or_else(|| Status::failed_precondition(format!("no task here waits for the {key}")))?;
-    let mut decoder = StreamDecoder::default();
-    let what = || format!("worker {from}'s {key}");
-    loop {
-        let Some(data) = received(&mut stream, attempt, what).await? else {
-            return ended_early(
-                attempt,
-                &format!("{} ended before its end of input", what()),
-            );
-        };
-        let message = match decoder.decode::<ChannelControl>(&data).map_err(protocol)? {
-            None => continue,
-            Some(Decoded::Batch(b)) => Message::Data(b),
-            Some(Decoded::Control(ChannelControl::Watermark(w))) => Message::Watermark(w),
-            Some(Decoded::Control(ChannelControl::Barrier(b))) => Message::Barrier(b),
-            Some(Decoded::Control(ChannelControl::End)) => {
-                let _ = sender.send(Message::End).await;
-                return Ok(());
-            }
-        };
-        if sender.send(message).await.is_err() {
-            return Err(Status::cancelled("the receiving task is gone"));
-        }
-    }
-}
-
-/// Passes another worker's acks and ends of input to the coordinator.
-async fn feed_acks(
-    attempt: &LocalAttempt,
-    from: usize,
-    mut stream: Streaming<FlightData>,
-) -> Result<(), Status> {
-    let (acks, ends) = {
-        let mut inbox = attempt
-            .inbox
-            .lock()
-            .map_err(|_| Status::internal("poisoned"))?;
-        let Some(open) = inbox.as_mut() else {
-            return Err(Status::failed_precondition(
-                "acks go to worker 0, or every worker's acks stream is already open",
-            ));
-        };
-        let senders = (open.acks.clone(), open.ends.clone());
-        open.expected = open.expected.saturating_sub(1);
-        if open.expected == 0 {
-            *inbox = None;
-        }
-        senders
-    };
-    let mut decoder = StreamDecoder::default();
-    let what = || format!("the acks stream of worker {from}");
-    loop {
-        let Some(data) = received(&mut stream, attempt, what).await? else {
-            return Ok(());
-        };
-        match decoder.decode::<ToCoordinator>(&data).map_err(protocol)? {
-            None => {}
-            Some(Decoded::Control(ToCoordinator::EndOfInput)) => {
-                let _ = ends.send(());
-            }
-            Some(Decoded::Control(ToCoordinator::Ack(header))) => {
-                let _ = acks.send(ack::ack(header));
-            }
-            Some(Decoded::Batch(_)) => {
-                return Err(Status::invalid_argument(
-                    "state batches do not travel on the acks stream: each worker writes its own",
-                ))
-            }
-        }
-    }
-}
-
-/// Injects barriers from the coordinator at this worker's sources.
-async fn feed_barriers(
-    attempt: &LocalAttempt,
-    mut stream: Streaming<FlightData>,
-) -> Result<(), Status> {
-    let mut decoder = StreamDecoder::default();
-    let what = || "the barrier stream from worker 0".to_string();
-    loop {
-        // Without the coordinator no checkpoint completes: the attempt is over. A job
-        // with no channel from worker 0 to this worker hears of it only here.
-        let Some(data) = received(&mut stream, attempt, what).await? else {
-            return ended_early(
-                attempt,
-                &format!("{} ended before its coordinator did", what()),
-            );
-        };
-        match decoder.decode::<FromCoordinator>(&data).map_err(protocol)? {
-            Some(Decoded::Control(FromCoordinator::Barrier(barrier))) => {
-                attempt.barriers.inject(barrier)
-            }
-            Some(Decoded::Control(FromCoordinator::Committed(epoch))) => {
-                attempt.metrics.checkpoint_completed(Epoch(epoch))
-            }
-            Some(Decoded::Control(FromCoordinator::End)) => return Ok(()),
-            Some(Decoded::Batch(_)) | None => {}
-        }
-    }
-}
-
-fn unimplemented<T>(what: &str) -> Result<T, Status> {
-    Err(Status::unimplemented(format!(
-        "{what}: not a riffle worker call"
-    )))
-}
-
-#[tonic::async_trait]
-impl FlightService for WorkerService {
-    type HandshakeStream = BoxStream<'static, Result<HandshakeResponse, Status>>;
-    type ListFlightsStream = BoxStream<'static, Result<FlightInfo, Status>>;
-    type DoGetStream = BoxStream<'static, Result<FlightData, Status>>;
-    type DoPutStream = BoxStream<'static, Result<PutResult, Status>>;
-    type DoActionStream = BoxStream<'static, Result<arrow_flight::Result, Status>>;
-    type ListActionsStream = BoxStream<'static, Result<ActionType, Status>>;
-    type DoExchangeStream = BoxStream<'static, Result<FlightData, Status>>;
-
-    async fn do_put(
+    /// Worker 0's answer to another worker asking which attempt to run.
+    async fn attempt_action(
         &self,
-        request: Request<Streaming<FlightData>>,
-    ) -> Result<Response<Self::DoPutStream>, Status> {
-        let mut stream = request.into_inner();
-        let hello = hello(&mut stream).await?;
-        let attempt = self.attempt_for(&hello).await?;
-        match hello.stream {
-            StreamKind::Channel(key) => feed_channel(&attempt, key, hello.worker, stream).await?,
-            StreamKind::Acks => feed_acks(&attempt, hello.worker, stream).await?,
-            StreamKind::Barriers => feed_barriers(&attempt, stream).await?,
-        }
-        Ok(Response::new(Box::pin(futures::stream::empty())))
-    }
-
-    async fn do_action(
-        &self,
-        request: Request<Action>,
-    ) -> Result<Response<Self::DoActionStream>, Status> {
-        if request.get_ref().r#type != ATTEMPT_ACTION {
-            return unimplemented(&request.get_ref().r#type);
-        }
-        let asked: AttemptRequest = serde_json::from_slice(&request.get_ref().body)
+        body: &[u8],
+        peer: Option<SocketAddr>,
+    ) -> Result<Response<ActionResults>, Status> {
+        let asked: AttemptRequest = serde_json::from_slice(body)
             .map_err(|e| Status::invalid_argument(format!("attempt: {e}")))?;
+        self.admit(&asked.secret, peer, "a call for the next attempt")?;
         let mut decision = self.decision.subscribe();
         let joined = self.joined.clone();
         let answers = |d: &Decision| {
@@ -389,6 +211,139 @@ impl FlightService for WorkerService {
         let json = serde_json::to_vec(&answer).map_err(|e| Status::internal(e.to_string()))?;
         let result = arrow_flight::Result { body: json.into() };
         Ok(Response::new(Box::pin(futures::stream::iter([Ok(result)]))))
+    }
+
+    /// On worker 0: takes a savepoint another worker's control endpoint was asked for.
+    async fn savepoint_action(
+        &self,
+        body: &[u8],
+        peer: Option<SocketAddr>,
+    ) -> Result<Response<ActionResults>, Status> {
+        let asked: SavepointAsk = serde_json::from_slice(body)
+            .map_err(|e| Status::invalid_argument(format!("savepoint: {e}")))?;
+        self.admit(&asked.secret, peer, "a savepoint request")?;
+        let Some(savepoints) = &self.savepoints else {
+            return Err(Status::failed_precondition(
+                "savepoints are taken by worker 0's coordinator; this is another worker",
+            ));
+        };
+        let done = riffle_runtime::savepoint::request_savepoint(
+            savepoints,
+            asked.label,
+            asked.stop,
+            asked.drain,
+        )
+        .await
+        .map_err(Status::aborted)?;
+        let json = serde_json::to_vec(&done).map_err(|e| Status::internal(e.to_string()))?;
+        let result = arrow_flight::Result { body: json.into() };
+        Ok(Response::new(Box::pin(futures::stream::iter([Ok(result)]))))
+    }
+}
+
+/// Whether a worker process asking for an attempt of `generation` comes too late: the
+/// worker was `told` to run that generation before, by another of its processes. It
+/// was restarted while the attempt ran, so the attempt went on without it (had its
+/// subtasks still been running, their broken streams would have failed the attempt).
+/// Its state files may be gone by now; it waits for the next decision instead.
+fn late_joiner(told: Option<(u64, u64)>, generation: u64, incarnation: u64) -> bool {
+    matches!(told, Some((g, process)) if g == generation && process != incarnation)
+}
+
+/// What becomes of a stream of one attempt while this worker runs another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    /// Same attempt: feed it.
+    Serve,
+    /// A newer attempt than this worker's (or none yet): wait for this worker to start it.
+    Wait,
+    /// An older attempt (a zombie): refuse it.
+    Refuse,
+}
+
+/// Whether a stream of generation `wanted` is served while this worker runs `current`.
+fn admission(wanted: u64, current: Option<u64>) -> Admission {
+    match current {
+        Some(c) if c == wanted => Admission::Serve,
+        Some(c) if c > wanted => Admission::Refuse,
+        _ => Admission::Wait,
+    }
+}
+
+/// A peer's address for a log line.
+fn named(peer: Option<SocketAddr>) -> String {
+    peer.map_or_else(|| "an unknown peer".to_string(), |p| p.to_string())
+}
+
+/// Reads the stream's opening [`Hello`] (its descriptor's command).
+async fn hello(stream: &mut Streaming<FlightData>) -> Result<Hello, Status> {
+    let first = stream
+        .message()
+        .await?
+        .ok_or_else(|| Status::invalid_argument("an empty stream"))?;
+    let descriptor = first
+        .flight_descriptor
+        .ok_or_else(|| Status::invalid_argument("the first message names no stream"))?;
+    serde_json::from_slice(&descriptor.cmd)
+        .map_err(|e| Status::invalid_argument(format!("not a riffle stream: {e}")))
+}
+
+fn unimplemented<T>(what: &str) -> Result<T, Status> {
+    Err(Status::unimplemented(format!(
+        "{what}: not a riffle worker call"
+    )))
+}
+
+#[tonic::async_trait]
+impl FlightService for WorkerService {
+    type HandshakeStream = BoxStream<'static, Result<HandshakeResponse, Status>>;
+    type ListFlightsStream = BoxStream<'static, Result<FlightInfo, Status>>;
+    type DoGetStream = BoxStream<'static, Result<FlightData, Status>>;
+    type DoPutStream = BoxStream<'static, Result<PutResult, Status>>;
+    type DoActionStream = BoxStream<'static, Result<arrow_flight::Result, Status>>;
+    type ListActionsStream = BoxStream<'static, Result<ActionType, Status>>;
+    type DoExchangeStream = BoxStream<'static, Result<FlightData, Status>>;
+
+    async fn do_put(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
+        let peer = request.remote_addr();
+        let mut stream = request.into_inner();
+        let hello = hello(&mut stream).await.inspect_err(|e| {
+            tracing::warn!("refused a stream from {}: {}", named(peer), e.message());
+        })?;
+        self.admit(&hello.secret, peer, "a stream")?;
+        let attempt = self.attempt_for(&hello).await?;
+        let fed = match hello.stream {
+            StreamKind::Channel(key) => feed_channel(&attempt, key, hello.worker, stream).await,
+            StreamKind::Acks => feed_acks(&attempt, hello.worker, stream).await,
+            StreamKind::Barriers => feed_barriers(&attempt, stream).await,
+        };
+        if let Err(e) = &fed {
+            tracing::warn!(
+                "a stream from worker {} at {} ({:?}) failed: {}",
+                hello.worker,
+                named(peer),
+                hello.stream,
+                e.message()
+            );
+        }
+        fed?;
+        Ok(Response::new(Box::pin(futures::stream::empty())))
+    }
+
+    async fn do_action(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<Self::DoActionStream>, Status> {
+        let peer = request.remote_addr();
+        let action = request.into_inner();
+        match action.r#type.as_str() {
+            ATTEMPT_ACTION => self.attempt_action(&action.body, peer).await,
+            SAVEPOINT_ACTION => self.savepoint_action(&action.body, peer).await,
+            other => unimplemented(other),
+        }
     }
 
     async fn handshake(

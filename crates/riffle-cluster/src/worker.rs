@@ -11,9 +11,10 @@
 use crate::attempt::run_attempt;
 use crate::error::{ClusterError, ClusterResult};
 use crate::links::{self, Peer};
-use crate::protocol::{Attempt, AttemptRequest, Decision};
+use crate::protocol::{Attempt, AttemptRequest, Decision, JobSecret};
 use crate::server::Server;
 use crate::service::WorkerService;
+use crate::tls::ExchangeTls;
 use riffle_runtime::supervisor::{supervise, AttemptError, Attempts, NextRecovery, RunObserver};
 use riffle_runtime::{
     CheckpointReport, CheckpointedRun, JobGraph, JobSummary, Placement, RestoredJob, RuntimeError,
@@ -35,6 +36,12 @@ pub struct WorkerOptions {
     pub listen: SocketAddr,
     /// How long to wait for another worker to come up.
     pub patience: Duration,
+    /// The job's secret, which every stream and call between its workers carries.
+    pub secret: JobSecret,
+    /// Mutual TLS on the exchange; `None` only with `--insecure-exchange`.
+    pub tls: Option<ExchangeTls>,
+    /// On worker 0: where other workers' savepoint requests go.
+    pub savepoints: Option<riffle_runtime::savepoint::SavepointSender>,
 }
 
 /// How a worker's attempt went.
@@ -72,8 +79,9 @@ pub async fn run_worker(
             options.addresses.len()
         )));
     }
-    let service = WorkerService::default();
-    let server = Server::start(service.clone(), options.listen).await?;
+    let savepoints = options.savepoints.clone().filter(|_| placement.worker == 0);
+    let service = WorkerService::new(options.secret.clone(), savepoints);
+    let server = Server::start(service.clone(), options.listen, options.tls.as_ref()).await?;
     let job = WorkerJob {
         incarnation: incarnation(),
         graph,
@@ -143,6 +151,7 @@ impl Attempts for WorkerAttempts<'_> {
         let options = job.options;
         let mut peers = Peers {
             addresses: options.addresses.clone(),
+            tls: options.tls.clone(),
             patience: options.patience,
             open: HashMap::new(),
         };
@@ -231,8 +240,14 @@ async fn job_ended(
         }
         return Ok(Some(outcome));
     }
-    let mut leader = links::connect(&options.addresses[0], options.patience).await?;
+    let mut leader = links::connect(
+        &options.addresses[0],
+        options.tls.as_ref(),
+        options.patience,
+    )
+    .await?;
     let asked = AttemptRequest {
+        secret: options.secret.clone(),
         worker: me,
         incarnation: job.incarnation,
         at_least: generation + 1,
@@ -324,6 +339,7 @@ async fn agree(
         return Ok(Agreed::Run(attempt, recovered.restored));
     }
     let asked = AttemptRequest {
+        secret: options.secret.clone(),
         worker: options.placement.worker,
         incarnation: job.incarnation,
         at_least: generation,
@@ -359,6 +375,7 @@ fn undecided() -> ClusterError {
 /// Connections to other workers, opened when first needed.
 pub(crate) struct Peers {
     addresses: Vec<String>,
+    tls: Option<ExchangeTls>,
     patience: Duration,
     open: HashMap<usize, Peer>,
 }
@@ -366,7 +383,8 @@ pub(crate) struct Peers {
 impl Peers {
     pub(crate) async fn get(&mut self, worker: usize) -> ClusterResult<&mut Peer> {
         if !self.open.contains_key(&worker) {
-            let peer = links::connect(&self.addresses[worker], self.patience).await?;
+            let peer =
+                links::connect(&self.addresses[worker], self.tls.as_ref(), self.patience).await?;
             self.open.insert(worker, peer);
         }
         self.open

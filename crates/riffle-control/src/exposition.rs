@@ -1,5 +1,6 @@
 //! Metric families in Prometheus's data model, written in its text exposition format by
-//! the `prometheus` crate's encoder. Every sample carries the `pipeline` label.
+//! the `prometheus` crate's encoder. Every sample carries the `pipeline` label, and a
+//! worker's the `worker` label.
 
 use prometheus::proto::{
     Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
@@ -62,15 +63,19 @@ impl Buckets {
 
 /// Metric families being gathered for one scrape.
 pub(super) struct Families {
-    pipeline: String,
+    /// Labels of every sample: `pipeline`, and `worker` on a job of several workers.
+    common: Labels,
     families: Vec<MetricFamily>,
 }
 
 impl Families {
-    /// No families yet; every sample will be labelled `pipeline`.
-    pub(super) fn new(pipeline: &str) -> Self {
+    /// No families yet; every sample will be labelled `pipeline`, and `worker` when
+    /// one of a job's workers serves them (a dashboard sums over workers).
+    pub(super) fn new(pipeline: &str, worker: Option<usize>) -> Self {
+        let mut common = vec![("pipeline", pipeline.to_string())];
+        common.extend(worker.map(|w| ("worker", w.to_string())));
         Self {
-            pipeline: pipeline.to_string(),
+            common,
             families: Vec::new(),
         }
     }
@@ -128,8 +133,10 @@ impl Families {
     ) {
         let metrics: Vec<Metric> = metrics
             .map(|(labels, mut metric)| {
-                let pipeline = std::iter::once(("pipeline", self.pipeline.clone()));
-                let pairs = pipeline
+                let pairs = self
+                    .common
+                    .iter()
+                    .cloned()
                     .chain(labels)
                     .map(|(name, value)| {
                         let mut pair = LabelPair::default();
@@ -173,7 +180,7 @@ mod tests {
 
     #[test]
     fn every_sample_is_labelled_with_the_pipeline_and_its_own_labels() {
-        let mut families = Families::new("q5");
+        let mut families = Families::new("q5", None);
         families.counter(
             "riffle_rows_total",
             "Rows.",
@@ -188,8 +195,23 @@ mod tests {
     }
 
     #[test]
+    fn a_workers_samples_say_which_worker_it_is() {
+        let mut families = Families::new("q5", Some(2));
+        families.gauge(
+            "riffle_g",
+            "G.",
+            [(vec![("operator", "o".to_string())], 1.0)],
+        );
+        let text = families.encode().unwrap();
+        assert!(
+            text.contains("riffle_g{pipeline=\"q5\",worker=\"2\",operator=\"o\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn a_family_without_samples_is_left_out() {
-        let mut families = Families::new("q5");
+        let mut families = Families::new("q5", None);
         families.gauge("riffle_empty", "Nothing.", []);
         assert_eq!(families.encode().unwrap(), "");
     }
@@ -200,7 +222,7 @@ mod tests {
         for v in [0.5, 1.0, 5.0, 50.0] {
             buckets.observe(v);
         }
-        let mut families = Families::new("p");
+        let mut families = Families::new("p", None);
         families.histogram("riffle_x_seconds", "X.", &buckets);
         let text = families.encode().unwrap();
         assert!(
@@ -227,7 +249,7 @@ mod tests {
 
     #[test]
     fn label_values_are_escaped() {
-        let mut families = Families::new("a\"b");
+        let mut families = Families::new("a\"b", None);
         families.gauge("riffle_g", "G.", [(Vec::new(), 1.0)]);
         let text = families.encode().unwrap();
         assert!(text.contains("riffle_g{pipeline=\"a\\\"b\"} 1"), "{text}");

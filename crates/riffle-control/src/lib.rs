@@ -1,5 +1,6 @@
-//! The control endpoint of a running job: plain HTTP, on 127.0.0.1 unless told
-//! otherwise, found through `{state root}/{pipeline}/_control.json`.
+//! The control endpoint of a running job: HTTP on 127.0.0.1 unless told otherwise
+//! (HTTPS when bound beyond loopback), found through `{state root}/{pipeline}/_control.json`
+//! (`_control/worker-{n}.json` for each worker of a job on several).
 //!
 //! ```text
 //!  GET  /                            → the web page (graph, rates, checkpoints, savepoints)
@@ -13,8 +14,8 @@
 //! ```
 //!
 //! Reading is open on loopback; taking a savepoint or stopping needs the job's token
-//! (`_control_token`, mode 0600 on a local root), and bound to any other address every
-//! request needs it ([`access`]). A flood of connections cannot take the job down with
+//! (`_control_token`, mode 0600 on a local root; one per job, which every worker
+//! accepts), and bound to any other address every request needs it ([`access`]). A flood of connections cannot take the job down with
 //! it: see [`Limits`].
 
 pub mod access;
@@ -26,6 +27,7 @@ mod page;
 mod rates;
 mod scrape;
 mod serve;
+pub mod tls;
 
 pub use live::LiveMetrics;
 pub use outline::{JobOutline, OutlineInput, OutlineOperator};
@@ -52,6 +54,12 @@ pub struct ControlFile {
     pub pid: u32,
     /// The pipeline.
     pub pipeline: String,
+    /// Which worker serves it, for a job on several workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<usize>,
+    /// The host it runs on: `address` reaches it only from there.
+    #[serde(default)]
+    pub host: String,
 }
 
 /// A serving control endpoint; stops and removes its control file on [`stop`](Self::stop).
@@ -62,16 +70,25 @@ pub struct ControlServer {
     bound: SocketAddr,
     open: Arc<AtomicUsize>,
     token: String,
+    https: bool,
 }
 
 /// Where and how the control endpoint serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ControlOptions {
     /// The address to bind; port 0 picks a free one. Anything but loopback makes every
-    /// request need the token.
+    /// request need the token, and HTTPS ([`tls`](Self::tls)) unless
+    /// [`plain_http_beyond_loopback`](Self::plain_http_beyond_loopback).
     pub address: SocketAddr,
     /// How much of the process it may take.
     pub limits: Limits,
+    /// Which worker of a job on several serves it (its record is then
+    /// `_control/worker-{n}.json`, and its metrics are labelled `worker`).
+    pub worker: Option<usize>,
+    /// HTTPS: the certificate and key to serve with.
+    pub tls: Option<tls::ServerTls>,
+    /// Plain HTTP on an address beyond loopback (a network the operator trusts).
+    pub plain_http_beyond_loopback: bool,
 }
 
 impl Default for ControlOptions {
@@ -79,8 +96,40 @@ impl Default for ControlOptions {
         Self {
             address: SocketAddr::from(([127, 0, 0, 1], 0)),
             limits: Limits::default(),
+            worker: None,
+            tls: None,
+            plain_http_beyond_loopback: false,
         }
     }
+}
+
+/// Why a control endpoint did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Bound beyond loopback with neither TLS nor leave to serve plain HTTP.
+    #[error("the control endpoint on {0} would be open to the network over plain HTTP, where the job's token and its answers travel readable: give --http-tls-cert and --http-tls-key (a worker uses its --tls-cert and --tls-key), or --http-insecure on a network you trust")]
+    PlainHttpBeyondLoopback(SocketAddr),
+    /// The address cannot be bound.
+    #[error("cannot bind the control endpoint on {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No token could be drawn.
+    #[error("{0}")]
+    Token(String),
+    /// The state root refused the token or the control record.
+    #[error("writing the control {what}: {source}")]
+    Store {
+        /// `token` or `record`.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: riffle_state::StateError,
+    },
 }
 
 /// The address a local client connects to for an endpoint bound to `bound`.
@@ -107,7 +156,7 @@ impl ControlServer {
         pipeline: &str,
         savepoints: SavepointSender,
         live: Arc<LiveMetrics>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         Self::start_with(store, pipeline, savepoints, live, ControlOptions::default()).await
     }
 
@@ -121,31 +170,39 @@ impl ControlServer {
         savepoints: SavepointSender,
         live: Arc<LiveMetrics>,
         options: ControlOptions,
-    ) -> Result<Self, String> {
-        let listener = TcpListener::bind(options.address).await.map_err(|e| {
-            format!(
-                "cannot bind the control endpoint on {}: {e}",
-                options.address
-            )
-        })?;
-        let bound = listener
-            .local_addr()
-            .map_err(|e| format!("control endpoint: {e}"))?;
-        let token = access::new_token()?;
-        store
-            .write_control_token(&token)
+    ) -> Result<Self, StartError> {
+        let beyond_loopback = !options.address.ip().is_loopback();
+        if beyond_loopback && options.tls.is_none() && !options.plain_http_beyond_loopback {
+            return Err(StartError::PlainHttpBeyondLoopback(options.address));
+        }
+        let bind = |source| StartError::Bind {
+            address: options.address,
+            source,
+        };
+        let listener = TcpListener::bind(options.address).await.map_err(bind)?;
+        let bound = listener.local_addr().map_err(bind)?;
+        let token = store
+            .job_token(&access::new_token().map_err(StartError::Token)?)
             .await
-            .map_err(|e| format!("writing the control token: {e}"))?;
+            .map_err(|source| StartError::Store {
+                what: "token",
+                source,
+            })?;
         let file = ControlFile {
             address: local_address(bound).to_string(),
             pid: std::process::id(),
             pipeline: pipeline.to_string(),
+            worker: options.worker,
+            host: tls::host_name(),
         };
         let json = serde_json::to_vec_pretty(&file).unwrap_or_default();
         store
-            .write_control(json)
+            .write_control(options.worker, json)
             .await
-            .map_err(|e| format!("writing the control file: {e}"))?;
+            .map_err(|source| StartError::Store {
+                what: "record",
+                source,
+            })?;
         let served = Arc::new(Served {
             savepoints,
             health: serde_json::to_string(&file).unwrap_or_default(),
@@ -154,12 +211,14 @@ impl ControlServer {
             store: store.clone(),
             access: access::Access::new(token.clone(), bound),
             stored: api::StoredViews::default(),
+            worker: options.worker,
         });
         let open = Arc::new(AtomicUsize::new(0));
         let task = tokio::spawn(serve::accept_loop(
             listener,
             served,
             options.limits,
+            options.tls.as_ref().map(tls::ServerTls::acceptor),
             open.clone(),
         ));
         Ok(Self {
@@ -169,7 +228,17 @@ impl ControlServer {
             bound,
             open,
             token,
+            https: options.tls.is_some(),
         })
+    }
+
+    /// `https` when it serves TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.https {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// The address it is bound to (`0.0.0.0:8081`, say).
@@ -195,25 +264,76 @@ impl ControlServer {
     /// Stops serving and removes the control file (if it is still this process's).
     pub async fn stop(self) {
         self.task.abort();
-        if let Ok(Some(current)) = read_control_file(&self.store).await {
+        let worker = self.file.worker;
+        if let Ok(Some(current)) = read_control_file(&self.store, worker).await {
             if current == self.file {
-                let _ = self.store.delete_control().await;
+                let _ = self.store.delete_control(worker).await;
             }
         }
     }
 }
 
-/// Reads `_control.json`, if a job wrote one.
+/// Reads the control record of a job in one process (`worker` `None`) or of one of its
+/// workers, if there is one.
 ///
 /// # Errors
 /// Storage failures, or a file that is not a control file.
-pub async fn read_control_file(store: &CheckpointStore) -> Result<Option<ControlFile>, String> {
-    let Some(bytes) = store.read_control().await.map_err(|e| e.to_string())? else {
+pub async fn read_control_file(
+    store: &CheckpointStore,
+    worker: Option<usize>,
+) -> Result<Option<ControlFile>, String> {
+    let Some(bytes) = store
+        .read_control(worker)
+        .await
+        .map_err(|e| e.to_string())?
+    else {
         return Ok(None);
     };
     serde_json::from_slice(&bytes)
         .map(Some)
         .map_err(|e| format!("the control file is damaged: {e}"))
+}
+
+/// The control record a client on this machine talks to: the job's in one process;
+/// else that of the job's lowest worker running on this host (every worker passes a
+/// savepoint request on to worker 0).
+///
+/// # Errors
+/// Storage failures, a damaged record, or workers that all run on other hosts (the
+/// error names them).
+pub async fn find_control(store: &CheckpointStore) -> Result<Option<ControlFile>, String> {
+    if let Some(file) = read_control_file(store, None).await? {
+        return Ok(Some(file));
+    }
+    let mut records = Vec::new();
+    for worker in store.control_workers().await.map_err(|e| e.to_string())? {
+        if let Some(record) = read_control_file(store, Some(worker)).await? {
+            records.push(record);
+        }
+    }
+    nearest_worker(records, &tls::host_name())
+}
+
+/// Of the workers' records, the lowest worker's on `host`.
+fn nearest_worker(records: Vec<ControlFile>, host: &str) -> Result<Option<ControlFile>, String> {
+    if records.is_empty() {
+        return Ok(None);
+    }
+    let elsewhere: Vec<String> = records
+        .iter()
+        .map(|r| format!("worker {} on {}", r.worker.unwrap_or(0), r.host))
+        .collect();
+    records
+        .into_iter()
+        .filter(|r| r.host == host)
+        .min_by_key(|r| r.worker)
+        .map(Some)
+        .ok_or_else(|| {
+            format!(
+                "no worker of this job runs on this host ({host}): {}; run the command on one of them (e.g. `kubectl exec`)",
+                elsewhere.join(", ")
+            )
+        })
 }
 
 /// Asks the job serving at `address` for a savepoint and waits up to `timeout`
@@ -270,5 +390,41 @@ pub fn post_savepoint(
         Err(serde_json::from_str::<Failure>(body)
             .map(|f| f.error)
             .unwrap_or_else(|_| body.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(worker: usize, host: &str) -> ControlFile {
+        ControlFile {
+            address: format!("127.0.0.1:{}", 8000 + worker),
+            pid: 1,
+            pipeline: "p".into(),
+            worker: Some(worker),
+            host: host.into(),
+        }
+    }
+
+    #[test]
+    fn a_client_talks_to_the_lowest_worker_on_its_own_host() {
+        let records = vec![record(2, "b"), record(1, "a"), record(3, "a")];
+        assert_eq!(nearest_worker(records, "a").unwrap(), Some(record(1, "a")));
+    }
+
+    #[test]
+    fn workers_all_on_other_hosts_are_named() {
+        let error = nearest_worker(vec![record(0, "riffle-0"), record(1, "riffle-1")], "laptop")
+            .unwrap_err();
+        assert!(
+            error.contains("worker 0 on riffle-0") && error.contains("worker 1 on riffle-1"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn no_records_is_no_running_job() {
+        assert_eq!(nearest_worker(Vec::new(), "a").unwrap(), None);
     }
 }

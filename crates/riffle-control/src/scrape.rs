@@ -14,9 +14,10 @@ fn subtask_labels(sample: &SubtaskSample) -> Labels {
     ]
 }
 
-/// The metric families of `live` now, for pipeline `pipeline`.
-pub(super) fn families(live: &LiveMetrics, pipeline: &str) -> Families {
-    let mut out = Families::new(pipeline);
+/// The metric families of `live` now, for pipeline `pipeline` (on `worker`, for a job
+/// on several workers).
+pub(super) fn families(live: &LiveMetrics, pipeline: &str, worker: Option<usize>) -> Families {
+    let mut out = Families::new(pipeline, worker);
     let samples = live.job().map(|j| j.subtask_samples()).unwrap_or_default();
     operator_families(&mut out, &samples, since_unix_epoch().as_secs_f64());
     job_families(&mut out, live);
@@ -233,7 +234,7 @@ mod tests {
         metrics.register_operator(&id, 1).set_pending("orders/3", 7);
         let live = LiveMetrics::default();
         live.set_job(metrics);
-        let text = families(&live, "p").encode().unwrap();
+        let text = families(&live, "p", None).encode().unwrap();
         assert!(
             text.contains("riffle_source_pending_records{pipeline=\"p\",operator=\"orders\",subtask=\"1\",split=\"orders/3\"} 7"),
             "{text}"

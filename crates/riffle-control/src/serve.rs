@@ -18,11 +18,13 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use riffle_runtime::savepoint::{request_savepoint, SavepointSender};
 use riffle_state::CheckpointStore;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio::time::timeout;
 
 /// How much of the process the control endpoint may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +56,8 @@ pub(super) struct Served {
     pub store: CheckpointStore,
     pub access: Access,
     pub stored: api::StoredViews,
+    /// Which worker of a job on several serves this endpoint.
+    pub worker: Option<usize>,
 }
 
 /// Accepts and serves connections until the task is aborted; `open` counts those
@@ -62,6 +66,7 @@ pub(super) async fn accept_loop(
     listener: TcpListener,
     served: Arc<Served>,
     limits: Limits,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     open: Arc<AtomicUsize>,
 ) {
     let permits = Arc::new(Semaphore::new(limits.connections.max(1)));
@@ -70,8 +75,8 @@ pub(super) async fn accept_loop(
         let Ok(permit) = permits.clone().acquire_owned().await else {
             return;
         };
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // The connection stays queued; it is accepted once descriptors are free.
                 if !std::mem::replace(&mut failing, true) {
@@ -86,16 +91,53 @@ pub(super) async fn accept_loop(
         };
         failing = false;
         open.fetch_add(1, Ordering::Relaxed);
-        let (served, open) = (served.clone(), open.clone());
+        let (served, open, tls) = (served.clone(), open.clone(), tls.clone());
         tokio::spawn(async move {
-            serve_connection(stream, served, limits.head_timeout).await;
+            let tls = match tls {
+                Some(tls) if speaks_tls(&stream, peer, limits.head_timeout).await => Some(tls),
+                _ => None,
+            };
+            match tls {
+                None => serve_connection(stream, served, limits.head_timeout).await,
+                // The handshake gets the time a request's head gets: a client that
+                // opens connections and says nothing holds no permit for long.
+                Some(tls) => match timeout(limits.head_timeout, tls.accept(stream)).await {
+                    Ok(Ok(stream)) => serve_connection(stream, served, limits.head_timeout).await,
+                    Ok(Err(e)) => tracing::debug!(%e, "control endpoint: TLS handshake failed"),
+                    Err(_) => tracing::debug!("control endpoint: TLS handshake timed out"),
+                },
+            }
             open.fetch_sub(1, Ordering::Relaxed);
             drop(permit);
         });
     }
 }
 
-async fn serve_connection(stream: TcpStream, served: Arc<Served>, head_timeout: Duration) {
+/// Whether a connection to an HTTPS endpoint is served TLS: always from another
+/// machine; from this machine's loopback only when its first byte opens a TLS
+/// handshake, so local tools (`riffle savepoint create`, the launcher) speak plain HTTP
+/// over a path that never leaves the machine.
+async fn speaks_tls(stream: &tokio::net::TcpStream, peer: SocketAddr, wait: Duration) -> bool {
+    if !peer.ip().is_loopback() {
+        return true;
+    }
+    let mut first = [0u8; 1];
+    match timeout(wait, stream.peek(&mut first)).await {
+        Ok(Ok(1)) => is_tls_handshake(first[0]),
+        _ => true,
+    }
+}
+
+/// A TLS record of type handshake (22) opens every TLS connection; an HTTP request
+/// opens with a method's letter.
+fn is_tls_handshake(first: u8) -> bool {
+    first == 22
+}
+
+async fn serve_connection<S>(stream: S, served: Arc<Served>, head_timeout: Duration)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let service = hyper::service::service_fn(move |request| {
         let served = served.clone();
         async move { Ok::<_, Infallible>(answer(&request, &served).await) }
@@ -241,10 +283,12 @@ async fn respond(route: Route, query: &str, served: &Served) -> Answer {
         Route::Page(asset) => (StatusCode::OK, asset.content_type, asset.body.to_string()),
         Route::Live => (StatusCode::OK, "text/plain", "ok".to_string()),
         Route::Health => (StatusCode::OK, JSON, served.health.clone()),
-        Route::Metrics => match scrape::families(&served.live, &served.pipeline).encode() {
-            Ok(text) => (StatusCode::OK, exposition::CONTENT_TYPE, text),
-            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
-        },
+        Route::Metrics => {
+            match scrape::families(&served.live, &served.pipeline, served.worker).encode() {
+                Ok(text) => (StatusCode::OK, exposition::CONTENT_TYPE, text),
+                Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+            }
+        }
         Route::Job => json_answer(StatusCode::OK, &api::job(&served.live, &served.pipeline)),
         Route::Operator(id) => match api::operator(&served.live, &id) {
             Some(op) => json_answer(StatusCode::OK, &op),
@@ -311,9 +355,10 @@ mod tests {
             store: CheckpointStore::new(root, "p"),
             access: Access::new("t0ken".into(), address.parse().unwrap()),
             stored: api::StoredViews::default(),
+            worker: None,
         });
         let open = Arc::new(AtomicUsize::new(0));
-        tokio::spawn(accept_loop(listener, served, limits, open.clone()));
+        tokio::spawn(accept_loop(listener, served, limits, None, open.clone()));
         (address, open)
     }
 

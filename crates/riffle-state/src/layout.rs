@@ -142,8 +142,20 @@ impl Layout {
         ObjectPath::from(format!("{}/_control.json", self.base))
     }
 
-    /// `_control_token`: the secret a request that changes the running job must present
-    /// (every request, when the endpoint is open to the network).
+    /// `_control/worker-{worker}.json`: where worker `worker` of a job on several
+    /// workers serves its control endpoint (each worker its own record).
+    pub fn worker_control(&self, worker: usize) -> ObjectPath {
+        ObjectPath::from(format!("{}/_control/worker-{worker}.json", self.base))
+    }
+
+    /// `_control/`: the workers' control records.
+    pub fn worker_controls_dir(&self) -> ObjectPath {
+        ObjectPath::from(format!("{}/_control", self.base))
+    }
+
+    /// `_control_token`: the job's secret. A request that changes the running job
+    /// presents it (every request, when the endpoint is open to the network), and every
+    /// stream and call between the job's workers carries it.
     pub fn control_token(&self) -> ObjectPath {
         ObjectPath::from(format!("{}/_control_token", self.base))
     }

@@ -282,37 +282,74 @@ impl CheckpointStore {
         Ok(entries)
     }
 
-    /// Writes `_control.json` (where a running job serves its control endpoint).
+    /// Writes the control record of a running job: `_control.json` for a job in one
+    /// process, `_control/worker-{n}.json` for worker `n` of several.
     ///
     /// # Errors
     /// Storage failures.
-    pub async fn write_control(&self, json: Vec<u8>) -> StateResult<()> {
+    pub async fn write_control(&self, worker: Option<usize>, json: Vec<u8>) -> StateResult<()> {
         self.put(
-            &self.layout.control(),
+            &self.control_path(worker),
             Bytes::from(json),
             PutMode::Overwrite,
         )
         .await
     }
 
-    /// Writes `_control_token`. On a local root the file is created readable by its
-    /// owner only (mode 0600) before the token is written into it; on an object store,
-    /// who may read it is the bucket's access policy.
+    fn control_path(&self, worker: Option<usize>) -> ObjectPath {
+        match worker {
+            None => self.layout.control(),
+            Some(n) => self.layout.worker_control(n),
+        }
+    }
+
+    /// The job's secret (`_control_token`): the one already there, or else `candidate`,
+    /// which this call then stores. Of processes that start together (the workers of a
+    /// job) exactly one stores its candidate and every one gets that one: the object is
+    /// created only if absent. It outlives runs; deleting it makes the next run draw a
+    /// new one. On a local root the file is readable by its owner only (mode 0600) from
+    /// the moment it appears; on an object store, who may read it is the bucket's access
+    /// policy.
     ///
     /// # Errors
     /// Storage failures.
-    pub async fn write_control_token(&self, token: &str) -> StateResult<()> {
+    pub async fn job_token(&self, candidate: &str) -> StateResult<String> {
+        if let Some(existing) = self.read_control_token().await? {
+            if !existing.is_empty() {
+                return Ok(existing);
+            }
+        }
         let path = self.layout.control_token();
-        let Some(dir) = &self.root.local_dir else {
-            return self
-                .put(&path, Bytes::from(token.to_string()), PutMode::Overwrite)
-                .await;
-        };
-        let file = dir.join(path.as_ref());
-        write_owner_only(&file, token.as_bytes()).map_err(|e| StateError::Io {
-            path: file.display().to_string(),
-            source: e,
-        })
+        let created = match &self.root.local_dir {
+            Some(dir) => {
+                let file = dir.join(path.as_ref());
+                create_owner_only(&file, candidate.as_bytes()).map_err(|e| StateError::Io {
+                    path: file.display().to_string(),
+                    source: e,
+                })
+            }
+            None => {
+                let bytes = Bytes::from(candidate.to_string());
+                match self.put_unsynced(&path, bytes, PutMode::Create).await {
+                    Err(StateError::Storage {
+                        source: object_store::Error::AlreadyExists { .. },
+                        ..
+                    }) => Ok(false),
+                    other => other.map(|()| true),
+                }
+            }
+        }?;
+        if created {
+            return Ok(candidate.to_string());
+        }
+        // Another process stored its token first.
+        self.read_control_token()
+            .await?
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| StateError::Corrupt {
+                path: path.to_string(),
+                reason: "the job token was created and is gone or empty".into(),
+            })
     }
 
     /// Reads `_control_token`, if there is one.
@@ -324,21 +361,42 @@ impl CheckpointStore {
         Ok(bytes.map(|b| String::from_utf8_lossy(&b).trim().to_string()))
     }
 
-    /// Reads `_control.json`, if there is one.
+    /// Reads the control record of a job in one process (`worker` `None`) or of one
+    /// worker, if there is one.
     ///
     /// # Errors
     /// Storage failures.
-    pub async fn read_control(&self) -> StateResult<Option<Bytes>> {
-        self.get_optional(&self.layout.control()).await
+    pub async fn read_control(&self, worker: Option<usize>) -> StateResult<Option<Bytes>> {
+        self.get_optional(&self.control_path(worker)).await
     }
 
-    /// Removes `_control.json`.
+    /// The workers whose control records are in `_control/`, in order.
     ///
     /// # Errors
     /// Storage failures.
-    pub async fn delete_control(&self) -> StateResult<()> {
-        self.delete_paths(&[self.layout.control(), self.layout.control_token()])
-            .await
+    pub async fn control_workers(&self) -> StateResult<Vec<usize>> {
+        let mut workers: Vec<usize> = self
+            .list_under(&self.layout.worker_controls_dir())
+            .await?
+            .iter()
+            .filter_map(|p| {
+                let name = p.filename()?;
+                name.strip_prefix("worker-")?
+                    .strip_suffix(".json")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        workers.sort_unstable();
+        Ok(workers)
+    }
+
+    /// Removes a control record (the job's token stays: it is the job's, not the run's).
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn delete_control(&self, worker: Option<usize>) -> StateResult<()> {
+        self.delete_paths(&[self.control_path(worker)]).await
     }
 
     /// Reads one state file, checking size and CRC32C.
@@ -427,6 +485,21 @@ fn sync_files(files: &[PathBuf]) -> StateResult<()> {
 
 /// Creates (or truncates) `file` readable and writable by its owner only, then writes
 /// `bytes`: the secret is never in a file others may read.
+/// Creates `file` with `bytes`, readable by its owner only, unless it exists (then
+/// `Ok(false)`). The bytes are written to a private temporary file first and linked
+/// into place, so a reader never sees the file empty or half written.
+fn create_owner_only(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<bool> {
+    let temporary = file.with_extension(format!("tmp-{}", std::process::id()));
+    write_owner_only(&temporary, bytes)?;
+    let linked = std::fs::hard_link(&temporary, file);
+    let _ = std::fs::remove_file(&temporary);
+    match linked {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 fn write_owner_only(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     if let Some(parent) = file.parent() {

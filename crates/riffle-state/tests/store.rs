@@ -419,3 +419,55 @@ fn a_savepoint_is_a_copy_that_damage_to_its_checkpoint_does_not_reach() {
             .expect("the savepoint is intact after its checkpoint was damaged");
     });
 }
+
+#[test]
+fn the_first_process_to_store_a_job_token_sets_it_for_every_other() {
+    rt().block_on(async {
+        for (root, _dir) in roots() {
+            let store = CheckpointStore::new(root, "p");
+            assert_eq!(store.read_control_token().await.unwrap(), None);
+            // Workers starting together: each offers its own; all get one.
+            let offered = ["token-a", "token-b", "token-c"];
+            let got = futures::future::join_all(offered.iter().map(|t| store.job_token(t))).await;
+            let got: Vec<String> = got.into_iter().map(Result::unwrap).collect();
+            assert!(offered.contains(&got[0].as_str()), "{got:?}");
+            assert!(got.iter().all(|t| *t == got[0]), "{got:?}");
+            // A later run keeps the job's token.
+            assert_eq!(store.job_token("token-d").await.unwrap(), got[0]);
+            assert_eq!(
+                store.read_control_token().await.unwrap(),
+                Some(got[0].clone())
+            );
+        }
+    });
+}
+
+#[test]
+fn each_worker_has_its_own_control_record() {
+    rt().block_on(async {
+        for (root, _dir) in roots() {
+            let store = CheckpointStore::new(root, "p");
+            store.write_control(Some(2), b"two".to_vec()).await.unwrap();
+            store
+                .write_control(Some(0), b"zero".to_vec())
+                .await
+                .unwrap();
+            store
+                .write_control(None, b"one process".to_vec())
+                .await
+                .unwrap();
+            assert_eq!(store.control_workers().await.unwrap(), vec![0, 2]);
+            assert_eq!(
+                &store.read_control(Some(0)).await.unwrap().unwrap()[..],
+                b"zero"
+            );
+            assert_eq!(
+                &store.read_control(None).await.unwrap().unwrap()[..],
+                b"one process"
+            );
+            store.delete_control(Some(0)).await.unwrap();
+            assert_eq!(store.control_workers().await.unwrap(), vec![2]);
+            assert_eq!(store.read_control(Some(0)).await.unwrap(), None);
+        }
+    });
+}

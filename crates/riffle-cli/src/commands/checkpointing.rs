@@ -95,9 +95,37 @@ pub struct CheckpointArgs {
     /// (printed at start, and in {state}/{pipeline}/_control_token).
     #[arg(long, value_name = "HOST:PORT")]
     pub http_address: Option<std::net::SocketAddr>,
+    /// The certificate chain (PEM) the control endpoint serves HTTPS with; needed when
+    /// --http-address is beyond loopback (a worker uses its --tls-cert by default).
+    #[arg(long, value_name = "FILE", requires = "http_tls_key")]
+    pub http_tls_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --http-tls-cert.
+    #[arg(long, value_name = "FILE", requires = "http_tls_cert")]
+    pub http_tls_key: Option<std::path::PathBuf>,
+    /// Serve plain HTTP beyond loopback, on a network you trust: the token and every
+    /// answer travel readable.
+    #[arg(long, conflicts_with = "http_tls_cert")]
+    pub http_insecure: bool,
 }
 
 impl CheckpointArgs {
+    /// The control endpoint's HTTPS: --http-tls-cert and --http-tls-key, or else
+    /// `fallback` (a worker's exchange certificate and key).
+    pub fn http_tls(
+        &self,
+        fallback: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Result<Option<riffle_control::tls::ServerTls>> {
+        let pair = match (&self.http_tls_cert, &self.http_tls_key) {
+            (Some(cert), Some(key)) => Some((cert.as_path(), key.as_path())),
+            _ if self.http_insecure => None,
+            _ => fallback,
+        };
+        Ok(match pair {
+            Some((cert, key)) => Some(riffle_control::tls::ServerTls::from_files(cert, key)?),
+            None => None,
+        })
+    }
+
     /// Whether checkpoints are on.
     pub fn enabled(&self) -> bool {
         !self.checkpoint_interval.is_zero()
@@ -468,6 +496,8 @@ pub fn run(
         // The control endpoint (`riffle savepoint create`) and signals ask for savepoints.
         let options = ControlOptions {
             address: args.http_address.unwrap_or(ControlOptions::default().address),
+            tls: args.http_tls(None)?,
+            plain_http_beyond_loopback: args.http_insecure,
             ..ControlOptions::default()
         };
         let control = match ControlServer::start_with(&store, &graph.name, savepoints.clone(), live, options).await {
@@ -476,7 +506,7 @@ pub fn run(
                 Some(server)
             }
             // An address the user chose that cannot be served is an error, not a warning.
-            Err(e) if args.http_address.is_some() => return Err(anyhow::anyhow!(e)),
+            Err(e) if args.http_address.is_some() => return Err(e.into()),
             Err(e) => {
                 eprintln!("riffle: no control endpoint ({e}); `riffle savepoint create` cannot reach this run, signals still stop it with a savepoint");
                 None
@@ -499,7 +529,8 @@ pub fn run(
 /// the only place the token is printed.
 fn announce(server: &ControlServer, store: &CheckpointStore, pipeline: &str) {
     eprintln!(
-        "riffle: web page http://{}/#token={} (Prometheus metrics at /metrics, REST API at /api/job)",
+        "riffle: web page {}://{}/#token={} (Prometheus metrics at /metrics, REST API at /api/job)",
+        server.scheme(),
         server.bound(),
         server.token()
     );

@@ -4,6 +4,7 @@
 
 use super::worker::Finished;
 use anyhow::{Context, Result};
+use riffle_cluster::tls::{TlsFiles, WorkerCertificates};
 use riffle_core::Epoch;
 use riffle_runtime::readout::human;
 use riffle_runtime::supervisor::{RestartBudget, RestartStrategy};
@@ -72,6 +73,7 @@ fn worker_commands(
     run_args: &[OsString],
     addresses: &Addresses,
     threads: usize,
+    tls: &TlsFiles,
 ) -> Vec<Vec<OsString>> {
     let workers = addresses.exchange.len();
     let shared = without_launcher_options(run_args);
@@ -90,6 +92,12 @@ fn worker_commands(
                 addresses.control[i].clone().into(),
                 "--threads".into(),
                 threads.to_string().into(),
+                "--tls-cert".into(),
+                tls.cert.clone().into(),
+                "--tls-key".into(),
+                tls.key.clone().into(),
+                "--tls-ca".into(),
+                tls.ca.clone().into(),
             ]);
             command
         })
@@ -114,6 +122,15 @@ fn without_launcher_options(run_args: &[OsString]) -> Vec<OsString> {
         }
     }
     out
+}
+
+/// A directory removed with everything in it when this goes out of scope.
+struct RemovedOnDrop(std::path::PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Set by SIGINT or SIGTERM in the launcher.
@@ -233,7 +250,17 @@ pub fn launch(
     let addresses = free_addresses(workers)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = threads_per_worker(cores, workers);
-    let commands = worker_commands(&argv[at + 1..], &addresses, threads);
+    // The workers' mutual TLS: a certificate authority and a certificate for
+    // 127.0.0.1 made for this launch, in a directory only this user reads, removed
+    // when the launcher ends.
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tls_dir = RemovedOnDrop(
+        std::env::temp_dir().join(format!("riffle-tls-{}-{started}", std::process::id())),
+    );
+    let tls = WorkerCertificates::local(&tls_dir.0)?.files;
+    let commands = worker_commands(&argv[at + 1..], &addresses, threads, &tls);
     let io = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -417,7 +444,12 @@ mod tests {
             without_launcher_options(&args),
             vec![OsString::from("q5.sql"), "-p".into(), "3".into()]
         );
-        let commands = worker_commands(&args, &free_addresses(2).unwrap(), 3);
+        let tls = TlsFiles {
+            cert: "w.crt".into(),
+            key: "w.key".into(),
+            ca: "ca.crt".into(),
+        };
+        let commands = worker_commands(&args, &free_addresses(2).unwrap(), 3, &tls);
         assert_eq!(commands.len(), 2);
         assert_eq!(commands[1][0], "worker");
         let text: Vec<String> = commands[1]
@@ -431,6 +463,10 @@ mod tests {
         assert!(text[control + 1].starts_with("127.0.0.1:"));
         let threads = text.iter().position(|a| a == "--threads").unwrap();
         assert_eq!(text[threads + 1], "3");
+        // The workers speak mutual TLS with the launcher's certificates.
+        let ca = text.iter().position(|a| a == "--tls-ca").unwrap();
+        assert_eq!(text[ca + 1], "ca.crt");
+        assert!(!text.iter().any(|a| a == "--insecure-exchange"));
     }
 
     #[test]

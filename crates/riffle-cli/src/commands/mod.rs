@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_workers;
+pub mod certificates;
 pub mod checkpointing;
 pub mod checkpoints;
 pub mod execute;

@@ -4,7 +4,7 @@ use super::checkpointing::open_store;
 use super::pipeline::QueryArgs;
 use crate::units::{event_time, parse_duration};
 use anyhow::{Context, Result};
-use riffle_control::{post_savepoint, read_control_file};
+use riffle_control::{find_control, post_savepoint};
 use riffle_core::arrow::temporal_conversions::timestamp_ms_to_datetime;
 use riffle_runtime::plan_check::PlanCheck;
 use riffle_state::archive::{archive_manifest, export_savepoint, import_savepoint};
@@ -114,14 +114,17 @@ pub fn run(args: SavepointArgs) -> Result<()> {
             } => {
                 let pipeline = pipeline_or_default(&args.pipeline);
                 let store = open_store(&args.state, &pipeline)?;
-                let control = read_control_file(&store)
+                let control = find_control(&store)
                     .await
                     .map_err(anyhow::Error::msg)?
                     .with_context(|| {
-                        format!("no running job of `{pipeline}` in {} (it writes _control.json there while it runs with --checkpoint-interval); check --state and --pipeline", args.state)
+                        format!("no running job of `{pipeline}` in {} (it writes _control.json, or _control/worker-N.json on each worker, there while it runs with --checkpoint-interval); check --state and --pipeline", args.state)
                     })?;
+                let worker = control
+                    .worker
+                    .map_or(String::new(), |w| format!("worker {w}, "));
                 eprintln!(
-                    "riffle: asking `{pipeline}` (pid {}, {}) for a savepoint{}…",
+                    "riffle: asking `{pipeline}` ({worker}pid {}, {}) for a savepoint{}…",
                     control.pid,
                     control.address,
                     if stop { " and a stop" } else { "" }

@@ -6,10 +6,13 @@ use super::checkpointing::{
 };
 use super::run::SqlArgs;
 use anyhow::{Context, Result};
+use riffle_cluster::protocol::JobSecret;
+use riffle_cluster::tls::{ExchangeTls, TlsFiles};
 use riffle_cluster::{run_worker, WorkerOptions};
 use riffle_control::{ControlOptions, ControlServer, JobOutline, LiveMetrics};
 use riffle_runtime::{JobMetrics, Placement, RunObserver};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +54,36 @@ pub struct WorkerArgs {
     /// the machine's cores.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
+    /// This worker's certificate chain (PEM) for mutual TLS on the exchange; it must
+    /// name this worker's host in --workers. Also the control endpoint's certificate
+    /// when --http-address is beyond loopback.
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"], required_unless_present = "insecure_exchange")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The certificate authority (PEM) that signed every worker's certificate: only
+    /// workers holding one of its certificates may connect, or be connected to.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_ca: Option<PathBuf>,
+    /// Plain TCP between workers, without TLS, for local development: anyone who can
+    /// reach the port and read the job's state root can speak for a worker.
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "tls_ca"])]
+    pub insecure_exchange: bool,
+}
+
+impl WorkerArgs {
+    /// The exchange's TLS files (none with --insecure-exchange).
+    fn tls_files(&self) -> Option<TlsFiles> {
+        match (&self.tls_cert, &self.tls_key, &self.tls_ca) {
+            (Some(cert), Some(key), Some(ca)) => Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                ca: ca.clone(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// The worker index a StatefulSet pod's host name carries: `riffle-2` → 2.
@@ -58,13 +91,6 @@ fn ordinal_of(hostname: &str) -> Option<usize> {
     let name = hostname.trim().split('.').next()?;
     let (_, digits) = name.rsplit_once('-')?;
     digits.parse().ok()
-}
-
-fn hostname() -> Result<String> {
-    if let Ok(name) = std::env::var("HOSTNAME") {
-        return Ok(name);
-    }
-    std::fs::read_to_string("/proc/sys/kernel/hostname").context("reading the host name")
 }
 
 /// The port of a `host:port` address.
@@ -80,7 +106,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
     let worker = match args.worker_id {
         Some(id) => id,
         None => {
-            let name = hostname()?;
+            let name = riffle_control::tls::host_name();
             ordinal_of(&name).with_context(|| {
                 format!(
                     "--worker-id-from-hostname: the host name `{}` does not end in -<number>",
@@ -109,17 +135,28 @@ pub fn run(args: WorkerArgs) -> Result<()> {
     let live = Arc::new(LiveMetrics::new(JobOutline::of(graph)));
     let mut run = checkpointed_run(&args.checkpoints, restore_from, vec![live.clone()])?;
     let (savepoints, requests) = riffle_runtime::savepoint_channel();
-    // Only worker 0's coordinator takes savepoints; the others' requests go nowhere.
-    let control_savepoints = match worker {
-        0 => savepoints.clone(),
-        _ => riffle_runtime::savepoint_channel().0,
-    };
     run.job.savepoints = Some(requests);
-    let options = WorkerOptions {
+    let tls_files = args.tls_files();
+    let tls = tls_files
+        .as_ref()
+        .map(ExchangeTls::from_files)
+        .transpose()?;
+    let http_address = args.checkpoints.http_address;
+    // A worker's control endpoint beyond loopback serves HTTPS with its own certificate.
+    let http_tls = args.checkpoints.http_tls(
+        tls_files
+            .as_ref()
+            .filter(|_| http_address.is_some_and(|a| !a.ip().is_loopback()))
+            .map(|f| (f.cert.as_path(), f.key.as_path())),
+    )?;
+    let mut options = WorkerOptions {
         placement: Placement { workers, worker },
         addresses: args.workers.clone(),
         listen,
         patience: args.peer_timeout,
+        secret: JobSecret::new(String::new()),
+        tls,
+        savepoints: Some(savepoints.clone()),
     };
     eprintln!(
         "riffle: worker {worker} of {workers} running {} at parallelism {} (listening on {listen})",
@@ -136,11 +173,31 @@ pub fn run(args: WorkerArgs) -> Result<()> {
         .context("starting the runtime")?;
     let outcome = runtime
         .block_on(async {
+            // One secret per job, whichever worker stored it first.
+            let candidate = riffle_control::access::new_token().map_err(anyhow::Error::msg)?;
+            let secret = store
+                .job_token(&candidate)
+                .await
+                .context("reading the job's secret from the state root")?;
+            options.secret = JobSecret::new(secret);
+            // Worker 0's coordinator takes savepoints; the others pass theirs on to it.
+            let control_savepoints = match worker {
+                0 => savepoints.clone(),
+                _ => riffle_cluster::links::forward_savepoints(
+                    options.addresses[0].clone(),
+                    options.tls.clone(),
+                    options.secret.clone(),
+                    options.patience,
+                ),
+            };
             // The control endpoint, when asked for: Kubernetes probes its /health.
-            let control = match args.checkpoints.http_address {
+            let control = match http_address {
                 Some(address) => {
-                    let options = ControlOptions {
+                    let control_options = ControlOptions {
                         address,
+                        worker: Some(worker),
+                        tls: http_tls,
+                        plain_http_beyond_loopback: args.checkpoints.http_insecure,
                         ..ControlOptions::default()
                     };
                     let server = ControlServer::start_with(
@@ -148,11 +205,13 @@ pub fn run(args: WorkerArgs) -> Result<()> {
                         &graph.name,
                         control_savepoints,
                         live.clone(),
-                        options,
+                        control_options,
                     )
-                    .await
-                    .map_err(|e| anyhow::anyhow!(e))?;
-                    eprintln!("riffle: worker {worker}: control endpoint on http://{address}");
+                    .await?;
+                    eprintln!(
+                        "riffle: worker {worker}: control endpoint on {}://{address}",
+                        server.scheme()
+                    );
                     Some(server)
                 }
                 None => None,

@@ -341,5 +341,7 @@ fn a_running_job_serves_metrics_promtool_accepts_and_a_rest_api() {
         text.contains(&format!("web page http://{address}/#token={token}")),
         "{text}"
     );
-    assert!(!token_file.exists() && !control.exists());
+    // The run's record goes; the job's token stays for its next run.
+    assert!(!control.exists());
+    assert_eq!(std::fs::read_to_string(&token_file).unwrap(), token);
 }

@@ -1,5 +1,5 @@
-//! An endpoint open to the network: the token for every request, and no secret in any
-//! answer.
+//! An endpoint open to the network: HTTPS, the token for every request, and no secret
+//! in any answer.
 
 use super::common::http::{request, Answer};
 use super::moto;
@@ -41,6 +41,9 @@ fn open_to_the_network_every_request_needs_the_token_and_no_answer_holds_a_secre
     let dir = tempfile::tempdir().unwrap();
     let secret = "S3cr3t-K3y-that-must-never-be-served";
     let state_url = format!("s3://{}/root", server.bucket);
+    let tls = riffle_cluster::tls::WorkerCertificates::local(&dir.path().join("tls"))
+        .unwrap()
+        .files;
     let mut job = Command::new(env!("CARGO_BIN_EXE_riffle"))
         .envs(server.env())
         .env("AWS_SECRET_ACCESS_KEY", secret)
@@ -56,7 +59,11 @@ fn open_to_the_network_every_request_needs_the_token_and_no_answer_holds_a_secre
             "300K",
         ])
         .args(["--checkpoint-interval", "200ms", "--state", &state_url])
-        .args(["--http-address", "0.0.0.0:0", "--output"])
+        .args(["--http-address", "0.0.0.0:0", "--http-tls-cert"])
+        .arg(&tls.cert)
+        .arg("--http-tls-key")
+        .arg(&tls.key)
+        .arg("--output")
         .arg(dir.path().join("out"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -77,7 +84,7 @@ fn open_to_the_network_every_request_needs_the_token_and_no_answer_holds_a_secre
     let (port, token) = loop {
         let text = said.lock().unwrap().clone();
         let port = text
-            .split("web page http://0.0.0.0:")
+            .split("web page https://0.0.0.0:")
             .nth(1)
             .and_then(|rest| rest.split('/').next())
             .map(str::to_string);
@@ -132,6 +139,21 @@ fn open_to_the_network_every_request_needs_the_token_and_no_answer_holds_a_secre
         .iter()
         .map(|o| o["id"].as_str().unwrap().to_string())
         .collect();
+    // Over TLS, as a client on another machine must speak: the certificate checks out
+    // against the authority, and the token is still needed.
+    let curl = |token: Option<&str>| {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+            .arg(&tls.ca)
+            .arg(format!("https://127.0.0.1:{port}/metrics"));
+        if let Some(token) = token {
+            cmd.args(["-H", &format!("Authorization: Bearer {token}")]);
+        }
+        let out = cmd.output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    assert_eq!(curl(Some(&token)), "200");
+    assert_eq!(curl(None), "401");
     let answers = every_answer(&address, Some(&token), &operators);
     assert!(
         answers.contains("riffle_operator_rows_out_total"),
@@ -158,4 +180,32 @@ fn open_to_the_network_every_request_needs_the_token_and_no_answer_holds_a_secre
     // The token is printed once, at start; the secret never.
     assert_eq!(text.matches(&token).count(), 1, "{text}");
     assert!(!text.contains(secret), "{text}");
+}
+
+#[test]
+fn an_endpoint_beyond_loopback_without_tls_is_refused_unless_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_riffle"))
+        .args(["nexmark", "--query", "q1", "--events", "10K"])
+        .args(["--checkpoint-interval", "1s", "--state"])
+        .arg(dir.path().join("state"))
+        .args(["--http-address", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("--http-tls-cert") && text.contains("--http-insecure"),
+        "{text}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_riffle"))
+        .args(["nexmark", "--query", "q1", "--events", "10K"])
+        .args(["--checkpoint-interval", "1s", "--state"])
+        .arg(dir.path().join("state"))
+        .args(["--http-address", "0.0.0.0:0", "--http-insecure"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("web page http://0.0.0.0:"), "{text}");
 }
