@@ -67,6 +67,9 @@ impl ExchangeTls {
         ServerTlsConfig::new()
             .identity(self.identity.clone())
             .client_ca_root(self.ca.clone())
+            // A connection that does not finish its handshake in time is dropped: a
+            // stranger cannot hold connections open without a certificate.
+            .timeout(crate::links::KEEP_ALIVE_TIMEOUT)
     }
 
     /// The client side towards `host`: the server's certificate must be the
@@ -122,6 +125,11 @@ impl WorkerCertificates {
             .push(DnType::CommonName, "riffle local workers");
         let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().map_err(failed)?)
             .map_err(failed)?;
+        if let Some(bad) = hosts.iter().find(|h| !is_host(h)) {
+            return Err(ClusterError::Unsupported(format!(
+                "`{bad}` is not a host name or IP address (give the host of a --workers address, without its port)"
+            )));
+        }
         let mut params = CertificateParams::new(hosts.to_vec()).map_err(failed)?;
         params.extended_key_usages = vec![
             ExtendedKeyUsagePurpose::ServerAuth,
@@ -144,9 +152,35 @@ impl WorkerCertificates {
         private_dir(dir).map_err(io(dir))?;
         std::fs::write(&files.ca, ca.pem()).map_err(io(&files.ca))?;
         std::fs::write(&files.cert, cert.pem()).map_err(io(&files.cert))?;
-        std::fs::write(&files.key, key.serialize_pem()).map_err(io(&files.key))?;
+        write_private(&files.key, key.serialize_pem().as_bytes()).map_err(io(&files.key))?;
         Ok(Self { files })
     }
+}
+
+/// Whether `host` is an IP address or a DNS name (letters, digits, `-`, `.`).
+fn is_host(host: &str) -> bool {
+    host.parse::<std::net::IpAddr>().is_ok()
+        || (!host.is_empty()
+            && host.split('.').all(|label| {
+                !label.is_empty()
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            }))
+}
+
+/// Writes `bytes` into `path`, readable by its owner only, whatever was there.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let _ = std::fs::remove_file(path);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)?.write_all(bytes)
 }
 
 fn private_dir(dir: &Path) -> std::io::Result<()> {
@@ -154,10 +188,15 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
     builder.recursive(true);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::DirBuilderExt;
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
         builder.mode(0o700);
+        builder.create(dir)?;
+        // A directory that was already there keeps its mode unless told.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
-    builder.create(dir)
+    #[cfg(not(unix))]
+    builder.create(dir)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -178,6 +217,31 @@ mod tests {
         assert!(ExchangeTls::from_files(&made.files).is_ok());
         let key = std::fs::read_to_string(&made.files.key).unwrap();
         assert!(key.starts_with("-----BEGIN PRIVATE KEY-----"), "{key}");
+    }
+
+    #[test]
+    fn the_key_is_readable_by_its_owner_only_even_in_an_open_directory() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(dir.path().join("worker.key"), "old").unwrap();
+        let made = WorkerCertificates::local(dir.path()).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&made.files.key), 0o600);
+        assert_eq!(mode(dir.path()), 0o700);
+    }
+
+    #[test]
+    fn a_host_with_a_port_or_spaces_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for bad in ["10.0.0.1:7070", "not a host!", ""] {
+            assert!(
+                WorkerCertificates::create(dir.path(), &[bad.to_string()]).is_err(),
+                "{bad}"
+            );
+        }
+        let good = ["riffle-0.riffle".to_string(), "::1".to_string()];
+        assert!(WorkerCertificates::create(dir.path(), &good).is_ok());
     }
 
     #[test]

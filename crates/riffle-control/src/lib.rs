@@ -296,13 +296,24 @@ pub async fn read_control_file(
 
 /// The control record a client on this machine talks to: the job's in one process;
 /// else that of the job's lowest worker running on this host (every worker passes a
-/// savepoint request on to worker 0).
+/// savepoint request on to worker 0). A record of this host whose process is gone (a
+/// job killed with -9) is passed over: whatever listens on its port now must not get
+/// the job's token.
 ///
 /// # Errors
-/// Storage failures, a damaged record, or workers that all run on other hosts (the
-/// error names them).
+/// Storage failures, a damaged record, a record left by a process that is gone, or
+/// workers that all run on other hosts (the error names them).
 pub async fn find_control(store: &CheckpointStore) -> Result<Option<ControlFile>, String> {
+    let host = tls::host_name();
+    let alive = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
     if let Some(file) = read_control_file(store, None).await? {
+        let here = file.host.is_empty() || file.host == host;
+        if here && !alive(file.pid) {
+            return Err(format!(
+                "_control.json names process {}, which is gone: the job did not exit cleanly and is not running",
+                file.pid
+            ));
+        }
         return Ok(Some(file));
     }
     let mut records = Vec::new();
@@ -311,11 +322,19 @@ pub async fn find_control(store: &CheckpointStore) -> Result<Option<ControlFile>
             records.push(record);
         }
     }
-    nearest_worker(records, &tls::host_name())
+    nearest_worker(records, &host, alive)
 }
 
-/// Of the workers' records, the lowest worker's on `host`.
-fn nearest_worker(records: Vec<ControlFile>, host: &str) -> Result<Option<ControlFile>, String> {
+/// Of the workers' records, the lowest worker's on `host` whose process is `alive`.
+fn nearest_worker(
+    records: Vec<ControlFile>,
+    host: &str,
+    alive: impl Fn(u32) -> bool,
+) -> Result<Option<ControlFile>, String> {
+    let records: Vec<ControlFile> = records
+        .into_iter()
+        .filter(|r| r.host != host || alive(r.pid))
+        .collect();
     if records.is_empty() {
         return Ok(None);
     }
@@ -410,13 +429,31 @@ mod tests {
     #[test]
     fn a_client_talks_to_the_lowest_worker_on_its_own_host() {
         let records = vec![record(2, "b"), record(1, "a"), record(3, "a")];
-        assert_eq!(nearest_worker(records, "a").unwrap(), Some(record(1, "a")));
+        assert_eq!(
+            nearest_worker(records, "a", |_| true).unwrap(),
+            Some(record(1, "a"))
+        );
+    }
+
+    #[test]
+    fn a_record_whose_process_is_gone_is_passed_over() {
+        let mut dead = record(0, "a");
+        dead.pid = 7;
+        let records = vec![dead, record(1, "a")];
+        assert_eq!(
+            nearest_worker(records, "a", |pid| pid != 7).unwrap(),
+            Some(record(1, "a"))
+        );
     }
 
     #[test]
     fn workers_all_on_other_hosts_are_named() {
-        let error = nearest_worker(vec![record(0, "riffle-0"), record(1, "riffle-1")], "laptop")
-            .unwrap_err();
+        let error = nearest_worker(
+            vec![record(0, "riffle-0"), record(1, "riffle-1")],
+            "laptop",
+            |_| false,
+        )
+        .unwrap_err();
         assert!(
             error.contains("worker 0 on riffle-0") && error.contains("worker 1 on riffle-1"),
             "{error}"
@@ -425,6 +462,6 @@ mod tests {
 
     #[test]
     fn no_records_is_no_running_job() {
-        assert_eq!(nearest_worker(Vec::new(), "a").unwrap(), None);
+        assert_eq!(nearest_worker(Vec::new(), "a", |_| true).unwrap(), None);
     }
 }

@@ -118,7 +118,8 @@ pub(super) async fn accept_loop(
 /// handshake, so local tools (`riffle savepoint create`, the launcher) speak plain HTTP
 /// over a path that never leaves the machine.
 async fn speaks_tls(stream: &tokio::net::TcpStream, peer: SocketAddr, wait: Duration) -> bool {
-    if !peer.ip().is_loopback() {
+    // An IPv4 client of a `[::]` socket arrives as ::ffff:127.0.0.1.
+    if !peer.ip().to_canonical().is_loopback() {
         return true;
     }
     let mut first = [0u8; 1];

@@ -314,12 +314,24 @@ impl CheckpointStore {
     /// # Errors
     /// Storage failures.
     pub async fn job_token(&self, candidate: &str) -> StateResult<String> {
-        if let Some(existing) = self.read_control_token().await? {
-            if !existing.is_empty() {
+        let path = self.layout.control_token();
+        match self.read_control_token().await? {
+            Some(existing) if !existing.is_empty() => {
+                if let Some(dir) = &self.root.local_dir {
+                    // Whoever loosened it, it is the job's secret: owner only.
+                    let file = dir.join(path.as_ref());
+                    owner_only(&file).map_err(|e| StateError::Io {
+                        path: file.display().to_string(),
+                        source: e,
+                    })?;
+                }
                 return Ok(existing);
             }
+            // An empty token (a crash while one was written before creation was
+            // atomic, or an operator's edit) protects nothing: it is drawn again.
+            Some(_) => self.delete_paths(std::slice::from_ref(&path)).await?,
+            None => {}
         }
-        let path = self.layout.control_token();
         let created = match &self.root.local_dir {
             Some(dir) => {
                 let file = dir.join(path.as_ref());
@@ -486,12 +498,32 @@ fn sync_files(files: &[PathBuf]) -> StateResult<()> {
 /// Creates (or truncates) `file` readable and writable by its owner only, then writes
 /// `bytes`: the secret is never in a file others may read.
 /// Creates `file` with `bytes`, readable by its owner only, unless it exists (then
-/// `Ok(false)`). The bytes are written to a private temporary file first and linked
-/// into place, so a reader never sees the file empty or half written.
+/// `Ok(false)`). The bytes are written to a private temporary file of its own first
+/// (created exclusively, under a random name: processes of several containers may
+/// share a pid) and linked into place, so a reader never sees the file empty or half
+/// written.
 fn create_owner_only(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<bool> {
-    let temporary = file.with_extension(format!("tmp-{}", std::process::id()));
-    write_owner_only(&temporary, bytes)?;
-    let linked = std::fs::hard_link(&temporary, file);
+    use std::io::Write;
+    if let Some(parent) = file.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let (temporary, mut out) = loop {
+        let temporary = file.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        match options.open(&temporary) {
+            Ok(out) => break (temporary, out),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    let written = out.write_all(bytes).and_then(|()| out.sync_all());
+    let linked = written.and_then(|()| std::fs::hard_link(&temporary, file));
     let _ = std::fs::remove_file(&temporary);
     match linked {
         Ok(()) => Ok(true),
@@ -500,25 +532,14 @@ fn create_owner_only(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<bo
     }
 }
 
-fn write_owner_only(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    if let Some(parent) = file.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+/// Makes `file` readable and writable by its owner only.
+fn owner_only(file: &std::path::Path) -> std::io::Result<()> {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        options.mode(0o600);
-        // A file left by an earlier run keeps its mode on open: set it first.
-        if let Ok(meta) = std::fs::metadata(file) {
-            let mut permissions = meta.permissions();
-            permissions.set_mode(0o600);
-            std::fs::set_permissions(file, permissions)?;
-        }
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))?;
     }
-    let mut out = options.open(file)?;
-    out.write_all(bytes)?;
-    out.sync_all()
+    #[cfg(not(unix))]
+    let _ = file;
+    Ok(())
 }

@@ -124,6 +124,27 @@ fn without_launcher_options(run_args: &[OsString]) -> Vec<OsString> {
     out
 }
 
+/// Removes the certificate directories of launchers that are gone (killed with -9, so
+/// they could not remove their own): `riffle-tls-{pid}-…` whose pid no longer runs.
+fn remove_orphaned_certificates(temp: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("riffle-tls-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// A directory removed with everything in it when this goes out of scope.
 struct RemovedOnDrop(std::path::PathBuf);
 
@@ -256,9 +277,16 @@ pub fn launch(
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let tls_dir = RemovedOnDrop(
-        std::env::temp_dir().join(format!("riffle-tls-{}-{started}", std::process::id())),
-    );
+    remove_orphaned_certificates(&std::env::temp_dir());
+    let tls_dir = std::env::temp_dir().join(format!("riffle-tls-{}-{started}", std::process::id()));
+    // Created here, exclusively: a directory someone prepared under this name is refused.
+    std::fs::create_dir(&tls_dir).with_context(|| {
+        format!(
+            "creating {} for the workers' certificates",
+            tls_dir.display()
+        )
+    })?;
+    let tls_dir = RemovedOnDrop(tls_dir);
     let tls = WorkerCertificates::local(&tls_dir.0)?.files;
     let commands = worker_commands(&argv[at + 1..], &addresses, threads, &tls);
     let io = tokio::runtime::Builder::new_current_thread()
