@@ -27,6 +27,7 @@ mod flink_docs;
 mod nexmark_suite;
 mod observability;
 mod oracle;
+mod partitioned_files;
 mod peer_window;
 mod s3_state;
 mod savepoint_files;

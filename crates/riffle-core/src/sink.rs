@@ -148,6 +148,15 @@ pub trait Sink: Send {
     /// The destination cannot be written.
     fn write(&mut self, batch: &RecordBatch) -> Result<()>;
 
+    /// Event time reached `watermark` at the sink (a partitioned file sink commits the
+    /// partitions it closes). Nothing by default.
+    ///
+    /// # Errors
+    /// As [`write`](Sink::write).
+    fn on_watermark(&mut self, _watermark: crate::EventTime) -> Result<()> {
+        Ok(())
+    }
+
     /// Barrier `epoch` reached the sink: make everything written since the previous
     /// barrier durable but invisible, and describe it (the payload of a
     /// [`Committable`]). `None` when the sink has nothing to commit (non-transactional

@@ -155,10 +155,11 @@ impl Chain {
                 self.push(level + 1, 0, b)?;
             }
         }
-        if let Some(sink) = &self.sink {
+        if let Some(sink) = &mut self.sink {
             self.metrics
                 .set_sink_watermark(sink.watermark_slot, watermark);
             sink.flow.watermark_at(watermark);
+            sink.sink.on_watermark(watermark).map_err(at(&sink.id))?;
         }
         Ok(watermark)
     }

@@ -213,7 +213,7 @@ fn plan_text(
         if !def.partitioned_by.is_empty() && !connector.writes_partitions() {
             return Err(SqlError::unsupported(
                 format!("PARTITIONED BY on `{}` ('connector' = '{}')", def.name, connector.name()),
-                "only the iceberg connector writes partitions; drop the clause (a filesystem sink writes part files per subtask and epoch) or write one table per partition value with a WHERE filter",
+                "only the filesystem and iceberg connectors write partitions; drop the clause, or write one table per partition value with a WHERE filter",
             )
             .located(at));
         }

@@ -12,6 +12,7 @@
 
 mod ddl;
 mod input;
+mod partitioned;
 
 // The oracle's schedules (its random ones and damage are not used here).
 use crate::oracle::schedule;
@@ -391,6 +392,9 @@ fn the_flink_nexmark_suite_equals_duckdb_or_is_refused() {
     }
     if selected("q13") {
         failures.extend(q13_with_postgres(&inputs, work.path()));
+    }
+    if selected("q10") {
+        failures.extend(partitioned::q10_as_written(&inputs, work.path()));
     }
     eprintln!(
         "suite: {compared} of {} queries run unchanged and equal DuckDB's answer; q6, invalid in Flink too, runs corrected (q6_corrected)",

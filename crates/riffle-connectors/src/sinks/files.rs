@@ -8,18 +8,25 @@
 //! (pre-commit); the coordinator renames them to `part-{subtask:03}-e{epoch:06}-{k:03}.{ext}`
 //! once the epoch's manifest is PREPARED, and recovery deletes staged files no epoch
 //! committed.
+//!
+//! Partitioned (`PARTITIONED BY`), the same happens in each partition's directory
+//! (`dt=…/hm=…/`, see `partitions.rs`), and the commit of an epoch writes `_SUCCESS` into
+//! the partitions every subtask's watermark has closed.
 
 use super::output_owner;
+use super::partitions::{partition_dirs, Partitioning, SUCCESS_FILE};
 use super::{debezium_envelope, without_timestamp};
 use riffle_core::arrow::csv::Writer as CsvWriter;
 use riffle_core::arrow::json::writer::{LineDelimited, WriterBuilder};
 use riffle_core::arrow::json::LineDelimitedWriter;
 use riffle_core::parquet::arrow::ArrowWriter;
 use riffle_core::{
-    Committable, Committer, Epoch, Error, OutputOwner, OutputPlace, RecordBatch, Result, Sink,
-    SinkContext, SinkFactory, SinkSummary, StagedOutput, StreamSchema, Unpublished, ROW_KIND_FIELD,
+    Committable, Committer, Epoch, Error, EventTime, OutputOwner, OutputPlace, RecordBatch, Result,
+    Sink, SinkContext, SinkFactory, SinkSummary, StagedOutput, StreamSchema, Unpublished,
+    ROW_KIND_FIELD,
 };
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -87,6 +94,7 @@ pub struct FileSinkFactory {
     format: FileFormat,
     rolling: RollingPolicy,
     debezium: bool,
+    partitioning: Option<Partitioning>,
 }
 
 impl FileSinkFactory {
@@ -97,7 +105,21 @@ impl FileSinkFactory {
             format,
             rolling,
             debezium: false,
+            partitioning: None,
         }
+    }
+
+    /// Writes each partition's rows into its own directory (`PARTITIONED BY`).
+    pub fn partitioned(self, partitioning: Partitioning) -> Self {
+        Self {
+            partitioning: Some(partitioning),
+            ..self
+        }
+    }
+
+    /// How deep partition directories go under the sink's directory.
+    fn depth(&self) -> usize {
+        self.partitioning.as_ref().map_or(0, |p| p.columns.len())
     }
 
     /// JSON lines in the Debezium envelope (`{"before", "after", "op"}`), which can hold
@@ -117,7 +139,14 @@ impl SinkFactory for FileSinkFactory {
         } else {
             self.format.extension()
         };
-        format!("files({format}, {})", self.dir.display())
+        match &self.partitioning {
+            None => format!("files({format}, {})", self.dir.display()),
+            Some(p) => format!(
+                "files({format}, {}, partitioned by {})",
+                self.dir.display(),
+                p.columns.join(", ")
+            ),
+        }
     }
 
     fn output_places(&self) -> Vec<OutputPlace> {
@@ -132,11 +161,14 @@ impl SinkFactory for FileSinkFactory {
             debezium: self.debezium,
             rolling: self.rolling,
             subtask: ctx.subtask,
+            parallelism: ctx.parallelism,
             generation: ctx.generation,
             exactly_once: ctx.exactly_once,
             sequence: 0,
-            current: None,
+            partitioning: self.partitioning.clone(),
+            open: BTreeMap::new(),
             closed: Vec::new(),
+            watermark: EventTime::MIN,
             summary: SinkSummary::default(),
         }))
     }
@@ -157,6 +189,7 @@ impl SinkFactory for FileSinkFactory {
 impl Committer for FileSinkFactory {
     fn commit(&self, committable: &Committable) -> Result<()> {
         let staged = StagedFiles::of(committable)?;
+        let mut dirs = std::collections::BTreeSet::new();
         for file in &staged.files {
             let from = self.dir.join(&file.staged);
             let to = self.dir.join(&file.target);
@@ -179,8 +212,49 @@ impl Committer for FileSinkFactory {
                 }
                 Err(e) => return Err(Error::io(&to, e)),
             }
+            dirs.insert(to.parent().map(Path::to_path_buf).unwrap_or_default());
         }
-        sync_dir(&self.dir)
+        dirs.insert(self.dir.clone());
+        dirs.iter().try_for_each(|d| sync_dir(d))
+    }
+
+    // The files first; then the partitions every subtask's watermark closed are
+    // marked, so a partition's `_SUCCESS` never precedes a file of it.
+    fn commit_all(&self, committables: &[&Committable]) -> Result<()> {
+        for committable in committables {
+            self.commit(committable)?;
+        }
+        let Some(commit) = self.partitioning.as_ref().and_then(|p| p.commit.as_ref()) else {
+            return Ok(());
+        };
+        let Some(newest) = committables.iter().map(|c| c.epoch).max() else {
+            return Ok(());
+        };
+        let mut watermarks: BTreeMap<usize, EventTime> = BTreeMap::new();
+        let mut parallelism = usize::MAX;
+        for c in committables.iter().filter(|c| c.epoch == newest) {
+            if let Some(mark) = StagedFiles::of(c)?.mark {
+                watermarks.insert(c.subtask, mark.watermark);
+                parallelism = mark.parallelism;
+            }
+        }
+        // Every subtask's word is needed: one that lags holds the partitions open.
+        if watermarks.len() < parallelism {
+            return Ok(());
+        }
+        let watermark = watermarks.values().copied().min().unwrap_or(EventTime::MIN);
+        for dir in partition_dirs(&self.dir, self.depth())? {
+            let marker = self.dir.join(&dir).join(SUCCESS_FILE);
+            if marker.exists() || !commit.closes(&dir, watermark) {
+                continue;
+            }
+            // The epoch that marked it, so a recovery that takes that epoch back
+            // takes the mark back too.
+            let body = serde_json::json!({ "epoch": newest.0 }).to_string();
+            std::fs::write(&marker, body).map_err(|e| Error::io(&marker, e))?;
+            sync_dir(&self.dir.join(&dir))?;
+        }
+        Ok(())
     }
 
     fn staged_output(&self, committable: &Committable) -> Result<StagedOutput> {
@@ -217,39 +291,70 @@ impl Committer for FileSinkFactory {
     // A file is named after the epoch that staged it and published by that epoch or a
     // later one, so every file named after `after` was published after it.
     fn unpublish(&self, after: Epoch) -> Result<Unpublished> {
-        remove_files(&self.dir, |name| {
+        let removed = self.remove_files(|path, name| {
             published_epoch(name).is_some_and(|e| e > after)
-        })
-        .map(Unpublished::Removed)
+                || (name == SUCCESS_FILE && marked_epoch(path).is_none_or(|e| e > after))
+        })?;
+        Ok(Unpublished::Removed(removed))
     }
 
     fn published(&self) -> Result<usize> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(Error::io(&self.dir, e)),
-        };
-        Ok(entries
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_str()
-                    .is_some_and(|name| published_epoch(name).is_some())
-            })
-            .count())
+        let mut count = 0;
+        for dir in self.dirs()? {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io(&dir, e)),
+            };
+            count += entries
+                .flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|name| published_epoch(name).is_some())
+                })
+                .count();
+        }
+        Ok(count)
     }
 
     fn abort_staged(&self, generation: u64) -> Result<usize> {
-        remove_files(&self.dir, |name| {
+        self.remove_files(|_, name| {
             name.ends_with(STAGED_EXTENSION)
                 && staged_generation(name).is_none_or(|g| g < generation)
         })
     }
 }
 
+impl FileSinkFactory {
+    /// The directories files are written into: the sink's, or each partition's.
+    fn dirs(&self) -> Result<Vec<PathBuf>> {
+        Ok(partition_dirs(&self.dir, self.depth())?
+            .into_iter()
+            .map(|rel| self.dir.join(rel))
+            .collect())
+    }
+
+    /// Removes the files of every directory written into that `remove` picks.
+    fn remove_files(&self, remove: impl Fn(&Path, &str) -> bool) -> Result<usize> {
+        let mut removed = 0;
+        for dir in self.dirs()? {
+            removed += remove_files(&dir, &remove)?;
+        }
+        Ok(removed)
+    }
+}
+
+/// The epoch a `_SUCCESS` file names (`None`: not one of riffle's).
+fn marked_epoch(path: &Path) -> Option<Epoch> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    value["epoch"].as_u64().map(Epoch)
+}
+
 /// Removes the files in `dir` whose names `remove` picks (none when `dir` does not
 /// exist), making the removals durable; returns how many.
-fn remove_files(dir: &Path, remove: impl Fn(&str) -> bool) -> Result<usize> {
+fn remove_files(dir: &Path, remove: impl Fn(&Path, &str) -> bool) -> Result<usize> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -260,7 +365,7 @@ fn remove_files(dir: &Path, remove: impl Fn(&str) -> bool) -> Result<usize> {
         let path = entry.map_err(|e| Error::io(dir, e))?.path();
         let picked = path
             .file_name()
-            .is_some_and(|n| remove(&n.to_string_lossy()));
+            .is_some_and(|n| remove(&path, &n.to_string_lossy()));
         if picked {
             std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
             removed += 1;
@@ -296,10 +401,21 @@ fn staged_generation(name: &str) -> Option<u64> {
     generation.parse().ok()
 }
 
-/// The committable of one subtask's epoch: staged files and the names they commit to.
+/// The committable of one subtask's epoch: staged files and the names they commit to
+/// (relative to the sink's directory: a partition's files name its directory).
 #[derive(Debug, Serialize, Deserialize)]
 struct StagedFiles {
     files: Vec<StagedFile>,
+    /// With a partition commit: the subtask's watermark at the barrier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mark: Option<WatermarkMark>,
+}
+
+/// Where one subtask's event time stood at a barrier, and how many subtasks there are.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct WatermarkMark {
+    watermark: EventTime,
+    parallelism: usize,
 }
 
 impl StagedFiles {
@@ -349,6 +465,8 @@ enum FormatWriter {
 }
 
 struct OpenFile {
+    /// The partition's directory, relative (empty: unpartitioned).
+    partition: String,
     staged: PathBuf,
     target: PathBuf,
     writer: FormatWriter,
@@ -373,19 +491,24 @@ struct FileSink {
     debezium: bool,
     rolling: RollingPolicy,
     subtask: usize,
+    parallelism: usize,
     /// The run's generation, in the names of staged files.
     generation: u64,
     /// Publish only through commit (checkpoints on).
     exactly_once: bool,
     sequence: u64,
-    current: Option<OpenFile>,
-    /// Staged files closed since the last barrier (exactly-once mode).
-    closed: Vec<PathBuf>,
+    partitioning: Option<Partitioning>,
+    /// The open file of each partition ("" when unpartitioned).
+    open: BTreeMap<String, OpenFile>,
+    /// Staged files closed since the last barrier (exactly-once mode), relative.
+    closed: Vec<String>,
+    /// The sink's watermark (for the partition commit).
+    watermark: EventTime,
     summary: SinkSummary,
 }
 
 impl FileSink {
-    fn open(&mut self, batch: &RecordBatch) -> Result<OpenFile> {
+    fn open(&mut self, partition: &str, batch: &RecordBatch) -> Result<OpenFile> {
         // Exactly-once staged names carry the run's generation (see the module doc);
         // without checkpoints a file is published under its staged name.
         let generation = if self.exactly_once {
@@ -400,8 +523,12 @@ impl FileSink {
             self.format.extension()
         );
         self.sequence += 1;
-        let target = self.dir.join(&name);
-        let staged = self.dir.join(format!("{name}.{STAGED_EXTENSION}"));
+        let dir = self.dir.join(partition);
+        if !partition.is_empty() {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        }
+        let target = dir.join(&name);
+        let staged = dir.join(format!("{name}.{STAGED_EXTENSION}"));
         let file = File::create(&staged).map_err(|e| Error::io(&staged, e))?;
         let bytes = Arc::new(AtomicU64::new(0));
         let out = Counting {
@@ -421,6 +548,7 @@ impl FileSink {
             }
         };
         Ok(OpenFile {
+            partition: partition.to_string(),
             staged,
             target,
             writer,
@@ -429,10 +557,14 @@ impl FileSink {
         })
     }
 
-    fn close_current(&mut self) -> Result<()> {
-        let Some(open) = self.current.take() else {
-            return Ok(());
-        };
+    fn close_all(&mut self) -> Result<()> {
+        for (_, open) in std::mem::take(&mut self.open) {
+            self.close(open)?;
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, open: OpenFile) -> Result<()> {
         let mut out = match open.writer {
             FormatWriter::Jsonl(mut w) => {
                 w.finish()?;
@@ -448,12 +580,48 @@ impl FileSink {
             .map_err(|e| Error::io(&open.staged, e.into_error()))?;
         file.sync_all().map_err(|e| Error::io(&open.staged, e))?;
         if self.exactly_once {
-            self.closed.push(open.staged);
+            let name = open
+                .staged
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            self.closed.push(match open.partition.is_empty() {
+                true => name,
+                false => format!("{}/{name}", open.partition),
+            });
         } else {
             std::fs::rename(&open.staged, &open.target).map_err(|e| Error::io(&open.target, e))?;
             self.summary.files.push(open.target);
         }
         Ok(())
+    }
+}
+
+impl FileSink {
+    /// Writes rows of one partition into its open file, rolling it when due.
+    fn write_to(&mut self, partition: String, batch: &RecordBatch) -> Result<()> {
+        let open = match self.open.remove(&partition) {
+            Some(open) => open,
+            None => self.open(&partition, batch)?,
+        };
+        let mut open = open;
+        match &mut open.writer {
+            FormatWriter::Jsonl(w) => w.write(batch)?,
+            FormatWriter::Csv(w) => w.write(batch)?,
+            FormatWriter::Parquet(w) => w.write(batch)?,
+        }
+        self.summary.rows += batch.num_rows() as u64;
+        let too_big = open.bytes() >= self.rolling.max_file_bytes;
+        let too_old = self
+            .rolling
+            .max_file_age
+            .is_some_and(|age| open.opened.elapsed() >= age);
+        if too_big || too_old {
+            self.close(open)
+        } else {
+            self.open.insert(partition, open);
+            Ok(())
+        }
     }
 }
 
@@ -471,25 +639,18 @@ impl Sink for FileSink {
                 "a changelog reached a file sink without a changelog format (debezium-json)",
             ));
         }
-        if self.current.is_none() {
-            self.current = Some(self.open(&batch)?);
+        let parts = match &self.partitioning {
+            None => vec![(String::new(), batch)],
+            Some(partitioning) => partitioning.split(&batch)?,
+        };
+        for (partition, rows) in parts {
+            self.write_to(partition, &rows)?;
         }
-        if let Some(open) = &mut self.current {
-            match &mut open.writer {
-                FormatWriter::Jsonl(w) => w.write(&batch)?,
-                FormatWriter::Csv(w) => w.write(&batch)?,
-                FormatWriter::Parquet(w) => w.write(&batch)?,
-            }
-            self.summary.rows += batch.num_rows() as u64;
-            let too_big = open.bytes() >= self.rolling.max_file_bytes;
-            let too_old = self
-                .rolling
-                .max_file_age
-                .is_some_and(|age| open.opened.elapsed() >= age);
-            if too_big || too_old {
-                self.close_current()?;
-            }
-        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: EventTime) -> Result<()> {
+        self.watermark = self.watermark.max(watermark);
         Ok(())
     }
 
@@ -497,33 +658,43 @@ impl Sink for FileSink {
         if !self.exactly_once {
             return Ok(None);
         }
-        self.close_current()?;
-        if self.closed.is_empty() {
+        self.close_all()?;
+        // With a partition commit every subtask speaks at every barrier: its watermark
+        // decides, with the others', which partitions close.
+        let mark = self
+            .partitioning
+            .as_ref()
+            .and_then(|p| p.commit.as_ref())
+            .map(|_| WatermarkMark {
+                watermark: self.watermark,
+                parallelism: self.parallelism,
+            });
+        if self.closed.is_empty() && mark.is_none() {
             return Ok(None);
         }
         let mut files = Vec::with_capacity(self.closed.len());
         for (k, staged) in std::mem::take(&mut self.closed).into_iter().enumerate() {
-            let target = format!(
+            let name = format!(
                 "part-{:03}-e{:06}-{k:03}.{}",
                 self.subtask,
                 epoch.0,
                 self.format.extension()
             );
+            let target = match staged.rsplit_once('/') {
+                Some((partition, _)) => format!("{partition}/{name}"),
+                None => name,
+            };
             self.summary.files.push(self.dir.join(&target));
-            let staged = staged
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
             files.push(StagedFile { staged, target });
         }
-        serde_json::to_string(&StagedFiles { files })
+        serde_json::to_string(&StagedFiles { files, mark })
             .map(Some)
             .map_err(|e| Error::config("sink committable", e.to_string()))
     }
 
     fn finish(&mut self) -> Result<SinkSummary> {
         // Exactly-once: rows after the last barrier stay staged; recovery removes them.
-        self.close_current()?;
+        self.close_all()?;
         Ok(std::mem::take(&mut self.summary))
     }
 }

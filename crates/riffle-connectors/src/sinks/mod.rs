@@ -1,10 +1,11 @@
-//! Sinks: blackhole, stdout and rolling files.
+//! Sinks: blackhole, stdout and rolling files (partitioned or not).
 
 mod blackhole;
 mod collect;
 mod debezium;
 mod files;
 mod output_owner;
+pub mod partitions;
 mod stdout;
 
 pub use blackhole::BlackholeSinkFactory;

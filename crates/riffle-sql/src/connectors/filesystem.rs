@@ -2,13 +2,14 @@
 //! lookup table (read whole when the job starts), or written by the exactly-once file
 //! sink.
 
+use super::file_partitions;
 use super::{
     bytes_option, count_option, lookup_columns, malformed_option, refuse_options, required,
     required_watermark, Connector, OptionSpec, RunSettings, SinkTable, SourceTable,
 };
 use crate::ddl::TableDef;
 use crate::error::{Result, SqlError};
-use riffle_connectors::sinks::{FileFormat, FileSinkFactory, RollingPolicy};
+use riffle_connectors::sinks::{FileFormat, FileSinkFactory};
 use riffle_connectors::{FileLookupFactory, FileSourceConfig, FileSourceFactory};
 use riffle_core::arrow::datatypes::Schema;
 use riffle_core::LookupTableFactory;
@@ -40,6 +41,42 @@ const OPTIONS: &[OptionSpec] = &[
         name: "scan.split-size",
         help: "source: cut plain JSON/CSV files into byte ranges of this size (e.g. 64mb) and Parquet files between row groups, so one file is read by several subtasks; default: about four splits per subtask, 4mb to 256mb",
     },
+    OptionSpec {
+        name: "sink.partition-commit.policy.kind",
+        help: "sink, partitioned: success-file writes _SUCCESS into a partition once it closes (the only policy)",
+    },
+    OptionSpec {
+        name: "sink.partition-commit.trigger",
+        help: "sink, partitioned: partition-time (the only trigger): a partition closes when every subtask's watermark passes its time plus the delay",
+    },
+    OptionSpec {
+        name: "sink.partition-commit.delay",
+        help: "sink, partitioned: how long after its time a partition closes (e.g. 1 min; default 0 s)",
+    },
+    OptionSpec {
+        name: "sink.partition-commit.watermark-time-zone",
+        help: "sink, partitioned: UTC (the only zone): the partition times are read as UTC",
+    },
+    OptionSpec {
+        name: "partition.time-extractor.timestamp-pattern",
+        help: "sink, partitioned: the partition's time from its values, e.g. '$dt $hm:00' (default: the first partition column), read as yyyy-MM-dd HH:mm:ss or yyyy-MM-dd",
+    },
+    OptionSpec {
+        name: "partition.default-name",
+        help: "sink, partitioned: the directory name of a NULL or empty value (default __DEFAULT_PARTITION__)",
+    },
+    OptionSpec {
+        name: "sink.rolling-policy.file-size",
+        help: "sink: start a new file once one holds this much (default 128mb)",
+    },
+    OptionSpec {
+        name: "sink.rolling-policy.rollover-interval",
+        help: "sink: start a new file once one has been open this long (default: only at checkpoints and by size)",
+    },
+    OptionSpec {
+        name: "sink.rolling-policy.check-interval",
+        help: "sink: accepted for Flink's texts; riffle checks a file's age whenever it writes to it",
+    },
 ];
 
 /// Options that only a file source reads.
@@ -70,8 +107,13 @@ impl Connector for FilesystemConnector {
         OPTIONS
     }
 
+    fn writes_partitions(&self) -> bool {
+        true
+    }
+
     fn source(&self, table: &TableDef, _: &RunSettings) -> Result<SourceTable> {
         let path = required(table, "path", "data/bids")?;
+        refuse_sink_options(table)?;
         let format = format(table)?;
         let on_malformed = malformed_option(table)?;
         let watermark = required_watermark(table, "a file source")?;
@@ -126,12 +168,11 @@ impl Connector for FilesystemConnector {
             }
         }
         let dir = PathBuf::from(path.strip_prefix("file://").unwrap_or(path));
+        let rolling = file_partitions::rolling(table)?;
+        let partitioning = file_partitions::partitioning(table)?;
         if table.options.get("format").map(String::as_str) == Some("debezium-json") {
             return Ok(SinkTable {
-                factory: Arc::new(FileSinkFactory::debezium_json(
-                    dir,
-                    RollingPolicy::default(),
-                )),
+                factory: Arc::new(FileSinkFactory::debezium_json(dir, rolling)),
                 updates: Ok(()),
                 retractions: Ok(()),
                 nested: true,
@@ -147,8 +188,12 @@ impl Connector for FilesystemConnector {
             Ok(())
         };
         let format = format(table)?;
+        let mut factory = FileSinkFactory::new(dir, format, rolling);
+        if let Some(partitioning) = partitioning {
+            factory = factory.partitioned(partitioning);
+        }
         Ok(SinkTable {
-            factory: Arc::new(FileSinkFactory::new(dir, format, RollingPolicy::default())),
+            factory: Arc::new(factory),
             updates,
             retractions: Err(format!(
                 "`{}` writes {} rows, which cannot withdraw a row; use 'format' = 'debezium-json'",
@@ -158,5 +203,19 @@ impl Connector for FilesystemConnector {
             nested: format != FileFormat::Csv,
             needs_withdrawals: false,
         })
+    }
+}
+
+/// Refuses a sink's options on a table read as a source.
+fn refuse_sink_options(table: &TableDef) -> Result<()> {
+    match file_partitions::SINK_ONLY
+        .iter()
+        .find(|k| table.options.contains_key(**k))
+    {
+        Some(key) => Err(SqlError::connector(
+            &table.name,
+            format!("'{key}' applies to a file sink, not to a source"),
+        )),
+        None => Ok(()),
     }
 }

@@ -2,6 +2,7 @@
 //! accepts. `CREATE TABLE … WITH ('connector' = 'name', …)` picks a factory; the options
 //! are checked against its list before it builds a source or a sink.
 
+mod file_partitions;
 mod filesystem;
 mod iceberg;
 mod kafka;
