@@ -128,7 +128,8 @@ fn partitions_are_marked_once_closed_and_never_written_after_through_a_crash() {
             std::fs::write(&file, pipeline(&reference.path().join("out"))).unwrap();
             file
         })
-        .args(["-p", "1"])
+        .args(["-p", "1", "--checkpoint-interval", "1s", "--state"])
+        .arg(reference.path().join("state"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -206,4 +207,9 @@ fn partition_options_riffle_cannot_honour_are_refused_by_name() {
     assert!(text.contains("DATE_FORMAT"), "{text}");
     let text = refused("", "PARTITIONED BY (nope)");
     assert!(text.contains("nope"), "{text}");
+    let text = refused(
+        ", 'sink.partition-commit.policy.kind' = 'success-file', 'sink.partition-commit.trigger' = 'partition-time', 'partition.time-extractor.timestamp-pattern' = '$dt $hour:00'",
+        partitioned,
+    );
+    assert!(text.contains("$hour"), "{text}");
 }

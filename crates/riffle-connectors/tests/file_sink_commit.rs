@@ -186,3 +186,45 @@ fn unpublish_takes_back_every_file_published_after_the_restored_epoch() {
         ]
     );
 }
+
+/// A partitioned sink's take-back reaches files at every depth (a partitioning changed
+/// between runs leaves other depths), takes back the `_SUCCESS` marks of later epochs
+/// with their files, and keeps a mark that is not riffle's; staged files go at every
+/// depth too.
+#[test]
+fn a_partitioned_take_back_reaches_every_depth_and_the_marks_of_later_epochs() {
+    use riffle_connectors::sinks::partitions::{Partitioning, DEFAULT_PARTITION_NAME};
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        ("part-000-e000003-000.jsonl", "{}\n"),
+        ("dt=a/part-000-e000005-000.jsonl", "{}\n"),
+        ("dt=a/_SUCCESS", "{\"epoch\":5}"),
+        ("dt=b/hm=x/part-000-e000004-000.jsonl", "{}\n"),
+        ("dt=b/hm=x/_SUCCESS", "{\"epoch\":4}"),
+        ("dt=b/hm=x/.part-001-g3-00002.jsonl.inprogress", "{}\n"),
+        ("dt=c/_SUCCESS", ""),
+    ];
+    for (name, body) in files {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
+    }
+    let factory = FileSinkFactory::new(dir.path(), FileFormat::Jsonl, RollingPolicy::default())
+        .partitioned(Partitioning {
+            columns: vec!["dt".into()],
+            default_name: DEFAULT_PARTITION_NAME.into(),
+            commit: None,
+        });
+    assert_eq!(
+        factory.unpublish(Epoch(4)).unwrap(),
+        riffle_core::Unpublished::Removed(2)
+    );
+    assert_eq!(factory.abort_staged(4).unwrap(), 1);
+    assert_eq!(factory.published().unwrap(), 2);
+    let exists = |name: &str| dir.path().join(name).exists();
+    assert!(!exists("dt=a/part-000-e000005-000.jsonl") && !exists("dt=a/_SUCCESS"));
+    assert!(exists("part-000-e000003-000.jsonl"));
+    assert!(exists("dt=b/hm=x/part-000-e000004-000.jsonl") && exists("dt=b/hm=x/_SUCCESS"));
+    assert!(!exists("dt=b/hm=x/.part-001-g3-00002.jsonl.inprogress"));
+    assert!(exists("dt=c/_SUCCESS"), "a mark that is not riffle's was removed");
+}

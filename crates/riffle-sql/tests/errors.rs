@@ -284,27 +284,31 @@ fn a_kafka_table_takes_an_updating_result_only_with_its_key() {
 
 #[test]
 fn a_partitioned_sink_is_refused_not_written_unpartitioned() {
-    let sink = |clause: &str| {
+    let sink = |clause: &str, with: &str| {
         error(&format!(
-            "{BID}CREATE TABLE out (auction BIGINT, price BIGINT) {clause} WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\nINSERT INTO out SELECT auction, price FROM bid;"
+            "{BID}CREATE TABLE out (auction BIGINT, price BIGINT) {clause} WITH ({with});\nINSERT INTO out SELECT auction, price FROM bid;"
         ))
     };
-    for clause in [
-        "PARTITIONED BY (auction)",
-        "PARTITIONED BY (bucket(4, auction))",
-    ] {
-        let e = sink(clause);
-        assert_mentions(
-            &e,
-            &[
-                "PARTITIONED BY on `out`",
-                "'filesystem'",
-                "only the iceberg connector",
-            ],
-        );
-    }
+    let files = "'connector' = 'filesystem', 'path' = 'x', 'format' = 'json'";
+    let e = sink("PARTITIONED BY (auction)", "'connector' = 'stdout'");
+    assert_mentions(
+        &e,
+        &[
+            "PARTITIONED BY on `out`",
+            "'stdout'",
+            "only the filesystem and iceberg connectors",
+        ],
+    );
+    // A file sink partitions by values, not by Iceberg's transforms.
+    let e = sink("PARTITIONED BY (bucket(4, auction))", files);
+    assert_mentions(&e, &["bucket(4, auction)", "DATE_FORMAT"]);
+    // A file source does not read partition values out of its paths.
+    let e = error(&format!(
+        "CREATE TABLE src (auction BIGINT, dt STRING, date_time TIMESTAMP(3), WATERMARK FOR date_time AS date_time) PARTITIONED BY (dt) WITH ({files});\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT * FROM src;"
+    ));
+    assert_mentions(&e, &["PARTITIONED BY", "source"]);
     // Hive's typed form is not a partition term.
-    let e = sink("PARTITIONED BY (auction BIGINT)");
+    let e = sink("PARTITIONED BY (auction BIGINT)", files);
     assert_mentions(&e, &["PARTITIONED BY of `out`", "found `BIGINT`"]);
 }
 

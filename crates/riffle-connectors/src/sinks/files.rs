@@ -1,7 +1,8 @@
 //! A sink writing rolling JSONL, CSV or Parquet files into a directory.
 //!
-//! Each subtask writes `part-{subtask:03}-g{generation}-{sequence:05}.{ext}.inprogress`,
-//! so a reader of the directory never sees a half-written file under a final name, and
+//! Each subtask writes `.part-{subtask:03}-g{generation}-{sequence:05}.{ext}.inprogress`
+//! (hidden, as readers such as Spark and Trino skip names starting with `.`), so a
+//! reader of the directory never sees a half-written file under a final name, and
 //! two runs (a zombie and its successor) never stage under one name. Without checkpoints
 //! a file is renamed to `part-{subtask:03}-{sequence:05}.{ext}` when it rolls or input
 //! ends. With checkpoints (exactly-once) files are only closed and fsynced at a barrier
@@ -14,7 +15,7 @@
 //! the partitions every subtask's watermark has closed.
 
 use super::output_owner;
-use super::partitions::{partition_dirs, Partitioning, SUCCESS_FILE};
+use super::partitions::{written_dirs, Partitioning, SUCCESS_FILE};
 use super::{debezium_envelope, without_timestamp};
 use riffle_core::arrow::csv::Writer as CsvWriter;
 use riffle_core::arrow::json::writer::{LineDelimited, WriterBuilder};
@@ -30,7 +31,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -95,7 +96,14 @@ pub struct FileSinkFactory {
     rolling: RollingPolicy,
     debezium: bool,
     partitioning: Option<Partitioning>,
+    /// Whether this process's committer looked at every partition once: partitions
+    /// written before a restart are found that way, later ones from the committables.
+    scanned: AtomicBool,
 }
+
+/// Open files a subtask keeps at most, over its partitions: past it, the least recently
+/// written one is closed (and committed with the next checkpoint).
+const MAX_OPEN_FILES: usize = 64;
 
 impl FileSinkFactory {
     /// Writes `format` files into `dir` (created if missing).
@@ -106,6 +114,7 @@ impl FileSinkFactory {
             rolling,
             debezium: false,
             partitioning: None,
+            scanned: AtomicBool::new(false),
         }
     }
 
@@ -115,11 +124,6 @@ impl FileSinkFactory {
             partitioning: Some(partitioning),
             ..self
         }
-    }
-
-    /// How deep partition directories go under the sink's directory.
-    fn depth(&self) -> usize {
-        self.partitioning.as_ref().map_or(0, |p| p.columns.len())
     }
 
     /// JSON lines in the Debezium envelope (`{"before", "after", "op"}`), which can hold
@@ -154,6 +158,16 @@ impl SinkFactory for FileSinkFactory {
     }
 
     fn create(&self, _: &StreamSchema, ctx: &SinkContext) -> Result<Box<dyn Sink>> {
+        let commits = self
+            .partitioning
+            .as_ref()
+            .is_some_and(|p| p.commit.is_some());
+        if commits && !ctx.exactly_once {
+            return Err(Error::config(
+                "sink.partition-commit.policy.kind",
+                "success-file marks partitions when a checkpoint commits: run with checkpoints (--checkpoint-interval)",
+            ));
+        }
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
         Ok(Box::new(FileSink {
             dir: self.dir.clone(),
@@ -167,7 +181,9 @@ impl SinkFactory for FileSinkFactory {
             sequence: 0,
             partitioning: self.partitioning.clone(),
             open: BTreeMap::new(),
+            uses: 0,
             closed: Vec::new(),
+            pending: std::collections::BTreeSet::new(),
             watermark: EventTime::MIN,
             summary: SinkSummary::default(),
         }))
@@ -232,10 +248,12 @@ impl Committer for FileSinkFactory {
         };
         let mut watermarks: BTreeMap<usize, EventTime> = BTreeMap::new();
         let mut parallelism = usize::MAX;
+        let mut pending = std::collections::BTreeSet::new();
         for c in committables.iter().filter(|c| c.epoch == newest) {
             if let Some(mark) = StagedFiles::of(c)?.mark {
                 watermarks.insert(c.subtask, mark.watermark);
                 parallelism = mark.parallelism;
+                pending.extend(mark.pending);
             }
         }
         // Every subtask's word is needed: one that lags holds the partitions open.
@@ -243,16 +261,27 @@ impl Committer for FileSinkFactory {
             return Ok(());
         }
         let watermark = watermarks.values().copied().min().unwrap_or(EventTime::MIN);
-        for dir in partition_dirs(&self.dir, self.depth())? {
-            let marker = self.dir.join(&dir).join(SUCCESS_FILE);
-            if marker.exists() || !commit.closes(&dir, watermark) {
+        // The partitions to look at: once per process every one on disk (those written
+        // before a restart), then those the subtasks name as written and unmarked.
+        let candidates: Vec<String> = if self.scanned.swap(true, Ordering::SeqCst) {
+            pending.into_iter().collect()
+        } else {
+            written_dirs(&self.dir)?
+                .into_iter()
+                .filter(|d| !d.is_empty())
+                .chain(pending)
+                .collect()
+        };
+        for dir in candidates {
+            let partition = self.dir.join(&dir);
+            let marker = partition.join(SUCCESS_FILE);
+            if marker.exists() || !commit.closes(&dir, watermark) || !holds_output(&partition)? {
                 continue;
             }
             // The epoch that marked it, so a recovery that takes that epoch back
             // takes the mark back too.
             let body = serde_json::json!({ "epoch": newest.0 }).to_string();
-            std::fs::write(&marker, body).map_err(|e| Error::io(&marker, e))?;
-            sync_dir(&self.dir.join(&dir))?;
+            write_durably(&marker, body.as_bytes())?;
         }
         Ok(())
     }
@@ -293,7 +322,7 @@ impl Committer for FileSinkFactory {
     fn unpublish(&self, after: Epoch) -> Result<Unpublished> {
         let removed = self.remove_files(|path, name| {
             published_epoch(name).is_some_and(|e| e > after)
-                || (name == SUCCESS_FILE && marked_epoch(path).is_none_or(|e| e > after))
+                || (name == SUCCESS_FILE && marked_epoch(path).is_some_and(|e| e > after))
         })?;
         Ok(Unpublished::Removed(removed))
     }
@@ -327,9 +356,11 @@ impl Committer for FileSinkFactory {
 }
 
 impl FileSinkFactory {
-    /// The directories files are written into: the sink's, or each partition's.
+    /// The directories files may have been written into: the sink's, and every
+    /// partition directory under it at any depth (this run's partitioning or an
+    /// earlier run's).
     fn dirs(&self) -> Result<Vec<PathBuf>> {
-        Ok(partition_dirs(&self.dir, self.depth())?
+        Ok(written_dirs(&self.dir)?
             .into_iter()
             .map(|rel| self.dir.join(rel))
             .collect())
@@ -343,6 +374,29 @@ impl FileSinkFactory {
         }
         Ok(removed)
     }
+}
+
+/// Whether a partition directory holds a published file (a partition this job wrote,
+/// not one left empty by a take-back or made by someone else).
+fn holds_output(dir: &Path) -> Result<bool> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    Ok(entries.flatten().any(|e| {
+        e.file_name()
+            .to_str()
+            .is_some_and(|name| published_epoch(name).is_some())
+    }))
+}
+
+/// Writes `bytes` into `path` so that it survives a crash whole or not at all: a
+/// temporary file, synced, renamed into place, the directory synced.
+fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
+    let temporary = path.with_extension("riffle-tmp");
+    let mut file = File::create(&temporary).map_err(|e| Error::io(&temporary, e))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| Error::io(&temporary, e))?;
+    std::fs::rename(&temporary, path).map_err(|e| Error::io(path, e))?;
+    sync_dir(path.parent().unwrap_or(path))
 }
 
 /// The epoch a `_SUCCESS` file names (`None`: not one of riffle's).
@@ -392,10 +446,11 @@ fn published_epoch(name: &str) -> Option<Epoch> {
     epoch.parse().ok().map(Epoch)
 }
 
-/// The generation in a staged file's name (`part-000-g7-00001.jsonl.inprogress` → 7);
-/// `None` for names without one (written before generations were in names).
+/// The generation in a staged file's name (`.part-000-g7-00001.jsonl.inprogress` → 7;
+/// names of older versions lack the dot); `None` for names without one (written before
+/// generations were in names).
 fn staged_generation(name: &str) -> Option<u64> {
-    let rest = name.strip_prefix("part-")?;
+    let rest = name.trim_start_matches('.').strip_prefix("part-")?;
     let (_, rest) = rest.split_once("-g")?;
     let (generation, _) = rest.split_once('-')?;
     generation.parse().ok()
@@ -411,11 +466,14 @@ struct StagedFiles {
     mark: Option<WatermarkMark>,
 }
 
-/// Where one subtask's event time stood at a barrier, and how many subtasks there are.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+/// Where one subtask's event time stood at a barrier, how many subtasks there are, and
+/// the partitions it published files into that are not marked yet.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct WatermarkMark {
     watermark: EventTime,
     parallelism: usize,
+    #[serde(default)]
+    pending: Vec<String>,
 }
 
 impl StagedFiles {
@@ -467,6 +525,8 @@ enum FormatWriter {
 struct OpenFile {
     /// The partition's directory, relative (empty: unpartitioned).
     partition: String,
+    /// When it was last written ([`FileSink::uses`]).
+    used: u64,
     staged: PathBuf,
     target: PathBuf,
     writer: FormatWriter,
@@ -500,8 +560,12 @@ struct FileSink {
     partitioning: Option<Partitioning>,
     /// The open file of each partition ("" when unpartitioned).
     open: BTreeMap<String, OpenFile>,
+    /// Writes so far, to tell which open file was written least recently.
+    uses: u64,
     /// Staged files closed since the last barrier (exactly-once mode), relative.
     closed: Vec<String>,
+    /// Partitions this subtask published into that have no `_SUCCESS` yet.
+    pending: std::collections::BTreeSet<String>,
     /// The sink's watermark (for the partition commit).
     watermark: EventTime,
     summary: SinkSummary,
@@ -524,11 +588,17 @@ impl FileSink {
         );
         self.sequence += 1;
         let dir = self.dir.join(partition);
-        if !partition.is_empty() {
+        if !partition.is_empty() && !dir.is_dir() {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            // A new directory is durable once the one holding it is synced.
+            let mut parent = dir.parent();
+            while let Some(p) = parent.filter(|p| p.starts_with(&self.dir)) {
+                sync_dir(p)?;
+                parent = p.parent();
+            }
         }
         let target = dir.join(&name);
-        let staged = dir.join(format!("{name}.{STAGED_EXTENSION}"));
+        let staged = dir.join(format!(".{name}.{STAGED_EXTENSION}"));
         let file = File::create(&staged).map_err(|e| Error::io(&staged, e))?;
         let bytes = Arc::new(AtomicU64::new(0));
         let out = Counting {
@@ -549,6 +619,7 @@ impl FileSink {
         };
         Ok(OpenFile {
             partition: partition.to_string(),
+            used: self.uses,
             staged,
             target,
             writer,
@@ -598,13 +669,32 @@ impl FileSink {
 }
 
 impl FileSink {
+    /// Closes the open file written least recently.
+    fn close_least_recent(&mut self) -> Result<()> {
+        let oldest = self
+            .open
+            .iter()
+            .min_by_key(|(_, f)| f.used)
+            .map(|(p, _)| p.clone());
+        match oldest.and_then(|p| self.open.remove(&p)) {
+            Some(file) => self.close(file),
+            None => Ok(()),
+        }
+    }
+
     /// Writes rows of one partition into its open file, rolling it when due.
     fn write_to(&mut self, partition: String, batch: &RecordBatch) -> Result<()> {
-        let open = match self.open.remove(&partition) {
+        self.uses += 1;
+        let mut open = match self.open.remove(&partition) {
             Some(open) => open,
-            None => self.open(&partition, batch)?,
+            None => {
+                if self.open.len() >= MAX_OPEN_FILES {
+                    self.close_least_recent()?;
+                }
+                self.open(&partition, batch)?
+            }
         };
-        let mut open = open;
+        open.used = self.uses;
         match &mut open.writer {
             FormatWriter::Jsonl(w) => w.write(batch)?,
             FormatWriter::Csv(w) => w.write(batch)?,
@@ -661,14 +751,26 @@ impl Sink for FileSink {
         self.close_all()?;
         // With a partition commit every subtask speaks at every barrier: its watermark
         // decides, with the others', which partitions close.
-        let mark = self
+        let commits = self
             .partitioning
             .as_ref()
-            .and_then(|p| p.commit.as_ref())
-            .map(|_| WatermarkMark {
-                watermark: self.watermark,
-                parallelism: self.parallelism,
-            });
+            .is_some_and(|p| p.commit.is_some());
+        if commits {
+            for staged in &self.closed {
+                if let Some((partition, _)) = staged.rsplit_once('/') {
+                    self.pending.insert(partition.to_string());
+                }
+            }
+            // Marked by an earlier commit: no longer this subtask's concern.
+            let dir = &self.dir;
+            self.pending
+                .retain(|p| !dir.join(p).join(SUCCESS_FILE).exists());
+        }
+        let mark = commits.then(|| WatermarkMark {
+            watermark: self.watermark,
+            parallelism: self.parallelism,
+            pending: self.pending.iter().cloned().collect(),
+        });
         if self.closed.is_empty() && mark.is_none() {
             return Ok(None);
         }

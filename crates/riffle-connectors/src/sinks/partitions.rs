@@ -40,13 +40,13 @@ pub struct PartitionCommit {
 pub const DEFAULT_PARTITION_NAME: &str = "__DEFAULT_PARTITION__";
 
 /// Escapes a partition value for a directory name as Flink (and Hive) do: `%XX` for
-/// control characters and `"#%'*/:=?\{[]^`.
+/// control characters (NUL too) and `"#%'*/:=?\{[]^`.
 pub fn escape(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         let escaped = matches!(
             c,
-            '\u{1}'
+            '\u{0}'
                 ..='\u{1f}'
                     | '"'
                     | '#'
@@ -114,6 +114,16 @@ impl Partitioning {
                     format!("the partition column `{column}` is not among the rows written"),
                 )
             })?;
+            let kind = batch.column(index).data_type();
+            if matches!(
+                kind,
+                DataType::Timestamp(_, _) | DataType::Float32 | DataType::Float64
+            ) {
+                return Err(Error::config(
+                    "PARTITIONED BY",
+                    format!("the partition column `{column}` is {kind}, whose text Flink and riffle write differently; partition by a formatted string (DATE_FORMAT(ts, 'yyyy-MM-dd') AS dt)"),
+                ));
+            }
             let text: ArrayRef = cast(batch.column(index), &DataType::Utf8)?;
             let text = text
                 .as_any()
@@ -126,7 +136,7 @@ impl Partitioning {
         let mut rows_of: Vec<(String, Vec<u32>)> = Vec::new();
         let mut position: BTreeMap<String, usize> = BTreeMap::new();
         for row in 0..batch.num_rows() {
-            let dir = self.directory(&values, row);
+            let dir = self.directory(&values, row)?;
             let at = *position.entry(dir.clone()).or_insert_with(|| {
                 rows_of.push((dir, Vec::new()));
                 rows_of.len() - 1
@@ -150,23 +160,32 @@ impl Partitioning {
             .collect()
     }
 
-    fn directory(&self, values: &[StringArray], row: usize) -> String {
-        self.columns
-            .iter()
-            .zip(values)
-            .map(|(column, values)| {
-                let value = match values.is_null(row) {
-                    true => "",
-                    false => values.value(row),
-                };
-                let value = match value.is_empty() {
-                    true => escape(&self.default_name),
-                    false => escape(value),
-                };
-                format!("{}={value}", escape(column))
-            })
-            .collect::<Vec<_>>()
-            .join("/")
+    fn directory(&self, values: &[StringArray], row: usize) -> Result<String> {
+        let mut parts = Vec::with_capacity(self.columns.len());
+        for (column, values) in self.columns.iter().zip(values) {
+            let value = match values.is_null(row) {
+                true => "",
+                false => values.value(row),
+            };
+            let value = match value.is_empty() {
+                true => escape(&self.default_name),
+                false => escape(value),
+            };
+            let part = format!("{}={value}", escape(column));
+            // A file system takes names of 255 bytes at most.
+            if part.len() > 255 {
+                let start: String = value.chars().take(40).collect();
+                return Err(Error::config(
+                    "PARTITIONED BY",
+                    format!(
+                        "a value of `{column}` makes a directory name of {} bytes (at most 255): `{start}…`",
+                        part.len()
+                    ),
+                ));
+            }
+            parts.push(part);
+        }
+        Ok(parts.join("/"))
     }
 }
 
@@ -175,17 +194,24 @@ impl PartitionCommit {
     /// nanoseconds: the pattern with each `$column` replaced by its value, read as
     /// `yyyy-MM-dd HH:mm:ss` or `yyyy-MM-dd` (UTC). `None` when it is neither.
     pub fn time_of(&self, dir: &str) -> Option<EventTime> {
-        let mut values: Vec<(String, String)> = dir
+        let values: BTreeMap<String, String> = dir
             .split('/')
             .filter_map(|part| part.split_once('='))
             .map(|(column, value)| (unescape(column), unescape(value)))
             .collect();
-        // `$hm` before `$h`: the longest name first.
-        values.sort_by_key(|(column, _)| std::cmp::Reverse(column.len()));
-        let mut text = self.pattern.clone();
-        for (column, value) in &values {
-            text = text.replace(&format!("${column}"), value);
+        // One pass over the pattern: a `$` inside a value is no name.
+        let mut text = String::new();
+        let mut rest = self.pattern.as_str();
+        while let Some(at) = rest.find('$') {
+            text.push_str(&rest[..at]);
+            let after = &rest[at + 1..];
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            text.push_str(values.get(&after[..end])?);
+            rest = &after[end..];
         }
+        text.push_str(rest);
         let text = text.trim();
         let time = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
             .ok()
@@ -206,38 +232,53 @@ impl PartitionCommit {
     }
 }
 
-/// The partition directories under `root`, `depth` levels deep, relative to it
-/// (`dt=…/hm=…`); hidden entries and files are skipped.
+/// Every directory under `root` a partitioned sink may have written into, at any
+/// depth (a partitioning changed between runs leaves others), relative to it, `root`
+/// itself first as `""`: those whose names hold `=`.
 ///
 /// # Errors
 /// A directory cannot be read.
-pub fn partition_dirs(root: &Path, depth: usize) -> Result<Vec<String>> {
+pub fn written_dirs(root: &Path) -> Result<Vec<String>> {
     let mut found = vec![String::new()];
-    for _ in 0..depth {
-        let mut next = Vec::new();
-        for rel in &found {
-            let dir = root.join(rel);
-            let entries = match std::fs::read_dir(&dir) {
-                Ok(entries) => entries,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(Error::io(&dir, e)),
-            };
-            for entry in entries {
-                let entry = entry.map_err(|e| Error::io(&dir, e))?;
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') || !name.contains('=') || !entry.path().is_dir() {
-                    continue;
-                }
-                next.push(match rel.is_empty() {
-                    true => name,
-                    false => format!("{rel}/{name}"),
-                });
-            }
+    let mut level = vec![String::new()];
+    // Deeper than any sink partitions: a loop of links cannot hold the walk.
+    for _ in 0..32 {
+        let next = subdirectories(root, &level)?;
+        if next.is_empty() {
+            break;
         }
-        found = next;
+        found.extend(next.iter().cloned());
+        level = next;
     }
-    found.sort();
     Ok(found)
+}
+
+/// The partition directories (names holding `=`, not hidden) directly under each of
+/// `dirs`, relative to `root`.
+fn subdirectories(root: &Path, dirs: &[String]) -> Result<Vec<String>> {
+    let mut next = Vec::new();
+    for rel in dirs {
+        let dir = root.join(rel);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&dir, e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if name.starts_with('.') || !name.contains('=') || !is_dir {
+                continue;
+            }
+            next.push(match rel.is_empty() {
+                true => name,
+                false => format!("{rel}/{name}"),
+            });
+        }
+    }
+    next.sort();
+    Ok(next)
 }
 
 #[cfg(test)]
@@ -327,6 +368,38 @@ mod tests {
         assert!(commit.closes(dir, time + minute));
         // A directory the pattern cannot read never closes.
         assert!(!commit.closes("dt=__DEFAULT_PARTITION__/hm=10%3A15", i64::MAX));
+    }
+
+    #[test]
+    fn a_dollar_inside_a_value_is_no_name() {
+        let commit = PartitionCommit {
+            pattern: "$dt 00:00:00".into(),
+            delay: Duration::ZERO,
+        };
+        assert_eq!(commit.time_of("dt=%24dt"), None);
+        assert!(commit.time_of("dt=1970-01-01").is_some());
+    }
+
+    #[test]
+    fn a_value_too_long_for_a_directory_name_is_an_error_naming_the_column() {
+        let long = "x".repeat(300);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("v", DataType::Int64, false),
+            Field::new("dt", DataType::Utf8, false),
+            Field::new("hm", DataType::Utf8, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from(vec![1])),
+                Arc::new(StringArray::from(vec![long.as_str()])),
+                Arc::new(StringArray::from(vec!["10:15"])),
+            ],
+        )
+        .unwrap();
+        let error = partitioning().split(&batch).unwrap_err().to_string();
+        assert!(error.contains("`dt`") && error.contains("255"), "{error}");
+        assert_eq!(escape("a\u{0}b"), "a%00b");
     }
 
     #[test]

@@ -66,12 +66,30 @@ pub(super) fn partitioning(table: &TableDef) -> Result<Option<Partitioning>> {
                 "PARTITIONED BY ({term}): a filesystem sink partitions by column values; compute the value in the query (e.g. DATE_FORMAT(ts, 'yyyy-MM-dd') AS dt) and partition by that column ({function} is an Iceberg transform)"
             )));
         }
-        let declared =
-            table.columns.is_empty() || table.columns.iter().any(|f| f.name() == &term.column);
-        if !declared {
+        let declared = table.columns.iter().find(|f| f.name() == &term.column);
+        if declared.is_none() && !table.columns.is_empty() {
             return Err(fail(format!(
                 "PARTITIONED BY ({}): the table declares no column `{}`",
                 term.column, term.column
+            )));
+        }
+        if let Some(field) = declared {
+            use riffle_core::arrow::datatypes::DataType as T;
+            if matches!(
+                field.data_type(),
+                T::Timestamp(_, _) | T::Float32 | T::Float64
+            ) {
+                return Err(fail(format!(
+                    "PARTITIONED BY ({}): a {} partition value has no one text Flink and riffle agree on; partition by a formatted string column instead (DATE_FORMAT(ts, 'yyyy-MM-dd') AS dt)",
+                    term.column,
+                    field.data_type()
+                )));
+            }
+        }
+        if term.column.starts_with(['.', '_']) {
+            return Err(fail(format!(
+                "PARTITIONED BY ({}): readers skip directories whose names start with `.` or `_`; rename the column",
+                term.column
             )));
         }
         columns.push(term.column.clone());
@@ -160,5 +178,21 @@ fn commit(table: &TableDef, columns: &[String]) -> Result<Option<PartitionCommit
     let pattern = option(table, "partition.time-extractor.timestamp-pattern")
         .map(str::to_string)
         .unwrap_or_else(|| format!("${}", columns[0]));
+    if let Some(unknown) = pattern_names(&pattern).find(|n| !columns.iter().any(|c| c == n)) {
+        return Err(fail(format!(
+            "'partition.time-extractor.timestamp-pattern' = '{pattern}' names `${unknown}`, which is no partition column ({})",
+            columns.join(", ")
+        )));
+    }
     Ok(Some(PartitionCommit { pattern, delay }))
+}
+
+/// The `$name`s of a timestamp pattern.
+fn pattern_names(pattern: &str) -> impl Iterator<Item = &str> {
+    pattern.split('$').skip(1).map(|rest| {
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        &rest[..end]
+    })
 }

@@ -145,6 +145,7 @@ impl Connector for FilesystemConnector {
 
     fn lookup(&self, table: &TableDef) -> Result<Arc<dyn LookupTableFactory>> {
         let path = required(table, "path", "data/side_input")?;
+        refuse_sink_options(table)?;
         let format = format(table)?;
         refuse_options(
             table,
@@ -208,6 +209,12 @@ impl Connector for FilesystemConnector {
 
 /// Refuses a sink's options on a table read as a source.
 fn refuse_sink_options(table: &TableDef) -> Result<()> {
+    if !table.partitioned_by.is_empty() {
+        return Err(SqlError::connector(
+            &table.name,
+            "PARTITIONED BY on a file source or lookup table: riffle does not read partition values out of paths; declare the columns in the files, or drop the clause",
+        ));
+    }
     match file_partitions::SINK_ONLY
         .iter()
         .find(|k| table.options.contains_key(**k))
