@@ -190,7 +190,7 @@ pub fn measure_restart(
             },
             allow_non_restored: false,
         };
-        let recovered = recover_from(&store, &second, &from).await?;
+        let recovered = recover_from(&store, &second, &from, false).await?;
         let load = t0.elapsed();
         let state_memory_bytes = recovered
             .restored

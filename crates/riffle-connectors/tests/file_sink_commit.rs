@@ -226,5 +226,8 @@ fn a_partitioned_take_back_reaches_every_depth_and_the_marks_of_later_epochs() {
     assert!(exists("part-000-e000003-000.jsonl"));
     assert!(exists("dt=b/hm=x/part-000-e000004-000.jsonl") && exists("dt=b/hm=x/_SUCCESS"));
     assert!(!exists("dt=b/hm=x/.part-001-g3-00002.jsonl.inprogress"));
-    assert!(exists("dt=c/_SUCCESS"), "a mark that is not riffle's was removed");
+    assert!(
+        exists("dt=c/_SUCCESS"),
+        "a mark that is not riffle's was removed"
+    );
 }

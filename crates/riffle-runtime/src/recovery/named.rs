@@ -30,6 +30,7 @@ pub async fn recover_from(
     store: &CheckpointStore,
     graph: &JobGraph,
     explicit: &ExplicitRestore,
+    accept_replayed_output: bool,
 ) -> RuntimeResult<Recovered> {
     let named = read_named(&explicit.from).await?;
     let check = PlanCheck::new(&named.manifest, graph);
@@ -67,6 +68,32 @@ pub async fn recover_from(
     // no generation. From here on storage changes: fence out older processes first.
     let before = store.findings(false).await.map_err(state_error)?;
     let generation = claim(store, &before).await?;
+    // An older checkpoint or savepoint of this very pipeline: the epochs after it
+    // published output that the run now writes again. Taken back where the sink can,
+    // else refused — as for damaged checkpoints passed over.
+    let mut taken_back = Vec::new();
+    let ours_before =
+        named.source.same_root(store) && named.source.layout().base() == store.layout().base();
+    let later: Vec<Epoch> = before
+        .iter()
+        .filter(|(e, f)| *e > named.manifest.epoch && !matches!(f, EpochFinding::Partial))
+        .map(|(e, _)| *e)
+        .collect();
+    if ours_before && !later.is_empty() {
+        let later: Vec<String> = later.iter().map(ToString::to_string).collect();
+        let why = format!(
+            "{} is older than epoch(s) {} of this pipeline",
+            named.what,
+            later.join(", ")
+        );
+        taken_back = super::sinks::take_back_after(
+            &graph.sinks(),
+            named.manifest.epoch,
+            &why,
+            "restore the newest checkpoint instead",
+            accept_replayed_output,
+        )?;
+    }
     let (mut manifest, what) = install_named(store, named).await?;
     let dropped: Vec<String> = check.dropped().iter().map(|d| d.to_string()).collect();
     manifest
@@ -128,6 +155,7 @@ pub async fn recover_from(
     )
     .await?;
     recovered.next_epoch = Epoch(epoch.0 + 1);
+    recovered.unpublished.extend(taken_back);
     Ok(recovered)
 }
 

@@ -272,13 +272,35 @@ pub(super) fn take_back_skipped(
     skipped: &[Epoch],
     accept: bool,
 ) -> RuntimeResult<Vec<(String, usize)>> {
+    let skipped: Vec<String> = skipped.iter().map(ToString::to_string).collect();
+    let why = format!(
+        "checkpoint epoch(s) {} cannot be restored (damaged, or taken by a different pipeline)",
+        skipped.join(", ")
+    );
+    take_back_after(
+        sinks,
+        restored,
+        &why,
+        "repair the damaged checkpoint",
+        accept,
+    )
+}
+
+/// Takes back what every sink published after epoch `restored`, which a run resuming
+/// there writes again (`why` says why the epochs after it are passed over); where a
+/// sink cannot, refuses (`fix` says what else the user may do) unless `accept`.
+pub(super) fn take_back_after(
+    sinks: &Sinks,
+    restored: Epoch,
+    why: &str,
+    fix: &str,
+    accept: bool,
+) -> RuntimeResult<Vec<(String, usize)>> {
     let what = format!("taking back what was published after epoch {restored}");
     let taken = unpublish_all(sinks, restored, &what)?;
     if !taken.cannot.is_empty() && !accept {
-        let skipped: Vec<String> = skipped.iter().map(ToString::to_string).collect();
         return Err(RuntimeError::needs_user(format!(
-            "checkpoint epoch(s) {} cannot be restored (damaged, or taken by a different pipeline), and resuming from epoch {restored} would write again what they published, which cannot be taken back ({}); repair the damaged checkpoint, or run with --accept-replayed-output to accept those rows twice",
-            skipped.join(", "),
+            "{why}, and resuming from epoch {restored} would write again what they published, which cannot be taken back ({}); {fix}, or run with --accept-replayed-output to accept those rows twice",
             taken.cannot.join("; ")
         )));
     }

@@ -58,7 +58,9 @@ impl NextRecovery {
             }
         }
         let recovered = match &self.restore_from {
-            Some(explicit) => recover_from(store, graph, explicit).await?,
+            Some(explicit) => {
+                recover_from(store, graph, explicit, self.options.accept_replayed_output).await?
+            }
             None => recover(store, graph, self.options).await?,
         };
         self.restore_from = None;
