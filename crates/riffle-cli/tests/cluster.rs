@@ -321,15 +321,22 @@ fn a_job_killed_on_three_workers_resumes_on_two() {
     assert_eq!(published(&dir.path().join("out")), expected);
 }
 
+/// q5 over 600K events on 3 workers at 100K events a second, launched into `dir` with
+/// its log in `dir/launcher.log`, once it took checkpoints.
+fn q5_on_three_workers(dir: &Path) -> (std::process::Child, std::path::PathBuf) {
+    let log = dir.join("launcher.log");
+    let mut cmd = run("q5", dir, "600K", 3, 3);
+    cmd.args(["--throttle", "100K"]);
+    let launcher = launched(cmd, &log);
+    wait_for_checkpoints(dir);
+    (launcher, log)
+}
+
 #[test]
 fn a_savepoint_taken_on_three_workers_restores_on_two() {
     let expected = single_process("q5", "600K");
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("launcher.log");
-    let mut cmd = run("q5", dir.path(), "600K", 3, 3);
-    cmd.args(["--throttle", "100K"]);
-    let mut launcher = launched(cmd, &log);
-    wait_for_checkpoints(dir.path());
+    let (mut launcher, log) = q5_on_three_workers(dir.path());
     // As Ctrl-C would: the launcher asks worker 0 to stop the job with a savepoint.
     // SAFETY: signalling a process this test started.
     unsafe { libc::kill(launcher.id() as i32, libc::SIGTERM) };
@@ -360,11 +367,7 @@ fn a_savepoint_asked_of_any_worker_stops_the_job_and_restores_exactly() {
     use common::http::request;
     let expected = single_process("q5", "600K");
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("launcher.log");
-    let mut cmd = run("q5", dir.path(), "600K", 3, 3);
-    cmd.args(["--throttle", "100K"]);
-    let mut launcher = launched(cmd, &log);
-    wait_for_checkpoints(dir.path());
+    let (mut launcher, log) = q5_on_three_workers(dir.path());
     let base = dir.path().join("state/q5");
     let record = |w: usize| base.join(format!("_control/worker-{w}.json"));
     let deadline = Instant::now() + Duration::from_secs(60);

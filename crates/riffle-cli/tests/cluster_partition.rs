@@ -80,9 +80,10 @@ impl Network {
         format!("10.213.0.{}", i + 1)
     }
 
-    /// Limits worker `i`'s link to `rate` (e.g. `40mbit`) with a token bucket, whose
-    /// queue delays what exceeds it. Delay and loss as such (`tc netem`) are not in
-    /// every kernel: `Err` says so.
+    /// Limits worker `i`'s link to `rate` (e.g. `20mbit`) with a token bucket whose
+    /// queue holds 5 ms of it: what exceeds the rate waits, and what overflows the queue
+    /// is dropped (TCP loses packets and sends them again). Fixed delay and random loss
+    /// (`tc netem`) are not in every kernel.
     fn limit(&self, i: usize, rate: &str) -> Result<(), String> {
         let out = Command::new("tc")
             .args([
@@ -95,13 +96,27 @@ impl Network {
                 "rate",
                 rate,
             ])
-            .args(["burst", "64kb", "latency", "100ms"])
+            .args(["burst", "32kb", "latency", "5ms"])
             .output()
             .map_err(|e| e.to_string())?;
         match out.status.success() {
             true => Ok(()),
             false => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
         }
+    }
+
+    /// Packets the limit on worker `i`'s link dropped so far.
+    fn dropped(&self, i: usize) -> u64 {
+        let out = Command::new("tc")
+            .args(["-s", "qdisc", "show", "dev", &self.link(i)])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        out.split("dropped ")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
     }
 
     /// Cuts worker `i` off the network (`false`) or reconnects it (`true`).
@@ -189,10 +204,15 @@ fn a_partitioned_worker_and_a_partitioned_worker_0_heal_and_the_output_stays_exa
     riffle_cluster::tls::WorkerCertificates::create(&dir.path().join("tls"), &hosts).unwrap();
     let file = dir.path().join("q5.sql");
     std::fs::write(&file, pipeline_at("q5", &dir.path().join("out"), "10K")).unwrap();
-    // Worker 2 sits behind a slow link for the whole run: backpressure crosses it.
-    if let Err(e) = network.limit(2, "40mbit") {
-        eprintln!("no rate limit on worker 2's link ({e}); the run goes on without it");
-    }
+    // Worker 2 sits behind a slow, lossy link for the whole run: backpressure crosses
+    // it, and TCP sends again what its queue dropped.
+    let lossy = match network.limit(2, "20mbit") {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("no rate limit on worker 2's link ({e}); the run goes on without it");
+            false
+        }
+    };
     let mut workers: Vec<Worker> = (0..3)
         .map(|i| worker(&network, i, &file, dir.path()))
         .collect();
@@ -203,6 +223,12 @@ fn a_partitioned_worker_and_a_partitioned_worker_0_heal_and_the_output_stays_exa
         "heal to next committed checkpoint: worker 1 cut off 8 s: {after_worker_1:?}; worker 0 cut off 8 s: {after_worker_0:?}"
     );
     let logs = all_exit_well(&mut workers, Duration::from_secs(240));
+    let dropped = network.dropped(2);
+    eprintln!("worker 2's 20 mbit link dropped {dropped} packets");
+    assert!(
+        !lossy || dropped > 0,
+        "the lossy link lost nothing: the test checks no loss"
+    );
     assert!(
         logs.matches("attempt of generation").count() >= 2,
         "the partitions went unnoticed: {logs}"

@@ -29,6 +29,16 @@ async fn serving(tls: &ExchangeTls, secret: &str) -> (Server, String) {
     (server, address.to_string())
 }
 
+/// Whether a client with `tls` (plain text without) gets an answer from `address`.
+async fn answered(address: &str, tls: Option<&ExchangeTls>) -> bool {
+    match links::connect(address, tls, Duration::ZERO).await {
+        Ok(mut peer) => links::fetch_decision(&mut peer, asking("job-secret"), Duration::ZERO)
+            .await
+            .is_ok(),
+        Err(_) => false,
+    }
+}
+
 fn asking(secret: &str) -> AttemptRequest {
     AttemptRequest {
         secret: JobSecret::new(secret),
@@ -130,12 +140,7 @@ async fn a_client_with_another_authoritys_certificate_is_turned_away() {
         ..other
     })
     .unwrap();
-    let reached = match links::connect(&address, Some(&stranger), Duration::ZERO).await {
-        Ok(mut peer) => links::fetch_decision(&mut peer, asking("job-secret"), Duration::ZERO)
-            .await
-            .is_ok(),
-        Err(_) => false,
-    };
+    let reached = answered(&address, Some(&stranger)).await;
     assert!(!reached, "a stranger's certificate was accepted");
     server.stop().await;
 }
@@ -157,12 +162,7 @@ async fn a_worker_whose_certificate_another_authority_signed_is_not_trusted() {
     .unwrap();
     let (server, address) = serving(&impostor, "job-secret").await;
     let tls = ExchangeTls::from_files(&job).unwrap();
-    let reached = match links::connect(&address, Some(&tls), Duration::ZERO).await {
-        Ok(mut peer) => links::fetch_decision(&mut peer, asking("job-secret"), Duration::ZERO)
-            .await
-            .is_ok(),
-        Err(_) => false,
-    };
+    let reached = answered(&address, Some(&tls)).await;
     assert!(!reached, "a worker trusted an impostor's certificate");
     server.stop().await;
 }
@@ -172,12 +172,7 @@ async fn a_client_without_tls_is_turned_away() {
     let dir = tempfile::tempdir().unwrap();
     let tls = certificates(dir.path());
     let (server, address) = serving(&tls, "job-secret").await;
-    let reached = match links::connect(&address, None, Duration::ZERO).await {
-        Ok(mut peer) => links::fetch_decision(&mut peer, asking("job-secret"), Duration::ZERO)
-            .await
-            .is_ok(),
-        Err(_) => false,
-    };
+    let reached = answered(&address, None).await;
     assert!(!reached, "a plain-text client was answered");
     server.stop().await;
 }

@@ -234,6 +234,34 @@ fn compare(
         .iter()
         .map(|c| serde_json::json!({"name": c.name, "duckdb_type": duckdb_type(&c.flink_type)}))
         .collect();
+    // A processing-time result is compared through what does not depend on the clock.
+    let reduce = suite_dir()
+        .join("duckdb")
+        .join(format!("{name}.riffle.sql"));
+    let (riffle, duckdb) = answers(
+        inputs,
+        &suite_dir().join("duckdb").join(format!("{name}.sql")),
+        &rows,
+        &serde_json::Value::Array(columns).to_string(),
+        reduce.exists().then_some(reduce.as_path()),
+    )?;
+
+    if duckdb.is_empty() {
+        return Err("DuckDB's answer is empty: the input checks nothing".into());
+    }
+    crate::common::same_rows(&riffle, &duckdb, "DuckDB")
+}
+
+/// riffle's rows and DuckDB's answer to `reference` over the suite's input, as
+/// `answer.py` reads both (`rows`: a JSON-lines file, or a partitioned sink's
+/// directory; `reduce`: the query that turns a clock-dependent result comparable).
+fn answers(
+    inputs: &Path,
+    reference: &Path,
+    rows: &Path,
+    columns: &str,
+    reduce: Option<&Path>,
+) -> Result<(Vec<String>, Vec<String>), String> {
     let python = std::env::var("RIFFLE_DUCKDB_PYTHON").expect(
         "RIFFLE_DUCKDB_PYTHON names a Python with the duckdb package; scripts/test installs it",
     );
@@ -241,14 +269,10 @@ fn compare(
     answer
         .arg(suite_dir().join("answer.py"))
         .arg(inputs)
-        .arg(suite_dir().join("duckdb").join(format!("{name}.sql")))
-        .arg(&rows)
-        .arg(serde_json::Value::Array(columns).to_string());
-    // A processing-time result is compared through what does not depend on the clock.
-    let reduce = suite_dir()
-        .join("duckdb")
-        .join(format!("{name}.riffle.sql"));
-    if reduce.exists() {
+        .arg(reference)
+        .arg(rows)
+        .arg(columns);
+    if let Some(reduce) = reduce {
         answer.arg(reduce);
     }
     let answer = answer.output().unwrap();
@@ -267,11 +291,7 @@ fn compare(
             .map(|r| r.as_str().unwrap().to_string())
             .collect()
     };
-    let (duckdb, riffle) = (list("duckdb"), list("riffle"));
-    if duckdb.is_empty() {
-        return Err("DuckDB's answer is empty: the input checks nothing".into());
-    }
-    crate::common::same_rows(&riffle, &duckdb, "DuckDB")
+    Ok((list("riffle"), list("duckdb")))
 }
 
 /// Plans a query riffle cannot run yet; `Err` when it is not refused.

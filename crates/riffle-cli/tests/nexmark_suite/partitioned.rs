@@ -4,9 +4,8 @@
 //! the bids; every partition carries `_SUCCESS` once the input ended, and no partition
 //! is marked that lacks files.
 
-use super::{input, query_text, schedule, suite_dir, Run};
+use super::{answers, input, query_text, schedule, suite_dir, Run};
 use std::path::Path;
-use std::process::Command;
 
 /// The columns of q10's sink, with DuckDB's types; `dt` and `hm` are directory names.
 fn columns() -> String {
@@ -64,33 +63,14 @@ fn run_q10(run: &Run<'_>, inputs: &Path, work: &Path) -> Result<usize, String> {
     let sql = dir.join("nexmark_q10.sql");
     std::fs::write(&sql, input::source_ddl(inputs, run.throttle) + &text).unwrap();
     schedule::run(&sql, &dir.join("state"), &run.schedule)?;
-    let python = std::env::var("RIFFLE_DUCKDB_PYTHON").expect(
-        "RIFFLE_DUCKDB_PYTHON names a Python with the duckdb package; scripts/test installs it",
-    );
-    let answer = Command::new(python)
-        .arg(suite_dir().join("answer.py"))
-        .arg(inputs)
-        .arg(suite_dir().join("duckdb/q10.sql"))
-        .arg(&out)
-        .arg(columns())
-        .output()
-        .unwrap();
-    if !answer.status.success() {
-        return Err(format!(
-            "DuckDB failed: {}",
-            String::from_utf8_lossy(&answer.stderr)
-        ));
-    }
-    let answer: serde_json::Value = serde_json::from_slice(&answer.stdout).unwrap();
-    let list = |k: &str| -> Vec<String> {
-        answer[k]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r.as_str().unwrap().to_string())
-            .collect()
-    };
-    crate::common::same_rows(&list("riffle"), &list("duckdb"), "DuckDB")?;
+    let (riffle, duckdb) = answers(
+        inputs,
+        &suite_dir().join("duckdb/q10.sql"),
+        &out,
+        &columns(),
+        None,
+    )?;
+    crate::common::same_rows(&riffle, &duckdb, "DuckDB")?;
     let partitions = partitions(&out);
     if partitions.len() < 2 {
         return Err(format!("too few partitions to check: {partitions:?}"));
