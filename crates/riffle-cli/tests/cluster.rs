@@ -318,7 +318,45 @@ fn a_job_killed_on_three_workers_resumes_on_two() {
     let _ = launcher.wait();
     let text = finished(&mut run("q5", dir.path(), "600K", 2, 2));
     assert!(text.contains("all 2 workers finished"), "{text}");
+    // Each worker holds its share of the state, not the whole checkpoint.
+    let shares = restored_shares(&text);
+    eprintln!("state shares on 2 workers, (held, checkpoint) bytes: {shares:?}");
+    assert_eq!(shares.len(), 2, "{text}");
+    for (worker, (held, total)) in &shares {
+        assert!(
+            *held < *total,
+            "worker {worker} holds the whole checkpoint ({held} of {total} bytes): {text}"
+        );
+    }
+    let held: u64 = shares.values().map(|(h, _)| h).sum();
+    let total = shares.values().map(|(_, t)| *t).max().unwrap_or(0);
+    assert!(
+        held >= total,
+        "the shares miss state ({held} of {total} bytes): {text}"
+    );
     assert_eq!(published(&dir.path().join("out")), expected);
+}
+
+/// Each worker's state share at its first restore, from its log line (`restored` or,
+/// on worker 0, `holds` N of the checkpoint's M state bytes): worker → (N, M).
+fn restored_shares(text: &str) -> std::collections::BTreeMap<usize, (u64, u64)> {
+    let mut shares = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let Some((_, rest)) = line.split_once("riffle: worker ") else {
+            continue;
+        };
+        if !rest.contains(" state bytes (its share)") {
+            continue;
+        }
+        let numbers: Vec<u64> = rest
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        if let [worker, held, total, ..] = numbers[..] {
+            shares.entry(worker as usize).or_insert((held, total));
+        }
+    }
+    shares
 }
 
 /// q5 over 600K events on 3 workers at 100K events a second, launched into `dir` with

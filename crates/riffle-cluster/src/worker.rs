@@ -15,6 +15,7 @@ use crate::protocol::{Attempt, AttemptRequest, Decision, JobSecret};
 use crate::server::Server;
 use crate::service::WorkerService;
 use crate::tls::ExchangeTls;
+use riffle_runtime::restore_share::RestoreShare;
 use riffle_runtime::supervisor::{supervise, AttemptError, Attempts, NextRecovery, RunObserver};
 use riffle_runtime::{
     CheckpointReport, CheckpointedRun, JobGraph, JobSummary, Placement, RestoredJob, RuntimeError,
@@ -336,7 +337,21 @@ async fn agree(
         };
         let attempt = Box::new(attempt);
         service.publish(Decision::Run(attempt.clone()));
-        return Ok(Agreed::Run(attempt, recovered.restored));
+        // Recovery read and checked every file (a damaged one sends it to an older
+        // checkpoint); worker 0 keeps only its share.
+        let restored = match (&recovered.restored, &recovered.manifest) {
+            (Some(full), Some(manifest)) => {
+                let share = RestoreShare::of(graph, options.placement, manifest);
+                let kept = full.as_ref().clone().keep_share(&share, manifest);
+                let (held, total) = kept.bytes;
+                eprintln!(
+                    "riffle: worker 0: holds {held} of the checkpoint's {total} state bytes (its share)"
+                );
+                Some(Arc::new(kept))
+            }
+            _ => recovered.restored.clone(),
+        };
+        return Ok(Agreed::Run(attempt, restored));
     }
     let asked = AttemptRequest {
         secret: options.secret.clone(),
@@ -360,8 +375,19 @@ async fn agree(
             attempt.workers, options.placement.workers
         )));
     }
+    // Only this worker's share of the state: its subtasks' key groups (and every
+    // source position). The manifest says what the others read.
     let restored = match &attempt.manifest {
-        Some(manifest) => Some(Arc::new(RestoredJob::load(store, manifest).await?)),
+        Some(manifest) => {
+            let share = RestoreShare::of(graph, options.placement, manifest);
+            let restored = RestoredJob::load_share(store, manifest, Some(&share)).await?;
+            let (read, total) = restored.bytes;
+            eprintln!(
+                "riffle: worker {}: restored {read} of the checkpoint's {total} state bytes (its share)",
+                options.placement.worker
+            );
+            Some(Arc::new(restored))
+        }
         None => None,
     };
     Ok(Agreed::Run(attempt, restored))

@@ -34,6 +34,7 @@ pub mod readout;
 pub mod recovery;
 pub mod resources;
 pub mod restore;
+pub mod restore_share;
 pub mod savepoint;
 mod source_task;
 pub mod supervisor;

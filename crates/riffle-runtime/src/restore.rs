@@ -1,6 +1,7 @@
 //! State loaded from a checkpoint, handed to operator subtasks at start — redistributed
 //! by key group when an operator's parallelism changed.
 
+use crate::restore_share::RestoreShare;
 use riffle_core::arrow::array::{AsArray, BooleanArray};
 use riffle_core::arrow::compute::filter_record_batch;
 use riffle_core::arrow::datatypes::UInt16Type;
@@ -43,8 +44,10 @@ pub struct RestoredOperator {
     pub parallelism: usize,
     /// Key groups at the checkpoint.
     pub max_parallelism: u16,
-    /// State per old subtask.
+    /// State per old subtask (those this process read: see `read`).
     pub subtasks: HashMap<usize, OperatorState>,
+    /// The old subtasks whose state this process read; `None`: all of them.
+    pub read: Option<std::collections::BTreeSet<usize>>,
     /// Input watermark per old subtask at the checkpoint.
     pub watermarks: HashMap<usize, EventTime>,
 }
@@ -58,6 +61,8 @@ pub struct RestoredJob {
     pub operators: HashMap<OperatorId, RestoredOperator>,
     /// Counters per operator at the checkpoint.
     pub counters: HashMap<OperatorId, CounterValues>,
+    /// State bytes read, and the checkpoint's total.
+    pub bytes: (u64, u64),
 }
 
 impl RestoredJob {
@@ -66,7 +71,21 @@ impl RestoredJob {
     /// # Errors
     /// A damaged or missing file, named.
     pub async fn load(store: &CheckpointStore, manifest: &Manifest) -> StateResult<Self> {
+        Self::load_share(store, manifest, None).await
+    }
+
+    /// Reads the state files `manifest` references that `share` says this process
+    /// needs (all without one); watermarks of every subtask are in the manifest itself.
+    ///
+    /// # Errors
+    /// As [`load`](Self::load).
+    pub async fn load_share(
+        store: &CheckpointStore,
+        manifest: &Manifest,
+        share: Option<&RestoreShare>,
+    ) -> StateResult<Self> {
         let mut operators = HashMap::new();
+        let mut bytes = (0, 0);
         for op in &manifest.operators {
             let mut subtasks = HashMap::new();
             let mut watermarks = HashMap::new();
@@ -74,24 +93,37 @@ impl RestoredJob {
                 if let Some(w) = s.watermark {
                     watermarks.insert(s.subtask, w);
                 }
+                let size: u64 = s.files.iter().map(|f| f.bytes).sum();
+                bytes.1 += size;
+                if !share.is_none_or(|share| share.reads(&op.operator, s.subtask)) {
+                    continue;
+                }
+                bytes.0 += size;
                 let mut batches = Vec::new();
                 for file in &s.files {
                     batches.extend(store.read_state(file).await?);
                 }
                 subtasks.insert(s.subtask, OperatorState { batches });
             }
+            let read = share.map(|share| {
+                (0..op.parallelism)
+                    .filter(|s| share.reads(&op.operator, *s))
+                    .collect()
+            });
             operators.insert(
                 OperatorId(op.operator.clone()),
                 RestoredOperator {
                     parallelism: op.parallelism,
                     max_parallelism: op.max_parallelism,
                     subtasks,
+                    read,
                     watermarks,
                 },
             );
         }
         Ok(Self {
             epoch: manifest.epoch,
+            bytes,
             operators,
             counters: manifest
                 .operator_counters
@@ -99,6 +131,28 @@ impl RestoredJob {
                 .map(|(id, v)| (OperatorId(id.clone()), *v))
                 .collect(),
         })
+    }
+
+    /// Keeps only the old subtasks `share` names, after a load of `manifest` that read
+    /// (and checked) every file: what the process holds from then on is its share.
+    /// `bytes` then counts the kept state's file bytes.
+    pub fn keep_share(mut self, share: &RestoreShare, manifest: &Manifest) -> Self {
+        for (id, op) in self.operators.iter_mut() {
+            let read: std::collections::BTreeSet<usize> = (0..op.parallelism)
+                .filter(|s| share.reads(&id.0, *s))
+                .collect();
+            op.subtasks.retain(|s, _| read.contains(s));
+            op.read = Some(read);
+        }
+        self.bytes.0 = manifest
+            .operators
+            .iter()
+            .flat_map(|o| o.subtasks.iter().map(move |s| (o, s)))
+            .filter(|(o, s)| share.reads(&o.operator, s.subtask))
+            .flat_map(|(_, s)| &s.files)
+            .map(|f| f.bytes)
+            .sum();
+        self
     }
 
     /// The watermark subtask `subtask` of `parallelism` resumes at, when the checkpoint
@@ -163,6 +217,24 @@ impl RestoredJob {
                 ..
             }
         );
+        // A process that read only its share must have read what this subtask needs:
+        // state handed out from a share it does not cover would be lost silently.
+        if let Some(read) = &restored.read {
+            let needed = match owner {
+                StateOwner::Source { .. } => (0..restored.parallelism).collect(),
+                StateOwner::Operator => crate::restore_share::old_subtasks_for(
+                    &[subtask],
+                    parallelism,
+                    restored.parallelism,
+                    max_parallelism,
+                ),
+            };
+            if let Some(missing) = needed.iter().find(|s| !read.contains(s)) {
+                return Err(format!(
+                    "subtask {subtask} needs the state of old subtask {missing}, which this worker did not read (a bug in its restore share)"
+                ));
+            }
+        }
         if restored.parallelism == parallelism && !from_every_subtask {
             return Ok(Some(
                 restored.subtasks.get(&subtask).cloned().unwrap_or_default(),
@@ -231,12 +303,14 @@ mod tests {
             parallelism: 2,
             max_parallelism: 128,
             subtasks: HashMap::new(),
+            read: None,
             watermarks: HashMap::from([(0, 5_000)]),
         };
         RestoredJob {
             epoch: Epoch(3),
             operators: HashMap::from([(OperatorId("kafka".into()), source)]),
             counters: HashMap::new(),
+            bytes: (0, 0),
         }
     }
 
@@ -280,12 +354,14 @@ mod tests {
             parallelism: 2,
             max_parallelism: 128,
             subtasks: HashMap::from([(0, positions(1)), (1, positions(2))]),
+            read: None,
             watermarks: HashMap::from([(0, 5_000), (1, 3_000)]),
         };
         let job = RestoredJob {
             epoch: Epoch(3),
             operators: HashMap::from([(id.clone(), source)]),
             counters: HashMap::new(),
+            bytes: (0, 0),
         };
         (job, id)
     }

@@ -432,11 +432,13 @@ fn a_file_added_before_a_restart_moves_no_file_to_be_read_twice() {
                 parallelism: 2,
                 max_parallelism: riffle_core::DEFAULT_MAX_PARALLELISM,
                 subtasks,
+                read: None,
                 watermarks: Default::default(),
             },
         )]
         .into(),
         counters: Default::default(),
+        bytes: (0, 0),
     };
     // `a` sorts first: subtask 0 now reads a and c, subtask 1 reads b.
     write_jsonl(dir.path(), "a.jsonl", 200, 4);

@@ -8,7 +8,7 @@
 //! other end over the network (docs/cluster.md).
 
 use crate::exchange::Exchange;
-use crate::graph::{Node, NodeKind};
+use crate::graph::Node;
 use crate::placement::{ChannelKey, Placement};
 use crate::plan::PhysicalPlan;
 
@@ -71,9 +71,7 @@ pub(super) fn chain_edges(plan: &PhysicalPlan, nodes: &[Node]) -> Vec<ChainEdges
         .iter()
         .map(|chain| ChainEdges {
             parallelism: chain.parallelism,
-            pinned: chain.nodes.iter().any(
-                |id| matches!(&nodes[id.0].kind, NodeKind::Sink(f) if !f.commit_outlives_process()),
-            ),
+            pinned: chain.nodes.iter().any(|id| nodes[id.0].runs_on_worker_0()),
             inputs: nodes[chain.nodes[0].0]
                 .inputs
                 .iter()
