@@ -74,7 +74,7 @@ pub struct Node {
 
 impl Node {
     /// Whether every subtask of its chain runs on worker 0: a sink whose commit dies
-    /// with its process (docs/engine.md, "Placement").
+    /// with its process (docs/cluster.md, "Placement").
     pub fn runs_on_worker_0(&self) -> bool {
         matches!(&self.kind, NodeKind::Sink(f) if !f.commit_outlives_process())
     }

@@ -1,5 +1,5 @@
 //! Which old subtasks' state a process of a job on several workers reads at restore
-//! (docs/engine.md, "Restoring a worker's share"): its own subtasks' at the same
+//! (docs/cluster.md, "State per worker"): its own subtasks' at the same
 //! parallelism; after a rescale, the old subtasks whose key groups its subtasks now
 //! own; every old subtask's for sources, whose positions are small and which work out
 //! their part from all of them. The others' files stay unread, so bytes read per
