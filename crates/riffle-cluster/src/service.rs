@@ -310,9 +310,15 @@ impl FlightService for WorkerService {
     ) -> Result<Response<Self::DoPutStream>, Status> {
         let peer = request.remote_addr();
         let mut stream = request.into_inner();
-        let hello = hello(&mut stream).await.inspect_err(|e| {
-            tracing::warn!("refused a stream from {}: {}", named(peer), e.message());
-        })?;
+        // A stream that names itself late holds a call open for nothing: it gets the
+        // keep-alive timeout (which matters most with --insecure-exchange, where no
+        // handshake stands before it).
+        let hello = tokio::time::timeout(crate::links::KEEP_ALIVE_TIMEOUT, hello(&mut stream))
+            .await
+            .unwrap_or_else(|_| Err(Status::deadline_exceeded("no opening message in time")))
+            .inspect_err(|e| {
+                tracing::warn!("refused a stream from {}: {}", named(peer), e.message());
+            })?;
         self.admit(&hello.secret, peer, "a stream")?;
         let attempt = self.attempt_for(&hello).await?;
         let fed = match hello.stream {

@@ -176,3 +176,33 @@ async fn a_client_without_tls_is_turned_away() {
     assert!(!reached, "a plain-text client was answered");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_stream_that_never_names_itself_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = certificates(dir.path());
+    let (server, address) = serving(&tls, "job-secret").await;
+    let peer = links::connect(&address, Some(&tls), PATIENCE)
+        .await
+        .unwrap();
+    let mut client = arrow_flight::FlightClient::new_from_inner(peer);
+    // The stream opens and sends nothing.
+    let silent = futures::stream::pending::<arrow_flight::error::Result<FlightData>>();
+    let answer = tokio::time::timeout(Duration::from_secs(15), client.do_put(silent))
+        .await
+        .expect("the silent stream was held open");
+    let error = match answer {
+        Ok(mut results) => {
+            use futures::StreamExt;
+            results.next().await.and_then(Result::err)
+        }
+        Err(e) => Some(e),
+    };
+    match error {
+        Some(arrow_flight::error::FlightError::Tonic(status)) => {
+            assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status}")
+        }
+        other => panic!("not dropped: {other:?}"),
+    }
+    server.stop().await;
+}
