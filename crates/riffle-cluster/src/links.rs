@@ -380,11 +380,9 @@ pub fn forward_savepoints(
     secret: JobSecret,
     patience: Duration,
 ) -> riffle_runtime::savepoint::SavepointSender {
-    let (sender, requests) = tokio::sync::mpsc::unbounded_channel();
+    let (sender, mut requests) =
+        tokio::sync::mpsc::unbounded_channel::<riffle_runtime::savepoint::SavepointRequest>();
     tokio::spawn(async move {
-        let mut requests: tokio::sync::mpsc::UnboundedReceiver<
-            riffle_runtime::savepoint::SavepointRequest,
-        > = requests;
         while let Some(request) = requests.recv().await {
             let ask = SavepointAsk {
                 secret: secret.clone(),

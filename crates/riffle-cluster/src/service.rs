@@ -208,9 +208,7 @@ impl WorkerService {
             }
             Decision::Pending => {}
         }
-        let json = serde_json::to_vec(&answer).map_err(|e| Status::internal(e.to_string()))?;
-        let result = arrow_flight::Result { body: json.into() };
-        Ok(Response::new(Box::pin(futures::stream::iter([Ok(result)]))))
+        answered(&answer)
     }
 
     /// On worker 0: takes a savepoint another worker's control endpoint was asked for.
@@ -235,9 +233,7 @@ impl WorkerService {
         )
         .await
         .map_err(Status::aborted)?;
-        let json = serde_json::to_vec(&done).map_err(|e| Status::internal(e.to_string()))?;
-        let result = arrow_flight::Result { body: json.into() };
-        Ok(Response::new(Box::pin(futures::stream::iter([Ok(result)]))))
+        answered(&done)
     }
 }
 
@@ -268,6 +264,13 @@ fn admission(wanted: u64, current: Option<u64>) -> Admission {
         Some(c) if c > wanted => Admission::Refuse,
         _ => Admission::Wait,
     }
+}
+
+/// An action's one answer: `value` as JSON.
+fn answered<T: serde::Serialize>(value: &T) -> Result<Response<ActionResults>, Status> {
+    let json = serde_json::to_vec(value).map_err(|e| Status::internal(e.to_string()))?;
+    let result = arrow_flight::Result { body: json.into() };
+    Ok(Response::new(Box::pin(futures::stream::iter([Ok(result)]))))
 }
 
 /// A peer's address for a log line.

@@ -39,6 +39,27 @@ async fn answered(address: &str, tls: Option<&ExchangeTls>) -> bool {
     }
 }
 
+/// How the worker ended a `do_put` of `stream`: its status, if it refused the stream
+/// (at once or after taking it) within `seconds`.
+async fn refusal(
+    client: &mut arrow_flight::FlightClient,
+    stream: impl futures::Stream<Item = arrow_flight::error::Result<FlightData>> + Send + 'static,
+    seconds: u64,
+) -> Option<tonic::Status> {
+    use futures::StreamExt;
+    let answer = tokio::time::timeout(Duration::from_secs(seconds), client.do_put(stream))
+        .await
+        .ok()?;
+    let error = match answer {
+        Ok(mut results) => results.next().await.and_then(Result::err),
+        Err(e) => Some(e),
+    };
+    match error {
+        Some(arrow_flight::error::FlightError::Tonic(status)) => Some(*status),
+        _ => None,
+    }
+}
+
 fn asking(secret: &str) -> AttemptRequest {
     AttemptRequest {
         secret: JobSecret::new(secret),
@@ -100,25 +121,10 @@ async fn a_stream_without_the_jobs_secret_is_refused_before_it_reaches_the_attem
         ..FlightData::default()
     };
     let mut client = arrow_flight::FlightClient::new_from_inner(peer);
-    let answer = tokio::time::timeout(
-        Duration::from_secs(10),
-        client.do_put(futures::stream::iter([Ok(opening)])),
-    )
-    .await
-    .expect("the stream was not refused at once");
-    let error = match answer {
-        Ok(mut results) => {
-            use futures::StreamExt;
-            results.next().await.and_then(Result::err)
-        }
-        Err(e) => Some(e),
-    };
-    match error {
-        Some(arrow_flight::error::FlightError::Tonic(status)) => {
-            assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status}")
-        }
-        other => panic!("not refused: {other:?}"),
-    }
+    let status = refusal(&mut client, futures::stream::iter([Ok(opening)]), 10)
+        .await
+        .expect("the stream was not refused");
+    assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status}");
     server.stop().await;
 }
 
@@ -188,21 +194,9 @@ async fn a_stream_that_never_names_itself_is_dropped() {
     let mut client = arrow_flight::FlightClient::new_from_inner(peer);
     // The stream opens and sends nothing.
     let silent = futures::stream::pending::<arrow_flight::error::Result<FlightData>>();
-    let answer = tokio::time::timeout(Duration::from_secs(15), client.do_put(silent))
+    let status = refusal(&mut client, silent, 15)
         .await
-        .expect("the silent stream was held open");
-    let error = match answer {
-        Ok(mut results) => {
-            use futures::StreamExt;
-            results.next().await.and_then(Result::err)
-        }
-        Err(e) => Some(e),
-    };
-    match error {
-        Some(arrow_flight::error::FlightError::Tonic(status)) => {
-            assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status}")
-        }
-        other => panic!("not dropped: {other:?}"),
-    }
+        .expect("the silent stream was not dropped");
+    assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status}");
     server.stop().await;
 }

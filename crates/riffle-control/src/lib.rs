@@ -27,6 +27,7 @@ mod page;
 mod rates;
 mod scrape;
 mod serve;
+pub mod this_machine;
 pub mod tls;
 
 pub use live::LiveMetrics;
@@ -193,7 +194,7 @@ impl ControlServer {
             pid: std::process::id(),
             pipeline: pipeline.to_string(),
             worker: options.worker,
-            host: tls::host_name(),
+            host: this_machine::host_name(),
         };
         let json = serde_json::to_vec_pretty(&file).unwrap_or_default();
         store
@@ -304,8 +305,8 @@ pub async fn read_control_file(
 /// Storage failures, a damaged record, a record left by a process that is gone, or
 /// workers that all run on other hosts (the error names them).
 pub async fn find_control(store: &CheckpointStore) -> Result<Option<ControlFile>, String> {
-    let host = tls::host_name();
-    let alive = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    let host = this_machine::host_name();
+    let alive = this_machine::process_alive;
     if let Some(file) = read_control_file(store, None).await? {
         let here = file.host.is_empty() || file.host == host;
         if here && !alive(file.pid) {

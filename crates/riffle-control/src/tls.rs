@@ -94,12 +94,3 @@ impl ServerTls {
         tokio_rustls::TlsAcceptor::from(self.config.clone())
     }
 }
-
-/// This machine's host name (`HOSTNAME`, else the kernel's), trimmed; empty if unknown.
-pub fn host_name() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|name| name.trim().to_string())
-        .unwrap_or_default()
-}

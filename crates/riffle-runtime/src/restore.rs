@@ -1,7 +1,7 @@
 //! State loaded from a checkpoint, handed to operator subtasks at start — redistributed
 //! by key group when an operator's parallelism changed.
 
-use crate::restore_share::RestoreShare;
+use crate::restore_share::{state_bytes, RestoreShare};
 use riffle_core::arrow::array::{AsArray, BooleanArray};
 use riffle_core::arrow::compute::filter_record_batch;
 use riffle_core::arrow::datatypes::UInt16Type;
@@ -85,7 +85,6 @@ impl RestoredJob {
         share: Option<&RestoreShare>,
     ) -> StateResult<Self> {
         let mut operators = HashMap::new();
-        let mut bytes = (0, 0);
         for op in &manifest.operators {
             let mut subtasks = HashMap::new();
             let mut watermarks = HashMap::new();
@@ -93,23 +92,16 @@ impl RestoredJob {
                 if let Some(w) = s.watermark {
                     watermarks.insert(s.subtask, w);
                 }
-                let size: u64 = s.files.iter().map(|f| f.bytes).sum();
-                bytes.1 += size;
                 if !share.is_none_or(|share| share.reads(&op.operator, s.subtask)) {
                     continue;
                 }
-                bytes.0 += size;
                 let mut batches = Vec::new();
                 for file in &s.files {
                     batches.extend(store.read_state(file).await?);
                 }
                 subtasks.insert(s.subtask, OperatorState { batches });
             }
-            let read = share.map(|share| {
-                (0..op.parallelism)
-                    .filter(|s| share.reads(&op.operator, *s))
-                    .collect()
-            });
+            let read = share.map(|share| share.read_of(&op.operator, op.parallelism));
             operators.insert(
                 OperatorId(op.operator.clone()),
                 RestoredOperator {
@@ -123,7 +115,7 @@ impl RestoredJob {
         }
         Ok(Self {
             epoch: manifest.epoch,
-            bytes,
+            bytes: state_bytes(manifest, share),
             operators,
             counters: manifest
                 .operator_counters
@@ -138,20 +130,11 @@ impl RestoredJob {
     /// `bytes` then counts the kept state's file bytes.
     pub fn keep_share(mut self, share: &RestoreShare, manifest: &Manifest) -> Self {
         for (id, op) in self.operators.iter_mut() {
-            let read: std::collections::BTreeSet<usize> = (0..op.parallelism)
-                .filter(|s| share.reads(&id.0, *s))
-                .collect();
+            let read = share.read_of(&id.0, op.parallelism);
             op.subtasks.retain(|s, _| read.contains(s));
             op.read = Some(read);
         }
-        self.bytes.0 = manifest
-            .operators
-            .iter()
-            .flat_map(|o| o.subtasks.iter().map(move |s| (o, s)))
-            .filter(|(o, s)| share.reads(&o.operator, s.subtask))
-            .flat_map(|(_, s)| &s.files)
-            .map(|f| f.bytes)
-            .sum();
+        self.bytes = state_bytes(manifest, Some(share));
         self
     }
 

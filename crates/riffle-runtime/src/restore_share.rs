@@ -59,6 +59,29 @@ impl RestoreShare {
             .get(operator)
             .is_none_or(|needed| needed.contains(&old))
     }
+
+    /// The old subtasks of `operator` (checkpointed at `old_parallelism`) read.
+    pub fn read_of(&self, operator: &str, old_parallelism: usize) -> BTreeSet<usize> {
+        (0..old_parallelism)
+            .filter(|s| self.reads(operator, *s))
+            .collect()
+    }
+}
+
+/// The state file bytes of `manifest` that `share` reads (all without one), and the
+/// manifest's total.
+pub fn state_bytes(manifest: &Manifest, share: Option<&RestoreShare>) -> (u64, u64) {
+    let mut bytes = (0, 0);
+    for op in &manifest.operators {
+        for s in &op.subtasks {
+            let size: u64 = s.files.iter().map(|f| f.bytes).sum();
+            bytes.1 += size;
+            if share.is_none_or(|share| share.reads(&op.operator, s.subtask)) {
+                bytes.0 += size;
+            }
+        }
+    }
+    bytes
 }
 
 /// The old subtasks (of `old_parallelism`) holding state that `subtasks` of

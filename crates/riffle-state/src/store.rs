@@ -315,15 +315,16 @@ impl CheckpointStore {
     /// Storage failures.
     pub async fn job_token(&self, candidate: &str) -> StateResult<String> {
         let path = self.layout.control_token();
+        let local = self.root.local_dir.as_ref().map(|d| d.join(path.as_ref()));
+        let io = |file: &Path| {
+            let path = file.display().to_string();
+            move |source| StateError::Io { path, source }
+        };
         match self.read_control_token().await? {
             Some(existing) if !existing.is_empty() => {
-                if let Some(dir) = &self.root.local_dir {
+                if let Some(file) = &local {
                     // Whoever loosened it, it is the job's secret: owner only.
-                    let file = dir.join(path.as_ref());
-                    owner_only(&file).map_err(|e| StateError::Io {
-                        path: file.display().to_string(),
-                        source: e,
-                    })?;
+                    owner_only(file).map_err(io(file))?;
                 }
                 return Ok(existing);
             }
@@ -332,14 +333,8 @@ impl CheckpointStore {
             Some(_) => self.delete_paths(std::slice::from_ref(&path)).await?,
             None => {}
         }
-        let created = match &self.root.local_dir {
-            Some(dir) => {
-                let file = dir.join(path.as_ref());
-                create_owner_only(&file, candidate.as_bytes()).map_err(|e| StateError::Io {
-                    path: file.display().to_string(),
-                    source: e,
-                })
-            }
+        let created = match &local {
+            Some(file) => create_owner_only(file, candidate.as_bytes()).map_err(io(file)),
             None => {
                 let bytes = Bytes::from(candidate.to_string());
                 match self.put_unsynced(&path, bytes, PutMode::Create).await {

@@ -139,7 +139,7 @@ fn remove_orphaned_certificates(temp: &std::path::Path) {
         else {
             continue;
         };
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        if !riffle_control::this_machine::process_alive(pid) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

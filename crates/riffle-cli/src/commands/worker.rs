@@ -106,7 +106,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
     let worker = match args.worker_id {
         Some(id) => id,
         None => {
-            let name = riffle_control::tls::host_name();
+            let name = riffle_control::this_machine::host_name();
             ordinal_of(&name).with_context(|| {
                 format!(
                     "--worker-id-from-hostname: the host name `{}` does not end in -<number>",
