@@ -1,11 +1,12 @@
-//! One job on several worker processes (docs/cluster.md): the output equals a single
+//! One job on several worker processes (docs/cluster.md), started by the launcher (see
+//! `cluster_by_hand.rs` for workers started one by one): the output equals a single
 //! process's, through kill -9 of any worker and a resume on fewer workers, also from
 //! state files a worker reused across checkpoints.
 
 use crate::common;
 
 use common::checkpoints::referenced_files;
-use common::workers::{kill, kill_workers_randomly, launched, unused_port, worker_pids};
+use common::workers::{kill, kill_workers_randomly, launched, worker_pids};
 use common::{published, riffle, stderr};
 use std::path::Path;
 use std::process::Command;
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// q5 (keyed window aggregate, then a join on the window) and q8 (a window join of two
 /// sources): every exchange kind crosses workers.
-fn pipeline(query: &str, out: &Path) -> String {
+pub(crate) fn pipeline(query: &str, out: &Path) -> String {
     pipeline_at(query, out, "10K")
 }
 
@@ -469,71 +470,6 @@ fn a_savepoint_asked_of_any_worker_stops_the_job_and_restores_exactly() {
     assert_eq!(published(&dir.path().join("out")), expected);
 }
 
-/// The repository's `deploy/kubernetes` directory.
-fn kubernetes_dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes")
-}
-
-#[test]
-fn the_kubernetes_files_are_valid_resources() {
-    let validate = std::env::var("RIFFLE_KUBERNETES_VALIDATE")
-        .expect("RIFFLE_KUBERNETES_VALIDATE: kubernetes-validate (scripts/test installs it)");
-    let dir = kubernetes_dir();
-    let out = Command::new(validate)
-        .arg("--strict")
-        .args(["service.yaml", "statefulset.yaml", "secret.example.yaml"])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &stderr(&out);
-    assert!(out.status.success(), "{text}");
-    assert_eq!(text.matches("passed for resource").count(), 5, "{text}");
-}
-
-/// The StatefulSet's worker arguments parse, and name as many workers as it has pods.
-#[test]
-fn the_statefulset_runs_a_worker_command_riffle_accepts() {
-    let yaml = std::fs::read_to_string(kubernetes_dir().join("statefulset.yaml")).unwrap();
-    let args: Vec<String> = yaml
-        .lines()
-        .skip_while(|l| l.trim() != "args:")
-        .skip(1)
-        .map_while(|l| l.trim().strip_prefix("- "))
-        .map(|a| a.trim_matches('"').to_string())
-        .collect();
-    assert_eq!(args.first().map(String::as_str), Some("worker"), "{args:?}");
-    let replicas: usize = yaml
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("replicas: "))
-        .unwrap()
-        .parse()
-        .unwrap();
-    let workers = &args[args.iter().position(|a| a == "--workers").unwrap() + 1];
-    assert_eq!(workers.split(',').count(), replicas);
-    // A pod named past the list: every option parses, then the index is refused.
-    let out = riffle()
-        .args(&args)
-        .env("HOSTNAME", "riffle-9")
-        .output()
-        .unwrap();
-    let text = stderr(&out);
-    assert!(!out.status.success());
-    assert!(
-        text.contains(&format!(
-            "--worker-id 9 is not an index into --workers ({replicas} addresses)"
-        )),
-        "{text}"
-    );
-    // The pipeline it mounts plans (the password comes from the Secret in a pod).
-    let explain = riffle()
-        .env("PGPASSWORD", "from-the-secret")
-        .arg("explain")
-        .arg(kubernetes_dir().join("pipeline.sql"))
-        .output()
-        .unwrap();
-    assert!(explain.status.success(), "{}", stderr(&explain));
-}
-
 /// A worker paused (SIGSTOP) past the keep-alive timeout: the others fail the attempt
 /// and start the next one; the paused worker, resumed, finds its streams gone, drops its
 /// old attempt (whose streams the others refuse) and rejoins. The output stays exact.
@@ -563,201 +499,6 @@ fn a_paused_worker_is_left_behind_and_rejoins_when_resumed() {
         !text.contains("worker 1 exited"),
         "the paused worker was restarted instead of rejoining: {text}"
     );
-    assert_eq!(published(&dir.path().join("out")), expected);
-}
-
-/// A TCP proxy on 127.0.0.1 in front of `target`, whose open connections the test can
-/// cut at once (new ones keep being accepted).
-struct CuttableProxy {
-    port: u16,
-    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
-}
-
-impl CuttableProxy {
-    fn start(target: u16) -> Self {
-        use std::net::{TcpListener, TcpStream};
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let open = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let tracked = open.clone();
-        std::thread::spawn(move || {
-            for inbound in listener.incoming() {
-                let Ok(inbound) = inbound else { continue };
-                let Ok(outbound) = TcpStream::connect(("127.0.0.1", target)) else {
-                    continue;
-                };
-                let pipe = |mut from: TcpStream, mut to: TcpStream| {
-                    std::thread::spawn(move || {
-                        let _ = std::io::copy(&mut from, &mut to);
-                        let _ = to.shutdown(std::net::Shutdown::Both);
-                    });
-                };
-                let mut list = tracked.lock().unwrap();
-                list.push(inbound.try_clone().unwrap());
-                list.push(outbound.try_clone().unwrap());
-                pipe(inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
-                pipe(outbound, inbound);
-            }
-        });
-        Self { port, open }
-    }
-
-    /// Closes every connection open now.
-    fn cut(&self) -> usize {
-        let mut open = self.open.lock().unwrap();
-        for s in open.iter() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-        let cut = open.len() / 2;
-        open.clear();
-        cut
-    }
-}
-
-/// The connections into worker 1 pass through a proxy, which the test closes mid-run:
-/// the attempt fails on every worker, the next one starts (through the proxy again),
-/// and the output stays exact. No process is restarted.
-#[test]
-fn a_cut_exchange_connection_fails_the_attempt_and_the_job_resumes_exactly() {
-    let expected = single_process("q5", "600K");
-    let dir = tempfile::tempdir().unwrap();
-    let file = q5_file(dir.path());
-    let real = [unused_port(), unused_port(), unused_port()];
-    let proxy = CuttableProxy::start(real[1]);
-    let addresses = format!(
-        "127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}",
-        real[0], proxy.port, real[2]
-    );
-    let mut workers: Vec<_> = (0..3)
-        .map(|i| worker(i, &file, &addresses, real[i], dir.path()))
-        .collect();
-    wait_for_checkpoints(dir.path());
-    assert!(proxy.cut() > 0, "no connection went through the proxy");
-    let logs = all_exit_well(&mut workers, Duration::from_secs(120));
-    assert!(
-        logs.contains("attempt of generation 1 failed"),
-        "the cut went unnoticed: {logs}"
-    );
-    assert_eq!(published(&dir.path().join("out")), expected);
-}
-
-/// Writes q5 into `dir/q5.sql`, with its output in `dir/out`.
-fn q5_file(dir: &Path) -> std::path::PathBuf {
-    let file = dir.join("q5.sql");
-    std::fs::write(&file, pipeline("q5", &dir.join("out"))).unwrap();
-    file
-}
-
-/// `riffle worker` `i` of the q5 job in `file` on the workers at `addresses` (3, at
-/// p3, 600K events at 100K a second), listening on `port`; its stderr goes to
-/// `dir/worker-i.log`.
-fn worker(i: usize, file: &Path, addresses: &str, port: u16, dir: &Path) -> Worker {
-    let log = dir.join(format!("worker-{i}.log"));
-    // Every worker gets the same files; the first call makes them.
-    let tls_dir = dir.join("tls");
-    if !tls_dir.join("worker.key").exists() {
-        riffle_cluster::tls::WorkerCertificates::local(&tls_dir).unwrap();
-    }
-    let mut cmd = riffle();
-    cmd.arg("worker")
-        .arg(file)
-        .args(["-p", "3", "--events", "600K", "--throttle", "100K"])
-        .args(["--checkpoint-interval", "50ms", "--restart-delay", "0s"])
-        .arg("--state")
-        .arg(dir.join("state"))
-        .args(["--worker-id", &i.to_string(), "--workers", addresses])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .arg("--tls-cert")
-        .arg(tls_dir.join("worker.crt"))
-        .arg("--tls-key")
-        .arg(tls_dir.join("worker.key"))
-        .arg("--tls-ca")
-        .arg(tls_dir.join("ca.crt"));
-    (launched(cmd, &log), log)
-}
-
-pub(crate) type Worker = (std::process::Child, std::path::PathBuf);
-
-/// Every worker's log, one after another.
-fn logs_of(workers: &[Worker]) -> String {
-    workers
-        .iter()
-        .map(|(_, log)| std::fs::read_to_string(log).unwrap_or_default())
-        .collect()
-}
-
-/// Kills `workers` and fails the test with `why` and their logs.
-fn give_up(workers: &mut [Worker], why: &str) -> ! {
-    for (child, _) in workers.iter_mut() {
-        let _ = child.kill();
-    }
-    panic!("{why}:\n{}", logs_of(workers));
-}
-
-/// Waits for `workers` to exit well, for up to `limit`; returns their logs.
-pub(crate) fn all_exit_well(workers: &mut [Worker], limit: Duration) -> String {
-    let started = Instant::now();
-    for i in 0..workers.len() {
-        loop {
-            if let Some(status) = workers[i].0.try_wait().unwrap() {
-                if !status.success() {
-                    give_up(workers, &format!("worker {i} failed"));
-                }
-                break;
-            }
-            if started.elapsed() > limit {
-                give_up(workers, &format!("worker {i} still runs after {limit:?}"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    logs_of(workers)
-}
-
-/// Worker 1 is stopped (SIGSTOP) as it comes up, before it opens any stream: worker 0's
-/// attempt fails on the silent connection while worker 1's acks stream never arrived.
-/// Worker 0 must still end that attempt and start the next (it once waited forever for
-/// the coordinator, which waited for those acks); resumed, worker 1 joins, and the
-/// output stays exact.
-#[test]
-fn an_attempt_that_fails_before_every_worker_joined_it_ends_and_the_next_runs() {
-    let expected = single_process("q5", "600K");
-    let dir = tempfile::tempdir().unwrap();
-    let file = q5_file(dir.path());
-    let ports = [unused_port(), unused_port(), unused_port()];
-    let addresses = ports.map(|p| format!("127.0.0.1:{p}")).join(",");
-    let late = worker(1, &file, &addresses, ports[1], dir.path());
-    let up = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", ports[1])).is_err() {
-        assert!(
-            up.elapsed() < Duration::from_secs(60),
-            "worker 1 never listened"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let stopped = late.0.id() as i32;
-    // SAFETY: signalling a process this test started.
-    unsafe { libc::kill(stopped, libc::SIGSTOP) };
-    let mut workers = vec![
-        worker(0, &file, &addresses, ports[0], dir.path()),
-        late,
-        worker(2, &file, &addresses, ports[2], dir.path()),
-    ];
-    // Past the keep-alive timeout: worker 0's streams into worker 1 fail.
-    let log_0 = workers[0].1.clone();
-    let failed = Instant::now();
-    while !std::fs::read_to_string(&log_0)
-        .unwrap_or_default()
-        .contains("attempt of generation 1 failed")
-    {
-        if failed.elapsed() > Duration::from_secs(60) {
-            give_up(&mut workers, "worker 0 did not end its first attempt");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // SAFETY: as above.
-    unsafe { libc::kill(stopped, libc::SIGCONT) };
-    all_exit_well(&mut workers, Duration::from_secs(120));
     assert_eq!(published(&dir.path().join("out")), expected);
 }
 

@@ -5,9 +5,8 @@
 //! process's. Needs `ip netns` (root, or CAP_NET_ADMIN); elsewhere it says so and
 //! passes without running.
 
-use crate::cluster::{
-    all_exit_well, latest_epoch, pipeline_at, single_process, wait_for_checkpoints, Worker,
-};
+use crate::cluster::{latest_epoch, pipeline_at, single_process, wait_for_checkpoints};
+use crate::cluster_by_hand::{all_exit_well, Worker};
 use crate::common::workers::launched;
 use std::path::Path;
 use std::process::Command;

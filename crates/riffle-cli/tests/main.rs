@@ -18,6 +18,8 @@ mod postgres;
 
 mod cli;
 mod cluster;
+mod cluster_by_hand;
+mod cluster_kubernetes;
 mod cluster_partition;
 mod connectors;
 mod damaged_checkpoints;

@@ -3,6 +3,7 @@
 mod blackhole;
 mod collect;
 mod debezium;
+mod file_commit;
 mod files;
 mod output_owner;
 pub mod partitions;

@@ -47,7 +47,7 @@ pub(super) fn claim(dir: &Path, owner: &OutputOwner, replace: bool) -> Result<Ou
     };
     match placed {
         Ok(()) => {
-            super::files::sync_dir(dir)?;
+            super::file_commit::sync_dir(dir)?;
             Ok(owner.clone())
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read(dir)?
