@@ -16,6 +16,7 @@
 //! schema), its runtime state, and its snapshot/restore as key-grouped Arrow batches.
 
 pub mod aggregate;
+pub mod changelog_join;
 mod delta_log;
 pub mod expr;
 pub mod filter;
@@ -39,6 +40,7 @@ pub mod window_max_rows;
 mod window_top_n;
 
 pub use aggregate::{AggregateFunction, AggregateSpec};
+pub use changelog_join::ChangelogJoinFactory;
 pub use filter::FilterFactory;
 pub use interval_max_join::IntervalMaxJoinFactory;
 pub use lookup_join::{LookupJoinFactory, LookupJoinKind};

@@ -301,3 +301,79 @@ fn a_shared_view_goes_to_an_upsert_sink_and_a_debezium_sink_in_either_order() {
         assert!(explained.contains(", changelog"), "{inserts}:\n{explained}");
     }
 }
+
+#[test]
+fn a_join_of_an_updating_result_reads_both_sides_as_changelogs() {
+    let counts = "(SELECT auction, count(*) AS bids FROM bid GROUP BY auction)";
+    for (join, kind) in [
+        ("JOIN", "inner join of changelogs"),
+        ("LEFT JOIN", "left outer join of changelogs"),
+        ("RIGHT JOIN", "right outer join of changelogs"),
+        ("FULL JOIN", "full outer join of changelogs"),
+    ] {
+        let p = plan(&format!(
+            "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\n\
+             INSERT INTO out SELECT b.auction, b.price, c.bids FROM bid b {join} {counts} c ON b.auction = c.auction;"
+        ))
+        .unwrap_or_else(|e| panic!("{join}: {e}"));
+        let explained = PhysicalPlan::compile(&p.graph).explain(&p.graph);
+        assert!(explained.contains(kind), "{join}:\n{explained}");
+        // The aggregate feeds the join its withdrawals; the join's rows are a changelog.
+        assert!(
+            explained.contains("changelog -U/+U"),
+            "{join}:\n{explained}"
+        );
+        let into_out = explained
+            .lines()
+            .find(|l| l.contains("<- [join_"))
+            .unwrap_or_else(|| panic!("no edge from the join:\n{explained}"));
+        assert!(into_out.ends_with(", changelog"), "{explained}");
+    }
+    // Two updating results, the join's own output joined again, and a computed key.
+    plan(&format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'stdout');\n\
+         INSERT INTO out SELECT x.auction, x.bids, y.n FROM {counts} x\n\
+         FULL JOIN (SELECT bidder % 100 AS k, count(*) AS n FROM bid GROUP BY bidder % 100) y ON x.auction % 100 = y.k;"
+    ))
+    .unwrap();
+    // Into a sink that cannot withdraw rows, refused as for any changelog.
+    let e = error(&format!(
+        "{BID}CREATE TABLE out (auction BIGINT, bids BIGINT) WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\n\
+         INSERT INTO out SELECT b.auction, c.bids FROM bid b JOIN {counts} c ON b.auction = c.auction;"
+    ));
+    assert_mentions(&e, &["withdraws rows", "debezium-json"]);
+}
+
+#[test]
+fn joins_of_updating_results_that_cannot_run_exactly_are_refused_by_name() {
+    let counts = "(SELECT auction, count(*) AS bids FROM bid GROUP BY auction)";
+    let stdout = "CREATE TABLE out WITH ('connector' = 'stdout');\n";
+    let e = error(&format!(
+        "{BID}{stdout}INSERT INTO out SELECT b.auction, c.bids FROM bid b LEFT JOIN {counts} c ON b.auction = c.auction AND b.price > c.bids;"
+    ));
+    assert_mentions(
+        &e,
+        &["LEFT JOIN of an updating result with a condition", "hint:"],
+    );
+    let e = error(&format!(
+        "{BID}{stdout}INSERT INTO out SELECT auction FROM bid WHERE auction NOT IN (SELECT auction FROM {counts} c WHERE bids > 3);"
+    ));
+    assert_mentions(&e, &["NOT IN over an updating result", "hint:"]);
+    // `IN` over groups of other columns could match a key twice.
+    let pairs = "(SELECT auction, bidder, count(*) AS n FROM bid GROUP BY auction, bidder)";
+    let e = error(&format!(
+        "{BID}{stdout}INSERT INTO out SELECT auction FROM bid WHERE auction IN (SELECT auction FROM {pairs} WHERE n > 1);"
+    ));
+    assert_mentions(&e, &["IN over an updating result", "hint:"]);
+    // An inner join's condition filters the joined changelog; `IN` over an aggregate
+    // grouped by the key, and an inner join reading only left columns, are that join.
+    for query in [
+        format!("SELECT b.auction FROM bid b JOIN {counts} c ON b.auction = c.auction AND b.price > c.bids"),
+        format!("SELECT auction, price FROM bid WHERE auction IN (SELECT auction FROM {counts} c WHERE bids > 3)"),
+    ] {
+        let p = plan(&format!("{BID}{stdout}INSERT INTO out {query};"))
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+        let explained = PhysicalPlan::compile(&p.graph).explain(&p.graph);
+        assert!(explained.contains("inner join of changelogs"), "{query}:\n{explained}");
+    }
+}

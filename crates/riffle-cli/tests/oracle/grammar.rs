@@ -52,6 +52,15 @@ pub enum Query {
     /// An unbounded outer join of `ev` and `pay` on the key (`LEFT`, `RIGHT` or `FULL`):
     /// padded rows withdrawn when a match arrives, a keyless changelog.
     OuterJoin { kind: &'static str },
+    /// An unbounded join (`INNER`, `LEFT`, `RIGHT` or `FULL`) whose inputs update: `ev`
+    /// (or, with `both`, its per-key counts) joined on its key with `pay`'s totals per
+    /// `k % g` — every new `pay` row withdraws the joined rows of its group's old total,
+    /// and keys from `g` on have no partner.
+    ChangelogJoin {
+        g: i64,
+        kind: &'static str,
+        both: bool,
+    },
     /// An unbounded inner join of `ev` and `pay` on the key and `v % m = amount % m`
     /// (append-only; late rows join like any other).
     InnerJoin { m: i64 },
@@ -112,12 +121,18 @@ pub enum Rows {
 
 impl Query {
     /// A query of kind `kind % KINDS` with random parameters. Kind 11 is the unbounded
-    /// join: inner for every third run of `KINDS` seeds (28, 79, …), else outer, so that
-    /// adding the inner join left every other seed's case as it was.
+    /// join, by the run of `KINDS` seeds: inner for every third (28, 79, …), of updating
+    /// inputs for the next (45, 96, …), else outer (11, 62, …), so that adding the inner
+    /// join left every other seed's case as it was.
     pub fn random(kind: u64, rng: &mut StdRng) -> Self {
         match kind % KINDS {
             11 if (kind / KINDS) % 3 == 1 => Query::InnerJoin {
                 m: rng.random_range(8..16),
+            },
+            11 if (kind / KINDS) % 3 == 2 => Query::ChangelogJoin {
+                g: rng.random_range(2..20),
+                kind: ["INNER", "LEFT", "RIGHT", "FULL"][rng.random_range(0..4)],
+                both: rng.random_bool(0.5),
             },
             0 => Query::Filter {
                 m: rng.random_range(2..6),
@@ -208,6 +223,8 @@ impl Query {
             Query::Updating { .. } | Query::Having { .. } => &["k", "n", "total"],
             Query::Regroup { .. } => &["r", "groups", "rows_in", "top", "bottom", "sizes"],
             Query::OuterJoin { .. } => &["eid", "pid"],
+            Query::ChangelogJoin { both: false, .. } => &["eid", "n", "total"],
+            Query::ChangelogJoin { both: true, .. } => &["ek", "n", "pk", "total"],
             Query::InnerJoin { .. } => &["eid", "pid", "d"],
             Query::Union { .. } => &["a", "b"],
             Query::RankedRegroup { .. } => &["r", "n", "total", "hi"],
@@ -228,7 +245,9 @@ impl Query {
             Query::Having { .. } | Query::Regroup { .. } | Query::RankedRegroup { .. } => {
                 OutputKind::Changelog
             }
-            Query::OuterJoin { .. } | Query::TopGroups { .. } => OutputKind::KeylessChangelog,
+            Query::OuterJoin { .. } | Query::ChangelogJoin { .. } | Query::TopGroups { .. } => {
+                OutputKind::KeylessChangelog
+            }
             Query::Union {
                 changelog: true, ..
             } => OutputKind::KeylessChangelog,
@@ -254,6 +273,7 @@ impl Query {
                 | Query::IntervalJoin { .. }
                 | Query::OuterIntervalJoin { .. }
                 | Query::OuterJoin { .. }
+                | Query::ChangelogJoin { .. }
                 | Query::InnerJoin { .. }
                 | Query::Union { .. }
         ) {
@@ -266,6 +286,13 @@ impl Query {
             ),
             Query::Having { .. } => ("(k BIGINT, n BIGINT, total BIGINT) ", "debezium-json"),
             Query::OuterJoin { .. } => ("(eid BIGINT, pid BIGINT) ", "debezium-json"),
+            Query::ChangelogJoin { both: false, .. } => {
+                ("(eid BIGINT, n BIGINT, total BIGINT) ", "debezium-json")
+            }
+            Query::ChangelogJoin { both: true, .. } => (
+                "(ek BIGINT, n BIGINT, pk BIGINT, total BIGINT) ",
+                "debezium-json",
+            ),
             Query::Union {
                 changelog: true, ..
             } => ("(a BIGINT, b BIGINT) ", "debezium-json"),
@@ -320,6 +347,7 @@ impl Query {
                 format!("SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p ON e.k = p.k")
             }
             Query::InnerJoin { .. } => self.inner_join_sql(),
+            Query::ChangelogJoin { .. } => self.changelog_join_sql(),
             Query::WindowJoin { size_s } => format!(
                 "SELECT e.id AS eid, p.id AS pid, {ws} AS ws\n\
                  FROM (SELECT id, k, tumble(INTERVAL '{size_s}' SECOND) AS w FROM ev) e\n\
@@ -398,6 +426,7 @@ impl Query {
                 format!("SELECT e.id AS eid, p.id AS pid FROM ev e {kind} JOIN pay p ON e.k = p.k")
             }
             Query::InnerJoin { .. } => self.inner_join_sql(),
+            Query::ChangelogJoin { .. } => self.changelog_join_sql(),
             Query::WindowJoin { size_s } => {
                 let size = size_s * 1000;
                 format!(
@@ -466,6 +495,7 @@ impl Query {
             | Query::Having { .. }
             | Query::Regroup { .. }
             | Query::OuterJoin { .. }
+            | Query::ChangelogJoin { .. }
             | Query::InnerJoin { .. }
             | Query::Union { .. }
             | Query::RankedRegroup { .. }
@@ -496,6 +526,29 @@ impl Query {
                 _ => all_ev + late.pay,
             },
             _ => 0,
+        }
+    }
+
+    /// A `ChangelogJoin` query's text, the same in both dialects: the batch answer is
+    /// the changelog's final table.
+    fn changelog_join_sql(&self) -> String {
+        let Query::ChangelogJoin { g, kind, both } = self else {
+            unreachable!("changelog_join_sql of {self:?}")
+        };
+        let totals = format!(
+            "SELECT k % {g} AS gk, count(*) AS c, sum(amount) AS total FROM pay GROUP BY k % {g}"
+        );
+        if *both {
+            format!(
+                "SELECT a.k AS ek, a.n AS n, b.gk AS pk, b.total AS total\n\
+                 FROM (SELECT k, count(*) AS n FROM ev GROUP BY k) a\n\
+                 {kind} JOIN ({totals}) b ON a.k = b.gk"
+            )
+        } else {
+            format!(
+                "SELECT e.id AS eid, b.c AS n, b.total AS total FROM ev e\n\
+                 {kind} JOIN ({totals}) b ON e.k = b.gk"
+            )
         }
     }
 

@@ -284,9 +284,10 @@ fn check_seeds(
 /// The seeds `.ci/run` checks: each query kind of the grammar three times
 /// (the seed picks the kind), at several parallelisms, through crash points, `kill -9`,
 /// damaged checkpoints and rescaled restores (see the printed schedules); then 79, a
-/// second inner join (28 is the first).
+/// second inner join (28 is the first), and 147, 606 and 810: full, left and right joins
+/// of updating inputs (45 is an inner one).
 fn ci_seeds() -> impl Iterator<Item = u64> {
-    (1..52).chain([79])
+    (1..52).chain([79, 147, 606, 810])
 }
 
 #[test]
@@ -302,11 +303,12 @@ fn generated_pipelines_agree_with_duckdb_through_crashes_and_rescales() {
 /// through crash points of worker 0's coordinator and `kill -9` of any worker. (1049
 /// stood in for 1015, the same kind, when that kind's answer could be empty.)
 /// 1151 kills a worker of a job with no channel between workers: the others hear of
-/// the failed attempt only through worker 0's barrier stream, and once did not. 1048 is
-/// the inner join (1014 is kind 11's outer join).
-const CI_WORKER_SEEDS: [u64; 20] = [
+/// the failed attempt only through worker 0's barrier stream, and once did not. Kind 11
+/// three ways: 1014 and 1065 join updating inputs (right and left), 1031 is the outer
+/// join, 1048 the inner join.
+const CI_WORKER_SEEDS: [u64; 22] = [
     1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 1015, 1049,
-    1016, 1017, 1151, 1048,
+    1016, 1017, 1151, 1048, 1031, 1065,
 ];
 
 /// `RIFFLE_ORACLE_WORKER_SEEDS=1003,1010` replays those cases instead.

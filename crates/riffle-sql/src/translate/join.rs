@@ -42,13 +42,17 @@ impl Translator<'_> {
             }
         };
         let is_outer = outer.0 || outer.1;
-        let left = self.translate(&j.left)?;
-        refuse_updating(&left)?;
-        if let Some(s) = self.max_rows(j, &left)? {
-            return Ok(s);
+        // Both sides as changelogs where they update (an append-only side is as it was).
+        let left = self.translate_as_changelog(&j.left)?;
+        if left.updating.is_none() {
+            if let Some(s) = self.max_rows(j, &left)? {
+                return Ok(s);
+            }
         }
-        let right = self.translate(&j.right)?;
-        refuse_updating(&right)?;
+        let right = self.translate_as_changelog(&j.right)?;
+        if left.updating.is_some() || right.updating.is_some() {
+            return self.changelog_join(j, &left, &right);
+        }
         // The bounds an interval join checks per pair itself: an outer join's condition
         // must be just those; an inner join's may be, else it filters after the join.
         let interval = match (&j.filter, is_outer) {
@@ -309,7 +313,7 @@ impl Translator<'_> {
     }
 
     /// Renames `stream`'s columns that are in `taken` with a projection.
-    fn rename_clashes(&mut self, stream: &Stream, taken: &[String]) -> Result<Stream> {
+    pub(super) fn rename_clashes(&mut self, stream: &Stream, taken: &[String]) -> Result<Stream> {
         let cols = stream.physical_columns();
         if !cols.iter().any(|c| taken.contains(c)) {
             return Ok(stream.clone());
@@ -428,10 +432,11 @@ impl Translator<'_> {
 
 /// Whether every row of `j`'s right side is unique on the columns it is joined on: it
 /// is an aggregate whose group columns are all join columns.
-fn right_unique_on_keys(j: &Join) -> bool {
-    let Some((agg, map)) = aggregate_below(&j.right) else {
+pub(super) fn right_unique_on_keys(j: &Join) -> bool {
+    let (LogicalPlan::Aggregate(agg), map) = below_through(&j.right, true) else {
         return false;
     };
+    let map = map.unwrap_or_else(|| (0..agg.schema.fields().len()).collect());
     let rs = j.right.schema();
     let on: Vec<usize> =
         j.on.iter()
@@ -502,9 +507,18 @@ pub(super) fn max_argument(e: &Expr) -> Option<&datafusion::common::Column> {
 /// Below aliases and column-only projections: the node, and for each field of `plan`
 /// the field of that node it passes through.
 fn below(plan: &LogicalPlan) -> (&LogicalPlan, Option<Vec<usize>>) {
+    below_through(plan, false)
+}
+
+/// [`below`], passing also through filters when `filters` (which keep a side's
+/// uniqueness, not its values).
+fn below_through(plan: &LogicalPlan, filters: bool) -> (&LogicalPlan, Option<Vec<usize>>) {
     let plan = peel(plan);
+    if let (LogicalPlan::Filter(f), true) = (plan, filters) {
+        return below_through(&f.input, filters);
+    }
     if let LogicalPlan::Projection(p) = plan {
-        let (node, inner) = below(&p.input);
+        let (node, inner) = below_through(&p.input, filters);
         let mut map = Vec::new();
         for e in &p.expr {
             let e = crate::windows::unaliased(e);

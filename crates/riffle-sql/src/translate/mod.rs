@@ -7,6 +7,7 @@
 //! dataflow that feeds both consumers.
 
 mod aggregate;
+mod changelog_join;
 mod expand;
 mod interval;
 mod join;
