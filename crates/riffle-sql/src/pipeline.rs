@@ -21,7 +21,7 @@ use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{Insert, Query, Statement, TableObject};
 use riffle_connectors::ProcessingTimeSourceFactory;
 use riffle_core::{LookupTableFactory, ROW_KIND_FIELD, TIMESTAMP_FIELD};
-use riffle_operators::ProjectFactory;
+use riffle_operators::{ProjectFactory, UpsertMaterializeFactory};
 use riffle_runtime::JobGraph;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -458,6 +458,35 @@ fn columns_read<'a>(
         .collect())
 }
 
+/// `stream`, a keyless changelog whose changes of one row may come from different
+/// subtasks, put back in order per `key` (the table's, of the fields `names`): keyed by
+/// it, the materializer emits each key's changes from one subtask, in order.
+fn in_order_per_key(
+    t: &mut Translator<'_>,
+    stream: &Stream,
+    names: &[String],
+    key: &[String],
+) -> Result<Stream> {
+    let stream = t.materialize_unless(stream, None)?;
+    let columns = key
+        .iter()
+        .map(|k| {
+            let i = names.iter().position(|n| n == k).ok_or_else(|| {
+                SqlError::plan(format!(
+                    "PRIMARY KEY column `{k}` is not a column of the table"
+                ))
+            })?;
+            Ok(stream.columns[i].as_str())
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let f = UpsertMaterializeFactory::new(t.graph.schema(stream.node), &columns)?;
+    let node = t.add("in_order_by_key", Arc::new(f), None, &[stream.node])?;
+    Ok(Stream {
+        node,
+        ..stream.clone()
+    })
+}
+
 /// Shapes the result to the sink's columns and adds the sink.
 fn attach_sink(
     t: &mut Translator<'_>,
@@ -544,6 +573,14 @@ fn attach_sink(
             )));
         }
     }
+    let ordered;
+    let stream = match stream.updating.as_deref() {
+        Some([]) if stream.scattered && !def.primary_key.is_empty() => {
+            ordered = in_order_per_key(t, stream, &names, &def.primary_key)?;
+            &ordered
+        }
+        _ => stream,
+    };
     // Rows of a HOP or CUMULATE table function reach a table once per window.
     let stream = &t.expand_windows(stream, None)?;
     let schema = t.graph.schema(stream.node).schema.clone();

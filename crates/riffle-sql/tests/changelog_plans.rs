@@ -336,6 +336,30 @@ fn a_join_of_an_updating_result_reads_both_sides_as_changelogs() {
          FULL JOIN (SELECT bidder % 100 AS k, count(*) AS n FROM bid GROUP BY bidder % 100) y ON x.auction % 100 = y.k;"
     ))
     .unwrap();
+    // A table keyed by another column than the join's receives a row's new pair and its
+    // old pair's withdrawal from different subtasks: they are put in order per its key.
+    let keyed = |key: &str| {
+        let p = plan(&format!(
+            "{BID}CREATE TABLE out (price BIGINT, auction BIGINT, bids BIGINT, PRIMARY KEY ({key})) WITH ('connector' = 'postgres', 'url' = 'postgres://u@127.0.0.1:1/db');\n\
+             INSERT INTO out SELECT b.price, b.auction, c.bids FROM bid b JOIN {counts} c ON b.auction = c.auction;"
+        ))
+        .unwrap();
+        PhysicalPlan::compile(&p.graph).explain(&p.graph)
+    };
+    let explained = keyed("price");
+    assert!(
+        explained.contains("changelog in order per table key (price)"),
+        "{explained}"
+    );
+    assert!(explained.contains("<- [join_"), "{explained}");
+    // Without a join of changelogs upstream, a keyed table applies the changes as they come.
+    let p = plan(&format!(
+        "{BID}CREATE TABLE out (auction BIGINT, bids BIGINT, PRIMARY KEY (auction)) WITH ('connector' = 'postgres', 'url' = 'postgres://u@127.0.0.1:1/db');\n\
+         INSERT INTO out SELECT * FROM {counts} WHERE bids > 1;"
+    ))
+    .unwrap();
+    let explained = PhysicalPlan::compile(&p.graph).explain(&p.graph);
+    assert!(!explained.contains("in order per table key"), "{explained}");
     // Into a sink that cannot withdraw rows, refused as for any changelog.
     let e = error(&format!(
         "{BID}CREATE TABLE out (auction BIGINT, bids BIGINT) WITH ('connector' = 'filesystem', 'path' = 'x', 'format' = 'json');\n\

@@ -11,6 +11,7 @@ use crate::kafka;
 use crate::{moto, postgres};
 
 mod avro_kafka;
+mod cdc_join;
 mod errors;
 #[cfg(feature = "iceberg")]
 mod iceberg;

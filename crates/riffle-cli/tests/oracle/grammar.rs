@@ -43,7 +43,7 @@ pub enum Query {
     },
     /// A `GROUP BY` over an unwindowed `GROUP BY id % g` (optionally filtered by
     /// `HAVING`): an aggregate that takes withdrawn rows back, regrouping the inner
-    /// groups by `total % m`.
+    /// groups by `total % m` (by their count `n` when `m` is 5).
     Regroup {
         g: i64,
         m: i64,
@@ -665,8 +665,15 @@ impl Query {
         let having = having
             .map(|(hm, hr)| format!(" HAVING (count(*) + id % {g}) % {hm} = {hr}"))
             .unwrap_or_default();
+        // With m = 5 the groups are regrouped by their counts themselves: the outer
+        // count(*) then has the name DataFusion gave the inner one.
+        let r = if *m == 5 {
+            "n".to_string()
+        } else {
+            format!("total % {m}")
+        };
         format!(
-            "SELECT total % {m} AS r, count(*) AS groups, sum(n) AS rows_in, max(n) AS top, min(total) AS bottom, count(DISTINCT n) AS sizes FROM (\n  SELECT id % {g} AS k, count(*) AS n, sum(v) AS total FROM ev GROUP BY id % {g}{having}) inner_groups\nGROUP BY total % {m}"
+            "SELECT {r} AS r, count(*) AS groups, sum(n) AS rows_in, max(n) AS top, min(total) AS bottom, count(DISTINCT n) AS sizes FROM (\n  SELECT id % {g} AS k, count(*) AS n, sum(v) AS total FROM ev GROUP BY id % {g}{having}) inner_groups\nGROUP BY {r}"
         )
     }
 }

@@ -176,6 +176,7 @@ impl OperatorFactory for ChangelogJoinFactory {
             converters: [converter(0)?, converter(1)?],
             table: GroupKeys::new(self.key_schema.clone())?,
             keyed: Vec::new(),
+            null_keyed: Default::default(),
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
         }))
@@ -195,6 +196,9 @@ struct ChangelogJoin {
     /// Key → dense id, the index into `keyed`.
     table: GroupKeys,
     keyed: Vec<KeyRows>,
+    /// Per side, its rows whose key holds a NULL: they join nothing, but are held so
+    /// that their withdrawals are checked and a restore pads them as before.
+    null_keyed: [KeyRows; 2],
     max_parallelism: u16,
     operator: String,
 }
@@ -225,11 +229,10 @@ impl ChangelogJoin {
         for (r, (&t, id)) in ts.iter().zip(ids).enumerate() {
             let row: pairs::RowBytes = Arc::from(rows.row(r).as_ref());
             let kind = kinds.map_or(RowKind::Insert, |k| k[r]);
-            let Some(id) = id else {
-                pairs::unmatchable(side, row, t, kind, self.outer, out);
-                continue;
+            let key = match id {
+                Some(id) => &mut self.keyed[id],
+                None => &mut self.null_keyed[side],
             };
-            let key = &mut self.keyed[id];
             if kind.is_retraction() {
                 key.withdraw(side, row, self.outer, out).map_err(|_| {
                     Error::plan(format!(

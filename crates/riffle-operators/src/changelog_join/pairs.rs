@@ -3,7 +3,9 @@
 //! how many times it is held); a row added joins every row the other side holds, a row
 //! withdrawn withdraws every pair it made. On an outer side a row with no partner is
 //! emitted padded, and withdrawn when its key's first partner arrives — and padded
-//! again when the last partner leaves (docs/engine.md, "Joins of changelogs").
+//! again when the last partner leaves (docs/engine.md, "Joins of changelogs"). Rows
+//! whose key holds a NULL are held by side in a `KeyRows` of their own: never matched,
+//! padded on an outer side, and a withdrawal of one must find it like any other.
 
 use riffle_core::RowKind;
 use std::collections::HashMap;
@@ -215,30 +217,6 @@ impl KeyRows {
     }
 }
 
-/// A row whose key holds a NULL joins nothing: on an outer side it is emitted padded
-/// when added and withdrawn padded when withdrawn; it is never held.
-pub(super) fn unmatchable(
-    side: usize,
-    row: RowBytes,
-    ts: i64,
-    kind: RowKind,
-    outer: Outer,
-    out: &mut Vec<Emit>,
-) {
-    if outer[side] {
-        let kind = if kind.is_retraction() {
-            RowKind::Delete
-        } else {
-            RowKind::Insert
-        };
-        out.push(Emit {
-            kind,
-            rows: pair(side, Some(row), None),
-            ts,
-        });
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,25 +377,25 @@ mod tests {
     }
 
     #[test]
-    fn a_row_with_a_null_key_is_only_ever_padded_on_an_outer_side() {
+    fn rows_with_a_null_key_are_held_apart_and_only_ever_padded() {
+        // The operator holds them in a `KeyRows` of their side alone.
+        let mut nulls = KeyRows::default();
         let mut out = Vec::new();
-        unmatchable(
-            LEFT,
-            row("l"),
-            4,
-            RowKind::UpdateAfter,
-            LEFT_OUTER,
-            &mut out,
+        nulls.add(LEFT, row("l"), 4, LEFT_OUTER, &mut out);
+        nulls
+            .withdraw(LEFT, row("l"), LEFT_OUTER, &mut out)
+            .unwrap();
+        assert_eq!(shown(&out), [e("+I", "l", "∅", 4), e("-D", "l", "∅", 4)]);
+        assert_eq!(
+            nulls.withdraw(LEFT, row("l"), LEFT_OUTER, &mut out),
+            Err(NotHeld)
         );
-        unmatchable(
-            LEFT,
-            row("l"),
-            9,
-            RowKind::UpdateBefore,
-            LEFT_OUTER,
-            &mut out,
+        let mut inner_side = KeyRows::default();
+        inner_side.add(RIGHT, row("r"), 4, LEFT_OUTER, &mut out);
+        assert_eq!(
+            out.len(),
+            2,
+            "an inner side's row with a NULL key emits nothing"
         );
-        unmatchable(RIGHT, row("r"), 4, RowKind::Insert, LEFT_OUTER, &mut out);
-        assert_eq!(shown(&out), [e("+I", "l", "∅", 4), e("-D", "l", "∅", 9)]);
     }
 }

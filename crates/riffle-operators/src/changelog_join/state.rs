@@ -32,7 +32,7 @@ impl ChangelogJoin {
 
     /// `side`'s held rows as one state batch, or `None` when it holds none.
     fn side_state(&self, side: usize) -> Result<Option<RecordBatch>> {
-        let held: Vec<_> = (self.keyed.iter())
+        let held: Vec<_> = (self.keyed.iter().chain([&self.null_keyed[side]]))
             .flat_map(|k| k.sides[side].iter())
             .collect();
         if held.is_empty() {
@@ -106,9 +106,9 @@ impl ChangelogJoin {
             let encoded = self.converters[side].convert_columns(data)?;
             let ids = self.key_ids(side, data)?;
             for (r, id) in ids.into_iter().enumerate() {
-                let (Some(id), Ok(count)) = (id, u64::try_from(counts.value(r))) else {
+                let Ok(count) = u64::try_from(counts.value(r)) else {
                     return Err(damaged(format!(
-                        "row {r} of the {} rows has a NULL key or a negative count",
+                        "row {r} of the {} rows has a negative count",
                         SIDE_NAMES[side]
                     )));
                 };
@@ -116,7 +116,11 @@ impl ChangelogJoin {
                     count,
                     ts: ts.value(r),
                 };
-                self.keyed[id].sides[side].hold(Arc::from(encoded.row(r).as_ref()), held);
+                let key = match id {
+                    Some(id) => &mut self.keyed[id],
+                    None => &mut self.null_keyed[side],
+                };
+                key.sides[side].hold(Arc::from(encoded.row(r).as_ref()), held);
             }
         }
         Ok(())

@@ -92,10 +92,17 @@ impl Translator<'_> {
             let name = self.input_column(g, &input, in_schema, &mut pre, "key")?;
             keys.push(name);
         }
+        // Each aggregate's column, named apart from the key columns: a regrouped count
+        // (`GROUP BY bids` of an inner `count(*) AS bids`) groups by a column DataFusion
+        // named `count(Int64(1))`, as it names the outer count.
         let mut specs = Vec::new();
+        let mut outputs: Vec<String> = Vec::new();
         for (j, a) in agg.aggr_expr.iter().enumerate() {
-            let out = agg.schema.field(agg.group_expr.len() + j).name().clone();
+            let df = agg.schema.field(agg.group_expr.len() + j).name();
+            let taken: Vec<String> = keys.iter().chain(&outputs).cloned().collect();
+            let out = super::fresh_name(df, &taken);
             specs.push(self.aggregate_spec(a, &out, &input, in_schema, &mut pre)?);
+            outputs.push(out);
         }
         let mut source = input.node;
         if !pre.is_empty() {
@@ -189,9 +196,8 @@ impl Translator<'_> {
             }
         }
         let out_schema = self.graph.schema(node).schema.clone();
-        for j in 0..agg.aggr_expr.len() {
+        for (j, name) in outputs.iter().enumerate() {
             let df = agg.schema.field(agg.group_expr.len() + j);
-            let name = df.name();
             let riffle = out_schema.field_with_name(name)?.data_type().clone();
             exprs.push(if &riffle == df.data_type() {
                 col_expr(name)

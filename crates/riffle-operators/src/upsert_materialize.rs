@@ -1,0 +1,329 @@
+//! Puts a changelog back in order per key before a table that applies it by a key
+//! (Flink's SinkUpsertMaterializer). A join of changelogs emits the withdrawal of a
+//! row's old pairs from the subtask of its old join key and its new pairs from the
+//! subtask of the new one; a table keyed by something else (an account's id, when the
+//! join key is its region) could receive the new row before the old one's withdrawal,
+//! and the withdrawal would then delete the new row. Keyed by the table's key, this
+//! operator keeps the rows each key holds, in arrival order, and emits only changes of
+//! the key's visible row — the newest one held: `+I` for a first row, `-U` old/`+U`
+//! new for another, `-D` when the last row is withdrawn. A withdrawal takes back the
+//! newest equal row (columns but `_timestamp`), whichever order it came in.
+//!
+//! State: each key's rows in order, written whole at each checkpoint.
+//! docs/engine.md, "Joins of changelogs".
+
+use crate::aggregate::GroupKeys;
+use crate::window::{key_schema, keyed_rows_state, state_columns, without_column};
+use riffle_core::arrow::array::{ArrayRef, AsArray};
+use riffle_core::arrow::datatypes::{SchemaRef, TimestampNanosecondType};
+use riffle_core::arrow::row::{RowConverter, SortField};
+use riffle_core::{
+    row_kind_array, row_kinds, Epoch, Error, Operator, OperatorContext, OperatorFactory,
+    OperatorState, RecordBatch, Result, RowKind, StreamSchema,
+};
+use std::sync::Arc;
+
+/// A row's columns but `_timestamp`, in Arrow's row format.
+type RowBytes = Arc<[u8]>;
+
+/// Plans the materializer before a keyed table.
+pub struct UpsertMaterializeFactory {
+    /// The table's key, as columns of `rows`.
+    keys: Vec<usize>,
+    key_schema: SchemaRef,
+    /// The input's columns but the row kind: what a key's rows hold.
+    rows: StreamSchema,
+    kind_at: usize,
+    schema: StreamSchema,
+}
+
+impl UpsertMaterializeFactory {
+    /// Orders `input` (a changelog) by the columns `keys` of the table it goes to.
+    ///
+    /// # Errors
+    /// An input without row kinds, no key, or a key column it does not have.
+    pub fn new(input: &StreamSchema, keys: &[&str]) -> Result<Self> {
+        let kind_at = input
+            .row_kind_index()
+            .ok_or_else(|| Error::plan("the upsert materializer reads a changelog"))?;
+        if keys.is_empty() {
+            return Err(Error::plan("an upsert materializer needs the table's key"));
+        }
+        let rows = without_column(input, kind_at)?;
+        let key_idx = keys
+            .iter()
+            .map(|k| rows.index_of(k))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            key_schema: key_schema(&rows, &key_idx),
+            keys: key_idx,
+            rows,
+            kind_at,
+            schema: input.clone(),
+        })
+    }
+}
+
+impl OperatorFactory for UpsertMaterializeFactory {
+    fn describe(&self) -> String {
+        let keys: Vec<_> = (self.key_schema.fields().iter())
+            .map(|f| f.name().as_str())
+            .collect();
+        format!(
+            "changelog in order per table key ({}): -U/+U, -D",
+            keys.join(", ")
+        )
+    }
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+    fn is_stateful(&self) -> bool {
+        true
+    }
+    fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
+        Some(
+            (self.keys.iter())
+                .map(|&k| if k >= self.kind_at { k + 1 } else { k })
+                .collect(),
+        )
+    }
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
+        let ts = self.rows.timestamp_index;
+        let converter = RowConverter::new(
+            (self.rows.schema.fields().iter().enumerate())
+                .filter(|(i, _)| *i != ts)
+                .map(|(_, f)| SortField::new(f.data_type().clone()))
+                .collect(),
+        )?;
+        Ok(Box::new(UpsertMaterialize {
+            keys: self.keys.clone(),
+            table: GroupKeys::new(self.key_schema.clone())?,
+            converter,
+            held: Vec::new(),
+            rows: self.rows.clone(),
+            kind_at: self.kind_at,
+            schema: self.schema.clone(),
+            max_parallelism: ctx.max_parallelism,
+            operator: ctx.operator_id.0.clone(),
+        }))
+    }
+}
+
+/// One key's rows, oldest first, each with its event time.
+type Held = Vec<(RowBytes, i64)>;
+
+/// A change as emitted: the row, its event time, its kind.
+type Emitted = (RowBytes, i64, RowKind);
+
+/// What one change does to a key's rows `held`: the rows to emit; `None` for a
+/// withdrawal of a row the key does not hold (changing nothing). Each input channel
+/// brings a row's insertion before its withdrawal, so that never happens to a changelog.
+fn apply(held: &mut Held, kind: RowKind, row: RowBytes, ts: i64) -> Option<Vec<Emitted>> {
+    let before = held.last().cloned();
+    if kind.is_retraction() {
+        let at = held.iter().rposition(|(r, _)| *r == row)?;
+        held.remove(at);
+    } else {
+        held.push((row, ts));
+    }
+    Some(match (before, held.last()) {
+        (Some(old), Some(new)) if old.0 == new.0 => Vec::new(),
+        (Some(old), Some(new)) => vec![
+            (old.0, old.1, RowKind::UpdateBefore),
+            (new.0.clone(), new.1, RowKind::UpdateAfter),
+        ],
+        (None, Some(new)) => vec![(new.0.clone(), new.1, RowKind::Insert)],
+        (Some(old), None) => vec![(old.0, old.1, RowKind::Delete)],
+        (None, None) => Vec::new(),
+    })
+}
+
+struct UpsertMaterialize {
+    keys: Vec<usize>,
+    table: GroupKeys,
+    /// The rows' columns but `_timestamp`.
+    converter: RowConverter,
+    /// Per key id: its rows.
+    held: Vec<Held>,
+    rows: StreamSchema,
+    kind_at: usize,
+    schema: StreamSchema,
+    max_parallelism: u16,
+    operator: String,
+}
+
+impl UpsertMaterialize {
+    /// `rows` (of the schema without row kinds) without `_timestamp`, and the times.
+    fn split(&self, rows: &RecordBatch) -> (Vec<ArrayRef>, Vec<i64>) {
+        let ts_at = self.rows.timestamp_index;
+        let mut columns = rows.columns().to_vec();
+        let ts = columns.remove(ts_at);
+        let ts = ts
+            .as_primitive::<TimestampNanosecondType>()
+            .values()
+            .to_vec();
+        (columns, ts)
+    }
+
+    fn ids(&mut self, rows: &RecordBatch) -> Result<Vec<u32>> {
+        let keys: Vec<ArrayRef> = self.keys.iter().map(|&i| rows.column(i).clone()).collect();
+        let all: Vec<u32> = (0..rows.num_rows() as u32).collect();
+        let mut ids = Vec::with_capacity(all.len());
+        self.table.intern(&keys, &all, &mut ids)?;
+        if self.held.len() < self.table.len() {
+            self.held.resize_with(self.table.len(), Vec::new);
+        }
+        Ok(ids)
+    }
+
+    /// Rows as the input schema's columns, with `kinds` when given.
+    fn columns(
+        &self,
+        rows: &[(RowBytes, i64)],
+        kinds: Option<Vec<RowKind>>,
+    ) -> Result<Vec<ArrayRef>> {
+        let parser = self.converter.parser();
+        let mut columns =
+            (self.converter).convert_rows(rows.iter().map(|(r, _)| parser.parse(r)))?;
+        let ts = rows.iter().map(|(_, t)| *t).collect();
+        columns.insert(
+            self.rows.timestamp_index,
+            crate::window::timestamp_array(ts),
+        );
+        if let Some(kinds) = kinds {
+            columns.insert(self.kind_at, Arc::new(row_kind_array(kinds)));
+        }
+        Ok(columns)
+    }
+}
+
+impl Operator for UpsertMaterialize {
+    fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
+        let kinds = row_kinds(&batch)?.ok_or_else(|| Error::State {
+            operator: self.operator.clone(),
+            message: "a changelog batch without row kinds".into(),
+        })?;
+        let mut columns = batch.columns().to_vec();
+        columns.remove(self.kind_at);
+        let rows = RecordBatch::try_new(self.rows.schema.clone(), columns)?;
+        let ids = self.ids(&rows)?;
+        let (data, ts) = self.split(&rows);
+        let converted = self.converter.convert_columns(&data)?;
+        let mut emitted = Vec::new();
+        for (r, (&id, &kind)) in ids.iter().zip(&kinds).enumerate() {
+            let row: RowBytes = Arc::from(converted.row(r).as_ref());
+            let changes = apply(&mut self.held[id as usize], kind, row, ts[r]);
+            emitted.extend(changes.ok_or_else(|| {
+                Error::plan(format!(
+                    "`{}`: a withdrawn row was never added under its key: the input is not a changelog of the rows it added",
+                    self.operator
+                ))
+            })?);
+        }
+        if emitted.is_empty() {
+            return Ok(());
+        }
+        let kinds = emitted.iter().map(|e| e.2).collect();
+        let rows: Vec<(RowBytes, i64)> = emitted.into_iter().map(|(r, t, _)| (r, t)).collect();
+        let columns = self.columns(&rows, Some(kinds))?;
+        out.push(RecordBatch::try_new(self.schema.schema.clone(), columns)?);
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+        let rows: Vec<(RowBytes, i64)> = self.held.iter().flatten().cloned().collect();
+        if rows.is_empty() {
+            return Ok(OperatorState::default());
+        }
+        let columns = self.columns(&rows, None)?;
+        let batch = keyed_rows_state(
+            &self.rows,
+            columns,
+            &self.keys,
+            Vec::new(),
+            self.max_parallelism,
+        )?;
+        Ok(OperatorState {
+            batches: vec![batch],
+        })
+    }
+
+    fn restore(&mut self, state: OperatorState) -> Result<()> {
+        for batch in state.batches {
+            let columns = state_columns(&batch, self.rows.schema.fields(), &self.operator)?;
+            let rows = RecordBatch::try_new(self.rows.schema.clone(), columns)?;
+            let ids = self.ids(&rows)?;
+            let (data, ts) = self.split(&rows);
+            let converted = self.converter.convert_columns(&data)?;
+            for (r, &id) in ids.iter().enumerate() {
+                let row: RowBytes = Arc::from(converted.row(r).as_ref());
+                self.held[id as usize].push((row, ts[r]));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use RowKind::*;
+
+    fn row(text: &str) -> RowBytes {
+        Arc::from(text.as_bytes())
+    }
+
+    fn shown(emits: Option<Vec<Emitted>>) -> Vec<(String, &'static str)> {
+        (emits.expect("held").into_iter())
+            .map(|(r, _, k)| (String::from_utf8_lossy(&r).into_owned(), k.short()))
+            .collect()
+    }
+
+    fn s(r: &str, k: &'static str) -> (String, &'static str) {
+        (r.to_string(), k)
+    }
+
+    #[test]
+    fn a_new_row_arriving_before_the_old_ones_withdrawal_survives_it() {
+        let mut held = Held::new();
+        assert_eq!(
+            shown(apply(&mut held, Insert, row("old"), 1)),
+            [s("old", "+I")]
+        );
+        // Out of order: the new pair from another join subtask, then the old one's -D.
+        assert_eq!(
+            shown(apply(&mut held, Insert, row("new"), 2)),
+            [s("old", "-U"), s("new", "+U")]
+        );
+        assert_eq!(shown(apply(&mut held, Delete, row("old"), 1)), []);
+        assert_eq!(held, vec![(row("new"), 2)]);
+    }
+
+    #[test]
+    fn in_order_changes_pass_as_they_are() {
+        let mut held = Held::new();
+        apply(&mut held, Insert, row("a"), 1);
+        assert_eq!(
+            shown(apply(&mut held, UpdateBefore, row("a"), 1)),
+            [s("a", "-D")]
+        );
+        assert_eq!(
+            shown(apply(&mut held, UpdateAfter, row("b"), 2)),
+            [s("b", "+I")]
+        );
+    }
+
+    #[test]
+    fn withdrawing_the_visible_row_shows_the_newest_held_before_it() {
+        let mut held = Held::new();
+        apply(&mut held, Insert, row("a"), 1);
+        apply(&mut held, Insert, row("b"), 2);
+        assert_eq!(
+            shown(apply(&mut held, Delete, row("b"), 2)),
+            [s("b", "-U"), s("a", "+U")]
+        );
+        assert_eq!(apply(&mut held, Delete, row("zzz"), 9), None, "not held");
+        assert_eq!(shown(apply(&mut held, Delete, row("a"), 1)), [s("a", "-D")]);
+        assert!(held.is_empty());
+    }
+}
