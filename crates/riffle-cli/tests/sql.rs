@@ -391,3 +391,47 @@ fn flink_functions_give_flinks_values_where_datafusions_differ() {
         assert_eq!(&row[format!("c{i}")], expected, "{call}");
     }
 }
+
+#[test]
+fn files_added_between_runs_are_read_once_by_the_restored_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    let write = |name: &str, ids: std::ops::Range<i64>| {
+        let lines: String = ids
+            .map(|i| format!("{{\"id\": {i}, \"ts\": {}}}\n", 1_700_000_000_000 + i))
+            .collect();
+        std::fs::write(input.join(name), lines).unwrap();
+    };
+    // The added file sorts before the first, moving every split after it.
+    write("b.jsonl", 0..500);
+    let file = dir.path().join("p.sql");
+    std::fs::write(
+        &file,
+        format!(
+            "CREATE TABLE ev (id BIGINT, ts BIGINT, WATERMARK FOR ts AS ts) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n\
+             CREATE TABLE out WITH ('connector' = 'filesystem', 'path' = 'out', 'format' = 'json');\n\
+             INSERT INTO out SELECT id FROM ev;\n",
+            input.display()
+        ),
+    )
+    .unwrap();
+    let first = run_checkpointed(dir.path(), &file, 2).output().unwrap();
+    assert!(first.status.success(), "{}", stderr(&first));
+    write("a.jsonl", 500..800);
+    write("c.jsonl", 800..1000);
+    let second = run_checkpointed(dir.path(), &file, 3).output().unwrap();
+    let err = stderr(&second);
+    assert!(second.status.success(), "{err}");
+    assert!(err.contains("from checkpoint epoch"), "{err}");
+    let mut ids: Vec<i64> = published(&dir.path().join("out"))
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..1000).collect::<Vec<_>>(), "every row once");
+}

@@ -110,6 +110,14 @@ pub trait SourceFactory: Send + Sync {
     /// Short description for `explain`, e.g. `nexmark(bid, 10000000 events)`.
     fn describe(&self) -> String;
 
+    /// What the source reads, for the plan's fingerprint (a restore refuses state of
+    /// another plan): by default its description. A source whose description counts
+    /// what may grow between runs of one plan (files added to a directory) leaves that
+    /// count out.
+    fn plan_identity(&self) -> String {
+        self.describe()
+    }
+
     /// Schema of every batch the source produces.
     fn output_schema(&self) -> &StreamSchema;
 

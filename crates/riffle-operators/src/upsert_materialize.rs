@@ -7,14 +7,15 @@
 //! operator keeps the rows each key holds, in arrival order, and emits only changes of
 //! the key's visible row — the newest one held: `+I` for a first row, `-U` old/`+U`
 //! new for another, `-D` when the last row is withdrawn. A withdrawal takes back the
-//! newest equal row (columns but `_timestamp`), whichever order it came in.
+//! newest equal row (columns but `_timestamp`), whichever order it came in. A row whose
+//! key holds a NULL has no key to order by and passes as it came.
 //!
 //! State: each key's rows in order, written whole at each checkpoint.
 //! docs/engine.md, "Joins of changelogs".
 
 use crate::aggregate::GroupKeys;
 use crate::window::{key_schema, keyed_rows_state, state_columns, without_column};
-use riffle_core::arrow::array::{ArrayRef, AsArray};
+use riffle_core::arrow::array::{Array, ArrayRef, AsArray};
 use riffle_core::arrow::datatypes::{SchemaRef, TimestampNanosecondType};
 use riffle_core::arrow::row::{RowConverter, SortField};
 use riffle_core::{
@@ -97,6 +98,7 @@ impl OperatorFactory for UpsertMaterializeFactory {
         )?;
         Ok(Box::new(UpsertMaterialize {
             keys: self.keys.clone(),
+            key_schema: self.key_schema.clone(),
             table: GroupKeys::new(self.key_schema.clone())?,
             converter,
             held: Vec::new(),
@@ -140,6 +142,7 @@ fn apply(held: &mut Held, kind: RowKind, row: RowBytes, ts: i64) -> Option<Vec<E
 
 struct UpsertMaterialize {
     keys: Vec<usize>,
+    key_schema: SchemaRef,
     table: GroupKeys,
     /// The rows' columns but `_timestamp`.
     converter: RowConverter,
@@ -163,6 +166,13 @@ impl UpsertMaterialize {
             .values()
             .to_vec();
         (columns, ts)
+    }
+
+    /// Whether each row's key holds a NULL.
+    fn null_keys(&self, rows: &RecordBatch) -> Vec<bool> {
+        (0..rows.num_rows())
+            .map(|r| self.keys.iter().any(|&k| rows.column(k).is_null(r)))
+            .collect()
     }
 
     fn ids(&mut self, rows: &RecordBatch) -> Result<Vec<u32>> {
@@ -209,9 +219,16 @@ impl Operator for UpsertMaterialize {
         let ids = self.ids(&rows)?;
         let (data, ts) = self.split(&rows);
         let converted = self.converter.convert_columns(&data)?;
+        let keyless = self.null_keys(&rows);
         let mut emitted = Vec::new();
         for (r, (&id, &kind)) in ids.iter().zip(&kinds).enumerate() {
             let row: RowBytes = Arc::from(converted.row(r).as_ref());
+            if keyless[r] {
+                // No table key to order by: passed on as it came (PostgreSQL refuses
+                // it; a file holds it).
+                emitted.push((row, ts[r], kind));
+                continue;
+            }
             let changes = apply(&mut self.held[id as usize], kind, row, ts[r]);
             emitted.extend(changes.ok_or_else(|| {
                 Error::plan(format!(
@@ -230,7 +247,27 @@ impl Operator for UpsertMaterialize {
         Ok(())
     }
 
+    /// Keys whose rows were all withdrawn keep their ids until a snapshot: when they
+    /// are most of the ids, the state is rebuilt from the snapshot (memory follows the
+    /// table, not every key it ever held).
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+        let state = self.state()?;
+        let empty = self.held.iter().filter(|h| h.is_empty()).count();
+        if empty > 1024 && empty * 2 > self.held.len() {
+            self.table = GroupKeys::new(self.key_schema.clone())?;
+            self.held = Vec::new();
+            self.restore(state.clone())?;
+        }
+        Ok(state)
+    }
+
+    fn restore(&mut self, state: OperatorState) -> Result<()> {
+        self.restore_state(state)
+    }
+}
+
+impl UpsertMaterialize {
+    fn state(&self) -> Result<OperatorState> {
         let rows: Vec<(RowBytes, i64)> = self.held.iter().flatten().cloned().collect();
         if rows.is_empty() {
             return Ok(OperatorState::default());
@@ -248,7 +285,7 @@ impl Operator for UpsertMaterialize {
         })
     }
 
-    fn restore(&mut self, state: OperatorState) -> Result<()> {
+    fn restore_state(&mut self, state: OperatorState) -> Result<()> {
         for batch in state.batches {
             let columns = state_columns(&batch, self.rows.schema.fields(), &self.operator)?;
             let rows = RecordBatch::try_new(self.rows.schema.clone(), columns)?;
@@ -325,5 +362,50 @@ mod tests {
         assert_eq!(apply(&mut held, Delete, row("zzz"), 9), None, "not held");
         assert_eq!(shown(apply(&mut held, Delete, row("a"), 1)), [s("a", "-D")]);
         assert!(held.is_empty());
+    }
+
+    #[test]
+    fn after_most_keys_left_a_snapshot_keeps_what_is_held_in_order() {
+        use riffle_core::arrow::array::{Int64Array, TimestampNanosecondArray};
+        use riffle_core::arrow::datatypes::{DataType, Field};
+        let schema = StreamSchema::with_timestamp(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("v", DataType::Int64, false),
+            riffle_core::row_kind_field(),
+        ]);
+        let batch = |rows: &[(RowKind, i64, i64)]| {
+            RecordBatch::try_new(
+                schema.schema.clone(),
+                vec![
+                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+                    Arc::new(row_kind_array(rows.iter().map(|r| r.0))),
+                    Arc::new(
+                        TimestampNanosecondArray::from(vec![0; rows.len()]).with_timezone("UTC"),
+                    ),
+                ],
+            )
+            .unwrap()
+        };
+        let f = UpsertMaterializeFactory::new(&schema, &["id"]).unwrap();
+        let mut op = f.create(&OperatorContext::detached("m", 0, 1)).unwrap();
+        let mut out = Vec::new();
+        let added: Vec<_> = (0..3000).map(|k| (Insert, k, 1)).collect();
+        let gone: Vec<_> = (0..2999).map(|k| (Delete, k, 1)).collect();
+        op.on_batch(0, batch(&added), &mut out).unwrap();
+        op.on_batch(0, batch(&[(Insert, 2999, 2)]), &mut out)
+            .unwrap();
+        op.on_batch(0, batch(&gone), &mut out).unwrap();
+        assert_eq!(op.snapshot(Epoch(1)).unwrap().rows(), 2);
+        // Key 2999 holds v = 1, then v = 2 (visible): withdrawing 2 shows 1 again.
+        out.clear();
+        op.on_batch(0, batch(&[(Delete, 2999, 2)]), &mut out)
+            .unwrap();
+        let kinds = row_kinds(&out[0]).unwrap().unwrap();
+        let v = out[0]
+            .column(1)
+            .as_primitive::<riffle_core::arrow::datatypes::Int64Type>();
+        assert_eq!(kinds, [UpdateBefore, UpdateAfter]);
+        assert_eq!(v.values().to_vec(), [2, 1]);
     }
 }

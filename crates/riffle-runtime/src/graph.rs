@@ -88,6 +88,15 @@ impl Node {
         }
     }
 
+    /// What the node computes, for the plan's fingerprint: its description, or a
+    /// source's [`plan_identity`](riffle_core::SourceFactory::plan_identity).
+    fn identity(&self) -> String {
+        match &self.kind {
+            NodeKind::Source { factory, .. } => factory.plan_identity(),
+            _ => self.describe(),
+        }
+    }
+
     /// The node's output columns as `name: type, …` (without the event-time column's
     /// metadata), recorded in manifests so a restore can tell a changed operator.
     pub fn output_columns(&self) -> String {
@@ -182,7 +191,7 @@ impl JobGraph {
             text.push_str(&format!(
                 "{}|{}|{:?};",
                 n.id,
-                n.describe(),
+                n.identity(),
                 n.schema.schema.fields()
             ));
         }

@@ -458,9 +458,12 @@ fn columns_read<'a>(
         .collect())
 }
 
-/// `stream`, a keyless changelog whose changes of one row may come from different
-/// subtasks, put back in order per `key` (the table's, of the fields `names`): keyed by
-/// it, the materializer emits each key's changes from one subtask, in order.
+/// `stream`, a changelog without a key of its own, put back in order per `key` (the
+/// table's, of the fields `names`): the changes of one table key may come from
+/// different subtasks (a join of changelogs moves a row whose join key changed; a
+/// union's inputs interleave; a projection dropped the key a Top-N kept in order).
+/// Keyed by the table's key, the materializer emits each key's changes from one
+/// subtask, in order (docs/engine.md, "Joins of changelogs").
 fn in_order_per_key(
     t: &mut Translator<'_>,
     stream: &Stream,
@@ -575,7 +578,7 @@ fn attach_sink(
     }
     let ordered;
     let stream = match stream.updating.as_deref() {
-        Some([]) if stream.scattered && !def.primary_key.is_empty() => {
+        Some([]) if stream.changelog && !def.primary_key.is_empty() => {
             ordered = in_order_per_key(t, stream, &names, &def.primary_key)?;
             &ordered
         }

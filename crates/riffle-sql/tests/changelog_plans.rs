@@ -352,7 +352,19 @@ fn a_join_of_an_updating_result_reads_both_sides_as_changelogs() {
         "{explained}"
     );
     assert!(explained.contains("<- [join_"), "{explained}");
-    // Without a join of changelogs upstream, a keyed table applies the changes as they come.
+    // So is a union of two changelogs (a row may move from one input to the other).
+    let p = plan(&format!(
+        "{BID}CREATE TABLE out (auction BIGINT, tier VARCHAR, PRIMARY KEY (auction)) WITH ('connector' = 'postgres', 'url' = 'postgres://u@127.0.0.1:1/db');\n\
+         INSERT INTO out SELECT auction, 'low' FROM {counts} WHERE bids < 4\n\
+         UNION ALL SELECT auction, 'high' FROM {counts} WHERE bids >= 4;"
+    ))
+    .unwrap();
+    let explained = PhysicalPlan::compile(&p.graph).explain(&p.graph);
+    assert!(
+        explained.contains("changelog in order per table key (auction)"),
+        "{explained}"
+    );
+    // A changelog keyed by the table's own key is applied as it comes.
     let p = plan(&format!(
         "{BID}CREATE TABLE out (auction BIGINT, bids BIGINT, PRIMARY KEY (auction)) WITH ('connector' = 'postgres', 'url' = 'postgres://u@127.0.0.1:1/db');\n\
          INSERT INTO out SELECT * FROM {counts} WHERE bids > 1;"
@@ -400,4 +412,29 @@ fn joins_of_updating_results_that_cannot_run_exactly_are_refused_by_name() {
         let explained = PhysicalPlan::compile(&p.graph).explain(&p.graph);
         assert!(explained.contains("inner join of changelogs"), "{query}:\n{explained}");
     }
+}
+
+#[test]
+fn a_value_that_changes_between_a_row_and_its_withdrawal_is_refused_over_a_changelog() {
+    let counts = "(SELECT auction, count(*) AS bids FROM bid GROUP BY auction)";
+    let stdout = "CREATE TABLE out WITH ('connector' = 'stdout');\n";
+    for query in [
+        format!("SELECT auction, random() AS r FROM {counts} WHERE bids > 1"),
+        format!("SELECT auction FROM {counts} WHERE bids * random() < 3"),
+        format!(
+            "SELECT b.auction, c.bids, random() AS r FROM bid b JOIN {counts} c ON b.auction = c.auction"
+        ),
+    ] {
+        let e = error(&format!("{BID}{stdout}INSERT INTO out {query};"));
+        assert_mentions(&e, &["`random()` over a changelog", "hint:"]);
+    }
+    // Over append-only rows, or computed before the aggregate, it is a plain value.
+    plan(&format!(
+        "{BID}{stdout}INSERT INTO out SELECT auction, random() AS r FROM bid;"
+    ))
+    .unwrap();
+    plan(&format!(
+        "{BID}{stdout}INSERT INTO out SELECT r, count(*) FROM (SELECT CAST(random() * 10 AS BIGINT) AS r FROM bid) GROUP BY r;"
+    ))
+    .unwrap();
 }

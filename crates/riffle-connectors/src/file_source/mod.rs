@@ -260,8 +260,9 @@ impl FileSourceFactory {
     }
 }
 
-impl SourceFactory for FileSourceFactory {
-    fn describe(&self) -> String {
+impl FileSourceFactory {
+    /// The `explain` text; with `count`, how many files the input holds now.
+    fn text(&self, count: bool) -> String {
         let columns = reading_note(self.read.as_deref(), self.file_schema.fields().len());
         let times = match self.times {
             Some((column, bounds)) => format!(
@@ -271,12 +272,28 @@ impl SourceFactory for FileSourceFactory {
             ),
             None => String::new(),
         };
+        let files = if count {
+            format!(", {} files", self.files.len())
+        } else {
+            String::new()
+        };
         format!(
-            "files({}, {}, {} files{columns}{times})",
+            "files({}, {}{files}{columns}{times})",
             self.config.format.extension(),
             self.config.path,
-            self.files.len()
         )
+    }
+}
+
+impl SourceFactory for FileSourceFactory {
+    fn describe(&self) -> String {
+        self.text(true)
+    }
+
+    /// The description without the file count: files added between runs are read by
+    /// the restored job (docs/sql.md), so they do not make it another plan.
+    fn plan_identity(&self) -> String {
+        self.text(false)
     }
 
     /// Reads the event-time column (and the NOT NULL ones) too.

@@ -157,6 +157,12 @@ impl OperatorFactory for ChangelogJoinFactory {
         Some(self.key_inputs[input.min(1)].clone())
     }
     fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(self.operator(ctx)?))
+    }
+}
+
+impl ChangelogJoinFactory {
+    fn operator(&self, ctx: &OperatorContext) -> Result<ChangelogJoin> {
         let converter = |side: usize| {
             RowConverter::new(
                 self.data[side]
@@ -165,7 +171,7 @@ impl OperatorFactory for ChangelogJoinFactory {
                     .collect(),
             )
         };
-        Ok(Box::new(ChangelogJoin {
+        Ok(ChangelogJoin {
             sides: self.sides.clone(),
             data: self.data.clone(),
             keys: self.keys.clone(),
@@ -179,7 +185,7 @@ impl OperatorFactory for ChangelogJoinFactory {
             null_keyed: Default::default(),
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
-        }))
+        })
     }
 }
 

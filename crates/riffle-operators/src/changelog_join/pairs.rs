@@ -70,6 +70,13 @@ pub(super) struct KeyRows {
     pub sides: [SideRows; 2],
 }
 
+impl KeyRows {
+    /// Whether neither side holds a row (a key whose rows were all withdrawn).
+    pub(super) fn is_empty(&self) -> bool {
+        self.sides.iter().all(SideRows::is_empty)
+    }
+}
+
 /// A row to emit: its kind, the left and right rows (`None`: padded with NULLs), and its
 /// event time.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -61,13 +61,24 @@ impl ChangelogJoin {
     }
 
     /// The state at a barrier (see [`Operator::snapshot`](riffle_core::Operator)).
+    /// Keys whose rows were all withdrawn keep their ids until then: when they are
+    /// most of the ids, the state is rebuilt from its own snapshot, so a CDC table whose
+    /// keys come and go (orders created and deleted) does not grow memory for ever.
     pub(super) fn snapshot_state(&mut self) -> Result<OperatorState> {
         let batches = (0..2)
             .map(|side| self.side_state(side))
             .collect::<Result<Vec<_>>>()?;
-        Ok(OperatorState {
+        let state = OperatorState {
             batches: batches.into_iter().flatten().collect(),
-        })
+        };
+        let empty = self.keyed.iter().filter(|k| k.is_empty()).count();
+        if empty > 1024 && empty * 2 > self.keyed.len() {
+            self.table = crate::aggregate::GroupKeys::new(self.key_schema.clone())?;
+            self.keyed = Vec::new();
+            self.null_keyed = Default::default();
+            self.restore_state(state.clone())?;
+        }
+        Ok(state)
     }
 
     /// Holds again the rows a snapshot wrote (only this subtask's key groups).

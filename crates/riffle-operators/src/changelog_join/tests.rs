@@ -241,3 +241,40 @@ fn only_key_groups_of(b: &RecordBatch, subtask: usize, parallelism: usize) -> Re
         .collect();
     riffle_core::arrow::compute::filter_record_batch(b, &keep).unwrap()
 }
+
+#[test]
+fn keys_whose_rows_all_left_are_forgotten_at_a_snapshot() {
+    let f = factory((true, false));
+    let mut op = f
+        .operator(&OperatorContext::detached("join", 0, 1))
+        .unwrap();
+    let mut out = Vec::new();
+    let added: Vec<_> = (0..3000).map(|k| (RowKind::Insert, Some(k), 1)).collect();
+    let withdrawn: Vec<_> = (0..2990).map(|k| (RowKind::Delete, Some(k), 1)).collect();
+    op.on_batch(0, count_rows(&added), &mut out).unwrap();
+    op.on_batch(0, count_rows(&withdrawn), &mut out).unwrap();
+    assert_eq!(op.keyed.len(), 3000);
+    let state = op.snapshot(Epoch(1)).unwrap();
+    assert_eq!(state.rows(), 10);
+    assert_eq!(op.keyed.len(), 10, "only the keys that still hold rows");
+    // What is held still joins and withdraws as before.
+    op.on_batch(1, name_rows(&[(2995, "x"), (5, "y")]), &mut out)
+        .unwrap();
+    op.on_batch(0, count_rows(&[(RowKind::Delete, Some(2999), 1)]), &mut out)
+        .unwrap();
+    let mut t = BTreeMap::new();
+    apply(&mut t, &out);
+    let expected: Vec<String> = (2990..2999)
+        .map(|k| {
+            if k == 2995 {
+                format!("{k},1,x")
+            } else {
+                format!("{k},1,")
+            }
+        })
+        .collect();
+    assert_eq!(
+        t,
+        table(&expected.iter().map(String::as_str).collect::<Vec<_>>())
+    );
+}

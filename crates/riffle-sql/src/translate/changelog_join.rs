@@ -100,7 +100,6 @@ impl Translator<'_> {
         columns.extend(right.columns.iter().cloned());
         let mut stream = Stream::of_node(node, columns);
         stream.make_keyless_changelog();
-        stream.scattered = true;
         // An inner join's condition filters its changelog: a withdrawn pair fails it
         // exactly when the pair it withdraws did.
         let mut out = match &j.filter {

@@ -23,10 +23,10 @@ mod window_parts;
 use crate::connectors::SourceTable;
 use crate::error::{Result, SqlError};
 use crate::windows::window_call;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::functions::core::expr_fn::named_struct;
-use datafusion::logical_expr::{cast, lit, Expr, LogicalPlan, Projection};
+use datafusion::logical_expr::{cast, lit, Expr, LogicalPlan, Projection, Volatility};
 use riffle_core::arrow::datatypes::DataType;
 use riffle_core::{LookupTableFactory, OperatorFactory, TIMESTAMP_FIELD};
 use riffle_operators::{FilterFactory, ProjectFactory, UpsertNormalizeFactory, WindowSpec};
@@ -263,6 +263,7 @@ impl<'a> Translator<'a> {
             ));
         }
         let input = &self.expand_if_read(input, [predicate], schema)?;
+        refuse_changing_values(input, [predicate])?;
         let predicate = self.rewrite(predicate, input, schema)?;
         let factory = FilterFactory::new(self.graph.schema(input.node), predicate)?;
         let node = self.add("filter", Arc::new(factory), None, &[input.node])?;
@@ -273,6 +274,7 @@ impl<'a> Translator<'a> {
         let input = self.translate(&p.input)?;
         let in_schema = p.input.schema();
         let input = self.expand_if_read(&input, &p.expr, in_schema)?;
+        refuse_changing_values(&input, &p.expr)?;
         let mut out = input.clone();
         out.columns.clear();
         out.windows.clear();
@@ -585,6 +587,38 @@ pub(crate) fn unique_names<'n>(names: impl Iterator<Item = &'n str>) -> Vec<Stri
         out.push(fresh_name(base, &out));
     }
     out
+}
+
+/// Refuses expressions over a changelog whose value may differ between a row and its
+/// withdrawal (`random()`, `PROCTIME()`, `now()`): the withdrawn row would not equal the
+/// row it withdraws, and a join, Top-N, aggregate or keyed table downstream could not
+/// find it (Flink calls this a non-deterministic update).
+fn refuse_changing_values<'e>(
+    input: &Stream,
+    exprs: impl IntoIterator<Item = &'e Expr>,
+) -> Result<()> {
+    if !input.changelog {
+        return Ok(());
+    }
+    for e in exprs {
+        let mut found = None;
+        e.apply(|e| {
+            if let Expr::ScalarFunction(f) = e {
+                if f.func.signature().volatility != Volatility::Immutable {
+                    found = Some(f.func.name().to_string());
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        if let Some(name) = found {
+            return Err(SqlError::unsupported(
+                format!("`{name}()` over a changelog (its value for a withdrawn row would differ from the row it withdraws)"),
+                "compute it before the aggregate, join or Top-N that makes the changelog, or drop it",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether `e` is a call of `PROCTIME()`.

@@ -77,11 +77,6 @@ pub struct Stream {
     /// Batches carry a `_row_kind` column: an updating stream whose changed rows are
     /// withdrawn (`-U`) before their new values, so filters may drop either.
     pub changelog: bool,
-    /// A keyless changelog whose changes of one row may come from different subtasks
-    /// (a join of changelogs: a row whose join key changed is withdrawn where its old
-    /// key lives and added where its new one does). A table that applies it by a key of
-    /// its own has it put back in order per key first (`UpsertMaterializeFactory`).
-    pub scattered: bool,
     /// The node that decided which rows exist (projections keep it).
     pub origin: NodeId,
     /// For each field that passes a column of `origin` through unchanged, that column.
@@ -121,7 +116,6 @@ impl Stream {
             event_time: None,
             updating: None,
             changelog: false,
-            scattered: false,
             origin: node,
         }
     }

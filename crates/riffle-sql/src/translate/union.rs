@@ -84,7 +84,6 @@ impl Translator<'_> {
         if changelog {
             // Rows of different inputs share no key: withdrawn by their whole value.
             stream.make_keyless_changelog();
-            stream.scattered = inputs.iter().any(|s| s.scattered);
         }
         Ok(stream)
     }
