@@ -406,6 +406,8 @@ fn joins_of_updating_results_that_cannot_run_exactly_are_refused_by_name() {
     for query in [
         format!("SELECT b.auction FROM bid b JOIN {counts} c ON b.auction = c.auction AND b.price > c.bids"),
         format!("SELECT auction, price FROM bid WHERE auction IN (SELECT auction FROM {counts} c WHERE bids > 3)"),
+        // Reading only the right side, of two aggregates: DataFusion's right semi join.
+        format!("SELECT b.bidder, b.n FROM {counts} a JOIN (SELECT bidder, count(*) AS n FROM bid GROUP BY bidder) b ON a.auction = b.bidder"),
     ] {
         let p = plan(&format!("{BID}{stdout}INSERT INTO out {query};"))
             .unwrap_or_else(|e| panic!("{query}: {e}"));

@@ -2,7 +2,7 @@
 //! outer joins): both sides read as changelogs and joined by `ChangelogJoinFactory`,
 //! whose output is a keyless changelog (docs/engine.md, "Joins of changelogs").
 
-use super::join::{column_index, right_unique_on_keys};
+use super::join::{column_index, left_unique_on_keys, right_unique_on_keys};
 use super::{Stream, Translator};
 use crate::error::{Result, SqlError};
 use datafusion::common::JoinType;
@@ -22,10 +22,14 @@ impl Translator<'_> {
         // A semi join whose right side holds one row per key at any time (an aggregate
         // grouped by the join keys: DataFusion's form of `IN` over it, or of an inner
         // join reading only left columns) is that inner join, its left columns kept.
-        let semi_as_inner = j.join_type == JoinType::LeftSemi && right_unique_on_keys(j);
+        let semi_as_inner = match j.join_type {
+            JoinType::LeftSemi => right_unique_on_keys(j),
+            JoinType::RightSemi => left_unique_on_keys(j),
+            _ => false,
+        };
         let outer = match j.join_type {
             JoinType::Inner => (false, false),
-            JoinType::LeftSemi if semi_as_inner => (false, false),
+            JoinType::LeftSemi | JoinType::RightSemi if semi_as_inner => (false, false),
             JoinType::Left => (true, false),
             JoinType::Right => (false, true),
             JoinType::Full => (true, true),
@@ -106,11 +110,20 @@ impl Translator<'_> {
             Some(f) => self.filter(&stream, f, &ls.join(rs)?)?,
             None => stream,
         };
-        if semi_as_inner {
-            let n = ls.fields().len();
-            out.columns.truncate(n);
-            out.windows.truncate(n);
-            out.origin_columns.truncate(n);
+        match j.join_type {
+            JoinType::LeftSemi => {
+                let n = ls.fields().len();
+                out.columns.truncate(n);
+                out.windows.truncate(n);
+                out.origin_columns.truncate(n);
+            }
+            JoinType::RightSemi => {
+                let n = ls.fields().len();
+                out.columns.drain(..n);
+                out.windows.drain(..n);
+                out.origin_columns.drain(..n);
+            }
+            _ => {}
         }
         Ok(out)
     }

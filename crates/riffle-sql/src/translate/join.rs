@@ -34,6 +34,19 @@ impl Translator<'_> {
             // NOT IN's three-valued logic: a NULL on the right empties the window's result.
             JoinType::LeftAnti if j.null_aware => (JoinKind::LeftAntiNullAware, (false, false)),
             JoinType::LeftAnti => (JoinKind::LeftAnti, (false, false)),
+            // An inner join reading only the right side of inputs unique on the keys
+            // (two aggregates): runs as a join of changelogs, if they update.
+            JoinType::RightSemi => {
+                let left = self.translate_as_changelog(&j.left)?;
+                let right = self.translate_as_changelog(&j.right)?;
+                if left.updating.is_some() || right.updating.is_some() {
+                    return self.changelog_join(j, &left, &right);
+                }
+                return Err(SqlError::unsupported(
+                    "RightSemi JOIN",
+                    "riffle joins streams with INNER, LEFT, RIGHT and FULL JOIN, and EXISTS / IN / NOT EXISTS / NOT IN inside a window",
+                ));
+            }
             other => {
                 return Err(SqlError::unsupported(
                     format!("{other} JOIN"),
@@ -433,16 +446,26 @@ impl Translator<'_> {
 /// Whether every row of `j`'s right side is unique on the columns it is joined on: it
 /// is an aggregate whose group columns are all join columns.
 pub(super) fn right_unique_on_keys(j: &Join) -> bool {
-    let (LogicalPlan::Aggregate(agg), map) = below_through(&j.right, true) else {
+    unique_on(&j.right, j.on.iter().map(|(_, r)| r))
+}
+
+/// Whether every row of `j`'s left side is unique on the columns it is joined on.
+pub(super) fn left_unique_on_keys(j: &Join) -> bool {
+    unique_on(&j.left, j.on.iter().map(|(l, _)| l))
+}
+
+/// Whether `side` is an aggregate (below projections and filters) whose group columns
+/// are all among `keys`.
+fn unique_on<'e>(side: &LogicalPlan, keys: impl Iterator<Item = &'e Expr>) -> bool {
+    let (LogicalPlan::Aggregate(agg), map) = below_through(side, true) else {
         return false;
     };
     let map = map.unwrap_or_else(|| (0..agg.schema.fields().len()).collect());
-    let rs = j.right.schema();
-    let on: Vec<usize> =
-        j.on.iter()
-            .filter_map(|(_, r)| column_index(r, rs).ok())
-            .filter_map(|i| map.get(i).copied())
-            .collect();
+    let schema = side.schema();
+    let on: Vec<usize> = keys
+        .filter_map(|k| column_index(k, schema).ok())
+        .filter_map(|i| map.get(i).copied())
+        .collect();
     (0..agg.group_expr.len()).all(|g| on.contains(&g))
 }
 
