@@ -17,9 +17,14 @@
 //! `changelog_interval_join` (each auction with the bids of its first second) is the
 //! baseline of `changelog_outer_interval_join`, the same as a LEFT JOIN: an auction
 //! without such a bid leaves padded once its second has passed (append-only).
+//! `changelog_join_of_changelogs` is `changelog_inner_join` over two unwindowed
+//! aggregates (one row per auction and per person, so the rows are the same): a join of
+//! changelogs; `changelog_join_inputs` runs the two aggregates alone (their share).
+//! `changelog_join_updates` joins two aggregates of the bids that both change with every
+//! bid: each bid withdraws and re-adds one joined row.
 
 /// The texts by name.
-pub const QUERIES: [(&str, &str); 10] = [
+pub const QUERIES: [(&str, &str); 13] = [
     (
         "changelog_upsert",
         "CREATE TABLE discard_sink (auction BIGINT, num BIGINT, total BIGINT) WITH ('connector' = 'blackhole');
@@ -93,6 +98,28 @@ SELECT a.id, b.bidder, b.price FROM auction a JOIN bid b
 INSERT INTO discard_sink
 SELECT a.id, b.bidder, b.price FROM auction a LEFT JOIN bid b
   ON a.id = b.auction AND b.dateTime BETWEEN a.dateTime AND a.dateTime + INTERVAL '1' SECOND;",
+    ),
+    (
+        "changelog_join_inputs",
+        "CREATE TABLE discard_sink (id BIGINT, n BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT id, n FROM (SELECT id, seller, count(*) AS n FROM auction GROUP BY id, seller)
+UNION ALL
+SELECT id, n FROM (SELECT id, name, count(*) AS n FROM person GROUP BY id, name);",
+    ),
+    (
+        "changelog_join_of_changelogs",
+        "CREATE TABLE discard_sink (id BIGINT, seller BIGINT, name VARCHAR, n BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT a.id, a.seller, p.name, a.n + p.n FROM (SELECT id, seller, count(*) AS n FROM auction GROUP BY id, seller) a
+JOIN (SELECT id, name, count(*) AS n FROM person GROUP BY id, name) p ON a.seller = p.id;",
+    ),
+    (
+        "changelog_join_updates",
+        "CREATE TABLE discard_sink (auction BIGINT, num BIGINT, top BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT c.auction, c.num, m.top FROM (SELECT auction, count(*) AS num FROM bid GROUP BY auction) c
+JOIN (SELECT auction, max(price) AS top FROM bid GROUP BY auction) m ON c.auction = m.auction;",
     ),
 ];
 
