@@ -22,6 +22,7 @@ pub mod expr;
 pub mod filter;
 mod gather;
 pub mod interval_max_join;
+mod keyed_changelog;
 pub mod lookup_join;
 pub mod over;
 pub mod project;

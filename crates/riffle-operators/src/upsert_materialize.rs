@@ -14,7 +14,8 @@
 //! docs/engine.md, "Joins of changelogs".
 
 use crate::aggregate::GroupKeys;
-use crate::window::{key_schema, keyed_rows_state, state_columns, without_column};
+use crate::keyed_changelog::{without_kinds, KeyedChangelog};
+use crate::window::{keyed_rows_state, state_columns};
 use riffle_core::arrow::array::{Array, ArrayRef, AsArray};
 use riffle_core::arrow::datatypes::{SchemaRef, TimestampNanosecondType};
 use riffle_core::arrow::row::{RowConverter, SortField};
@@ -29,12 +30,7 @@ type RowBytes = Arc<[u8]>;
 
 /// Plans the materializer before a keyed table.
 pub struct UpsertMaterializeFactory {
-    /// The table's key, as columns of `rows`.
-    keys: Vec<usize>,
-    key_schema: SchemaRef,
-    /// The input's columns but the row kind: what a key's rows hold.
-    rows: StreamSchema,
-    kind_at: usize,
+    shape: KeyedChangelog,
     schema: StreamSchema,
 }
 
@@ -44,22 +40,12 @@ impl UpsertMaterializeFactory {
     /// # Errors
     /// An input without row kinds, no key, or a key column it does not have.
     pub fn new(input: &StreamSchema, keys: &[&str]) -> Result<Self> {
-        let kind_at = input
-            .row_kind_index()
-            .ok_or_else(|| Error::plan("the upsert materializer reads a changelog"))?;
-        if keys.is_empty() {
-            return Err(Error::plan("an upsert materializer needs the table's key"));
-        }
-        let rows = without_column(input, kind_at)?;
-        let key_idx = keys
-            .iter()
-            .map(|k| rows.index_of(k))
-            .collect::<Result<Vec<_>>>()?;
+        let refusals = (
+            "the upsert materializer reads a changelog",
+            "an upsert materializer needs the table's key",
+        );
         Ok(Self {
-            key_schema: key_schema(&rows, &key_idx),
-            keys: key_idx,
-            rows,
-            kind_at,
+            shape: KeyedChangelog::new(input, keys, refusals)?,
             schema: input.clone(),
         })
     }
@@ -67,12 +53,9 @@ impl UpsertMaterializeFactory {
 
 impl OperatorFactory for UpsertMaterializeFactory {
     fn describe(&self) -> String {
-        let keys: Vec<_> = (self.key_schema.fields().iter())
-            .map(|f| f.name().as_str())
-            .collect();
         format!(
             "changelog in order per table key ({}): -U/+U, -D",
-            keys.join(", ")
+            self.shape.key_names()
         )
     }
     fn output_schema(&self) -> &StreamSchema {
@@ -82,28 +65,25 @@ impl OperatorFactory for UpsertMaterializeFactory {
         true
     }
     fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
-        Some(
-            (self.keys.iter())
-                .map(|&k| if k >= self.kind_at { k + 1 } else { k })
-                .collect(),
-        )
+        Some(self.shape.input_keys())
     }
     fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
-        let ts = self.rows.timestamp_index;
+        let shape = &self.shape;
+        let ts = shape.rows.timestamp_index;
         let converter = RowConverter::new(
-            (self.rows.schema.fields().iter().enumerate())
+            (shape.rows.schema.fields().iter().enumerate())
                 .filter(|(i, _)| *i != ts)
                 .map(|(_, f)| SortField::new(f.data_type().clone()))
                 .collect(),
         )?;
         Ok(Box::new(UpsertMaterialize {
-            keys: self.keys.clone(),
-            key_schema: self.key_schema.clone(),
-            table: GroupKeys::new(self.key_schema.clone())?,
+            keys: shape.keys.clone(),
+            key_schema: shape.key_schema.clone(),
+            table: GroupKeys::new(shape.key_schema.clone())?,
             converter,
             held: Vec::new(),
-            rows: self.rows.clone(),
-            kind_at: self.kind_at,
+            rows: shape.rows.clone(),
+            kind_at: shape.kind_at,
             schema: self.schema.clone(),
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
@@ -213,9 +193,7 @@ impl Operator for UpsertMaterialize {
             operator: self.operator.clone(),
             message: "a changelog batch without row kinds".into(),
         })?;
-        let mut columns = batch.columns().to_vec();
-        columns.remove(self.kind_at);
-        let rows = RecordBatch::try_new(self.rows.schema.clone(), columns)?;
+        let rows = without_kinds(&batch, self.kind_at, &self.rows)?;
         let ids = self.ids(&rows)?;
         let (data, ts) = self.split(&rows);
         let converted = self.converter.convert_columns(&data)?;

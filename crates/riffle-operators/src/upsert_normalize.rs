@@ -11,11 +11,9 @@
 //! no row a later delta could replace it with). docs/engine.md, "Changelog streams".
 
 use crate::aggregate::GroupKeys;
-use crate::window::{
-    key_schema, keyed_rows_state, state_columns, whole_rows, with_row_key, without_column,
-};
+use crate::keyed_changelog::{without_kinds, KeyedChangelog};
+use crate::window::{keyed_rows_state, state_columns, whole_rows, with_row_key};
 use riffle_core::arrow::array::ArrayRef;
-use riffle_core::arrow::datatypes::SchemaRef;
 use riffle_core::arrow::row::{OwnedRow, RowConverter};
 use riffle_core::{
     row_kind_array, row_kinds, Epoch, Error, Operator, OperatorContext, OperatorFactory,
@@ -25,11 +23,7 @@ use std::sync::Arc;
 
 /// Plans the normalizer of an upsert stream.
 pub struct UpsertNormalizeFactory {
-    keys: Vec<usize>,
-    key_schema: SchemaRef,
-    /// The input's columns but the row kind: what a key's current row holds.
-    rows: StreamSchema,
-    kind_at: usize,
+    shape: KeyedChangelog,
     schema: StreamSchema,
 }
 
@@ -39,22 +33,12 @@ impl UpsertNormalizeFactory {
     /// # Errors
     /// An input without row kinds, no key, or a key column it does not have.
     pub fn new(input: &StreamSchema, keys: &[&str]) -> Result<Self> {
-        let kind_at = input.row_kind_index().ok_or_else(|| {
-            Error::plan("the upsert normalizer reads rows with kinds (an upsert source's)")
-        })?;
-        if keys.is_empty() {
-            return Err(Error::plan("an upsert stream needs a PRIMARY KEY"));
-        }
-        let rows = without_column(input, kind_at)?;
-        let key_idx = keys
-            .iter()
-            .map(|k| rows.index_of(k))
-            .collect::<Result<Vec<_>>>()?;
+        let refusals = (
+            "the upsert normalizer reads rows with kinds (an upsert source's)",
+            "an upsert stream needs a PRIMARY KEY",
+        );
         Ok(Self {
-            key_schema: key_schema(&rows, &key_idx),
-            keys: key_idx,
-            rows,
-            kind_at,
+            shape: KeyedChangelog::new(input, keys, refusals)?,
             schema: input.clone(),
         })
     }
@@ -62,13 +46,10 @@ impl UpsertNormalizeFactory {
 
 impl OperatorFactory for UpsertNormalizeFactory {
     fn describe(&self) -> String {
-        let keys: Vec<_> = self
-            .key_schema
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
-        format!("upserts to a changelog by ({}): -U/+U, -D", keys.join(", "))
+        format!(
+            "upserts to a changelog by ({}): -U/+U, -D",
+            self.shape.key_names()
+        )
     }
     fn output_schema(&self) -> &StreamSchema {
         &self.schema
@@ -77,22 +58,17 @@ impl OperatorFactory for UpsertNormalizeFactory {
         true
     }
     fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
-        // Key indices of the input, whose row kind may sit before them.
-        Some(
-            self.keys
-                .iter()
-                .map(|&k| if k >= self.kind_at { k + 1 } else { k })
-                .collect(),
-        )
+        Some(self.shape.input_keys())
     }
     fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
+        let shape = &self.shape;
         Ok(Box::new(UpsertNormalize {
-            keys: self.keys.clone(),
-            table: GroupKeys::new(self.key_schema.clone())?,
-            converter: whole_rows(&self.rows)?,
+            keys: shape.keys.clone(),
+            table: GroupKeys::new(shape.key_schema.clone())?,
+            converter: whole_rows(&shape.rows)?,
             current: Vec::new(),
-            rows: self.rows.clone(),
-            kind_at: self.kind_at,
+            rows: shape.rows.clone(),
+            kind_at: shape.kind_at,
             schema: self.schema.clone(),
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
@@ -139,13 +115,6 @@ pub(crate) fn normalize<T: Clone + PartialEq>(
 }
 
 impl UpsertNormalize {
-    /// The input without its row kind column.
-    fn rows_of(&self, batch: &RecordBatch) -> Result<RecordBatch> {
-        let mut columns = batch.columns().to_vec();
-        columns.remove(self.kind_at);
-        Ok(RecordBatch::try_new(self.rows.schema.clone(), columns)?)
-    }
-
     fn ids(&mut self, rows: &RecordBatch) -> Result<Vec<u32>> {
         let keys: Vec<ArrayRef> = self.keys.iter().map(|&i| rows.column(i).clone()).collect();
         let all: Vec<u32> = (0..rows.num_rows() as u32).collect();
@@ -164,7 +133,7 @@ impl Operator for UpsertNormalize {
             operator: self.operator.clone(),
             message: "an upsert batch without row kinds".into(),
         })?;
-        let rows = self.rows_of(&batch)?;
+        let rows = without_kinds(&batch, self.kind_at, &self.rows)?;
         let ids = self.ids(&rows)?;
         let converted = self.converter.convert_columns(rows.columns())?;
         let mut emitted: Vec<(OwnedRow, RowKind)> = Vec::new();

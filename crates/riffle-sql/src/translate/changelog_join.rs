@@ -79,15 +79,7 @@ impl Translator<'_> {
         let left_cols = left.physical_columns();
         let right = self.rename_clashes(&right, &left_cols)?;
         let right_cols = right.physical_columns();
-        let mut lk: Vec<String> = keys.iter().map(|(l, _)| left.columns[*l].clone()).collect();
-        let mut rk: Vec<String> = keys
-            .iter()
-            .map(|(_, r)| right.columns[*r].clone())
-            .collect();
-        let (left, extra) = self.key_columns(&left, ls, computed.iter().map(|(l, _)| *l))?;
-        lk.extend(extra);
-        let (right, extra) = self.key_columns(&right, rs, computed.iter().map(|(_, r)| *r))?;
-        rk.extend(extra);
+        let ((left, lk), (right, rk)) = self.join_keys(j, (&left, &right), &keys, &computed)?;
         fn refs(v: &[String]) -> Vec<&str> {
             v.iter().map(String::as_str).collect()
         }

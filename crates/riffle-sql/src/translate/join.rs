@@ -15,6 +15,9 @@ use riffle_operators::{
 };
 use std::sync::Arc;
 
+/// A join side with the columns it is joined on, and their names.
+pub(super) type KeyedSide = (Stream, Vec<String>);
+
 impl Translator<'_> {
     pub(super) fn join(&mut self, j: &Join) -> Result<Stream> {
         // DataFusion makes an inner join a semi join when the right side is unique on
@@ -155,15 +158,7 @@ impl Translator<'_> {
         } else {
             Vec::new()
         };
-        let mut lk: Vec<String> = keys.iter().map(|(l, _)| left.columns[*l].clone()).collect();
-        let mut rk: Vec<String> = keys
-            .iter()
-            .map(|(_, r)| right.columns[*r].clone())
-            .collect();
-        let (left, extra) = self.key_columns(&left, ls, computed.iter().map(|(l, _)| *l))?;
-        lk.extend(extra);
-        let (right, extra) = self.key_columns(&right, rs, computed.iter().map(|(_, r)| *r))?;
-        rk.extend(extra);
+        let ((left, lk), (right, rk)) = self.join_keys(j, (&left, &right), &keys, &computed)?;
         let (lk, rk): (Vec<&str>, Vec<&str>) = (
             lk.iter().map(String::as_str).collect(),
             rk.iter().map(String::as_str).collect(),
@@ -296,6 +291,29 @@ impl Translator<'_> {
             )),
             None => Ok(stream),
         }
+    }
+
+    /// Both sides of `j` with the columns they are joined on, and those columns' names:
+    /// the column pairs `keys` (field indices), then the expressions `computed` (added
+    /// by projections).
+    pub(super) fn join_keys(
+        &mut self,
+        j: &Join,
+        (left, right): (&Stream, &Stream),
+        keys: &[(usize, usize)],
+        computed: &[(&Expr, &Expr)],
+    ) -> Result<(KeyedSide, KeyedSide)> {
+        let (ls, rs) = (j.left.schema(), j.right.schema());
+        let mut lk: Vec<String> = keys.iter().map(|(l, _)| left.columns[*l].clone()).collect();
+        let mut rk: Vec<String> = keys
+            .iter()
+            .map(|(_, r)| right.columns[*r].clone())
+            .collect();
+        let (left, extra) = self.key_columns(left, ls, computed.iter().map(|(l, _)| *l))?;
+        lk.extend(extra);
+        let (right, extra) = self.key_columns(right, rs, computed.iter().map(|(_, r)| *r))?;
+        rk.extend(extra);
+        Ok(((left, lk), (right, rk)))
     }
 
     /// `stream` with `keys` (expressions over `schema`) added as columns the join keys
