@@ -233,14 +233,14 @@ impl ChangelogJoin {
         let rows = self.converters[side].convert_columns(data)?;
         let ids = self.key_ids(side, data)?;
         for (r, (&t, id)) in ts.iter().zip(ids).enumerate() {
-            let row: pairs::RowBytes = Arc::from(rows.row(r).as_ref());
+            let row = rows.row(r);
             let kind = kinds.map_or(RowKind::Insert, |k| k[r]);
             let key = match id {
                 Some(id) => &mut self.keyed[id],
                 None => &mut self.null_keyed[side],
             };
             if kind.is_retraction() {
-                key.withdraw(side, row, self.outer, out).map_err(|_| {
+                key.withdraw(side, row.as_ref(), self.outer, out).map_err(|_| {
                     Error::plan(format!(
                         "join `{}`: a withdrawn {} row was never added: the input is not a changelog of the rows it added",
                         self.operator,
@@ -248,7 +248,7 @@ impl ChangelogJoin {
                     ))
                 })?;
             } else {
-                key.add(side, row, t, self.outer, out);
+                key.add(side, Arc::from(row.as_ref()), t, self.outer, out);
             }
         }
         Ok(())

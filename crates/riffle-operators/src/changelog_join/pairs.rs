@@ -28,32 +28,80 @@ pub(super) struct Held {
 /// One side's rows of one key.
 #[derive(Debug, Default)]
 pub(super) struct SideRows {
-    rows: FastMap<RowBytes, Held>,
+    rows: Distinct,
     total: u64,
+}
+
+/// A side's distinct rows of one key. Most keys of a side hold one (a table's row per
+/// key), kept inline; a second distinct row moves them into a map, boxed (a map with its
+/// hasher's state is some 250 bytes, which every key would otherwise carry).
+#[derive(Debug, Default)]
+enum Distinct {
+    #[default]
+    None,
+    One(RowBytes, Held),
+    Many(Box<FastMap<RowBytes, Held>>),
 }
 
 impl SideRows {
     /// Each distinct row and how it is held.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&RowBytes, &Held)> {
-        self.rows.iter()
+        let (one, many) = match &self.rows {
+            Distinct::None => (None, None),
+            Distinct::One(r, h) => (Some((r, h)), None),
+            Distinct::Many(m) => (None, Some(m)),
+        };
+        one.into_iter()
+            .chain(many.into_iter().flat_map(|m| m.iter()))
     }
 
     /// Holds `row` `held.count` more times (a restore).
     pub(super) fn hold(&mut self, row: RowBytes, held: Held) {
         self.total += held.count;
-        self.rows
-            .entry(row)
-            .and_modify(|h| h.count += held.count)
-            .or_insert(held);
+        match &mut self.rows {
+            Distinct::None => self.rows = Distinct::One(row, held),
+            Distinct::One(r, h) if *r == row => h.count += held.count,
+            Distinct::One(..) => {
+                let Distinct::One(r, h) = std::mem::take(&mut self.rows) else {
+                    unreachable!("matched One above")
+                };
+                let mut map = FastMap::default();
+                map.insert(r, h);
+                map.insert(row, held);
+                self.rows = Distinct::Many(Box::new(map));
+            }
+            Distinct::Many(m) => {
+                m.entry(row)
+                    .and_modify(|h| h.count += held.count)
+                    .or_insert(held);
+            }
+        }
     }
 
-    /// Takes one of `row` back; how it was held, or `None` when it is not held.
-    fn release(&mut self, row: &[u8]) -> Option<Held> {
-        let held = self.rows.get_mut(row)?;
-        let was = *held;
-        held.count -= 1;
-        if held.count == 0 {
-            self.rows.remove(row);
+    /// Takes one of `row` back: the held row (shared with the state) and how it was
+    /// held, or `None` when it is not held.
+    fn release(&mut self, row: &[u8]) -> Option<(RowBytes, Held)> {
+        let (kept, was) = match &mut self.rows {
+            Distinct::None => return None,
+            Distinct::One(r, h) if r.as_ref() == row => {
+                let was = (r.clone(), *h);
+                h.count -= 1;
+                (h.count > 0, was)
+            }
+            Distinct::One(..) => return None,
+            Distinct::Many(m) => {
+                let (r, h) = m.get_key_value(row)?;
+                let was = (r.clone(), *h);
+                let h = m.get_mut(row)?;
+                h.count -= 1;
+                if h.count == 0 {
+                    m.remove(row);
+                }
+                (true, was)
+            }
+        };
+        if !kept {
+            self.rows = Distinct::None;
         }
         self.total -= 1;
         Some(was)
@@ -176,12 +224,12 @@ impl KeyRows {
     pub(super) fn withdraw(
         &mut self,
         side: usize,
-        row: RowBytes,
+        row: &[u8],
         outer: Outer,
         out: &mut Vec<Emit>,
     ) -> Result<(), NotHeld> {
         let other = 1 - side;
-        let held = self.sides[side].release(&row).ok_or(NotHeld)?;
+        let (row, held) = self.sides[side].release(row).ok_or(NotHeld)?;
         let theirs = &self.sides[other];
         if theirs.is_empty() {
             if outer[side] {
@@ -278,7 +326,7 @@ mod tests {
         k.add(RIGHT, row("r1"), 5, INNER, &mut out);
         k.add(RIGHT, row("r2"), 1, INNER, &mut out);
         out.clear();
-        k.withdraw(LEFT, row("l"), INNER, &mut out).unwrap();
+        k.withdraw(LEFT, &row("l"), INNER, &mut out).unwrap();
         assert_eq!(shown(&out), [e("-D", "l", "r1", 5), e("-D", "l", "r2", 3)]);
         out.clear();
         k.add(LEFT, row("l2"), 0, INNER, &mut out);
@@ -295,7 +343,7 @@ mod tests {
         k.add(RIGHT, row("r"), 0, INNER, &mut out);
         assert_eq!(out.len(), 4, "2 × 2 pairs");
         out.clear();
-        k.withdraw(RIGHT, row("r"), INNER, &mut out).unwrap();
+        k.withdraw(RIGHT, &row("r"), INNER, &mut out).unwrap();
         assert_eq!(shown(&out), [e("-D", "l", "r", 0), e("-D", "l", "r", 0)]);
     }
 
@@ -317,8 +365,8 @@ mod tests {
             "no second padded withdrawal"
         );
         out.clear();
-        k.withdraw(RIGHT, row("r"), LEFT_OUTER, &mut out).unwrap();
-        k.withdraw(RIGHT, row("r2"), LEFT_OUTER, &mut out).unwrap();
+        k.withdraw(RIGHT, &row("r"), LEFT_OUTER, &mut out).unwrap();
+        k.withdraw(RIGHT, &row("r2"), LEFT_OUTER, &mut out).unwrap();
         assert_eq!(
             shown(&out),
             [
@@ -340,7 +388,7 @@ mod tests {
         let mut out = Vec::new();
         k.add(RIGHT, row("r"), 1, FULL, &mut out);
         k.add(LEFT, row("l"), 2, FULL, &mut out);
-        k.withdraw(RIGHT, row("r"), FULL, &mut out).unwrap();
+        k.withdraw(RIGHT, &row("r"), FULL, &mut out).unwrap();
         assert_eq!(
             out.iter()
                 .map(|e| (e.kind.short(), e.rows[0].is_some(), e.rows[1].is_some()))
@@ -362,7 +410,7 @@ mod tests {
         k.add(LEFT, row("l"), 0, LEFT_OUTER, &mut out);
         k.add(RIGHT, row("r"), 0, LEFT_OUTER, &mut out);
         out.clear();
-        k.withdraw(LEFT, row("l"), LEFT_OUTER, &mut out).unwrap();
+        k.withdraw(LEFT, &row("l"), LEFT_OUTER, &mut out).unwrap();
         assert_eq!(
             shown(&out),
             [e("-D", "l", "r", 0)],
@@ -376,10 +424,13 @@ mod tests {
         let mut out = Vec::new();
         k.add(LEFT, row("l"), 0, FULL, &mut out);
         out.clear();
-        assert_eq!(k.withdraw(LEFT, row("other"), FULL, &mut out), Err(NotHeld));
-        assert_eq!(k.withdraw(RIGHT, row("l"), FULL, &mut out), Err(NotHeld));
+        assert_eq!(
+            k.withdraw(LEFT, &row("other"), FULL, &mut out),
+            Err(NotHeld)
+        );
+        assert_eq!(k.withdraw(RIGHT, &row("l"), FULL, &mut out), Err(NotHeld));
         assert!(out.is_empty());
-        k.withdraw(LEFT, row("l"), FULL, &mut out).unwrap();
+        k.withdraw(LEFT, &row("l"), FULL, &mut out).unwrap();
         assert_eq!(shown(&out), [e("-D", "l", "∅", 0)]);
     }
 
@@ -390,11 +441,11 @@ mod tests {
         let mut out = Vec::new();
         nulls.add(LEFT, row("l"), 4, LEFT_OUTER, &mut out);
         nulls
-            .withdraw(LEFT, row("l"), LEFT_OUTER, &mut out)
+            .withdraw(LEFT, &row("l"), LEFT_OUTER, &mut out)
             .unwrap();
         assert_eq!(shown(&out), [e("+I", "l", "∅", 4), e("-D", "l", "∅", 4)]);
         assert_eq!(
-            nulls.withdraw(LEFT, row("l"), LEFT_OUTER, &mut out),
+            nulls.withdraw(LEFT, &row("l"), LEFT_OUTER, &mut out),
             Err(NotHeld)
         );
         let mut inner_side = KeyRows::default();
