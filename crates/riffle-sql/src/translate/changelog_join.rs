@@ -2,7 +2,8 @@
 //! outer joins): both sides read as changelogs and joined by `ChangelogJoinFactory`,
 //! whose output is a keyless changelog (docs/engine.md, "Joins of changelogs").
 
-use super::join::{column_index, left_unique_on_keys, right_unique_on_keys};
+use super::join::column_index;
+use super::plan_shape::{left_unique_on_keys, right_unique_on_keys};
 use super::{Stream, Translator};
 use crate::error::{Result, SqlError};
 use datafusion::common::JoinType;

@@ -2,7 +2,8 @@
 //! (`IntervalMaxJoin`), and the per-side retention that makes a time-bounded equi-join an
 //! interval join.
 
-use super::join::{column_index, join_below, max_argument, refuse_updating};
+use super::join::{column_index, max_argument, refuse_updating};
+use super::plan_shape::join_below;
 use super::{col_expr, Stream, Translator};
 use crate::error::{Result, SqlError};
 use crate::windows::interval_nanos;

@@ -2,13 +2,13 @@
 //! equi-joins, and a stream joined with its own per-window maximum, recognized whole
 //! (Nexmark q5/q7 → `WindowMaxRows`). The interval shapes live in `interval.rs`.
 
-use super::aggregate::peel;
+use super::plan_shape::{aggregate_below, right_unique_on_keys};
 use super::{col_expr, Stream, Translator, WindowColumn, WindowOrigin, WindowPart};
 use crate::error::{Result, SqlError};
 use crate::windows::window_call;
 use datafusion::common::{DFSchema, JoinType};
 use datafusion::logical_expr::expr::AggregateFunction as DfAggregate;
-use datafusion::logical_expr::{Aggregate, Expr, Join, LogicalPlan};
+use datafusion::logical_expr::{Expr, Join};
 use riffle_operators::{
     IntervalCondition, JoinKind, ProjectFactory, StreamJoinFactory, WindowJoinFactory,
     WindowMaxRowsFactory,
@@ -461,32 +461,6 @@ impl Translator<'_> {
     }
 }
 
-/// Whether every row of `j`'s right side is unique on the columns it is joined on: it
-/// is an aggregate whose group columns are all join columns.
-pub(super) fn right_unique_on_keys(j: &Join) -> bool {
-    unique_on(&j.right, j.on.iter().map(|(_, r)| r))
-}
-
-/// Whether every row of `j`'s left side is unique on the columns it is joined on.
-pub(super) fn left_unique_on_keys(j: &Join) -> bool {
-    unique_on(&j.left, j.on.iter().map(|(l, _)| l))
-}
-
-/// Whether `side` is an aggregate (below projections and filters) whose group columns
-/// are all among `keys`.
-fn unique_on<'e>(side: &LogicalPlan, keys: impl Iterator<Item = &'e Expr>) -> bool {
-    let (LogicalPlan::Aggregate(agg), map) = below_through(side, true) else {
-        return false;
-    };
-    let map = map.unwrap_or_else(|| (0..agg.schema.fields().len()).collect());
-    let schema = side.schema();
-    let on: Vec<usize> = keys
-        .filter_map(|k| column_index(k, schema).ok())
-        .filter_map(|i| map.get(i).copied())
-        .collect();
-    (0..agg.group_expr.len()).all(|g| on.contains(&g))
-}
-
 /// The time condition of an outer join `j` whose ON has `filter` besides its equalities;
 /// an error unless it bounds the sides' event times from both sides and nothing else.
 fn outer_interval_condition(
@@ -541,62 +515,6 @@ pub(super) fn max_argument(e: &Expr) -> Option<&datafusion::common::Column> {
     };
     match params.args.as_slice() {
         [Expr::Column(c)] if func.name() == "max" && params.filter.is_none() => Some(c),
-        _ => None,
-    }
-}
-
-/// Below aliases and column-only projections: the node, and for each field of `plan`
-/// the field of that node it passes through.
-fn below(plan: &LogicalPlan) -> (&LogicalPlan, Option<Vec<usize>>) {
-    below_through(plan, false)
-}
-
-/// [`below`], passing also through filters when `filters` (which keep a side's
-/// uniqueness, not its values).
-fn below_through(plan: &LogicalPlan, filters: bool) -> (&LogicalPlan, Option<Vec<usize>>) {
-    let plan = peel(plan);
-    if let (LogicalPlan::Filter(f), true) = (plan, filters) {
-        return below_through(&f.input, filters);
-    }
-    if let LogicalPlan::Projection(p) = plan {
-        let (node, inner) = below_through(&p.input, filters);
-        let mut map = Vec::new();
-        for e in &p.expr {
-            let e = crate::windows::unaliased(e);
-            let Expr::Column(c) = e else {
-                return (plan, None);
-            };
-            let Ok(k) = p.input.schema().index_of_column(c) else {
-                return (plan, None);
-            };
-            map.push(match &inner {
-                Some(m) => m[k],
-                None => k,
-            });
-        }
-        return (node, Some(map));
-    }
-    (plan, None)
-}
-
-fn aggregate_below(plan: &LogicalPlan) -> Option<(&Aggregate, Vec<usize>)> {
-    let (node, map) = below(plan);
-    match node {
-        LogicalPlan::Aggregate(a) => Some((
-            a,
-            map.unwrap_or_else(|| (0..a.schema.fields().len()).collect()),
-        )),
-        _ => None,
-    }
-}
-
-pub(super) fn join_below(plan: &LogicalPlan) -> Option<(&Join, Vec<usize>)> {
-    let (node, map) = below(plan);
-    match node {
-        LogicalPlan::Join(j) => Some((
-            j,
-            map.unwrap_or_else(|| (0..j.schema.fields().len()).collect()),
-        )),
         _ => None,
     }
 }

@@ -14,6 +14,7 @@ mod join;
 mod lookup;
 mod numbers;
 mod over;
+mod plan_shape;
 mod stream;
 mod text;
 mod top_n;
