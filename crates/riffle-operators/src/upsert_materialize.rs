@@ -231,7 +231,7 @@ impl Operator for UpsertMaterialize {
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
         let state = self.state()?;
         let empty = self.held.iter().filter(|h| h.is_empty()).count();
-        if empty > 1024 && empty * 2 > self.held.len() {
+        if crate::aggregate::worth_rebuilding(empty, self.held.len()) {
             self.table = GroupKeys::new(self.key_schema.clone())?;
             self.held = Vec::new();
             self.restore(state.clone())?;

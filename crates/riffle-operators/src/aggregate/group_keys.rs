@@ -47,6 +47,13 @@ pub fn touched_in_order(groups: &[u32], ts: &[i64], keep: impl Fn(u32) -> bool) 
     touched
 }
 
+/// Whether a table of `ids` group ids, `empty` of which hold nothing any more, is worth
+/// rebuilding from what is still held: ids are never given back, so keys that came and
+/// went (a CDC table's deleted rows) would otherwise hold memory for ever.
+pub fn worth_rebuilding(empty: usize, ids: usize) -> bool {
+    empty > 1024 && empty * 2 > ids
+}
+
 /// Interns key rows into dense group ids `0..len()`.
 pub struct GroupKeys {
     table: Table,
@@ -187,7 +194,14 @@ impl GroupKeys {
 
 #[cfg(test)]
 mod tests {
-    use super::touched_in_order;
+    use super::{touched_in_order, worth_rebuilding};
+
+    #[test]
+    fn a_table_is_rebuilt_only_when_most_of_many_ids_are_empty() {
+        assert!(!worth_rebuilding(1024, 1024), "a small table is kept");
+        assert!(!worth_rebuilding(2000, 4000), "half empty is kept");
+        assert!(worth_rebuilding(2001, 4000));
+    }
 
     #[test]
     fn each_group_once_in_first_touched_order_with_its_newest_time() {

@@ -11,7 +11,7 @@ mod text_extremes;
 
 pub use accumulators::AccumulatorSet;
 pub use distinct_sets::DistinctValues;
-pub use group_keys::{touched_in_order, GroupKeys};
+pub use group_keys::{touched_in_order, worth_rebuilding, GroupKeys};
 pub(crate) use inputs::{normalize_inputs, shared_columns, Input};
 
 use riffle_core::arrow::datatypes::{DataType, Field};

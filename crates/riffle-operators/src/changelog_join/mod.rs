@@ -25,6 +25,9 @@ use riffle_core::{
 };
 use std::sync::Arc;
 
+/// The sides' names, in state and in errors.
+const SIDE_NAMES: [&str; 2] = ["left", "right"];
+
 /// Plans a join of two streams, either of which may be a changelog.
 pub struct ChangelogJoinFactory {
     sides: [StreamSchema; 2],
@@ -243,8 +246,7 @@ impl ChangelogJoin {
                 key.withdraw(side, row.as_ref(), self.outer, out).map_err(|_| {
                     Error::plan(format!(
                         "join `{}`: a withdrawn {} row was never added: the input is not a changelog of the rows it added",
-                        self.operator,
-                        if side == 0 { "left" } else { "right" }
+                        self.operator, SIDE_NAMES[side]
                     ))
                 })?;
             } else {

@@ -5,7 +5,7 @@
 //! files").
 
 use super::pairs::Held;
-use super::ChangelogJoin;
+use super::{ChangelogJoin, SIDE_NAMES};
 use riffle_core::arrow::array::{ArrayRef, AsArray, Int64Array, StructArray};
 use riffle_core::arrow::datatypes::TimestampNanosecondType;
 use riffle_core::arrow::datatypes::{DataType, Field, Fields, Int64Type, Schema};
@@ -15,8 +15,6 @@ use std::sync::Arc;
 
 /// The state column of how many times a row is held.
 const COUNT_FIELD: &str = "count";
-
-const SIDE_NAMES: [&str; 2] = ["left", "right"];
 
 impl ChangelogJoin {
     /// The fields of a held row of `side`: its `data` columns, then `_timestamp`.
@@ -72,7 +70,7 @@ impl ChangelogJoin {
             batches: batches.into_iter().flatten().collect(),
         };
         let empty = self.keyed.iter().filter(|k| k.is_empty()).count();
-        if empty > 1024 && empty * 2 > self.keyed.len() {
+        if crate::aggregate::worth_rebuilding(empty, self.keyed.len()) {
             self.table = crate::aggregate::GroupKeys::new(self.key_schema.clone())?;
             self.keyed = Vec::new();
             self.null_keyed = Default::default();
