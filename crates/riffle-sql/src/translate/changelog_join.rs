@@ -103,19 +103,10 @@ impl Translator<'_> {
             Some(f) => self.filter(&stream, f, &ls.join(rs)?)?,
             None => stream,
         };
+        let (nl, nr) = (ls.fields().len(), rs.fields().len());
         match j.join_type {
-            JoinType::LeftSemi => {
-                let n = ls.fields().len();
-                out.columns.truncate(n);
-                out.windows.truncate(n);
-                out.origin_columns.truncate(n);
-            }
-            JoinType::RightSemi => {
-                let n = ls.fields().len();
-                out.columns.drain(..n);
-                out.windows.drain(..n);
-                out.origin_columns.drain(..n);
-            }
+            JoinType::LeftSemi => out.keep_fields(0..nl),
+            JoinType::RightSemi => out.keep_fields(nl..nl + nr),
             _ => {}
         }
         Ok(out)

@@ -278,10 +278,7 @@ impl Translator<'_> {
             Some(f) if semi_as_inner => {
                 let joined = ls.join(rs)?;
                 let mut out = self.filter(&stream, f, &joined)?;
-                let n = ls.fields().len();
-                out.columns.truncate(n);
-                out.windows.truncate(n);
-                out.origin_columns.truncate(n);
+                out.keep_fields(0..ls.fields().len());
                 Ok(out)
             }
             Some(f) if inner => self.filter(&stream, f, &j.schema),

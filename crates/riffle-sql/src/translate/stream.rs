@@ -128,6 +128,18 @@ impl Stream {
         self.updating = Some(Vec::new());
     }
 
+    /// Keeps only the fields `keep` (a semi join run as an inner join: its own side's
+    /// fields of the joined ones).
+    pub fn keep_fields(&mut self, keep: std::ops::Range<usize>) {
+        fn keep_of<T>(fields: &mut Vec<T>, keep: &std::ops::Range<usize>) {
+            fields.truncate(keep.end);
+            fields.drain(..keep.start);
+        }
+        keep_of(&mut self.columns, &keep);
+        keep_of(&mut self.windows, &keep);
+        keep_of(&mut self.origin_columns, &keep);
+    }
+
     /// The same fields after a row filter at `node`.
     pub fn filtered(&self, node: NodeId) -> Self {
         Self {
