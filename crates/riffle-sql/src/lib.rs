@@ -23,6 +23,7 @@ mod partition_clause;
 mod pipeline;
 pub mod script;
 mod shared_work;
+mod sink_attach;
 mod time_bounds;
 mod translate;
 mod tvf;
