@@ -19,6 +19,7 @@ mod compare;
 mod grammar;
 mod input;
 pub(crate) mod schedule;
+mod shared_texts;
 use crate::common::workers;
 
 use grammar::Query;
