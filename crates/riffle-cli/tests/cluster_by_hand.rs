@@ -202,3 +202,82 @@ fn an_attempt_that_fails_before_every_worker_joined_it_ends_and_the_next_runs() 
     all_exit_well(&mut workers, Duration::from_secs(120));
     assert_eq!(published(&dir.path().join("out")), expected);
 }
+
+/// A listener that takes connections and never answers: a worker 0 that is paused, or
+/// this worker paused while its handshake's timer ran. Closed when dropped.
+struct SilentListener {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SilentListener {
+    fn on(port: u16) -> Self {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !stopped.load(Ordering::Relaxed) {
+                if let Ok((connection, _)) = listener.accept() {
+                    held.push(connection);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for SilentListener {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Worker 0's port first belongs to a listener that never finishes a handshake: the
+/// other workers' first tries to agree on an attempt time out. That is not worker 0
+/// gone (CI once saw worker 1, paused by the test above while its handshake's timer
+/// ran, exit for good on it): they try again until worker 0 has been silent for the
+/// whole `--peer-timeout`, and join once the real worker 0 comes up.
+#[test]
+fn a_handshake_with_worker_0_that_stalls_is_tried_again_not_taken_for_its_end() {
+    let expected = single_process("q5", "600K");
+    let dir = tempfile::tempdir().unwrap();
+    let file = q5_file(dir.path());
+    let ports = [unused_port(), unused_port(), unused_port()];
+    let addresses = ports.map(|p| format!("127.0.0.1:{p}")).join(",");
+    let silent = SilentListener::on(ports[0]);
+    let mut workers = vec![
+        worker(1, &file, &addresses, ports[1], dir.path()),
+        worker(2, &file, &addresses, ports[2], dir.path()),
+    ];
+    let log_1 = workers[0].1.clone();
+    let stalled = Instant::now();
+    while !std::fs::read_to_string(&log_1)
+        .unwrap_or_default()
+        .contains("agreeing on the next attempt failed")
+    {
+        if stalled.elapsed() > Duration::from_secs(60) {
+            give_up(
+                &mut workers,
+                "worker 1 never retried after the stalled handshake",
+            );
+        }
+        if let Some(status) = workers[0].0.try_wait().unwrap() {
+            give_up(&mut workers, &format!("worker 1 gave up: {status}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(silent);
+    workers.insert(0, worker(0, &file, &addresses, ports[0], dir.path()));
+    all_exit_well(&mut workers, Duration::from_secs(120));
+    assert_eq!(published(&dir.path().join("out")), expected);
+}

@@ -17,6 +17,7 @@ pub mod ack;
 mod attempt;
 pub mod error;
 mod feeds;
+mod leader_silence;
 pub mod links;
 pub mod protocol;
 mod server;

@@ -10,6 +10,7 @@
 
 use crate::attempt::run_attempt;
 use crate::error::{ClusterError, ClusterResult};
+use crate::leader_silence::LeaderSilence;
 use crate::links::{self, Peer};
 use crate::protocol::{Attempt, AttemptRequest, Decision, JobSecret};
 use crate::server::Server;
@@ -24,7 +25,7 @@ use riffle_state::CheckpointStore;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where the workers are and which one this is.
 #[derive(Debug, Clone)]
@@ -97,6 +98,7 @@ pub async fn run_worker(
         failed_generation: 0,
         current: None,
         leader_lost: false,
+        leader_silence: LeaderSilence::default(),
     };
     let result = supervise(&mut attempts, run.restart, observer).await;
     server.stop().await;
@@ -135,9 +137,31 @@ struct WorkerAttempts<'a> {
     /// The attempt running now, once agreed.
     current: Option<u64>,
     /// A worker other than 0 could not agree with worker 0 on an attempt or hear its
-    /// word after one: worker 0 is gone (it finished, or failed for good), so this
-    /// worker ends too, as its supervisor then decides, instead of asking for ever.
+    /// word after one, for the whole patience: worker 0 is gone (it finished, or failed
+    /// for good), so this worker ends too, as its supervisor then decides, instead of
+    /// asking for ever.
     leader_lost: bool,
+    /// How long worker 0 has not answered this worker (one failed try is not enough:
+    /// this worker may have been paused while the try's timer ran).
+    leader_silence: LeaderSilence,
+}
+
+impl WorkerAttempts<'_> {
+    /// Notes how an exchange with worker 0 begun at `tried` went; a follower whose
+    /// worker 0 stayed silent for the patience counts it as gone.
+    fn heard_leader<T>(&mut self, tried: Instant, heard: &ClusterResult<T>) {
+        let follower = self.job.options.placement.worker != 0;
+        self.leader_lost = match heard {
+            Ok(_) => {
+                self.leader_silence.answered();
+                false
+            }
+            Err(_) => {
+                let patience = self.job.options.patience;
+                follower && self.leader_silence.failed(tried, Instant::now(), patience)
+            }
+        };
+    }
 }
 
 impl Attempts for WorkerAttempts<'_> {
@@ -148,7 +172,9 @@ impl Attempts for WorkerAttempts<'_> {
         &mut self,
         observer: &mut dyn RunObserver,
     ) -> ClusterResult<Option<WorkerOutcome>> {
-        let job = &self.job;
+        // A copy, so that `self` stays free to note how worker 0 answered.
+        let job = self.job;
+        let job = &job;
         let options = job.options;
         let mut peers = Peers {
             addresses: options.addresses.clone(),
@@ -157,10 +183,10 @@ impl Attempts for WorkerAttempts<'_> {
             open: HashMap::new(),
         };
         let next = self.failed_generation + 1;
-        let follower = options.placement.worker != 0;
         (self.current, self.leader_lost) = (None, false);
+        let tried = Instant::now();
         let agreed = agree(job, &mut self.recovery, observer, &mut peers, next).await;
-        self.leader_lost = follower && agreed.is_err();
+        self.heard_leader(tried, &agreed);
         let agreed = match agreed? {
             Agreed::Run(attempt, restored) => (*attempt, restored),
             // This worker started after the job's last checkpoint committed.
@@ -170,8 +196,9 @@ impl Attempts for WorkerAttempts<'_> {
         self.failed_generation = generation;
         self.current = Some(generation);
         let outcome = run_attempt(job, observer, peers, agreed).await?;
+        let tried = Instant::now();
         let ended = job_ended(job, outcome).await;
-        self.leader_lost = follower && ended.is_err();
+        self.heard_leader(tried, &ended);
         let ended = ended?;
         if ended.is_none() {
             // Worker 0 failed after this worker's part of the attempt ended.
