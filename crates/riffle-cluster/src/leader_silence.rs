@@ -1,5 +1,5 @@
 //! When a worker other than 0 concludes that worker 0 is gone (docs/cluster.md,
-//! "Restarts").
+//! "Failures").
 //!
 //! One failed exchange with worker 0 proves little: a handshake that timed out may
 //! mean this worker was itself paused (SIGSTOP, a VM freeze) while the timer ran. So
