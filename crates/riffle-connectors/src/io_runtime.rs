@@ -37,6 +37,50 @@ where
     F::Output: Send + 'static,
 {
     let handle = runtime()?.spawn(future);
-    futures::executor::block_on(handle)
+    // Outside tokio's cooperative budget: a caller inside an async task (recovery asks
+    // a sink about every committed epoch) would otherwise spend the task's budget after
+    // 128 waits, and every later poll of the handle would answer "not yet" and wake
+    // itself at once: a busy loop that never ends.
+    futures::executor::block_on(tokio::task::unconstrained(handle))
         .map_err(|e| Error::external("connector I/O runtime", format!("request stopped: {e}")))
+}
+
+/// Starts `future` on the connectors' runtime and returns at once: a reader that runs
+/// beside its source (the PostgreSQL CDC stream), stopped by aborting the handle.
+///
+/// # Errors
+/// The runtime cannot start.
+pub fn spawn<F>(future: F) -> Result<tokio::task::JoinHandle<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    Ok(runtime()?.spawn(future))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_waits_inside_one_async_task_all_finish() {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let outer = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let sum = outer.block_on(async {
+                let mut sum = 0;
+                for i in 0..1000 {
+                    sum += block_on(async move { i }).unwrap();
+                }
+                sum
+            });
+            let _ = done.send(sum);
+        });
+        let sum = finished
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("block_on spun for ever once the async task's budget ran out");
+        assert_eq!(sum, 499_500);
+    }
 }
