@@ -31,7 +31,7 @@ pub use lookup::{FileLookupFactory, LookupCache};
 pub use nexmark::{NexmarkConfig, NexmarkSourceFactory, NexmarkTable};
 pub use peer::PeerSourceFactory;
 pub use postgres::{
-    PostgresLookupConfig, PostgresLookupFactory, PostgresSinkConfig, PostgresSinkFactory, Secret,
-    WriteMode,
+    CdcStartup, PostgresCdcConfig, PostgresCdcFactory, PostgresLookupConfig, PostgresLookupFactory,
+    PostgresSinkConfig, PostgresSinkFactory, Secret, WriteMode,
 };
 pub use processing_time::ProcessingTimeSourceFactory;

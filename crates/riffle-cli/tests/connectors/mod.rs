@@ -19,6 +19,7 @@ mod kafka_rescale;
 mod kafka_sink;
 mod kafka_to_postgres;
 mod lost_output;
+mod postgres_cdc;
 mod postgres_changelog;
 mod postgres_sink;
 mod upsert_kafka;

@@ -9,6 +9,7 @@
 //! Recovery rolls back every prepared transaction of this sink that no manifest
 //! commits (found in `pg_prepared_xacts` by the name prefix).
 
+mod cdc;
 mod connection;
 mod ledger;
 mod lookup;
@@ -17,6 +18,7 @@ mod sink;
 mod tls;
 mod types;
 
+pub use cdc::{CdcStartup, PostgresCdcConfig, PostgresCdcFactory};
 pub use lookup::{PostgresLookupConfig, PostgresLookupFactory};
 pub use types::PgType;
 
@@ -52,7 +54,7 @@ impl Secret {
         Self(value.into())
     }
 
-    fn reveal(&self) -> &str {
+    pub(crate) fn reveal(&self) -> &str {
         &self.0
     }
 }

@@ -1,5 +1,6 @@
 //! A real PostgreSQL server for tests: `initdb` into a temporary directory and
-//! `postgres` on a free 127.0.0.1 port with prepared transactions enabled, stopped and
+//! `postgres` on a free 127.0.0.1 port with prepared transactions and logical
+//! replication enabled, stopped and
 //! removed when the guard drops. `scripts/test` installs the Debian packages; the
 //! binaries are found through `RIFFLE_PG_BIN`, the PATH, or /usr/lib/postgresql/*/bin.
 //! PostgreSQL refuses to run as root, so as root the server runs as user `postgres`.
@@ -156,6 +157,9 @@ impl PgServer {
             .arg("-c")
             .arg(format!("unix_socket_directories={}", dir.path().display()))
             .args(["-c", "max_prepared_transactions=64"])
+            // Logical replication, for the postgres-cdc source.
+            .args(["-c", "wal_level=logical", "-c", "max_wal_senders=10"])
+            .args(["-c", "max_replication_slots=10"])
             .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
             .args(["-c", "full_page_writes=off"])
             .stdout(Stdio::null())
@@ -273,6 +277,32 @@ impl PgServer {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs the SQL script `file` with psql in `database`, statement by statement (a
+    /// script too long for one command line).
+    pub fn psql_file(&self, database: &str, file: &Path) {
+        let out = self
+            .client_tool("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "riffle",
+            ])
+            .args(["-d", database, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
+            .arg(file)
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "psql -f {} failed: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// A client program, over TLS (without verifying: it is our own server) when the
