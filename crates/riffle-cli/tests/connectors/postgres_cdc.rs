@@ -192,3 +192,111 @@ fn a_tables_changes_reach_postgresql_exactly_through_kills_and_rescales() {
     eprintln!("postgres-cdc: slot lag after catching up: {lag:?} bytes");
     assert!(server.rows("SELECT gid FROM pg_prepared_xacts").is_empty());
 }
+
+/// Copies the directory tree `from` into `to` (a backup of a state root).
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Runs `file` on `state` until `done` holds, then kills it (the job never ends).
+fn run_until(file: &std::path::Path, state: &std::path::Path, done: impl Fn() -> bool) {
+    let log = state.with_extension("log");
+    let mut job = run_restarting(file, state, 1)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !done() {
+        let stopped = job.try_wait().unwrap().is_some();
+        if stopped || started.elapsed() > Duration::from_secs(60) {
+            let _ = job.kill();
+            panic!(
+                "the job {}: {}",
+                if stopped {
+                    "stopped"
+                } else {
+                    "did not get there"
+                },
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    job.kill().unwrap();
+    job.wait().unwrap();
+}
+
+/// An operator restores a backup of the state root taken before the slot confirmed
+/// later changes: PostgreSQL would stream from the slot's position, past changes the
+/// backup never saw. The restore is refused, naming both positions, and the table
+/// written keeps what it had. A TRUNCATE of the table stops the job with a message.
+#[test]
+fn a_restore_older_than_the_slot_and_a_truncate_are_refused() {
+    let server = PgServer::start();
+    server.psql(
+        "riffle",
+        "CREATE TABLE items (id BIGINT PRIMARY KEY, v BIGINT, at BIGINT NOT NULL);
+         INSERT INTO items SELECT i, 0, 1 FROM generate_series(1, 100) i;
+         CREATE TABLE items_copy (id BIGINT PRIMARY KEY, v BIGINT);",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "CREATE TABLE items (id BIGINT, v BIGINT, at BIGINT,
+           PRIMARY KEY (id) NOT ENFORCED, WATERMARK FOR at AS at)
+           WITH ('connector' = 'postgres-cdc', 'hostname' = '127.0.0.1', 'port' = '{}',
+                 'username' = 'riffle', 'database-name' = 'riffle', 'table-name' = 'items',
+                 'slot.name' = 'riffle_items');
+         CREATE TABLE items_copy (id BIGINT, v BIGINT, PRIMARY KEY (id))
+           WITH ('connector' = 'postgres', 'url' = '{}', 'create' = 'true');
+         INSERT INTO items_copy SELECT id, v FROM items;",
+        server.port,
+        server.url()
+    );
+    let file = pipeline(dir.path(), "items", &text);
+    let (state, backup) = (dir.path().join("state"), dir.path().join("backup"));
+    let sum = || {
+        server
+            .rows("SELECT count(*) || ',' || coalesce(sum(v), 0) FROM items_copy")
+            .join("")
+    };
+    run_until(&file, &state, || sum() == "100,0");
+    copy_tree(&state, &backup);
+    server.psql("riffle", "UPDATE items SET v = 1, at = 2;");
+    let confirmed_past = |lsn: &str| {
+        server.rows(&format!(
+            "SELECT confirmed_flush_lsn >= '{lsn}'::pg_lsn FROM pg_replication_slots WHERE slot_name = 'riffle_items'"
+        )) == ["t"]
+    };
+    let after_update = server.rows("SELECT pg_current_wal_lsn()").join("");
+    run_until(&file, &state, || {
+        sum() == "100,100" && confirmed_past(&after_update)
+    });
+
+    let out = super::run(&file, &backup, 1).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the old backup resumed: {stderr}");
+    assert!(
+        stderr.contains("past this checkpoint's position"),
+        "not refused for the slot's position: {stderr}"
+    );
+    assert_eq!(sum(), "100,100", "the refused run changed the table");
+
+    server.psql("riffle", "TRUNCATE items;");
+    let out = super::run(&file, &state, 1).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("was truncated"),
+        "a TRUNCATE went by: {stderr}"
+    );
+    assert_eq!(sum(), "100,100");
+}
