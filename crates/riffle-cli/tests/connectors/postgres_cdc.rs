@@ -300,3 +300,61 @@ fn a_restore_older_than_the_slot_and_a_truncate_are_refused() {
     );
     assert_eq!(sum(), "100,100");
 }
+
+/// Tables whose changes could not be read exactly are refused before anything is read,
+/// each naming what to change: a declared key narrower than the table's, a partitioned
+/// table, a publication that leaves deletes out, a password written inline.
+#[test]
+fn tables_whose_changes_would_mislead_are_refused() {
+    let server = PgServer::start();
+    server.psql(
+        "riffle",
+        "CREATE TABLE pairs (a BIGINT, b BIGINT, at BIGINT NOT NULL, PRIMARY KEY (a, b));
+         CREATE TABLE parted (id BIGINT PRIMARY KEY, at BIGINT NOT NULL) PARTITION BY RANGE (id);
+         CREATE TABLE plain (id BIGINT PRIMARY KEY, at BIGINT NOT NULL);
+         CREATE PUBLICATION inserts_only FOR TABLE plain WITH (publish = 'insert, update');",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let refusal = |name: &str, columns: &str, key: &str, extra: &str| {
+        let text = format!(
+            "CREATE TABLE {name} ({columns}, at BIGINT, PRIMARY KEY ({key}) NOT ENFORCED, WATERMARK FOR at AS at)
+               WITH ('connector' = 'postgres-cdc', 'hostname' = '127.0.0.1', 'port' = '{}',
+                     'username' = 'riffle', 'database-name' = 'riffle', 'table-name' = '{name}',
+                     'slot.name' = 'riffle_{name}'{extra});
+             CREATE TABLE out_{name} WITH ('connector' = 'blackhole');
+             INSERT INTO out_{name} SELECT * FROM {name};",
+            server.port
+        );
+        let file = pipeline(dir.path(), name, &text);
+        let out = super::run(&file, &dir.path().join(format!("state-{name}")), 1)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{name} was read");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let narrower = refusal("pairs", "a BIGINT, b BIGINT", "a", "");
+    assert!(narrower.contains("is not a key of"), "{narrower}");
+    let parted = refusal("parted", "id BIGINT", "id", "");
+    assert!(parted.contains("a partitioned table"), "{parted}");
+    let deletes = refusal(
+        "plain",
+        "id BIGINT",
+        "id",
+        ", 'debezium.publication.name' = 'inserts_only'",
+    );
+    assert!(
+        deletes.contains("does not publish every insert, update, delete"),
+        "{deletes}"
+    );
+    let inline = refusal("plain", "id BIGINT", "id", ", 'password' = 'secret'");
+    assert!(
+        inline.contains("password.env") && !inline.contains("secret'"),
+        "{inline}"
+    );
+    assert!(
+        server
+            .rows("SELECT slot_name FROM pg_replication_slots")
+            .is_empty(),
+        "a refused table left a slot behind"
+    );
+}

@@ -139,7 +139,14 @@ impl Connector for PostgresCdcConnector {
             key: table.primary_key.clone(),
             event_column: watermark.column.clone(),
             startup,
-            max_records_per_second: count_option(table, "scan.max-records-per-second")?,
+            max_records_per_second: match count_option(table, "scan.max-records-per-second")? {
+                Some(0) => {
+                    return Err(refuse(
+                        "'scan.max-records-per-second' must be at least 1: at 0 nothing would ever be read".into(),
+                    ))
+                }
+                rate => rate,
+            },
             batch_rows: 4096,
         };
         let factory = PostgresCdcFactory::new(config).map_err(|e| refuse(e.to_string()))?;

@@ -304,8 +304,12 @@ impl PostgresCdcSource {
             }
             Event::Update { relation, old, new } => {
                 if self.ours(relation) && self.cursor()?.change() {
-                    let new = self.pick(&filled(&new, old.as_deref(), &self.config.qualified())?);
-                    if let Some(old) = old {
+                    let whole_old = old
+                        .as_ref()
+                        .filter(|(_, full)| *full)
+                        .map(|(o, _)| o.as_slice());
+                    let new = self.pick(&filled(&new, whole_old, &self.config.qualified())?);
+                    if let Some((old, _)) = old {
                         let old = self.pick(&filled(&old, None, &self.config.qualified())?);
                         let moved = self.key_columns.iter().any(|&k| old[k] != new[k]);
                         if moved {
@@ -397,7 +401,9 @@ impl PostgresCdcSource {
     }
 }
 
-/// A tuple's values as text, its unchanged TOASTed values taken from the old tuple.
+/// A tuple's values as text, its unchanged TOASTed values taken from the old tuple
+/// (given only when it carries every column: a key-only old tuple's other columns are
+/// NULL whatever their values).
 ///
 /// # Errors
 /// An unchanged value the old tuple does not carry.
@@ -473,12 +479,12 @@ impl Source for PostgresCdcSource {
             self.checkpoints.pop_front();
         }
         Ok(OperatorState {
-            batches: vec![encode(&self.config.slot, position)?],
+            batches: vec![encode(&Origin::of(&self.config), position)?],
         })
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {
-        self.restored = decode(&state, &self.config.slot)?;
+        self.restored = decode(&state, &Origin::of(&self.config))?;
         Ok(())
     }
 
@@ -501,13 +507,33 @@ impl Source for PostgresCdcSource {
 fn state_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("slot", DataType::Utf8, false),
+        Field::new("table", DataType::Utf8, false),
+        Field::new("publication", DataType::Utf8, false),
         Field::new("phase", DataType::Int8, false),
         Field::new("lsn", DataType::UInt64, false),
         Field::new("skip", DataType::UInt64, false),
     ]))
 }
 
-fn encode(slot: &str, position: CdcPosition) -> Result<RecordBatch> {
+/// What a position was read from: the slot, the table and the publication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Origin {
+    slot: String,
+    table: String,
+    publication: String,
+}
+
+impl Origin {
+    fn of(config: &PostgresCdcConfig) -> Self {
+        Self {
+            slot: config.slot.clone(),
+            table: config.qualified(),
+            publication: config.publication.clone(),
+        }
+    }
+}
+
+fn encode(origin: &Origin, position: CdcPosition) -> Result<RecordBatch> {
     let phase = match position.phase {
         Phase::Snapshot => 0,
         Phase::Stream => 1,
@@ -515,7 +541,9 @@ fn encode(slot: &str, position: CdcPosition) -> Result<RecordBatch> {
     RecordBatch::try_new(
         state_schema(),
         vec![
-            Arc::new(StringArray::from(vec![slot])),
+            Arc::new(StringArray::from(vec![origin.slot.as_str()])),
+            Arc::new(StringArray::from(vec![origin.table.as_str()])),
+            Arc::new(StringArray::from(vec![origin.publication.as_str()])),
             Arc::new(Int8Array::from(vec![phase])),
             Arc::new(UInt64Array::from(vec![position.lsn])),
             Arc::new(UInt64Array::from(vec![position.skip])),
@@ -527,8 +555,10 @@ fn encode(slot: &str, position: CdcPosition) -> Result<RecordBatch> {
     })
 }
 
-/// The position in `state` (rows of every old subtask; only subtask 0's has one).
-fn decode(state: &OperatorState, slot: &str) -> Result<Option<CdcPosition>> {
+/// The position in `state` (rows of every old subtask; only subtask 0's has one),
+/// which must have been read from `origin`: a slot kept while the table or publication
+/// changed would resume the new table's stream without its rows.
+fn decode(state: &OperatorState, origin: &Origin) -> Result<Option<CdcPosition>> {
     let mut found = None;
     for batch in &state.batches {
         let column = |name: &str| {
@@ -537,6 +567,17 @@ fn decode(state: &OperatorState, slot: &str) -> Result<Option<CdcPosition>> {
                 message: format!("no `{name}` in its position"),
             })
         };
+        let text = |name: &str| -> Result<StringArray> {
+            column(name)?
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .cloned()
+                .ok_or_else(|| Error::State {
+                    operator: "postgres-cdc".into(),
+                    message: format!("`{name}` of another type"),
+                })
+        };
+        let (tables, publications) = (text("table")?, text("publication")?);
         let slots = column("slot")?
             .as_any()
             .downcast_ref::<StringArray>()
@@ -561,12 +602,17 @@ fn decode(state: &OperatorState, slot: &str) -> Result<Option<CdcPosition>> {
             });
         };
         for row in 0..batch.num_rows() {
-            if slots.is_null(row) || slots.value(row) != slot {
+            let read = Origin {
+                slot: slots.value(row).to_string(),
+                table: tables.value(row).to_string(),
+                publication: publications.value(row).to_string(),
+            };
+            if read != *origin {
                 return Err(Error::config(
                     "slot.name",
                     format!(
-                        "the checkpoint read replication slot `{}`, not `{slot}`: restore with the slot it read, or start afresh",
-                        slots.value(row)
+                        "the checkpoint read {} through slot `{}` and publication `{}`, not {} through `{}` and `{}`: restore with what it read, or start afresh with a new 'slot.name'",
+                        read.table, read.slot, read.publication, origin.table, origin.slot, origin.publication
                     ),
                 ));
             }
@@ -588,6 +634,14 @@ fn decode(state: &OperatorState, slot: &str) -> Result<Option<CdcPosition>> {
 mod tests {
     use super::*;
 
+    fn origin(slot: &str) -> Origin {
+        Origin {
+            slot: slot.into(),
+            table: "\"public\".\"orders\"".into(),
+            publication: format!("{slot}_publication"),
+        }
+    }
+
     #[test]
     fn a_position_survives_its_checkpoint_row() {
         let position = CdcPosition {
@@ -596,22 +650,26 @@ mod tests {
             skip: 3,
         };
         let state = OperatorState {
-            batches: vec![encode("orders_slot", position).unwrap()],
+            batches: vec![encode(&origin("orders_slot"), position).unwrap()],
         };
-        assert_eq!(decode(&state, "orders_slot").unwrap(), Some(position));
-        assert_eq!(
-            decode(&OperatorState::default(), "orders_slot").unwrap(),
-            None
-        );
+        let read = decode(&state, &origin("orders_slot")).unwrap();
+        assert_eq!(read, Some(position));
+        let empty = decode(&OperatorState::default(), &origin("orders_slot")).unwrap();
+        assert_eq!(empty, None);
     }
 
     #[test]
-    fn a_checkpoint_of_another_slot_is_refused() {
+    fn a_checkpoint_of_another_slot_table_or_publication_is_refused() {
         let state = OperatorState {
-            batches: vec![encode("a", CdcPosition::fresh(5)).unwrap()],
+            batches: vec![encode(&origin("a"), CdcPosition::fresh(5)).unwrap()],
         };
-        let refused = decode(&state, "b").unwrap_err().to_string();
+        let refused = decode(&state, &origin("b")).unwrap_err().to_string();
         assert!(refused.contains("`a`"), "{refused}");
+        let other_table = Origin {
+            table: "\"public\".\"items\"".into(),
+            ..origin("a")
+        };
+        assert!(decode(&state, &other_table).is_err());
     }
 
     #[test]

@@ -17,8 +17,8 @@ use tokio::sync::mpsc;
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 
 /// Session settings that make every value's text form the one `rows.rs` casts from.
-const SESSION: &str =
-    "-c TimeZone=UTC -c DateStyle=ISO -c IntervalStyle=iso_8601 -c extra_float_digits=3 -c bytea_output=hex";
+/// `row_security=off`: a policy that would hide rows from the snapshot fails it instead.
+const SESSION: &str = "-c TimeZone=UTC -c DateStyle=ISO -c IntervalStyle=iso_8601 -c extra_float_digits=3 -c bytea_output=hex -c row_security=off";
 
 /// Rows fetched from the snapshot's cursor at a time.
 const SNAPSHOT_FETCH: usize = 4096;
@@ -60,7 +60,9 @@ pub enum Event {
     },
     Update {
         relation: u32,
-        old: Option<Vec<Value>>,
+        /// The old row: every column (`full`), or the key's columns only (the others
+        /// NULL, which says nothing of their values).
+        old: Option<(Vec<Value>, bool)>,
         new: Vec<Value>,
     },
     Delete {
@@ -140,9 +142,10 @@ async fn run(
     confirm: &AtomicU64,
 ) -> Result<()> {
     let sql = connect(config).await?;
-    check_identity(&sql, config).await?;
-    ensure_publication(&sql, config).await?;
+    check_table(&sql, config).await?;
     let slot = slot_state(&sql, config).await?;
+    let first = matches!(start, Start::Fresh) && slot.is_none();
+    ensure_publication(&sql, config, first).await?;
     let (mut replication, from) = match (start, slot) {
         (Start::Fresh, None) => {
             let mut client = ReplicationClient::connect_gated(replication_config(config, 0))
@@ -298,7 +301,7 @@ async fn stream(
                 let parsed = parser.parse_wal_message(&data).map_err(|e| {
                     Error::external("postgres-cdc", format!("a pgoutput message: {e}"))
                 })?;
-                match change(parsed.message) {
+                match change(parsed.message)? {
                     Some(event) => event,
                     None => continue,
                 }
@@ -316,8 +319,11 @@ async fn stream(
 }
 
 /// A pgoutput message as an event; `None` for what a table's changes do not need.
-fn change(message: LogicalReplicationMessage) -> Option<Event> {
-    Some(match message {
+///
+/// # Errors
+/// A value that is not UTF-8 text.
+fn change(message: LogicalReplicationMessage) -> Result<Option<Event>> {
+    Ok(Some(match message {
         LogicalReplicationMessage::Relation {
             relation_id,
             namespace,
@@ -339,17 +345,20 @@ fn change(message: LogicalReplicationMessage) -> Option<Event> {
         },
         LogicalReplicationMessage::Insert { relation_id, tuple } => Event::Insert {
             relation: relation_id,
-            new: values(&tuple),
+            new: values(&tuple)?,
         },
         LogicalReplicationMessage::Update {
             relation_id,
             old_tuple,
             new_tuple,
-            ..
+            key_type,
         } => Event::Update {
             relation: relation_id,
-            old: old_tuple.as_ref().map(values),
-            new: values(&new_tuple),
+            old: match old_tuple {
+                Some(old) => Some((values(&old)?, key_type == Some('O'))),
+                None => None,
+            },
+            new: values(&new_tuple)?,
         },
         LogicalReplicationMessage::Delete {
             relation_id,
@@ -357,27 +366,32 @@ fn change(message: LogicalReplicationMessage) -> Option<Event> {
             ..
         } => Event::Delete {
             relation: relation_id,
-            old: values(&old_tuple),
+            old: values(&old_tuple)?,
         },
         LogicalReplicationMessage::Truncate { relation_ids, .. } => Event::Truncate {
             relations: relation_ids,
         },
-        _ => return None,
-    })
+        _ => return Ok(None),
+    }))
 }
 
-fn values(tuple: &TupleData) -> Vec<Value> {
+fn values(tuple: &TupleData) -> Result<Vec<Value>> {
     tuple
         .columns
         .iter()
         .map(|c| {
-            if c.is_null() {
+            Ok(if c.is_null() {
                 Value::Null
             } else if c.is_unchanged() {
                 Value::Unchanged
             } else {
-                Value::Text(String::from_utf8_lossy(c.as_bytes()).into_owned())
-            }
+                // Never replaced by U+FFFD: a value that is not UTF-8 (a SQL_ASCII
+                // database) fails the job instead of changing.
+                let text = std::str::from_utf8(c.as_bytes()).map_err(|e| {
+                    Error::external("postgres-cdc", format!("a value that is not UTF-8: {e}"))
+                })?;
+                Value::Text(text.to_string())
+            })
         })
         .collect()
 }
@@ -426,14 +440,31 @@ async fn connect(config: &PostgresCdcConfig) -> Result<Client> {
     Ok(client)
 }
 
-/// The table's replica identity must name the declared key, or deletes could not say
-/// which row they delete.
-async fn check_identity(sql: &Client, config: &PostgresCdcConfig) -> Result<()> {
+/// The table must be one plain table whose changes name their rows by the declared key:
+/// a partitioned or inherited table's changes arrive under its children's names, and
+/// a key that is not one of the table's own would merge distinct rows.
+async fn check_table(sql: &Client, config: &PostgresCdcConfig) -> Result<()> {
     let table = config.qualified();
+    let failed = |e| config.failure(&format!("cannot read the columns of {table}"), e);
+    let shape = sql
+        .query_one(
+            "SELECT c.relkind::text, c.relreplident::text, c.relhassubclass \
+             FROM pg_class c WHERE c.oid = $1::text::regclass",
+            &[&table],
+        )
+        .await
+        .map_err(failed)?;
+    let (kind, identity_kind, children): (String, String, bool) =
+        (shape.get(0), shape.get(1), shape.get(2));
+    if kind != "r" || children {
+        return Err(config.refusal(format!(
+            "{table} is {}: its rows' changes arrive under its partitions' or children's names; read each partition as its own table",
+            if kind == "p" { "a partitioned table" } else if children { "a table with inheritance children" } else { "not a plain table" }
+        )));
+    }
     let rows = sql
         .query(
-            "SELECT c.relreplident::text, a.attname::text, \
-                    coalesce(a.attnum = ANY(i.indkey), false) \
+            "SELECT a.attname::text, coalesce(a.attnum = ANY(i.indkey), false) \
              FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped \
              LEFT JOIN pg_index i ON i.indrelid = c.oid \
                AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident)) \
@@ -441,48 +472,85 @@ async fn check_identity(sql: &Client, config: &PostgresCdcConfig) -> Result<()> 
             &[&table],
         )
         .await
-        .map_err(|e| config.failure(&format!("cannot read the columns of {table}"), e))?;
-    let full = rows.first().is_some_and(|r| r.get::<_, String>(0) == "f");
+        .map_err(failed)?;
     let columns: Vec<PgColumn> = rows
         .iter()
         .map(|r| PgColumn {
-            name: r.get(1),
-            identity: r.get(2),
+            name: r.get(0),
+            identity: r.get(1),
         })
         .collect();
+    let full = identity_kind == "f";
     super::rows::ColumnMap::new(&table, &config.columns, &config.key, &columns, full)?;
-    Ok(())
+    let unique: Vec<Vec<String>> = sql
+        .query(
+            "SELECT array_agg(a.attname::text) FROM pg_index i \
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) \
+             WHERE i.indrelid = $1::text::regclass AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL \
+             GROUP BY i.indexrelid HAVING bool_and(a.attnotnull)",
+            &[&table],
+        )
+        .await
+        .map_err(failed)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    super::rows::check_key(&table, &config.key, &unique)
 }
 
-/// The publication the slot streams: made for the table when missing; an existing one
-/// must publish it.
-async fn ensure_publication(sql: &Client, config: &PostgresCdcConfig) -> Result<()> {
-    let publishes = sql
+/// The publication the slot streams: made for the table on a job's first start; an
+/// existing one must publish every kind of change of the table, unfiltered.
+async fn ensure_publication(sql: &Client, config: &PostgresCdcConfig, first: bool) -> Result<()> {
+    let rows = sql
         .query(
-            "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1), \
-                    EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)",
-            &[&config.publication, &config.schema, &config.table],
+            "SELECT p.pubinsert AND p.pubupdate AND p.pubdelete AND p.pubtruncate, \
+                    EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = p.pubname AND t.schemaname = $2 AND t.tablename = $3), \
+                    (SELECT (to_jsonb(r) ->> 'prqual') IS NOT NULL OR (to_jsonb(r) ->> 'prattrs') IS NOT NULL \
+                       FROM pg_publication_rel r WHERE r.prpubid = p.oid AND r.prrelid = $4::text::regclass) \
+             FROM pg_publication p WHERE p.pubname = $1",
+            &[&config.publication, &config.schema, &config.table, &config.qualified()],
         )
         .await
         .map_err(|e| config.failure("cannot read the publications", e))?;
-    let (exists, has_table): (bool, bool) = (publishes[0].get(0), publishes[0].get(1));
-    match (exists, has_table) {
-        (true, true) => Ok(()),
-        (true, false) => Err(config.refusal(format!(
-            "the publication `{}` does not publish {}: ALTER PUBLICATION {} ADD TABLE {}, or name another 'debezium.publication.name'",
-            config.publication,
-            config.qualified(),
-            quote_ident(&config.publication),
-            config.qualified()
-        ))),
-        (false, _) => sql
+    let name = quote_ident(&config.publication);
+    let Some(row) = rows.first() else {
+        if !first {
+            // Recreated now, it would stream only what changes from now on: the
+            // changes since the checkpoint would be skipped without a word.
+            return Err(config.refusal(format!(
+                "the publication `{}` the slot streams is gone; the changes since the checkpoint went unpublished: start afresh (a new 'slot.name', or without the checkpoint)",
+                config.publication
+            )));
+        }
+        return sql
             .batch_execute(&format!(
-                "CREATE PUBLICATION {} FOR TABLE {}",
-                quote_ident(&config.publication),
+                "CREATE PUBLICATION {name} FOR TABLE {}",
                 config.qualified()
             ))
             .await
-            .map_err(|e| config.failure("cannot create the publication", e)),
+            .map_err(|e| config.failure("cannot create the publication", e));
+    };
+    let (every_kind, has_table, filtered): (bool, bool, Option<bool>) =
+        (row.get(0), row.get(1), row.get(2));
+    let wrong = if !has_table {
+        Some(format!(
+            "does not publish {}: ALTER PUBLICATION {name} ADD TABLE {}",
+            config.qualified(),
+            config.qualified()
+        ))
+    } else if !every_kind {
+        Some(format!("does not publish every insert, update, delete and truncate: ALTER PUBLICATION {name} SET (publish = 'insert, update, delete, truncate')"))
+    } else if filtered == Some(true) {
+        Some(format!("publishes {} with a row filter or a column list, so some changes would never arrive: publish the whole table", config.qualified()))
+    } else {
+        None
+    };
+    match wrong {
+        Some(why) => Err(config.refusal(format!(
+            "the publication `{}` {why}, or name another 'debezium.publication.name'",
+            config.publication
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -536,7 +604,7 @@ async fn read_snapshot(
         .map(|f| quote_ident(f.name()))
         .collect();
     sql.batch_execute(&format!(
-        "DECLARE riffle_snapshot NO SCROLL CURSOR FOR SELECT {} FROM {}",
+        "DECLARE riffle_snapshot NO SCROLL CURSOR FOR SELECT {} FROM ONLY {}",
         columns.join(", "),
         config.qualified()
     ))

@@ -96,6 +96,47 @@ pub fn time_text(unix_micros: i64, data_type: &DataType) -> String {
     }
 }
 
+/// The declared key must be one of the table's own keys (its primary key, or a unique
+/// index over NOT NULL columns, with no predicate or expression): a key narrower than
+/// that merges distinct rows into one.
+///
+/// # Errors
+/// No such key has exactly the declared columns.
+pub fn check_key(table: &str, declared: &[String], unique: &[Vec<String>]) -> Result<()> {
+    let mut wanted: Vec<&str> = declared.iter().map(String::as_str).collect();
+    wanted.sort_unstable();
+    let found = unique.iter().any(|key| {
+        let mut key: Vec<&str> = key.iter().map(String::as_str).collect();
+        key.sort_unstable();
+        key == wanted
+    });
+    if found {
+        return Ok(());
+    }
+    let keys: Vec<String> = unique
+        .iter()
+        .map(|k| format!("({})", k.join(", ")))
+        .collect();
+    Err(Error::config(
+        "PRIMARY KEY",
+        format!(
+            "({}) is not a key of {table}, whose keys are {}: declare one of them, or rows that share ({}) would replace each other",
+            declared.join(", "),
+            if keys.is_empty() { "none".to_string() } else { keys.join(", ") },
+            declared.join(", ")
+        ),
+    ))
+}
+
+/// Fractional digits of a DECIMAL value beyond the column's `scale` that are not zero
+/// (Arrow's cast rounds them away).
+fn beyond_scale(text: &str, scale: i8) -> bool {
+    let digits = text.split_once('.').map_or("", |(_, f)| f);
+    let digits = digits.split(['e', 'E']).next().unwrap_or("");
+    let keep = usize::try_from(scale).unwrap_or(0);
+    digits.len() > keep && digits[keep..].bytes().any(|b| b != b'0')
+}
+
 /// Builds batches of changes in the source's output layout: the declared columns, the
 /// row kind, the event time.
 pub struct ChangeBatches {
@@ -139,6 +180,20 @@ impl ChangeBatches {
                     })
                 })
                 .collect();
+            if let DataType::Decimal128(_, scale) | DataType::Decimal256(_, scale) =
+                field.data_type()
+            {
+                if let Some(value) = text.iter().flatten().find(|v| beyond_scale(v, *scale)) {
+                    return Err(Error::config(
+                        "columns",
+                        format!(
+                            "a value of `{}` ({value}) has more decimal places than its type {} keeps: declare a larger scale",
+                            field.name(),
+                            field.data_type()
+                        ),
+                    ));
+                }
+            }
             let text: ArrayRef = Arc::new(text);
             let cast = cast_with_options(&text, field.data_type(), &strict).map_err(|e| {
                 Error::config(
@@ -240,6 +295,30 @@ mod tests {
             message.contains("`name`") && message.contains("public.t"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn a_declared_key_must_be_one_of_the_tables_keys() {
+        let keys = vec![
+            vec!["a".to_string(), "b".to_string()],
+            vec!["code".to_string()],
+        ];
+        assert!(check_key("t", &["b".into(), "a".into()], &keys).is_ok());
+        assert!(check_key("t", &["code".into()], &keys).is_ok());
+        let narrower = check_key("t", &["a".into()], &keys)
+            .unwrap_err()
+            .to_string();
+        assert!(narrower.contains("(a, b)"), "{narrower}");
+        assert!(check_key("t", &["a".into()], &[]).is_err());
+    }
+
+    #[test]
+    fn decimal_places_beyond_the_scale_are_noticed_but_trailing_zeros_are_not() {
+        assert!(beyond_scale("12.50", 0));
+        assert!(!beyond_scale("12.00", 0));
+        assert!(!beyond_scale("12.5", 2));
+        assert!(beyond_scale("0.125", 2));
+        assert!(!beyond_scale("7", 0));
     }
 
     #[test]
