@@ -1,8 +1,8 @@
 //! `postgres-cdc` end to end: a PostgreSQL table's rows and changes, read through a
 //! replication slot, copied into a table keyed by id and aggregated per owner, through
-//! eight `kill -9`s at rotating parallelisms while a writer changes the table (inserts,
-//! updates, deletes, primary-key changes, large TOASTed values left unchanged by later
-//! updates, one transaction of thousands of rows). Both tables must equal PostgreSQL's
+//! eight `kill -9`s at rotating parallelisms and a restore onto two workers, while a
+//! writer changes the table (inserts, updates, deletes, primary-key changes, large
+//! TOASTed values left unchanged by later updates, one transaction of thousands of rows). Both tables must equal PostgreSQL's
 //! own answer over the source table as it ends, and the slot must confirm the changes
 //! read, so that PostgreSQL releases their WAL.
 
@@ -131,9 +131,11 @@ fn a_tables_changes_reach_postgresql_exactly_through_kills_and_rescales() {
     });
     let written_up_to = server.rows("SELECT pg_current_wal_lsn()").join("");
 
-    // The job never ends: run it until both tables equal PostgreSQL's answer.
+    // The job never ends: run it, restored onto two workers, until both tables equal
+    // PostgreSQL's answer.
     let log = dir.path().join("last.log");
     let mut last = run_restarting(&file, &state, 2)
+        .args(["--workers", "2"])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -175,9 +177,12 @@ fn a_tables_changes_reach_postgresql_exactly_through_kills_and_rescales() {
     let lag = server.rows(
         "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn) FROM pg_replication_slots",
     );
-    let _ = last.kill();
-    let _ = last.wait();
+    // As Ctrl-C would: stop the job (its workers too) with a savepoint.
+    // SAFETY: signalling a process this test started.
+    unsafe { libc::kill(last.id() as i32, libc::SIGTERM) };
+    let stopped = last.wait().unwrap();
     let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(stopped.success(), "the stop failed: {log}");
     if let Err(e) = crate::common::same_rows(&got_copy, &source, "PostgreSQL's table") {
         panic!("the copy keyed by id: {e}\n{log}");
     }
