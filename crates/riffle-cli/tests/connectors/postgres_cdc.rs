@@ -198,20 +198,6 @@ fn a_tables_changes_reach_postgresql_exactly_through_kills_and_rescales() {
     assert!(server.rows("SELECT gid FROM pg_prepared_xacts").is_empty());
 }
 
-/// Copies the directory tree `from` into `to` (a backup of a state root).
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 /// Runs `file` on `state` until `done` holds, then kills it (the job never ends).
 fn run_until(file: &std::path::Path, state: &std::path::Path, done: impl Fn() -> bool) {
     let log = state.with_extension("log");
@@ -275,7 +261,7 @@ fn a_restore_older_than_the_slot_and_a_truncate_are_refused() {
             .join("")
     };
     run_until(&file, &state, || sum() == "100,0");
-    copy_tree(&state, &backup);
+    crate::common::copy_dir(&state, &backup);
     server.psql("riffle", "UPDATE items SET v = 1, at = 2;");
     let confirmed_past = |lsn: &str| {
         server.rows(&format!(

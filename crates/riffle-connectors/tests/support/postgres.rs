@@ -246,10 +246,10 @@ impl PgServer {
         format!("postgres://riffle@127.0.0.1:{}/riffle", self.port)
     }
 
-    /// Runs `sql` with psql in `database`; returns its unaligned, tuples-only output.
-    pub fn psql(&self, database: &str, sql: &str) -> String {
-        let out = self
-            .client_tool("psql")
+    /// psql connected to `database` as `riffle`, stopping at the first error.
+    fn psql_command(&self, database: &str) -> Command {
+        let mut command = self.client_tool("psql");
+        command
             .args([
                 "-h",
                 "127.0.0.1",
@@ -258,17 +258,15 @@ impl PgServer {
                 "-U",
                 "riffle",
             ])
-            .args([
-                "-d",
-                database,
-                "-X",
-                "-A",
-                "-t",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-c",
-                sql,
-            ])
+            .args(["-d", database, "-X", "-v", "ON_ERROR_STOP=1"]);
+        command
+    }
+
+    /// Runs `sql` with psql in `database`; returns its unaligned, tuples-only output.
+    pub fn psql(&self, database: &str, sql: &str) -> String {
+        let out = self
+            .psql_command(database)
+            .args(["-A", "-t", "-c", sql])
             .output()
             .unwrap();
         assert!(
@@ -283,16 +281,9 @@ impl PgServer {
     /// script too long for one command line).
     pub fn psql_file(&self, database: &str, file: &Path) {
         let out = self
-            .client_tool("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "riffle",
-            ])
-            .args(["-d", database, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
+            .psql_command(database)
+            .arg("-q")
+            .arg("-f")
             .arg(file)
             .stdout(Stdio::null())
             .output()
