@@ -38,6 +38,16 @@ pub enum ResumeError {
         "the replication slot has confirmed changes up to {confirmed}, past this checkpoint's position {position}: PostgreSQL no longer has the changes between (a checkpoint older than the newest one, or another consumer of the slot?); restore from the newest checkpoint, or start afresh with a new 'slot.name'"
     )]
     SlotAhead { confirmed: String, position: String },
+    /// The server's WAL ends before the position: the database was restored from a
+    /// backup (or is another one), and the stream would wait for WAL to reach the
+    /// position, passing over whatever is written before it.
+    #[error(
+        "the server's WAL ends at {server_end}, before this checkpoint's position {position}: was the database restored from a backup, or is this another server? Its changes up to {position} would be passed over; start afresh with a new 'slot.name'"
+    )]
+    ServerBehind {
+        server_end: String,
+        position: String,
+    },
 }
 
 impl CdcPosition {
@@ -56,6 +66,17 @@ impl CdcPosition {
         if confirmed > self.lsn {
             return Err(ResumeError::SlotAhead {
                 confirmed: lsn_text(confirmed),
+                position: lsn_text(self.lsn),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether the server's WAL (ending at `server_end`) reaches the position at all.
+    pub fn check_server(&self, server_end: u64) -> Result<(), ResumeError> {
+        if server_end < self.lsn {
+            return Err(ResumeError::ServerBehind {
+                server_end: lsn_text(server_end),
                 position: lsn_text(self.lsn),
             });
         }
@@ -222,6 +243,14 @@ mod tests {
         assert!(at(100, 0).check_resume(90).is_ok());
         let refused = at(100, 2).check_resume(101).unwrap_err();
         assert!(matches!(refused, ResumeError::SlotAhead { .. }));
+    }
+
+    #[test]
+    fn a_server_whose_wal_ends_before_the_position_is_refused() {
+        assert!(at(100, 0).check_server(100).is_ok());
+        assert!(at(100, 0).check_server(5000).is_ok());
+        let refused = at(100, 0).check_server(99).unwrap_err();
+        assert!(matches!(refused, ResumeError::ServerBehind { .. }));
     }
 
     #[test]

@@ -219,6 +219,9 @@ async fn run(
             position
                 .check_resume(confirmed)
                 .map_err(|e| config.refusal(e.to_string()))?;
+            position
+                .check_server(server_end(&sql, config).await?)
+                .map_err(|e| config.refusal(e.to_string()))?;
             if position.phase == Phase::Snapshot {
                 // The exported snapshot died with the process that read it: read the
                 // table as it is now. The stream from the slot's consistent point then
@@ -552,6 +555,21 @@ async fn ensure_publication(sql: &Client, config: &PostgresCdcConfig, first: boo
         ))),
         None => Ok(()),
     }
+}
+
+/// Where the server's WAL ends now.
+async fn server_end(sql: &Client, config: &PostgresCdcConfig) -> Result<u64> {
+    let row = sql
+        .query_one("SELECT pg_current_wal_lsn()::text", &[])
+        .await
+        .map_err(|e| config.failure("cannot read the server's WAL position", e))?;
+    let text: String = row.get(0);
+    parse_lsn(&text).ok_or_else(|| {
+        Error::external(
+            "postgres-cdc",
+            format!("a WAL position `{text}` that is not an LSN"),
+        )
+    })
 }
 
 /// The slot's confirmed LSN, if the slot exists (a slot of another plugin is refused).
