@@ -71,9 +71,9 @@ where
 
 /// A client error with its causes (its display alone says only "error connecting to
 /// server" or "error performing TLS handshake").
-fn error_chain(e: &tokio_postgres::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
+    let mut source = e.source();
     while let Some(cause) = source {
         text.push_str(&format!(": {cause}"));
         source = cause.source();

@@ -9,22 +9,24 @@
 //! committed, so PostgreSQL keeps every change a restart may need and releases the WAL
 //! after. Subtask 0 reads; the others end at once.
 
+mod catalog;
 mod position;
 mod reader;
 mod rows;
+mod state;
 
 pub use position::{lsn_text, CdcPosition, Phase};
 
 use super::Secret;
 use position::StreamCursor;
 use reader::{Event, Reader, Start, Value};
-use riffle_core::arrow::array::{Array, Int8Array, RecordBatch, StringArray, UInt64Array};
-use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use riffle_core::arrow::datatypes::{Field, SchemaRef};
 use riffle_core::{
     Epoch, Error, OperatorContext, OperatorState, Result, RowKind, Source, SourceFactory,
     SourcePoll, StreamSchema,
 };
 use rows::{time_text, Change, ChangeBatches, ColumnMap};
+use state::{decode, encode, Origin};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -93,13 +95,8 @@ impl PostgresCdcConfig {
     /// A failure talking to the server (a restart may get past it), with its causes
     /// (a client error alone says only "db error").
     fn failure(&self, doing: &str, e: impl std::error::Error) -> Error {
-        let mut text = e.to_string();
-        let mut cause = e.source();
-        while let Some(c) = cause {
-            text.push_str(&format!(": {c}"));
-            cause = c.source();
-        }
-        Error::external(self.what(), format!("{doing}: {text}"))
+        let causes = super::connection::error_chain(&e);
+        Error::external(self.what(), format!("{doing}: {causes}"))
     }
 }
 
@@ -182,6 +179,7 @@ impl SourceFactory for PostgresCdcFactory {
     fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Source>> {
         Ok(Box::new(PostgresCdcSource {
             config: self.config.clone(),
+            table: self.config.qualified(),
             batches: ChangeBatches::new(
                 self.output.clone(),
                 self.config.columns.clone(),
@@ -213,6 +211,8 @@ enum Stage {
 
 struct PostgresCdcSource {
     config: Arc<PostgresCdcConfig>,
+    /// The table as SQL names it, for messages (made once, not per change).
+    table: String,
     batches: ChangeBatches,
     event_column: usize,
     key_columns: Vec<usize>,
@@ -230,9 +230,6 @@ struct PostgresCdcSource {
     /// When throttling began, and changes read since.
     throttle: Option<(Instant, u64)>,
 }
-
-/// PostgreSQL's epoch (2000-01-01) in Unix microseconds.
-const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
 
 impl PostgresCdcSource {
     fn position(&self) -> Option<CdcPosition> {
@@ -284,7 +281,7 @@ impl PostgresCdcSource {
             } => {
                 if namespace == self.config.schema && name == self.config.table {
                     let map = ColumnMap::new(
-                        &self.config.qualified(),
+                        &self.table,
                         &self.config.columns,
                         &self.config.key,
                         &columns,
@@ -295,7 +292,7 @@ impl PostgresCdcSource {
             }
             Event::Insert { relation, new } => {
                 if self.ours(relation) && self.cursor()?.change() {
-                    let row = self.pick(&filled(&new, None, &self.config.qualified())?);
+                    let row = self.pick(&filled(&new, None, &self.table)?);
                     out.push(Change {
                         kind: RowKind::UpdateAfter,
                         values: row,
@@ -308,9 +305,9 @@ impl PostgresCdcSource {
                         .as_ref()
                         .filter(|(_, full)| *full)
                         .map(|(o, _)| o.as_slice());
-                    let new = self.pick(&filled(&new, whole_old, &self.config.qualified())?);
+                    let new = self.pick(&filled(&new, whole_old, &self.table)?);
                     if let Some((old, _)) = old {
-                        let old = self.pick(&filled(&old, None, &self.config.qualified())?);
+                        let old = self.pick(&filled(&old, None, &self.table)?);
                         let moved = self.key_columns.iter().any(|&k| old[k] != new[k]);
                         if moved {
                             out.push(self.deletion(old));
@@ -324,7 +321,7 @@ impl PostgresCdcSource {
             }
             Event::Delete { relation, old } => {
                 if self.ours(relation) && self.cursor()?.change() {
-                    let old = self.pick(&filled(&old, None, &self.config.qualified())?);
+                    let old = self.pick(&filled(&old, None, &self.table)?);
                     out.push(self.deletion(old));
                 }
             }
@@ -356,18 +353,18 @@ impl PostgresCdcSource {
     }
 
     fn cursor(&mut self) -> Result<&mut StreamCursor> {
-        let table = self.config.qualified();
         match &mut self.stage {
             Stage::Stream(cursor) => Ok(cursor),
+            // `self.table`, not `self.unexpected`: a field apart from `self.stage`.
             _ => Err(Error::external(
-                table,
+                self.table.clone(),
                 "postgres-cdc: a change before the stream started",
             )),
         }
     }
 
     fn unexpected(&self, what: &str) -> Error {
-        Error::external(self.config.qualified(), format!("postgres-cdc: {what}"))
+        Error::external(self.table.clone(), format!("postgres-cdc: {what}"))
     }
 
     fn ours(&self, relation: u32) -> bool {
@@ -392,7 +389,10 @@ impl PostgresCdcSource {
         }
         values[self.event_column] = row[self.event_column].clone().or_else(|| {
             let data_type = self.config.columns.field(self.event_column).data_type();
-            Some(time_text(self.commit_micros + PG_EPOCH_MICROS, data_type))
+            Some(time_text(
+                pgwire_replication::protocol::pg_to_unix_timestamp(self.commit_micros),
+                data_type,
+            ))
         });
         Change {
             kind: RowKind::Delete,
@@ -504,173 +504,9 @@ impl Source for PostgresCdcSource {
     }
 }
 
-fn state_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("slot", DataType::Utf8, false),
-        Field::new("table", DataType::Utf8, false),
-        Field::new("publication", DataType::Utf8, false),
-        Field::new("phase", DataType::Int8, false),
-        Field::new("lsn", DataType::UInt64, false),
-        Field::new("skip", DataType::UInt64, false),
-    ]))
-}
-
-/// What a position was read from: the slot, the table and the publication.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Origin {
-    slot: String,
-    table: String,
-    publication: String,
-}
-
-impl Origin {
-    fn of(config: &PostgresCdcConfig) -> Self {
-        Self {
-            slot: config.slot.clone(),
-            table: config.qualified(),
-            publication: config.publication.clone(),
-        }
-    }
-}
-
-fn encode(origin: &Origin, position: CdcPosition) -> Result<RecordBatch> {
-    let phase = match position.phase {
-        Phase::Snapshot => 0,
-        Phase::Stream => 1,
-    };
-    RecordBatch::try_new(
-        state_schema(),
-        vec![
-            Arc::new(StringArray::from(vec![origin.slot.as_str()])),
-            Arc::new(StringArray::from(vec![origin.table.as_str()])),
-            Arc::new(StringArray::from(vec![origin.publication.as_str()])),
-            Arc::new(Int8Array::from(vec![phase])),
-            Arc::new(UInt64Array::from(vec![position.lsn])),
-            Arc::new(UInt64Array::from(vec![position.skip])),
-        ],
-    )
-    .map_err(|e| Error::State {
-        operator: "postgres-cdc".into(),
-        message: e.to_string(),
-    })
-}
-
-/// The position in `state` (rows of every old subtask; only subtask 0's has one),
-/// which must have been read from `origin`: a slot kept while the table or publication
-/// changed would resume the new table's stream without its rows.
-fn decode(state: &OperatorState, origin: &Origin) -> Result<Option<CdcPosition>> {
-    let mut found = None;
-    for batch in &state.batches {
-        let column = |name: &str| {
-            batch.column_by_name(name).ok_or_else(|| Error::State {
-                operator: "postgres-cdc".into(),
-                message: format!("no `{name}` in its position"),
-            })
-        };
-        let text = |name: &str| -> Result<StringArray> {
-            column(name)?
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .cloned()
-                .ok_or_else(|| Error::State {
-                    operator: "postgres-cdc".into(),
-                    message: format!("`{name}` of another type"),
-                })
-        };
-        let (tables, publications) = (text("table")?, text("publication")?);
-        let slots = column("slot")?
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .cloned();
-        let phases = column("phase")?
-            .as_any()
-            .downcast_ref::<Int8Array>()
-            .cloned();
-        let lsns = column("lsn")?
-            .as_any()
-            .downcast_ref::<UInt64Array>()
-            .cloned();
-        let skips = column("skip")?
-            .as_any()
-            .downcast_ref::<UInt64Array>()
-            .cloned();
-        let (Some(slots), Some(phases), Some(lsns), Some(skips)) = (slots, phases, lsns, skips)
-        else {
-            return Err(Error::State {
-                operator: "postgres-cdc".into(),
-                message: "a position of another layout".into(),
-            });
-        };
-        for row in 0..batch.num_rows() {
-            let read = Origin {
-                slot: slots.value(row).to_string(),
-                table: tables.value(row).to_string(),
-                publication: publications.value(row).to_string(),
-            };
-            if read != *origin {
-                return Err(Error::config(
-                    "slot.name",
-                    format!(
-                        "the checkpoint read {} through slot `{}` and publication `{}`, not {} through `{}` and `{}`: restore with what it read, or start afresh with a new 'slot.name'",
-                        read.table, read.slot, read.publication, origin.table, origin.slot, origin.publication
-                    ),
-                ));
-            }
-            found = Some(CdcPosition {
-                phase: if phases.value(row) == 0 {
-                    Phase::Snapshot
-                } else {
-                    Phase::Stream
-                },
-                lsn: lsns.value(row),
-                skip: skips.value(row),
-            });
-        }
-    }
-    Ok(found)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn origin(slot: &str) -> Origin {
-        Origin {
-            slot: slot.into(),
-            table: "\"public\".\"orders\"".into(),
-            publication: format!("{slot}_publication"),
-        }
-    }
-
-    #[test]
-    fn a_position_survives_its_checkpoint_row() {
-        let position = CdcPosition {
-            phase: Phase::Stream,
-            lsn: 0x16_B374_D848,
-            skip: 3,
-        };
-        let state = OperatorState {
-            batches: vec![encode(&origin("orders_slot"), position).unwrap()],
-        };
-        let read = decode(&state, &origin("orders_slot")).unwrap();
-        assert_eq!(read, Some(position));
-        let empty = decode(&OperatorState::default(), &origin("orders_slot")).unwrap();
-        assert_eq!(empty, None);
-    }
-
-    #[test]
-    fn a_checkpoint_of_another_slot_table_or_publication_is_refused() {
-        let state = OperatorState {
-            batches: vec![encode(&origin("a"), CdcPosition::fresh(5)).unwrap()],
-        };
-        let refused = decode(&state, &origin("b")).unwrap_err().to_string();
-        assert!(refused.contains("`a`"), "{refused}");
-        let other_table = Origin {
-            table: "\"public\".\"items\"".into(),
-            ..origin("a")
-        };
-        assert!(decode(&state, &other_table).is_err());
-    }
 
     #[test]
     fn an_unchanged_large_value_comes_from_the_old_row_or_is_refused() {
