@@ -1,5 +1,7 @@
 //! Dense ids for group keys: a fast path for one non-null Int64 column, Arrow's row
-//! format for everything else.
+//! format for everything else. The row-format table keeps each key's bytes once, in
+//! its `Rows`, and indexes them by id with the hash beside it: no allocation per key,
+//! and growing the index moves ids without hashing a key again.
 
 use riffle_core::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
 use riffle_core::arrow::datatypes::{DataType, Int64Type, SchemaRef};
@@ -8,7 +10,9 @@ use riffle_core::Result;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-type FastMap<K, V> = HashMap<K, V, xxhash_rust::xxh3::Xxh3Builder>;
+/// A fixed-seed hasher: a deterministic order, and fast on the integers the Int64
+/// table holds.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
 enum Table {
     /// No key columns: one group.
@@ -18,10 +22,11 @@ enum Table {
         map: FastMap<i64, u32>,
         keys: Vec<i64>,
     },
-    /// Any columns, in Arrow's row format.
+    /// Any columns, in Arrow's row format: `index` holds (hash, id) of the key
+    /// `rows.row(id)`.
     Rows {
         converter: RowConverter,
-        map: FastMap<Box<[u8]>, u32>,
+        index: hashbrown::HashTable<(u64, u32)>,
         rows: Rows,
     },
 }
@@ -31,7 +36,8 @@ enum Table {
 /// rows: the groups an unbounded aggregate emits a row for after the batch.
 pub fn touched_in_order(groups: &[u32], ts: &[i64], keep: impl Fn(u32) -> bool) -> Vec<(u32, i64)> {
     let mut touched: Vec<(u32, i64)> = Vec::new();
-    let mut position: HashMap<u32, usize> = HashMap::new();
+    let mut position: FastMap<u32, usize> =
+        FastMap::with_capacity_and_hasher(groups.len(), Default::default());
     for (&g, &t) in groups.iter().zip(ts) {
         if !keep(g) {
             continue;
@@ -87,11 +93,26 @@ impl GroupKeys {
             let rows = converter.empty_rows(0, 0);
             Table::Rows {
                 converter,
-                map: FastMap::default(),
+                index: hashbrown::HashTable::new(),
                 rows,
             }
         };
         Ok(Self { table, key_schema })
+    }
+
+    /// A table for a join's keys with the fields of `key_schema`: rows whose key holds
+    /// a NULL are never interned (they match nothing), so nullable columns take the
+    /// fast paths of non-null ones.
+    ///
+    /// # Errors
+    /// A key type Arrow's row format cannot encode.
+    pub fn for_matchable(key_schema: &SchemaRef) -> Result<Self> {
+        let fields: Vec<_> = (key_schema.fields().iter())
+            .map(|f| f.as_ref().clone().with_nullable(false))
+            .collect();
+        let mut table = Self::new(Arc::new(riffle_core::arrow::datatypes::Schema::new(fields)))?;
+        table.key_schema = key_schema.clone();
+        Ok(table)
     }
 
     /// Number of groups.
@@ -134,18 +155,23 @@ impl GroupKeys {
             }
             Table::Rows {
                 converter,
-                map,
+                index,
                 rows: stored,
             } => {
                 let encoded = converter.convert_columns(keys)?;
                 for &r in rows {
                     let row = encoded.row(r as usize);
-                    let id = match map.get(row.as_ref()) {
-                        Some(id) => *id,
+                    let bytes = row.as_ref();
+                    let hash = xxhash_rust::xxh3::xxh3_64(bytes);
+                    let held = |&(h, id): &(u64, u32)| {
+                        h == hash && stored.row(id as usize).as_ref() == bytes
+                    };
+                    let id = match index.find(hash, held) {
+                        Some(&(_, id)) => id,
                         None => {
                             let id = stored.num_rows() as u32;
                             stored.push(row);
-                            map.insert(row.as_ref().into(), id);
+                            index.insert_unique(hash, (hash, id), |&(h, _)| h);
                             id
                         }
                     };
@@ -194,7 +220,76 @@ impl GroupKeys {
 
 #[cfg(test)]
 mod tests {
-    use super::{touched_in_order, worth_rebuilding};
+    use super::{touched_in_order, worth_rebuilding, GroupKeys};
+    use riffle_core::arrow::array::{Array, ArrayRef, Int64Array, StringArray};
+    use riffle_core::arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+
+    fn intern(table: &mut GroupKeys, keys: &[ArrayRef]) -> Vec<u32> {
+        let rows: Vec<u32> = (0..keys[0].len() as u32).collect();
+        let mut ids = Vec::new();
+        table.intern(keys, &rows, &mut ids).expect("interned");
+        ids
+    }
+
+    #[test]
+    fn equal_keys_of_many_columns_share_an_id_across_batches_and_each_reads_back() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, true),
+            Field::new("b", DataType::Utf8, true),
+        ]));
+        let mut table = GroupKeys::new(schema).expect("table");
+        // 10,000 keys, each twice, the second time in another batch and order; NULLs
+        // are keys like any other.
+        let a: Vec<Option<i64>> = (0..10_000).map(|i| (i % 7 != 0).then_some(i / 3)).collect();
+        let b: Vec<Option<String>> = (0..10_000)
+            .map(|i: i64| (i % 5 != 0).then(|| format!("k{}", i % 3)))
+            .collect();
+        let columns = |order: &[usize]| -> Vec<ArrayRef> {
+            vec![
+                Arc::new(Int64Array::from_iter(order.iter().map(|&i| a[i]))),
+                Arc::new(StringArray::from_iter(order.iter().map(|&i| b[i].clone()))),
+            ]
+        };
+        let forward: Vec<usize> = (0..10_000).collect();
+        let backward: Vec<usize> = (0..10_000).rev().collect();
+        let first = intern(&mut table, &columns(&forward));
+        let second = intern(&mut table, &columns(&backward));
+        let distinct: std::collections::HashSet<_> = (0..10_000).map(|i| (a[i], &b[i])).collect();
+        assert_eq!(table.len(), distinct.len(), "one id per distinct key");
+        for (i, &j) in backward.iter().enumerate() {
+            assert_eq!(
+                second[i], first[j],
+                "row {j} got another id the second time"
+            );
+        }
+        let keys = table.keys(&first).expect("keys");
+        let read = |r: usize| {
+            let a = keys[0].as_any().downcast_ref::<Int64Array>().expect("a");
+            let b = keys[1].as_any().downcast_ref::<StringArray>().expect("b");
+            (
+                a.is_valid(r).then(|| a.value(r)),
+                b.is_valid(r).then(|| b.value(r).to_string()),
+            )
+        };
+        for r in 0..10_000 {
+            assert_eq!(read(r), (a[r], b[r].clone()), "key of row {r}");
+        }
+    }
+
+    #[test]
+    fn a_joins_nullable_key_keeps_its_type_when_it_takes_the_non_null_path() {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+        let mut table = GroupKeys::for_matchable(&schema).expect("table");
+        let keys: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![5, 7, 5, 9]))];
+        assert_eq!(intern(&mut table, &keys), [0, 1, 0, 2]);
+        assert_eq!(table.key_schema(), &schema);
+        let read = table.keys(&[2, 0]).expect("keys");
+        assert_eq!(
+            read[0].as_ref(),
+            &Int64Array::from(vec![9, 5]) as &dyn Array
+        );
+    }
 
     #[test]
     fn a_table_is_rebuilt_only_when_most_of_many_ids_are_empty() {
