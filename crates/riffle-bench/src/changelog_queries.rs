@@ -19,12 +19,16 @@
 //! without such a bid leaves padded once its second has passed (append-only).
 //! `changelog_join_of_changelogs` is `changelog_inner_join` over two unwindowed
 //! aggregates (one row per auction and per person, so the rows are the same): a join of
-//! changelogs; `changelog_join_inputs` runs the two aggregates alone (their share).
+//! changelogs; `changelog_join_inputs` runs the two aggregates alone (their share), and
+//! `changelog_join_of_distincts` is its append-only twin: the same plan (each table
+//! grouped by the same columns, then joined), but without the counts the groups never
+//! change, so the groups are append-only and the append-only join runs them. The two
+//! differ in the join alone.
 //! `changelog_join_updates` joins two aggregates of the bids that both change with every
 //! bid: each bid withdraws and re-adds one joined row.
 
 /// The texts by name.
-pub const QUERIES: [(&str, &str); 13] = [
+pub const QUERIES: [(&str, &str); 14] = [
     (
         "changelog_upsert",
         "CREATE TABLE discard_sink (auction BIGINT, num BIGINT, total BIGINT) WITH ('connector' = 'blackhole');
@@ -113,6 +117,13 @@ SELECT id, n FROM (SELECT id, name, count(*) AS n FROM person GROUP BY id, name)
 INSERT INTO discard_sink
 SELECT a.id, a.seller, p.name, a.n + p.n FROM (SELECT id, seller, count(*) AS n FROM auction GROUP BY id, seller) a
 JOIN (SELECT id, name, count(*) AS n FROM person GROUP BY id, name) p ON a.seller = p.id;",
+    ),
+    (
+        "changelog_join_of_distincts",
+        "CREATE TABLE discard_sink (id BIGINT, seller BIGINT, name VARCHAR) WITH ('connector' = 'blackhole');
+INSERT INTO discard_sink
+SELECT a.id, a.seller, p.name FROM (SELECT id, seller FROM auction GROUP BY id, seller) a
+JOIN (SELECT id, name FROM person GROUP BY id, name) p ON a.seller = p.id;",
     ),
     (
         "changelog_join_updates",

@@ -88,7 +88,7 @@ pub struct BenchArgs {
     /// changelog_upsert, changelog_having, changelog_regroup, changelog_inner_join,
     /// changelog_left_join, changelog_dedup, changelog_dedup_count, changelog_top_groups,
     /// changelog_interval_join, changelog_outer_interval_join, changelog_join_inputs,
-    /// changelog_join_of_changelogs, changelog_join_updates.
+    /// changelog_join_of_changelogs, changelog_join_of_distincts, changelog_join_updates.
     #[arg(long)]
     pub flink_suite: bool,
     /// Instead: Nexmark q0 (--events, --parallelism, checkpoints every first

@@ -183,7 +183,7 @@ impl ChangelogJoinFactory {
             schema: self.schema.clone(),
             key_schema: self.key_schema.clone(),
             converters: [converter(0)?, converter(1)?],
-            table: GroupKeys::new(self.key_schema.clone())?,
+            table: GroupKeys::for_matchable(&self.key_schema)?,
             keyed: Vec::new(),
             null_keyed: Default::default(),
             max_parallelism: ctx.max_parallelism,
@@ -224,7 +224,10 @@ impl ChangelogJoin {
     }
 
     /// Applies rows of `side` (given as its `data` columns, event times and kinds; no
-    /// kinds: inserts) in order, appending what they emit to `out`.
+    /// kinds: inserts) in order, appending what they emit to `out` and, for each, the
+    /// input row that made it to `made_by`. Every row emitted holds that input row on
+    /// `side`, or is padded there (`pairs.rs`): the emitted batch takes that side's
+    /// columns from the input instead of decoding them again.
     fn apply(
         &mut self,
         side: usize,
@@ -232,6 +235,7 @@ impl ChangelogJoin {
         ts: &[i64],
         kinds: Option<&[RowKind]>,
         out: &mut Vec<Emit>,
+        made_by: &mut Vec<u32>,
     ) -> Result<()> {
         let rows = self.converters[side].convert_columns(data)?;
         let ids = self.key_ids(side, data)?;
@@ -252,6 +256,7 @@ impl ChangelogJoin {
             } else {
                 key.add(side, Arc::from(row.as_ref()), t, self.outer, out);
             }
+            made_by.resize(out.len(), r as u32);
         }
         Ok(())
     }
@@ -276,26 +281,39 @@ impl ChangelogJoin {
         Ok(out)
     }
 
-    /// The rows `emits` describe, as one output batch.
-    fn emitted(&self, emits: &[Emit]) -> Result<RecordBatch> {
+    /// The rows `emits` describe, as one output batch: the side `input` of each from
+    /// the input's `data` row `made_by` gives, the other side decoded from the state.
+    fn emitted(
+        &self,
+        (input, data): (usize, &[ArrayRef]),
+        emits: &[Emit],
+        made_by: &[u32],
+    ) -> Result<RecordBatch> {
         let n = emits.len();
         let mut columns: Vec<ArrayRef> = Vec::new();
         for side in 0..2 {
-            let parser = self.converters[side].parser();
-            let present: Vec<_> = emits
-                .iter()
-                .filter_map(|e| e.rows[side].as_deref())
-                .map(|b| parser.parse(b))
-                .collect();
             let fields = &self.schema.schema.fields()[columns.len()..];
-            if present.is_empty() {
+            let present = present_len(emits, side);
+            if present == 0 {
                 for f in fields.iter().take(self.outputs[side].len()) {
                     columns.push(new_null_array(f.data_type(), n));
                 }
                 continue;
             }
-            let arrays = self.converters[side].convert_rows(present)?;
-            let padded = present_len(emits, side) < n;
+            if side == input {
+                let indices: UInt32Array = (emits.iter().zip(made_by))
+                    .map(|(e, &r)| e.rows[side].as_ref().map(|_| r))
+                    .collect();
+                for &p in &self.outputs[side] {
+                    columns.push(take(&data[p], &indices, None)?);
+                }
+                continue;
+            }
+            let parser = self.converters[side].parser();
+            let held = (emits.iter())
+                .filter_map(|e| e.rows[side].as_deref())
+                .map(|b| parser.parse(b));
+            let arrays = self.converters[side].convert_rows(held)?;
             let mut next = 0u32;
             let indices: UInt32Array = (emits.iter())
                 .map(|e| {
@@ -306,7 +324,7 @@ impl ChangelogJoin {
                 })
                 .collect();
             for &p in &self.outputs[side] {
-                columns.push(if padded {
+                columns.push(if present < n {
                     take(&arrays[p], &indices, None)?
                 } else {
                     arrays[p].clone()
@@ -345,10 +363,10 @@ impl Operator for ChangelogJoin {
             .as_primitive::<TimestampNanosecondType>()
             .values()
             .to_vec();
-        let mut emits = Vec::new();
-        self.apply(side, &data, &ts, kinds.as_deref(), &mut emits)?;
+        let (mut emits, mut made_by) = (Vec::new(), Vec::new());
+        self.apply(side, &data, &ts, kinds.as_deref(), &mut emits, &mut made_by)?;
         if !emits.is_empty() {
-            out.push(self.emitted(&emits)?);
+            out.push(self.emitted((side, &data), &emits, &made_by)?);
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use riffle_core::RowKind;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-type FastMap<K, V> = HashMap<K, V, xxhash_rust::xxh3::Xxh3Builder>;
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
 /// A row's bytes in Arrow's row format, shared by the state and the rows emitted.
 pub(super) type RowBytes = Arc<[u8]>;

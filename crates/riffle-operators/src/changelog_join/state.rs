@@ -71,7 +71,7 @@ impl ChangelogJoin {
         };
         let empty = self.keyed.iter().filter(|k| k.is_empty()).count();
         if crate::aggregate::worth_rebuilding(empty, self.keyed.len()) {
-            self.table = crate::aggregate::GroupKeys::new(self.key_schema.clone())?;
+            self.table = crate::aggregate::GroupKeys::for_matchable(&self.key_schema)?;
             self.keyed = Vec::new();
             self.null_keyed = Default::default();
             self.restore_state(state.clone())?;
