@@ -264,7 +264,7 @@ impl OperatorFactory for StreamJoinFactory {
             keys: self.keys.clone(),
             outputs: self.outputs.clone(),
             schema: self.schema.clone(),
-            table: GroupKeys::new(self.key_schema.clone())?,
+            table: GroupKeys::for_matchable(&self.key_schema)?,
             key_schema: self.key_schema.clone(),
             stored: [Vec::new(), Vec::new()],
             rows_by_key: [Vec::new(), Vec::new()],
@@ -366,7 +366,7 @@ impl StreamJoin {
             }
         }
         // Rebuild the key index over what is left (matches were emitted already).
-        self.table = GroupKeys::new(self.key_schema.clone())?;
+        self.table = GroupKeys::for_matchable(&self.key_schema)?;
         self.rows_by_key = [Vec::new(), Vec::new()];
         let mut ignored = Vec::new();
         for (side, batches) in kept.into_iter().enumerate() {
@@ -407,13 +407,25 @@ impl StreamJoin {
         out: &mut Vec<RecordBatch>,
         emit: bool,
     ) -> Result<()> {
-        let rows: Vec<u32> = (0..batch.num_rows() as u32).collect();
-        let mut ids = Vec::new();
         let keys = self.key_columns(side, &batch)?;
-        self.table.intern(&keys, &rows, &mut ids)?;
-        // A NULL key equals nothing, not even another NULL: such a row is never indexed,
-        // so it joins no row, and an outer side's is padded for good.
+        // A NULL key equals nothing, not even another NULL: such a row is never interned
+        // or indexed, so it joins no row, and an outer side's is padded for good.
         let valid = crate::window_join::valid_mask(&keys);
+        let n = batch.num_rows() as u32;
+        let rows: Vec<u32> = match &valid {
+            None => (0..n).collect(),
+            Some(v) => (0..n).filter(|&r| v.value(r as usize)).collect(),
+        };
+        let mut ids = Vec::new();
+        self.table.intern(&keys, &rows, &mut ids)?;
+        if valid.is_some() {
+            // Ids by row; a row with a NULL key has none and is skipped below.
+            let mut by_row = vec![u32::MAX; n as usize];
+            for (&r, &id) in rows.iter().zip(&ids) {
+                by_row[r as usize] = id;
+            }
+            ids = by_row;
+        }
         let other = 1 - side;
         for list in &mut self.rows_by_key {
             list.resize_with(self.table.len(), Vec::new);

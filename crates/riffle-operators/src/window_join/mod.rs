@@ -361,7 +361,7 @@ impl WindowJoin {
             let right = concat_batches(&self.plan.buffers[1].schema, &right)?;
             let right_keys = self.keys_of(1, &right)?;
             let right_rows = non_null_rows(&right_keys);
-            let mut table = GroupKeys::new(self.plan.key_schema.clone())?;
+            let mut table = GroupKeys::for_matchable(&self.plan.key_schema)?;
             let mut right_ids = Vec::new();
             table.intern(&right_keys, &right_rows, &mut right_ids)?;
             let mut matches: Vec<Vec<u32>> = vec![Vec::new(); table.len()];
