@@ -19,6 +19,7 @@ mod postgres;
 mod cli;
 mod cluster;
 mod cluster_by_hand;
+mod cluster_end;
 mod cluster_kubernetes;
 mod cluster_partition;
 mod connectors;

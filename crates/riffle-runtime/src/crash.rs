@@ -106,15 +106,29 @@ fn pause_configured() -> Option<Pause> {
         .clone()
 }
 
+/// How long to pause at `step` of `epoch`, if `RIFFLE_PAUSE_AT` names them.
+fn pause_at(step: &str, epoch: Epoch) -> Option<std::time::Duration> {
+    let (s, e, pause) = pause_configured()?;
+    (s == step && e == epoch).then(|| {
+        eprintln!("riffle: RIFFLE_PAUSE_AT: pausing {pause:?} {step} of epoch {epoch}");
+        pause
+    })
+}
+
 /// Pauses the coordinator if `RIFFLE_PAUSE_AT` names this step and epoch: a process
 /// stalled at the worst moment (a GC pause, a frozen VM) for the fencing tests. Steps:
 /// `before-claim` (recovery has read the claims, epoch 0), `after-generation-check`
 /// (before PREPARED) and `after-prepared-check` (before the sinks commit).
 pub async fn maybe_pause(step: &str, epoch: Epoch) {
-    if let Some((s, e, pause)) = pause_configured() {
-        if s == step && e == epoch {
-            eprintln!("riffle: RIFFLE_PAUSE_AT: pausing {pause:?} {step} of epoch {epoch}");
-            tokio::time::sleep(pause).await;
-        }
+    if let Some(pause) = pause_at(step, epoch) {
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// [`maybe_pause`] outside the runtime: step `before-exit` (epoch 0) holds a worker
+/// that reported its end, for the test of worker 0 killed as a job ends.
+pub fn maybe_pause_blocking(step: &str, epoch: Epoch) {
+    if let Some(pause) = pause_at(step, epoch) {
+        std::thread::sleep(pause);
     }
 }

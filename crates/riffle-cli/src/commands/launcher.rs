@@ -2,6 +2,8 @@
 //! supervised: one that dies is started again (as the restart options allow), Ctrl-C asks worker 0 for a savepoint, and
 //! one progress line and summary cover them all (docs/cluster.md).
 
+mod worker_zero_lives;
+
 use super::worker::Finished;
 use anyhow::{Context, Result};
 use riffle_cluster::tls::{TlsFiles, WorkerCertificates};
@@ -14,6 +16,7 @@ use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use worker_zero_lives::WorkerZeroLives;
 
 /// Where the launched workers listen: their exchange and control addresses.
 struct Addresses {
@@ -232,8 +235,8 @@ fn draw_progress(control: Vec<String>, done: Arc<AtomicBool>) {
 
 /// One worker's place in the launcher.
 enum Slot {
-    /// Its process runs.
-    Running(Child),
+    /// Its process runs, and the thread passing on its stderr.
+    Running(Child, Option<std::thread::JoinHandle<()>>),
     /// Its process died; another starts at this instant (the restart's delay).
     Restarting(Instant),
     /// Its process exited well.
@@ -316,6 +319,8 @@ pub fn launch(
     }
     // Each worker's last rows in / out, read from its stderr as it is passed on.
     let totals = Arc::new(Mutex::new(vec![(0u64, 0u64); workers]));
+    // Each worker's generation in its last `finished` line, for `WorkerZeroLives`.
+    let finished = Arc::new(Mutex::new(vec![None::<u64>; workers]));
     let spawn = |i: usize| -> Result<Slot> {
         use std::os::unix::process::CommandExt;
         let mut child = Command::new(&exe)
@@ -327,8 +332,8 @@ pub fn launch(
             .spawn()
             .context("starting a worker process")?;
         eprintln!("riffle: worker {i} is process {}", child.id());
-        if let Some(stderr) = child.stderr.take() {
-            let totals = totals.clone();
+        let reader = child.stderr.take().map(|stderr| {
+            let (totals, finished) = (totals.clone(), finished.clone());
             std::thread::spawn(move || {
                 use std::io::BufRead;
                 for line in std::io::BufReader::new(stderr)
@@ -337,20 +342,33 @@ pub fn launch(
                 {
                     if let (Some(f), Ok(mut totals)) = (Finished::parse(&line), totals.lock()) {
                         totals[i] = (f.rows_in, f.rows_out);
+                        if let Ok(mut finished) = finished.lock() {
+                            finished[i] = Some(f.generation);
+                        }
                     }
                     eprintln!("{clear}{line}");
                 }
-            });
-        }
-        Ok(Slot::Running(child))
+            })
+        });
+        Ok(Slot::Running(child, reader))
     };
-    let mut slots = (0..workers).map(spawn).collect::<Result<Vec<_>>>()?;
+    let mut lives = WorkerZeroLives::new(workers);
+    let start = |i: usize, lives: &mut WorkerZeroLives| {
+        lives.started(i);
+        if let Ok(mut finished) = finished.lock() {
+            finished[i] = None;
+        }
+        spawn(i)
+    };
+    let mut slots = (0..workers)
+        .map(|i| start(i, &mut lives))
+        .collect::<Result<Vec<_>>>()?;
     let mut budget = RestartBudget::new(restart);
     let mut stop_sent = false;
     loop {
         if STOP_REQUESTED.load(Ordering::SeqCst) && !stop_sent {
             stop_sent = true;
-            if let Slot::Running(child) = &slots[0] {
+            if let Slot::Running(child, _) = &slots[0] {
                 // SAFETY: signalling our own child.
                 unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
             }
@@ -360,17 +378,30 @@ pub fn launch(
                 Slot::Finished => continue,
                 Slot::Restarting(at) => {
                     if Instant::now() >= *at {
-                        slots[i] = spawn(i)?;
+                        slots[i] = start(i, &mut lives)?;
                     }
                     continue;
                 }
-                Slot::Running(child) => match child.try_wait()? {
+                Slot::Running(child, reader) => match child.try_wait()? {
                     None => continue,
-                    Some(status) => status,
+                    Some(status) => {
+                        // Its last lines (`finished`) are read once its stderr closed.
+                        if let Some(reader) = reader.take() {
+                            let _ = reader.join();
+                        }
+                        status
+                    }
                 },
             };
             if status.success() {
-                slots[i] = Slot::Finished;
+                let generation = finished.lock().ok().and_then(|f| f[i]);
+                slots[i] = match lives.heard_a_void_end(i, generation) {
+                    true => {
+                        eprintln!("riffle: worker {i} exited after hearing the job end from a worker 0 that died since; starting it again");
+                        start(i, &mut lives)?
+                    }
+                    false => Slot::Finished,
+                };
                 continue;
             }
             // A job being stopped with a savepoint is not restarted.
@@ -381,7 +412,7 @@ pub fn launch(
             let Some(restart) = restart else {
                 done.store(true, Ordering::SeqCst);
                 for slot in &mut slots {
-                    if let Slot::Running(child) = slot {
+                    if let Slot::Running(child, _) = slot {
                         let _ = child.kill();
                         let _ = child.wait();
                     }
@@ -399,10 +430,12 @@ pub fn launch(
             if i == 0 {
                 // Worker 0 died before the job finished, so the job resumes from a
                 // checkpoint that needs every worker: one that had heard the job
-                // end (just before worker 0 died) runs again too.
+                // end (just before worker 0 died) runs again too, now or, if it is
+                // still on its way out, when it exits (`worker_zero_lives.rs`).
+                lives.worker_0_died(io.block_on(store.newest_generation()).ok().flatten());
                 for (j, slot) in slots.iter_mut().enumerate().skip(1) {
                     if matches!(slot, Slot::Finished) {
-                        *slot = spawn(j)?;
+                        *slot = start(j, &mut lives)?;
                     }
                 }
             }

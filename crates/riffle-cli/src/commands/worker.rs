@@ -248,6 +248,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
             print_stopped(stopped, &args.checkpoints.state);
         }
     }
+    riffle_runtime::crash::maybe_pause_blocking("before-exit", riffle_core::Epoch(0));
     Ok(())
 }
 
