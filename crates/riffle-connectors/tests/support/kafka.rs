@@ -340,6 +340,19 @@ impl KafkaBroker {
             // the broker has written the commit markers): before the first record they
             // prove nothing, and a broker slowed by a loaded machine gets longer.
             let reached = !out.is_empty() && (0..partitions as usize).all(|p| next[p] >= ends[p]);
+            // A topic that looked empty may only have been waiting for its commit
+            // markers (a transaction committed just before): ask again, and wait as for
+            // a topic that holds records once its end moves.
+            if out.is_empty() && !holds_records {
+                for p in 0..partitions {
+                    if let Ok((low, high)) =
+                        consumer.fetch_watermarks(topic, p, Duration::from_secs(10))
+                    {
+                        ends[p as usize] = high;
+                        holds_records |= high > low;
+                    }
+                }
+            }
             let quiet = quiet_since.elapsed();
             // Before the first record: a topic that holds records (or only markers) may
             // answer its first fetch late on a loaded machine; an empty one never will.
