@@ -385,9 +385,14 @@ pub fn launch(
                 Slot::Running(child, reader) => match child.try_wait()? {
                     None => continue,
                     Some(status) => {
-                        // Its last lines (`finished`) are read once its stderr closed.
+                        // Its last lines (`finished`) are read once its stderr closed;
+                        // a process it left behind may hold the pipe open, so the wait
+                        // is short rather than a join that could stall supervision.
                         if let Some(reader) = reader.take() {
-                            let _ = reader.join();
+                            let until = Instant::now() + Duration::from_secs(1);
+                            while !reader.is_finished() && Instant::now() < until {
+                                std::thread::sleep(Duration::from_millis(5));
+                            }
                         }
                         status
                     }

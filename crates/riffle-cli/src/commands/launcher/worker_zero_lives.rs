@@ -37,10 +37,12 @@ impl WorkerZeroLives {
     }
 
     /// Worker 0 died (not a clean exit) with `newest_claimed` the newest generation
-    /// on the store: an end of that generation or an older one is void.
+    /// on the store: an end of that generation or an older one is void. A lookup that
+    /// failed (`None`) keeps what an earlier death learned: the store outage that made
+    /// it fail may well be what killed worker 0 again.
     pub(super) fn worker_0_died(&mut self, newest_claimed: Option<u64>) {
         self.deaths += 1;
-        self.void_through = newest_claimed;
+        self.void_through = self.void_through.max(newest_claimed);
     }
 
     /// Whether worker `i`, exiting well after it last finished an attempt of
@@ -106,6 +108,16 @@ mod tests {
             "started before the death"
         );
         assert!(!lives.heard_a_void_end(2, Some(3)), "started after it");
+    }
+
+    #[test]
+    fn a_failed_store_lookup_keeps_what_an_earlier_death_learned() {
+        let mut lives = started(2);
+        lives.worker_0_died(Some(3));
+        lives.started(0);
+        // The restarted worker 0 dies at once, and the store does not answer.
+        lives.worker_0_died(None);
+        assert!(lives.heard_a_void_end(1, Some(3)));
     }
 
     #[test]
