@@ -317,10 +317,10 @@ pub fn launch(
             request_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
         );
     }
-    // Each worker's last rows in / out, read from its stderr as it is passed on.
-    let totals = Arc::new(Mutex::new(vec![(0u64, 0u64); workers]));
-    // Each worker's generation in its last `finished` line, for `WorkerZeroLives`.
-    let finished = Arc::new(Mutex::new(vec![None::<u64>; workers]));
+    // Each worker's `finished` line of its current process, read from its stderr as it
+    // is passed on: its rows in / out for the summary, its generation for
+    // `WorkerZeroLives`.
+    let finished = Arc::new(Mutex::new(vec![None::<Finished>; workers]));
     let spawn = |i: usize| -> Result<Slot> {
         use std::os::unix::process::CommandExt;
         let mut child = Command::new(&exe)
@@ -333,18 +333,15 @@ pub fn launch(
             .context("starting a worker process")?;
         eprintln!("riffle: worker {i} is process {}", child.id());
         let reader = child.stderr.take().map(|stderr| {
-            let (totals, finished) = (totals.clone(), finished.clone());
+            let finished = finished.clone();
             std::thread::spawn(move || {
                 use std::io::BufRead;
                 for line in std::io::BufReader::new(stderr)
                     .lines()
                     .map_while(|l| l.ok())
                 {
-                    if let (Some(f), Ok(mut totals)) = (Finished::parse(&line), totals.lock()) {
-                        totals[i] = (f.rows_in, f.rows_out);
-                        if let Ok(mut finished) = finished.lock() {
-                            finished[i] = Some(f.generation);
-                        }
+                    if let (Some(f), Ok(mut finished)) = (Finished::parse(&line), finished.lock()) {
+                        finished[i] = Some(f);
                     }
                     eprintln!("{clear}{line}");
                 }
@@ -399,7 +396,11 @@ pub fn launch(
                 },
             };
             if status.success() {
-                let generation = finished.lock().ok().and_then(|f| f[i]);
+                let generation = finished
+                    .lock()
+                    .ok()
+                    .and_then(|f| f[i])
+                    .map(|f| f.generation);
                 slots[i] = match lives.heard_a_void_end(i, generation) {
                     true => {
                         eprintln!("riffle: worker {i} exited after hearing the job end from a worker 0 that died since; starting it again");
@@ -449,9 +450,11 @@ pub fn launch(
             done.store(true, Ordering::SeqCst);
             // Let the stderr threads pass on the workers' last lines first.
             std::thread::sleep(Duration::from_millis(100));
-            let (rows_in, rows_out) = totals
+            let (rows_in, rows_out) = finished
                 .lock()
-                .map(|t| t.iter().fold((0, 0), |(a, b), (i, o)| (a + i, b + o)))
+                .map(|f| {
+                    (f.iter().flatten()).fold((0, 0), |(a, b), f| (a + f.rows_in, b + f.rows_out))
+                })
                 .unwrap_or_default();
             eprintln!(
                 "riffle: all {workers} workers finished ({} restarts): rows in / out {rows_in} / {rows_out}",

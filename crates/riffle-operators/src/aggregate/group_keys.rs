@@ -182,6 +182,23 @@ impl GroupKeys {
         Ok(())
     }
 
+    /// The group id of every row of `keys`, `None` for a row whose key holds a NULL:
+    /// a join's rows, which match nothing with a NULL key and so are never interned
+    /// (the contract of [`for_matchable`](Self::for_matchable)).
+    ///
+    /// # Errors
+    /// Key columns whose types differ from the table's.
+    pub fn intern_matchable(&mut self, keys: &[ArrayRef]) -> Result<Vec<Option<u32>>> {
+        let rows = crate::window_join::non_null_rows(keys);
+        let mut ids = Vec::new();
+        self.intern(keys, &rows, &mut ids)?;
+        let mut by_row = vec![None; keys.first().map_or(0, |k| k.len())];
+        for (&r, &id) in rows.iter().zip(&ids) {
+            by_row[r as usize] = Some(id);
+        }
+        Ok(by_row)
+    }
+
     /// The key columns of groups `ids`, in that order.
     ///
     /// # Errors

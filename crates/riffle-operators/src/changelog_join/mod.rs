@@ -15,7 +15,7 @@ mod state;
 
 use crate::aggregate::GroupKeys;
 use pairs::{Emit, KeyRows, Outer};
-use riffle_core::arrow::array::{new_null_array, Array, ArrayRef, AsArray, UInt32Array};
+use riffle_core::arrow::array::{new_null_array, ArrayRef, AsArray, UInt32Array};
 use riffle_core::arrow::compute::{cast, take};
 use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef, TimestampNanosecondType};
 use riffle_core::arrow::row::{RowConverter, SortField};
@@ -265,20 +265,11 @@ impl ChangelogJoin {
     /// row whose key holds a NULL (it joins nothing); `keyed` has a place for each id.
     fn key_ids(&mut self, side: usize, data: &[ArrayRef]) -> Result<Vec<Option<usize>>> {
         let keys = self.key_columns(side, data)?;
-        let n = data.first().map_or(0, |a| a.len());
-        let matchable: Vec<u32> = (0..n as u32)
-            .filter(|&r| keys.iter().all(|k| k.is_valid(r as usize)))
-            .collect();
-        let mut ids = Vec::new();
-        self.table.intern(&keys, &matchable, &mut ids)?;
+        let ids = self.table.intern_matchable(&keys)?;
         if self.keyed.len() < self.table.len() {
             self.keyed.resize_with(self.table.len(), KeyRows::default);
         }
-        let mut out = vec![None; n];
-        for (&r, &id) in matchable.iter().zip(&ids) {
-            out[r as usize] = Some(id as usize);
-        }
-        Ok(out)
+        Ok(ids.into_iter().map(|id| id.map(|id| id as usize)).collect())
     }
 
     /// The rows `emits` describe, as one output batch: the side `input` of each from

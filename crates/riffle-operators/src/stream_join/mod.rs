@@ -410,22 +410,7 @@ impl StreamJoin {
         let keys = self.key_columns(side, &batch)?;
         // A NULL key equals nothing, not even another NULL: such a row is never interned
         // or indexed, so it joins no row, and an outer side's is padded for good.
-        let valid = crate::window_join::valid_mask(&keys);
-        let n = batch.num_rows() as u32;
-        let rows: Vec<u32> = match &valid {
-            None => (0..n).collect(),
-            Some(v) => (0..n).filter(|&r| v.value(r as usize)).collect(),
-        };
-        let mut ids = Vec::new();
-        self.table.intern(&keys, &rows, &mut ids)?;
-        if valid.is_some() {
-            // Ids by row; a row with a NULL key has none and is skipped below.
-            let mut by_row = vec![u32::MAX; n as usize];
-            for (&r, &id) in rows.iter().zip(&ids) {
-                by_row[r as usize] = id;
-            }
-            ids = by_row;
-        }
+        let ids = self.table.intern_matchable(&keys)?;
         let other = 1 - side;
         for list in &mut self.rows_by_key {
             list.resize_with(self.table.len(), Vec::new);
@@ -449,12 +434,12 @@ impl StreamJoin {
         let mut unpadded: Vec<(usize, usize)> = Vec::new();
         let mut padded: Vec<(usize, usize)> = Vec::new();
         for (row, &id) in ids.iter().enumerate() {
-            if valid.as_ref().is_some_and(|v| !v.value(row)) {
+            let Some(id) = id else {
                 if emit && self.outer[side] && self.condition.is_none() {
                     padded.push((batch_index as usize, row));
                 }
                 continue;
-            }
+            };
             if let (true, Some(condition), Some(times)) = (emit, self.condition, &times) {
                 // An interval join: only pairs within the bounds join.
                 let t = times[row];

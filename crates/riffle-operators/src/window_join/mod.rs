@@ -581,7 +581,7 @@ pub(crate) fn valid_mask(keys: &[ArrayRef]) -> Option<BooleanBuffer> {
 }
 
 /// The rows whose keys are all non-null: a null key joins nothing.
-fn non_null_rows(keys: &[ArrayRef]) -> Vec<u32> {
+pub(crate) fn non_null_rows(keys: &[ArrayRef]) -> Vec<u32> {
     let n = keys.first().map_or(0, |k| k.len());
     match valid_mask(keys) {
         None => (0..n as u32).collect(),
