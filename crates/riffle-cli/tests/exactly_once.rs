@@ -207,7 +207,12 @@ fn q8_resumes_exactly_from_incremental_checkpoints() {
     assert!(!expected.is_empty());
 
     let (out, state) = (dir.path().join("out"), dir.path().join("state"));
-    crash(args(&out, Some(&state)), "after-latest-flip:6");
+    // Epochs follow one another as fast as checkpoints commit: unthrottled, the whole input
+    // once passed in 5 epochs (0.42 s). Throttled it lasts at least 3 s; the resume runs at
+    // full speed (the throttle is no part of the pipeline's state).
+    let mut crashing = args(&out, Some(&state));
+    crashing.args(["--throttle", "1M"]);
+    crash(crashing, "after-latest-flip:6");
     // GC kept two committed epochs, and every file they reference — also files in the
     // directories of older, deleted epochs — is still there.
     let files = common::checkpoints::referenced_files(&state.join("nexmark-q8"));
