@@ -60,4 +60,4 @@ pub use window::WindowSpec;
 pub use window_aggregate::WindowAggregateFactory;
 pub use window_expand::{WindowBound, WindowExpandFactory};
 pub use window_join::{JoinKind, WindowJoinFactory};
-pub use window_max_rows::WindowMaxRowsFactory;
+pub use window_max_rows::{Extreme, WindowMaxRowsFactory};

@@ -8,8 +8,8 @@ use riffle_core::arrow::datatypes::{DataType, Field};
 use riffle_core::{OperatorFactory, RecordBatch, StreamSchema};
 use riffle_operators::interval_max_join::IntervalMaxJoinFactory;
 use riffle_operators::{
-    AggregateFunction, AggregateSpec, JoinKind, StreamJoinFactory, UpdatingAggregateFactory,
-    WindowJoinFactory, WindowMaxRowsFactory,
+    AggregateFunction, AggregateSpec, Extreme, JoinKind, StreamJoinFactory,
+    UpdatingAggregateFactory, WindowJoinFactory, WindowMaxRowsFactory,
 };
 use std::time::Duration;
 
@@ -98,6 +98,17 @@ fn window_max_rows_restores() {
         .collect();
     let max_rows = WindowMaxRowsFactory::new(&s, "k", Duration::from_millis(500), false).unwrap();
     check(&max_rows, &input);
+    // By time: rows wait at the local stage; at the global one they also wait at a
+    // window's end, and closed windows keep their extreme. Rows fall every 10 ms with up
+    // to 100 ms of disorder, so many sit exactly on a window's end.
+    for global in [false, true] {
+        let by_time = WindowMaxRowsFactory::new(&s, "k", Duration::from_millis(500), global)
+            .unwrap()
+            .extreme(Extreme::Min)
+            .by_time(true, ["window_start", "window_end", "low"])
+            .unwrap();
+        check(&by_time, &input);
+    }
 }
 
 #[test]

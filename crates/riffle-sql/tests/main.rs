@@ -8,3 +8,4 @@ mod changelog_plans;
 mod docs_examples;
 mod errors;
 mod filesystem;
+mod max_rows_plans;

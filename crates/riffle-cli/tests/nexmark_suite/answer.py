@@ -37,6 +37,7 @@ tables = {
     "bid": {"auction": "BIGINT", "bidder": "BIGINT", "price": "BIGINT",
             "channel": "VARCHAR", "url": "VARCHAR", "dateTime": "BIGINT",
             "extra": "VARCHAR"},
+    "tick": {"id": "BIGINT", "v": "BIGINT", "dateTime": "BIGINT"},
 }
 for name, cols in tables.items():
     # Event times are epoch milliseconds in the files, TIMESTAMP(3) in the tables.

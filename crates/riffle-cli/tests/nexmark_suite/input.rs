@@ -33,9 +33,10 @@ fn auction_id(n: i64) -> i64 {
     984 + 41 * n
 }
 
-/// Writes `person/`, `auction/` and `bid/` under `dir`.
+/// Writes `person/`, `auction/`, `bid/` and `tick/` under `dir`.
 pub fn write(dir: &Path) {
     write_side_input(dir);
+    write_ticks(dir);
     let mut rng = StdRng::seed_from_u64(0x5eed_ce11);
     let mut text = [String::new(), String::new(), String::new()];
     let mut persons = 0i64;
@@ -151,6 +152,44 @@ pub fn write(dir: &Path) {
     }
 }
 
+/// `tick/`: `(id, v, dateTime)` rows made for queries that meet a window's extreme by
+/// time (`more/*_rows_by_time.sql`). Values come from a small range, so many rows tie
+/// at a window's maximum and minimum, and every 2 s boundary holds a row at 0 and one
+/// at 19 exactly: each meets the window it ends and, often, the one it starts. A few
+/// values are NULL. Files cover 10 s each, with less disorder than the watermark delay.
+fn write_ticks(dir: &Path) {
+    let mut rng = StdRng::seed_from_u64(0x71c4);
+    let out = dir.join("tick");
+    std::fs::create_dir_all(&out).unwrap();
+    let mut id = 0;
+    for f in 0..FILES {
+        let start = BASE_MS + f * FILE_SPAN_MS;
+        let mut text = String::new();
+        let mut row = |ts: i64, v: Option<i64>, text: &mut String| {
+            id += 1;
+            let v = v.map_or("null".to_string(), |v| v.to_string());
+            writeln!(text, r#"{{"id": {id}, "v": {v}, "dateTime": {ts}}}"#).unwrap();
+        };
+        // Each boundary goes where its time falls among the nominal times.
+        let mut boundaries = (start..start + FILE_SPAN_MS).step_by(2_000).peekable();
+        for i in 0..60 {
+            let nominal = start + JITTER_MS + i * (FILE_SPAN_MS - JITTER_MS) / 60;
+            while let Some(b) = boundaries.next_if(|&b| b <= nominal) {
+                row(b, Some(0), &mut text);
+                row(b, Some(19), &mut text);
+            }
+            let ts = nominal - rng.random_range(0..=JITTER_MS);
+            let v = (rng.random_range(0..30) != 0).then(|| rng.random_range(0..20));
+            row(ts, v, &mut text);
+        }
+        for b in boundaries {
+            row(b, Some(0), &mut text);
+            row(b, Some(19), &mut text);
+        }
+        std::fs::write(out.join(format!("part-{f:02}.jsonl")), text).unwrap();
+    }
+}
+
 /// The rows of q13's `side_input` (`key`, `value`): keys 0 to 9999 but those that are
 /// 3 modulo 7 (bids of those auctions find no row), and two rows for multiples of 500.
 fn side_input_rows() -> Vec<(i64, String)> {
@@ -203,6 +242,7 @@ pub fn source_ddl(dir: &Path, rate: Option<u64>) -> String {
         table("person", "id BIGINT, name VARCHAR, emailAddress VARCHAR, creditCard VARCHAR, city VARCHAR, state VARCHAR, `dateTime` TIMESTAMP(3), extra VARCHAR"),
         table("auction", "id BIGINT, itemName VARCHAR, description VARCHAR, initialBid BIGINT, reserve BIGINT, `dateTime` TIMESTAMP(3), expires TIMESTAMP(3), seller BIGINT, category BIGINT, extra VARCHAR"),
         table("bid", "auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR, `dateTime` TIMESTAMP(3), extra VARCHAR"),
+        table("tick", "id BIGINT, v BIGINT, `dateTime` TIMESTAMP(3)"),
     ]
     .concat()
 }

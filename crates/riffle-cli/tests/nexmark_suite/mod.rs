@@ -68,7 +68,10 @@ const SUITE: [(&str, Status); 23] = [
 
 /// Queries in the suite's style for what its 23 do not cover (`more/`), compared the
 /// same way.
-const MORE: [(&str, Status); 13] = [
+const MORE: [(&str, Status); 16] = [
+    ("max_rows_by_time", APPEND),
+    ("min_rows_by_time", APPEND),
+    ("max_rows_in_window", APPEND),
     ("window_top_n", APPEND),
     ("hop_top_n_rows", APPEND),
     ("hop_window_join", APPEND),
@@ -86,7 +89,10 @@ const MORE: [(&str, Status); 13] = [
 
 /// The compared queries that keep state: also run through crashes and restores at
 /// other parallelisms.
-const STATEFUL: [&str; 25] = [
+const STATEFUL: [&str; 28] = [
+    "max_rows_by_time",
+    "min_rows_by_time",
+    "max_rows_in_window",
     "window_top_n",
     "hop_top_n_rows",
     "hop_window_join",

@@ -7,7 +7,7 @@ use super::plan_shape::join_below;
 use super::{col_expr, Stream, Translator};
 use crate::error::{Result, SqlError};
 use crate::windows::interval_nanos;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::JoinType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::utils::split_conjunction;
@@ -224,27 +224,7 @@ fn time_comparison(c: &Expr, j: &Join, left: &Stream, right: &Stream) -> Option<
     let n_left = j.left.schema().fields().len();
     // A term over an event-time column: (is it the right side's, offset in ns).
     let term = |e: &Expr| -> Option<(bool, i128)> {
-        let (column, offset) = match e {
-            Expr::BinaryExpr(BinaryExpr {
-                left: a,
-                op,
-                right: b,
-            }) => {
-                let n = interval_nanos(b).or_else(|| millis_nanos(a, b, j))?;
-                match op {
-                    Operator::Plus => (a.as_ref(), n),
-                    Operator::Minus => (a.as_ref(), -n),
-                    _ => return None,
-                }
-            }
-            e => (e, 0),
-        };
-        let column = match column {
-            Expr::Cast(c) => c.expr.as_ref(),
-            e => e,
-        };
-        let Expr::Column(c) = column else { return None };
-        let i = j.schema.index_of_column(c).ok()?;
+        let (i, offset) = time_term(e, j)?;
         if i < n_left {
             (left.event_time == Some(i)).then_some((false, offset))
         } else {
@@ -258,6 +238,42 @@ fn time_comparison(c: &Expr, j: &Join, left: &Stream, right: &Stream) -> Option<
         (false, true) => Some((op.swap()?, oa - ob)),
         _ => None,
     }
+}
+
+/// A term `t`, `t + interval` or `t - interval` (for a column of epoch milliseconds,
+/// `t ± n` with `n` in milliseconds), `t` a column of `j`'s output, perhaps cast: its
+/// index there and the offset in ns.
+pub(super) fn time_term(e: &Expr, j: &Join) -> Option<(usize, i128)> {
+    let (column, offset) = match e {
+        Expr::BinaryExpr(BinaryExpr {
+            left: a,
+            op,
+            right: b,
+        }) => {
+            let n = interval_nanos(b).or_else(|| millis_nanos(a, b, j))?;
+            match op {
+                Operator::Plus => (a.as_ref(), n),
+                Operator::Minus => (a.as_ref(), -n),
+                _ => return None,
+            }
+        }
+        e => (e, 0),
+    };
+    // Only a cast that keeps every instant: a timestamp to nanoseconds.
+    let (column, cast_to) = match column {
+        Expr::Cast(c) => (c.expr.as_ref(), Some(c.field.data_type())),
+        e => (e, None),
+    };
+    let Expr::Column(c) = column else { return None };
+    let i = j.schema.index_of_column(c).ok()?;
+    let exact = match cast_to {
+        None => true,
+        Some(to) => {
+            matches!(to, DataType::Timestamp(TimeUnit::Nanosecond, _))
+                && matches!(j.schema.field(i).data_type(), DataType::Timestamp(..))
+        }
+    };
+    exact.then_some((i, offset))
 }
 
 /// `n` of `column ± n` as nanoseconds, when `column` is a BIGINT column (an event time
@@ -275,7 +291,7 @@ fn millis_nanos(column: &Expr, n: &Expr, j: &Join) -> Option<i128> {
 }
 
 /// `a op b` of a binary expression.
-fn comparison(e: &Expr) -> Option<(&Expr, &Operator, &Expr)> {
+pub(super) fn comparison(e: &Expr) -> Option<(&Expr, &Operator, &Expr)> {
     match e {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => Some((left, op, right)),
         _ => None,

@@ -2,16 +2,14 @@
 //! equi-joins, and a stream joined with its own per-window maximum, recognized whole
 //! (Nexmark q5/q7 → `WindowMaxRows`). The interval shapes live in `interval.rs`.
 
-use super::plan_shape::{aggregate_below, right_unique_on_keys};
+use super::plan_shape::right_unique_on_keys;
 use super::{col_expr, Stream, Translator, WindowColumn, WindowOrigin, WindowPart};
 use crate::error::{Result, SqlError};
-use crate::windows::window_call;
 use datafusion::common::{DFSchema, JoinType};
 use datafusion::logical_expr::expr::AggregateFunction as DfAggregate;
 use datafusion::logical_expr::{Expr, Join};
 use riffle_operators::{
     IntervalCondition, JoinKind, ProjectFactory, StreamJoinFactory, WindowJoinFactory,
-    WindowMaxRowsFactory,
 };
 use std::sync::Arc;
 
@@ -62,6 +60,9 @@ impl Translator<'_> {
         let left = self.translate_as_changelog(&j.left)?;
         if left.updating.is_none() {
             if let Some(s) = self.max_rows(j, &left)? {
+                return Ok(s);
+            }
+            if let Some(s) = self.max_rows_by_time(j, &left)? {
                 return Ok(s);
             }
         }
@@ -370,91 +371,6 @@ impl Translator<'_> {
             })
             .collect();
         Ok(out)
-    }
-
-    /// `s JOIN (SELECT w, max(v) FROM s GROUP BY w) m ON s.w = m.w AND s.v = m.max`: the
-    /// rows of `s` holding their window's maximum, computed by local and global
-    /// `WindowMaxRows` stages without materializing the aggregate.
-    fn max_rows(&mut self, j: &Join, left: &Stream) -> Result<Option<Stream>> {
-        // DataFusion turns the inner join into a semi join when only the left columns
-        // are read (the right side is unique per window).
-        let semi = match j.join_type {
-            JoinType::Inner => false,
-            JoinType::LeftSemi => true,
-            _ => return Ok(None),
-        };
-        if j.filter.is_some() || j.on.len() != 2 {
-            return Ok(None);
-        }
-        let Some((agg, map)) = aggregate_below(&j.right) else {
-            return Ok(None);
-        };
-        if agg.group_expr.len() != 1 || agg.aggr_expr.len() != 1 {
-            return Ok(None);
-        }
-        let Some(value) = max_argument(&agg.aggr_expr[0]) else {
-            return Ok(None);
-        };
-        let (ls, rs) = (j.left.schema(), j.right.schema());
-        let (mut window_at, mut value_at) = (None, None);
-        for (l, r) in &j.on {
-            let (Ok(li), Ok(ri)) = (column_index(l, ls), column_index(r, rs)) else {
-                return Ok(None);
-            };
-            match map.get(ri) {
-                Some(0) => window_at = Some(li),
-                Some(1) => value_at = Some(li),
-                _ => return Ok(None),
-            }
-        }
-        let (Some(w), Some(v)) = (window_at, value_at) else {
-            return Ok(None);
-        };
-        let Some(left_window) = left.windows[w] else {
-            return Ok(None);
-        };
-        let input = self.translate(&agg.input)?;
-        let in_schema = agg.input.schema();
-        let group_window = match window_call(&agg.group_expr[0])? {
-            Some(spec) => Some(WindowColumn {
-                spec,
-                origin: WindowOrigin::PerRow,
-                part: WindowPart::Whole,
-            }),
-            None => match &agg.group_expr[0] {
-                Expr::Column(c) => input.windows[in_schema.index_of_column(c)?],
-                _ => None,
-            },
-        };
-        let value_origin = input.origin_columns[in_schema.index_of_column(value)?].clone();
-        let same_rows = input.origin == left.origin
-            && value_origin.is_some()
-            && value_origin == left.origin_columns[v]
-            && group_window == Some(left_window);
-        let Some(granule) = left_window
-            .granule()
-            .filter(|_| same_rows && left_window.offset().is_zero())
-        else {
-            return Ok(None);
-        };
-        let value_column = left.columns[v].clone();
-        let schema = self.graph.schema(left.node).clone();
-        let local = WindowMaxRowsFactory::new(&schema, &value_column, granule, false)?;
-        let p = Some(self.parallelism());
-        let local = self.add("max_rows_local", Arc::new(local), p, &[left.node])?;
-        let global = WindowMaxRowsFactory::new(&schema, &value_column, granule, true)?;
-        let global = self.add("max_rows_global", Arc::new(global), Some(1), &[local])?;
-        // The aggregate's two fields are the row's own window and value.
-        let mut columns = left.columns.clone();
-        let mut windows = left.windows.clone();
-        if !semi {
-            columns.extend([left.columns[w].clone(), value_column]);
-            windows.extend([left.windows[w], None]);
-        }
-        let mut stream = Stream::of_node(global, columns);
-        stream.windows = windows;
-        stream.event_time = left.event_time;
-        Ok(Some(stream))
     }
 }
 

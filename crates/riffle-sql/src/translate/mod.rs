@@ -12,6 +12,7 @@ mod expand;
 mod interval;
 mod join;
 mod lookup;
+mod max_rows;
 mod numbers;
 mod over;
 mod plan_shape;

@@ -1,0 +1,167 @@
+//! The by-window stage: per tumbling window, its rows whose value is the window's
+//! extreme (see the module's documentation).
+
+use super::Shape;
+use crate::window::{timestamp_array, timestamps};
+use riffle_core::arrow::array::{ArrayRef, AsArray, BooleanArray, StructArray, UInt16Array};
+use riffle_core::arrow::compute::{concat_batches, filter_record_batch};
+use riffle_core::arrow::datatypes::{DataType, Field, Fields, Schema, TimestampNanosecondType};
+use riffle_core::operator::OperatorCounters;
+use riffle_core::state::KEY_GROUP_FIELD;
+use riffle_core::{
+    timestamp_type, Epoch, Error, EventTime, Operator, OperatorContext, OperatorState, RecordBatch,
+    Result,
+};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A window's extreme so far (its order key) and the rows holding it.
+struct Best {
+    key: i128,
+    rows: Vec<RecordBatch>,
+}
+
+pub(super) struct WindowMaxRows {
+    shape: Shape,
+    windows: BTreeMap<EventTime, Best>,
+    watermark: EventTime,
+    counters: Arc<OperatorCounters>,
+    operator: String,
+}
+
+impl WindowMaxRows {
+    pub(super) fn new(shape: Shape, ctx: &OperatorContext) -> Self {
+        Self {
+            shape,
+            windows: BTreeMap::new(),
+            watermark: EventTime::MIN,
+            counters: ctx.counters.clone(),
+            operator: ctx.operator_id.0.clone(),
+        }
+    }
+
+    fn closed(&self, start: EventTime) -> bool {
+        self.shape.closed(start, self.watermark)
+    }
+}
+
+impl Operator for WindowMaxRows {
+    fn on_batch(&mut self, _: usize, batch: RecordBatch, _: &mut Vec<RecordBatch>) -> Result<()> {
+        let ts = timestamps(&batch, self.shape.input.timestamp_index).to_vec();
+        let keys = self.shape.keys(&batch)?;
+        // Per window in this batch: its extreme and the mask of rows carrying it.
+        let mut maxima: BTreeMap<EventTime, i128> = BTreeMap::new();
+        let mut late = 0;
+        for (&t, key) in ts.iter().zip(&keys) {
+            let start = self.shape.window_start(t);
+            if self.closed(start) {
+                late += 1;
+                continue;
+            }
+            let Some(v) = *key else { continue };
+            maxima
+                .entry(start)
+                .and_modify(|m| *m = (*m).max(v))
+                .or_insert(v);
+        }
+        self.counters.add_late(late);
+        for (start, batch_max) in maxima {
+            let best = self.windows.entry(start).or_insert(Best {
+                key: batch_max,
+                rows: Vec::new(),
+            });
+            if batch_max < best.key {
+                continue;
+            }
+            if batch_max > best.key {
+                best.key = batch_max;
+                best.rows.clear();
+            }
+            let mask: BooleanArray = ts
+                .iter()
+                .zip(&keys)
+                .map(|(&t, &key)| {
+                    Some(self.shape.window_start(t) == start && key == Some(batch_max))
+                })
+                .collect();
+            best.rows.push(filter_record_batch(&batch, &mask)?);
+        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: EventTime, out: &mut Vec<RecordBatch>) -> Result<()> {
+        self.watermark = watermark;
+        let mut fired = 0;
+        while let Some(&start) = self.windows.keys().next() {
+            if !self.closed(start) {
+                break;
+            }
+            let Some(best) = self.windows.remove(&start) else {
+                break;
+            };
+            if !best.rows.is_empty() {
+                out.push(concat_batches(&self.shape.input.schema, &best.rows)?);
+            }
+            fired += 1;
+        }
+        self.counters.add_windows(fired);
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+        let row_fields: Fields = self.shape.input.schema.fields().clone();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
+            Field::new("window_start", timestamp_type(), false),
+            Field::new("row", DataType::Struct(row_fields.clone()), false),
+        ]));
+        let mut batches = Vec::new();
+        for (start, best) in &self.windows {
+            for rows in &best.rows {
+                let n = rows.num_rows();
+                let columns: Vec<ArrayRef> = vec![
+                    Arc::new(UInt16Array::from(vec![0u16; n])),
+                    timestamp_array(vec![*start; n]),
+                    Arc::new(StructArray::new(
+                        row_fields.clone(),
+                        rows.columns().to_vec(),
+                        None,
+                    )),
+                ];
+                batches.push(RecordBatch::try_new(schema.clone(), columns)?);
+            }
+        }
+        Ok(OperatorState { batches })
+    }
+
+    fn restore(&mut self, state: OperatorState) -> Result<()> {
+        let bad = |m: &str| Error::State {
+            operator: self.operator.clone(),
+            message: m.into(),
+        };
+        for batch in state.batches {
+            let starts = batch
+                .column_by_name("window_start")
+                .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())
+                .ok_or_else(|| bad("missing `window_start`"))?
+                .clone();
+            let rows = batch
+                .column_by_name("row")
+                .and_then(|c| c.as_struct_opt())
+                .ok_or_else(|| bad("missing struct column `row`"))?;
+            let rows =
+                RecordBatch::try_new(self.shape.input.schema.clone(), rows.columns().to_vec())?;
+            let keys = self.shape.keys(&rows)?;
+            for (row, key) in keys.into_iter().enumerate() {
+                let key = key.ok_or_else(|| bad("a row without a value"))?;
+                let best = self.windows.entry(starts.value(row)).or_insert(Best {
+                    key,
+                    rows: Vec::new(),
+                });
+                best.key = key;
+                best.rows.push(rows.slice(row, 1));
+            }
+        }
+        Ok(())
+    }
+}

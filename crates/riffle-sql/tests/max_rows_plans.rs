@@ -1,0 +1,75 @@
+//! Which joins with a window's maximum run as `WindowMaxRows` by time: Flink's q7 text
+//! and its exact variants do; any other bound runs as the join it is (its answers are
+//! compared with DuckDB in the CLI's suite test, `more/*_rows_by_time.sql`).
+
+use crate::common;
+
+use common::{plan, BID};
+use riffle_runtime::PhysicalPlan;
+
+/// Flink's q7 with `filter` as the join's time condition and `window` the tumble size.
+fn q7(window: &str, select: &str, filter: &str) -> String {
+    format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'blackhole');
+         INSERT INTO out SELECT B.auction, B.price, B.bidder, B.date_time
+         FROM bid B JOIN (
+           SELECT {select}
+           FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(date_time), INTERVAL '{window}' SECOND))
+           GROUP BY window_start, window_end
+         ) B1 ON B.price = B1.maxprice
+         WHERE {filter};"
+    )
+}
+
+fn explained(text: &str) -> String {
+    let p = plan(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    PhysicalPlan::compile(&p.graph).explain(&p.graph)
+}
+
+const FLINK: &str = "B.date_time BETWEEN B1.`dateTime` - INTERVAL '10' SECOND AND B1.`dateTime`";
+const END: &str = "MAX(price) AS maxprice, window_end AS `dateTime`";
+
+#[test]
+fn flink_q7s_join_with_the_windows_max_by_time_runs_as_max_rows() {
+    let e = explained(&q7("10", END, FLINK));
+    assert!(
+        e.contains("[start, end] of a tumble(10s) holding its max(price) [global]"),
+        "{e}"
+    );
+    assert!(!e.contains("join"), "{e}");
+    // The window's start instead of its end, the bounds the other way round, the end
+    // left out, and MIN.
+    let starts = "MAX(price) AS maxprice, window_start, window_end";
+    let e = explained(&q7(
+        "10",
+        starts,
+        "B1.window_start <= B.date_time AND B.date_time < B1.window_end",
+    ));
+    assert!(
+        e.contains("[start, end) of a tumble(10s) holding its max(price)"),
+        "{e}"
+    );
+    let min = "MIN(price) AS maxprice, window_end AS `dateTime`";
+    let e = explained(&q7("10", min, FLINK));
+    assert!(e.contains("holding its min(price)"), "{e}");
+}
+
+#[test]
+fn other_time_bounds_run_as_the_join_they_are() {
+    for (window, filter) in [
+        // Half the window.
+        ("10", "B.date_time BETWEEN B1.`dateTime` - INTERVAL '5' SECOND AND B1.`dateTime`"),
+        // Bounds of a window of another size.
+        ("5", FLINK),
+        // The window's start left out.
+        ("10", "B.date_time > B1.`dateTime` - INTERVAL '10' SECOND AND B.date_time <= B1.`dateTime`"),
+        // One bound only.
+        ("10", "B.date_time <= B1.`dateTime`"),
+        // The rows' time shifted by a second.
+        ("10", "B.date_time + INTERVAL '1' SECOND BETWEEN B1.`dateTime` - INTERVAL '10' SECOND AND B1.`dateTime`"),
+    ] {
+        let e = explained(&q7(window, END, filter));
+        assert!(!e.contains("max_rows"), "{filter}:\n{e}");
+        assert!(e.contains("join"), "{filter}:\n{e}");
+    }
+}
