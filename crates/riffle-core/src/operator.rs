@@ -172,6 +172,14 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// The source this operator is chained to is about to declare itself idle: from then
+    /// on, downstream tasks advance their watermark without waiting for this input, so
+    /// an operator that holds rows back for its own watermark (a local pre-stage) must
+    /// send them now. Called only in a source's chain.
+    fn on_idle(&mut self, _out: &mut Vec<RecordBatch>) -> Result<()> {
+        Ok(())
+    }
+
     /// The watermark passed downstream after [`on_watermark`](Operator::on_watermark)
     /// of `input`: by default `input`. An operator that may still emit rows at or
     /// before `input` (an outer interval join's padded rows, emitted when their bound

@@ -164,6 +164,22 @@ impl Chain {
         Ok(watermark)
     }
 
+    /// The source is about to declare itself idle: each operator in turn sends what it
+    /// holds back for its own watermark ([`Operator::on_idle`]), through the rest of the
+    /// chain.
+    pub fn on_idle(&mut self) -> ChainResult<()> {
+        for level in 0..self.links.len() {
+            let mut out = Vec::new();
+            let link = &mut self.links[level];
+            link.operator.on_idle(&mut out).map_err(at(&link.id))?;
+            link.flow.emitted(&out);
+            for b in out {
+                self.push(level + 1, 0, b)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The links that saw a lower watermark than `task_watermark` (the task's input),
     /// since a link before them held it back, with the watermark each saw. A restore
     /// resumes them from there, so the rows held back are not late after it.

@@ -164,6 +164,10 @@ impl SourceTask {
                     if let Some(timeout) = self.watermarks.idle_timeout {
                         if !idle_announced && since.elapsed() >= timeout {
                             idle_announced = true;
+                            // Rows a chained operator holds for this source's watermark
+                            // go first: downstream stops waiting for it once idle.
+                            self.chain.on_idle()?;
+                            flush(&mut self.chain, &mut self.routers).await?;
                             broadcast(&self.routers, Message::Watermark(Watermark::Idle)).await?;
                         }
                     }

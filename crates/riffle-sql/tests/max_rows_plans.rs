@@ -73,3 +73,32 @@ fn other_time_bounds_run_as_the_join_they_are() {
         assert!(e.contains("join"), "{filter}:\n{e}");
     }
 }
+
+#[test]
+fn null_safe_equality_text_values_and_processing_time_run_as_the_join() {
+    // IS NOT DISTINCT FROM matches a window whose maximum is NULL; the operator never
+    // matches NULL.
+    let null_safe = q7("10", END, FLINK).replace(
+        "ON B.price = B1.maxprice",
+        "ON B.price IS NOT DISTINCT FROM B1.maxprice",
+    );
+    let text = q7(
+        "10",
+        "MAX(url) AS maxprice, window_end AS `dateTime`",
+        FLINK,
+    )
+    .replace("ON B.price = B1.maxprice", "ON B.url = B1.maxprice");
+    // In processing time the bounds compare the read time cut to milliseconds.
+    let proctime = q7("10", END, FLINK)
+        .replace(
+            "CREATE TABLE out",
+            "CREATE VIEW b AS SELECT *, PROCTIME() AS p FROM bid;\nCREATE TABLE out",
+        )
+        .replace("FROM bid B JOIN", "FROM b B JOIN")
+        .replace("TABLE bid, DESCRIPTOR(date_time)", "TABLE b, DESCRIPTOR(p)")
+        .replace("B.date_time BETWEEN", "B.p BETWEEN");
+    for query in [null_safe, text, proctime] {
+        let e = explained(&query);
+        assert!(!e.contains("max_rows"), "{query}:\n{e}");
+    }
+}

@@ -34,6 +34,9 @@ struct Open {
     key: Option<i128>,
     rows: Vec<RecordBatch>,
     at_end: Vec<(RecordBatch, Vec<i128>)>,
+    /// Local stage: its rows were sent when the source went idle; later rows at or above
+    /// `key` go at once.
+    sent: bool,
 }
 
 impl Open {
@@ -118,9 +121,15 @@ impl Operator for Local {
             .zip(&keys)
             .map(|(&t, k)| {
                 let start = self.shape.window_start(t);
+                let sent = || {
+                    self.windows
+                        .get(&start)
+                        .is_some_and(|w| w.sent && *k >= w.key)
+                };
                 k.is_some()
                     && ((self.end_inclusive && t == start)
-                        || self.shape.closed(start, self.watermark))
+                        || self.shape.closed(start, self.watermark)
+                        || sent())
             })
             .collect();
         if now.iter().any(|&n| n) {
@@ -142,6 +151,18 @@ impl Operator for Local {
             if !open.rows.is_empty() {
                 out.push(concat_batches(&self.shape.input.schema, &open.rows)?);
             }
+        }
+        Ok(())
+    }
+
+    fn on_idle(&mut self, out: &mut Vec<RecordBatch>) -> Result<()> {
+        // Downstream stops waiting for this input: what it holds could come too late.
+        for open in self.windows.values_mut() {
+            if !open.rows.is_empty() {
+                out.push(concat_batches(&self.shape.input.schema, &open.rows)?);
+                open.rows.clear();
+            }
+            open.sent = true;
         }
         Ok(())
     }

@@ -19,10 +19,14 @@ use std::sync::Arc;
 struct Best {
     key: i128,
     rows: Vec<RecordBatch>,
+    /// Local stage: its rows were sent when the source went idle; later rows at or above
+    /// `key` go at once.
+    sent: bool,
 }
 
 pub(super) struct WindowMaxRows {
     shape: Shape,
+    global: bool,
     windows: BTreeMap<EventTime, Best>,
     watermark: EventTime,
     counters: Arc<OperatorCounters>,
@@ -30,9 +34,10 @@ pub(super) struct WindowMaxRows {
 }
 
 impl WindowMaxRows {
-    pub(super) fn new(shape: Shape, ctx: &OperatorContext) -> Self {
+    pub(super) fn new(shape: Shape, global: bool, ctx: &OperatorContext) -> Self {
         Self {
             shape,
+            global,
             windows: BTreeMap::new(),
             watermark: EventTime::MIN,
             counters: ctx.counters.clone(),
@@ -46,7 +51,7 @@ impl WindowMaxRows {
 }
 
 impl Operator for WindowMaxRows {
-    fn on_batch(&mut self, _: usize, batch: RecordBatch, _: &mut Vec<RecordBatch>) -> Result<()> {
+    fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
         let ts = timestamps(&batch, self.shape.input.timestamp_index).to_vec();
         let keys = self.shape.keys(&batch)?;
         // Per window in this batch: its extreme and the mask of rows carrying it.
@@ -69,8 +74,23 @@ impl Operator for WindowMaxRows {
             let best = self.windows.entry(start).or_insert(Best {
                 key: batch_max,
                 rows: Vec::new(),
+                sent: false,
             });
             if batch_max < best.key {
+                continue;
+            }
+            if best.sent {
+                // Every row that may still be the window's maximum goes at once.
+                let floor = best.key;
+                best.key = batch_max;
+                let mask: BooleanArray = ts
+                    .iter()
+                    .zip(&keys)
+                    .map(|(&t, &key)| {
+                        Some(self.shape.window_start(t) == start && key.is_some_and(|k| k >= floor))
+                    })
+                    .collect();
+                out.push(filter_record_batch(&batch, &mask)?);
                 continue;
             }
             if batch_max > best.key {
@@ -85,6 +105,23 @@ impl Operator for WindowMaxRows {
                 })
                 .collect();
             best.rows.push(filter_record_batch(&batch, &mask)?);
+        }
+        Ok(())
+    }
+
+    fn on_idle(&mut self, out: &mut Vec<RecordBatch>) -> Result<()> {
+        // Downstream stops waiting for this input: what the local stage holds could come
+        // too late. (The global stage is never in a source's chain, but it must never
+        // fire early either.)
+        if self.global {
+            return Ok(());
+        }
+        for best in self.windows.values_mut() {
+            if !best.rows.is_empty() {
+                out.push(concat_batches(&self.shape.input.schema, &best.rows)?);
+                best.rows.clear();
+            }
+            best.sent = true;
         }
         Ok(())
     }
@@ -154,11 +191,20 @@ impl Operator for WindowMaxRows {
             let keys = self.shape.keys(&rows)?;
             for (row, key) in keys.into_iter().enumerate() {
                 let key = key.ok_or_else(|| bad("a row without a value"))?;
+                // Subtasks' states merge at a lower parallelism: only the largest key
+                // of a window stays.
                 let best = self.windows.entry(starts.value(row)).or_insert(Best {
                     key,
                     rows: Vec::new(),
+                    sent: false,
                 });
-                best.key = key;
+                if key < best.key {
+                    continue;
+                }
+                if key > best.key {
+                    best.key = key;
+                    best.rows.clear();
+                }
                 best.rows.push(rows.slice(row, 1));
             }
         }

@@ -172,7 +172,7 @@ impl OperatorFactory for WindowMaxRowsFactory {
             input: self.input.clone(),
         };
         Ok(match self.matching {
-            Matching::ByWindow => Box::new(by_window::WindowMaxRows::new(shape, ctx)),
+            Matching::ByWindow => Box::new(by_window::WindowMaxRows::new(shape, self.global, ctx)),
             Matching::ByTime { end_inclusive } => {
                 if self.global {
                     Box::new(by_time::Global::new(

@@ -4,7 +4,9 @@
 use super::Extreme;
 use riffle_core::arrow::array::{Array, ArrayRef, AsArray};
 use riffle_core::arrow::compute::cast;
-use riffle_core::arrow::datatypes::{DataType, Float64Type, Int64Type, UInt64Type};
+use riffle_core::arrow::datatypes::{
+    DataType, Float16Type, Float32Type, Float64Type, Int64Type, UInt64Type,
+};
 use riffle_core::{Error, Result};
 
 /// Per row, a key that orders the values as SQL does — integers exactly, floats in IEEE
@@ -25,7 +27,28 @@ pub(super) fn order_keys(values: &ArrayRef, extreme: Extreme) -> Result<Vec<Opti
             .iter()
             .map(|v| v.map(i128::from))
             .collect(),
-        t if t.is_floating() => cast(values, &DataType::Float64)?
+        // Each float type from its own bits: a cast to f64 would make two NaNs one.
+        DataType::Float16 => values
+            .as_primitive::<Float16Type>()
+            .iter()
+            .map(|v| {
+                v.map(|v| {
+                    let bits = v.to_bits() as i16;
+                    i128::from(bits ^ ((((bits >> 15) as u16) >> 1) as i16))
+                })
+            })
+            .collect(),
+        DataType::Float32 => values
+            .as_primitive::<Float32Type>()
+            .iter()
+            .map(|v| {
+                v.map(|v| {
+                    let bits = v.to_bits() as i32;
+                    i128::from(bits ^ ((((bits >> 31) as u32) >> 1) as i32))
+                })
+            })
+            .collect(),
+        DataType::Float64 => values
             .as_primitive::<Float64Type>()
             .iter()
             .map(|v| v.map(|v| i128::from(total_order(v))))
@@ -64,6 +87,20 @@ mod tests {
         let unsigned: ArrayRef = Arc::new(UInt64Array::from(vec![u64::MAX, 0]));
         let keys = order_keys(&unsigned, Extreme::Max).unwrap();
         assert!(keys[0] > keys[1]);
+    }
+
+    #[test]
+    fn narrower_floats_keep_their_own_order_and_nans() {
+        use riffle_core::arrow::array::Float32Array;
+        let quiet = f32::from_bits(0x7fc0_0000);
+        let other = f32::from_bits(0x7fc0_0001);
+        let values: ArrayRef = Arc::new(Float32Array::from(vec![-1.0, 0.5, quiet, other]));
+        let keys: Vec<i128> = order_keys(&values, Extreme::Max)
+            .unwrap()
+            .into_iter()
+            .map(Option::unwrap)
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{keys:?}");
     }
 
     #[test]

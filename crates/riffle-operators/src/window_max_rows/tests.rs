@@ -169,3 +169,81 @@ fn the_global_stage_appends_the_window_and_its_extreme() {
         .by_time(true, ["ws", "id", "m"]);
     assert!(clash.is_err());
 }
+
+fn by_window(global: bool) -> Box<dyn Operator> {
+    WindowMaxRowsFactory::new(&schema(), "price", Duration::from_millis(10), global)
+        .unwrap()
+        .create(&OperatorContext::detached("max_rows", 0, 1))
+        .unwrap()
+}
+
+fn ids(out: &[RecordBatch]) -> Vec<i64> {
+    let mut ids: Vec<i64> = out
+        .iter()
+        .flat_map(|b| {
+            b.column_by_name("id")
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[test]
+fn local_states_merged_at_a_lower_parallelism_keep_the_largest_maximum() {
+    let (mut a, mut b) = (by_window(false), by_window(false));
+    let mut out = Vec::new();
+    a.on_batch(0, batch(&[(1, Some(100), 1)]), &mut out)
+        .unwrap();
+    b.on_batch(0, batch(&[(2, Some(200), 2)]), &mut out)
+        .unwrap();
+    let epoch = riffle_core::Epoch(1);
+    let (a, b) = (a.snapshot(epoch).unwrap(), b.snapshot(epoch).unwrap());
+    // The larger one first: a restore that took the last row's value as the maximum
+    // would then drop row 2 for row 3.
+    let mut merged = by_window(false);
+    let batches = b.batches.into_iter().chain(a.batches).collect();
+    merged
+        .restore(riffle_core::OperatorState { batches })
+        .unwrap();
+    merged
+        .on_batch(0, batch(&[(3, Some(150), 3)]), &mut out)
+        .unwrap();
+    merged.on_watermark(100 * MS, &mut out).unwrap();
+    assert_eq!(ids(&out), vec![2]);
+}
+
+#[test]
+fn a_local_stage_sends_what_it_holds_when_its_source_goes_idle() {
+    for mut local in [by_window(false), stage(false, true)] {
+        let mut out = Vec::new();
+        local
+            .on_batch(0, batch(&[(1, Some(7), 1), (2, Some(3), 2)]), &mut out)
+            .unwrap();
+        assert!(out.is_empty());
+        local.on_idle(&mut out).unwrap();
+        assert_eq!(ids(&out), vec![1]);
+        // Afterwards a row that may still be the maximum goes at once, once.
+        out.clear();
+        local
+            .on_batch(
+                0,
+                batch(&[(3, Some(7), 3), (4, Some(9), 4), (5, Some(2), 5)]),
+                &mut out,
+            )
+            .unwrap();
+        local.on_watermark(100 * MS, &mut out).unwrap();
+        assert_eq!(ids(&out), vec![3, 4]);
+    }
+    // The global stage fires only when its windows close.
+    let mut global = by_window(true);
+    let mut out = Vec::new();
+    global
+        .on_batch(0, batch(&[(1, Some(7), 1)]), &mut out)
+        .unwrap();
+    global.on_idle(&mut out).unwrap();
+    assert!(out.is_empty());
+}

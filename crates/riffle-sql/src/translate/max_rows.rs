@@ -9,7 +9,7 @@ use super::plan_shape::aggregate_below;
 use super::{fresh_name, Stream, Translator, WindowColumn, WindowOrigin, WindowPart};
 use crate::error::Result;
 use crate::windows::window_call;
-use datafusion::common::JoinType;
+use datafusion::common::{JoinType, NullEquality};
 use datafusion::logical_expr::expr::AggregateFunction as DfAggregate;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{Aggregate, Expr, Join, Operator};
@@ -31,7 +31,10 @@ impl Translator<'_> {
             JoinType::LeftSemi => true,
             _ => return Ok(None),
         };
-        if j.filter.is_some() || j.on.len() != 2 {
+        if j.filter.is_some()
+            || j.on.len() != 2
+            || j.null_equality != NullEquality::NullEqualsNothing
+        {
             return Ok(None);
         }
         let Some((agg, map)) = aggregate_below(&j.right) else {
@@ -87,6 +90,9 @@ impl Translator<'_> {
         };
         let value_column = left.columns[v].clone();
         let schema = self.graph.schema(left.node).clone();
+        if !is_numeric(&schema, &value_column) {
+            return Ok(None);
+        }
         let local =
             WindowMaxRowsFactory::new(&schema, &value_column, granule, false)?.extreme(extreme);
         let p = Some(self.parallelism());
@@ -113,10 +119,16 @@ impl Translator<'_> {
     /// lies in a window and whose value is that window's maximum, without keeping `s`.
     /// The bounds must be exactly the window's `[start, end]` or `[start, end)`.
     pub(super) fn max_rows_by_time(&mut self, j: &Join, left: &Stream) -> Result<Option<Stream>> {
-        let (JoinType::Inner, Some(filter), [(l, r)]) = (j.join_type, &j.filter, j.on.as_slice())
+        let (JoinType::Inner, Some(filter), [(l, r)], NullEquality::NullEqualsNothing) =
+            (j.join_type, &j.filter, j.on.as_slice(), j.null_equality)
         else {
             return Ok(None);
         };
+        // In processing time the time column is the read time cut to milliseconds, which
+        // the bounds compare; the operator would compare the exact time.
+        if self.processing_time {
+            return Ok(None);
+        }
         let Some((agg, map)) = aggregate_below(&j.right) else {
             return Ok(None);
         };
@@ -182,6 +194,9 @@ impl Translator<'_> {
             names.push(fresh_name(base, &all));
         }
         let value_column = left.columns[value_at].clone();
+        if !is_numeric(&schema, &value_column) {
+            return Ok(None);
+        }
         let stage = |global| -> Result<WindowMaxRowsFactory> {
             let names = [names[0].as_str(), names[1].as_str(), names[2].as_str()];
             Ok(
@@ -282,6 +297,15 @@ fn tumble_parts(agg: &Aggregate, input: &Stream) -> Result<Option<(Duration, Vec
         parts.push(w.part);
     }
     Ok(size.map(|s| (s, parts)))
+}
+
+/// Whether `column` of `schema` holds numbers, which the max-rows operator compares
+/// (any other type runs as the join it is).
+fn is_numeric(schema: &riffle_core::StreamSchema, column: &str) -> bool {
+    schema
+        .schema
+        .field_with_name(column)
+        .is_ok_and(|f| f.data_type().is_integer() || f.data_type().is_floating())
 }
 
 /// The column of `max(column)` or `min(column)`, and which.
