@@ -3,11 +3,12 @@
 //! they name a bad record (file and line, or topic, partition and offset).
 
 use crate::date_time_text::timestamp_from_text;
-use crate::flat_json::FlatJsonDecoder;
+use crate::flat_json::{FlatDecoded, FlatJsonDecoder};
 use crate::json_check::{JsonLineCheck, TextRule};
 use crate::json_numbers::{number_column, read_as_text};
 use crate::sinks::FileFormat;
 use riffle_core::arrow::array::{new_null_array, ArrayRef, AsArray};
+use riffle_core::arrow::compute::concat_batches;
 use riffle_core::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use riffle_core::RecordBatch;
 use std::sync::Arc;
@@ -36,7 +37,16 @@ pub(crate) struct RecordDecoder {
     arrow: Option<ArrowDecoder>,
     /// JSON's fast path (`flat_json.rs`), tried before Arrow's decoder while it is on.
     flat: FlatPath,
+    /// Lines given to the fast path, and those of them it did not take.
+    flat_lines: u64,
+    odd_lines: u64,
 }
+
+/// The fast path is turned off once this many of the lines it was given, and more than
+/// one in [`ODD_LINE_SHARE`], were of a form it does not take: each such line costs a
+/// try on both paths.
+const ODD_LINES_BEFORE_ARROW: u64 = 8;
+const ODD_LINE_SHARE: u64 = 64;
 
 /// Whether JSON's fast path is tried.
 enum FlatPath {
@@ -139,6 +149,8 @@ impl RecordDecoder {
                 FileFormat::Jsonl => FlatPath::Unbuilt,
                 _ => FlatPath::Off,
             },
+            flat_lines: 0,
+            odd_lines: 0,
         }
     }
 
@@ -172,8 +184,64 @@ impl RecordDecoder {
         })
     }
 
-    /// The records of `text` decoded by JSON's fast path, if it is on and takes them.
-    fn decode_flat(&mut self, text: &[u8], rows: usize) -> Option<RecordBatch> {
+    /// The records of `text` decoded by JSON's fast path, if it is on; a line it does
+    /// not take goes through Arrow's decoder alone, and the fast path goes on after it.
+    /// `None` when the fast path is off or takes no part of the batch.
+    fn decode_flat(
+        &mut self,
+        text: &[u8],
+        rows: usize,
+    ) -> std::result::Result<Option<RecordBatch>, String> {
+        let mut parts = Vec::new();
+        let (mut offset, mut left) = (0, rows);
+        if let FlatPath::On(_) | FlatPath::Unbuilt = self.flat {
+            self.flat_lines += rows as u64;
+        }
+        while left > 0 {
+            let rest = &text[offset.min(text.len())..];
+            let (batch, at) = match self.decode_flat_prefix(rest, left) {
+                Some(FlatDecoded::All(batch)) => {
+                    parts.push(batch);
+                    break;
+                }
+                Some(FlatDecoded::UpTo { batch, at }) => (batch, at),
+                Some(FlatDecoded::Not) | None if parts.is_empty() => return Ok(None),
+                Some(FlatDecoded::Not) | None => {
+                    parts.extend(self.decode_arrow(rest, left)?);
+                    break;
+                }
+            };
+            left -= batch.num_rows();
+            parts.push(batch);
+            // Data of another form in many lines: Arrow's decoder alone is faster.
+            self.odd_lines += 1;
+            if self.odd_lines >= ODD_LINES_BEFORE_ARROW
+                && self.odd_lines * ODD_LINE_SHARE > self.flat_lines
+            {
+                self.flat = FlatPath::Off;
+                parts.extend(self.decode_arrow(&rest[at..], left)?);
+                break;
+            }
+            // The last record is the rest of the text: one record alone may span lines
+            // (a Kafka value printed pretty).
+            let line_end = match left {
+                1 => rest.len(),
+                _ => memchr::memchr(b'\n', &rest[at..]).map_or(rest.len(), |e| at + e),
+            };
+            parts.extend(self.decode_arrow(&rest[at..line_end], 1)?);
+            left -= 1;
+            offset += line_end + 1;
+        }
+        let Some(first) = parts.first() else {
+            return Ok(None);
+        };
+        concat_batches(&first.schema(), &parts)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+
+    /// One step of [`decode_flat`](Self::decode_flat): the fast path's prefix of `text`.
+    fn decode_flat_prefix(&mut self, text: &[u8], rows: usize) -> Option<FlatDecoded> {
         if let FlatPath::Unbuilt = self.flat {
             self.flat = match self
                 .json_schema(&self.schema)
@@ -185,7 +253,7 @@ impl RecordDecoder {
             };
         }
         match &mut self.flat {
-            FlatPath::On(flat) => flat.decode(text, rows),
+            FlatPath::On(flat) => Some(flat.decode_prefix(text, rows)),
             _ => None,
         }
     }
@@ -231,7 +299,7 @@ impl RecordDecoder {
         text: &[u8],
         rows: usize,
     ) -> std::result::Result<Option<RecordBatch>, String> {
-        let decoded = match self.decode_flat(text, rows) {
+        let decoded = match self.decode_flat(text, rows)? {
             Some(batch) => Some(batch),
             None => {
                 let decoded = self.decode_arrow(text, rows)?;
@@ -415,7 +483,7 @@ mod tests {
     }
 
     #[test]
-    fn json_of_another_form_than_the_fast_paths_is_arrows_and_turns_it_off() {
+    fn json_of_another_form_is_arrows_line_by_line_and_turns_the_fast_path_off_when_common() {
         let schema = Arc::new(Schema::new(vec![
             Field::new("auction", DataType::Int64, true),
             Field::new("extra", DataType::Utf8, true),
@@ -441,12 +509,36 @@ mod tests {
         // A bad record is an error on either path, and leaves the fast path on.
         assert!(decoder.decode(b"{\"auction\":\"x\"}\n", 1).is_err());
         assert!(matches!(decoder.flat, FlatPath::On(_)));
-        // A number with a fraction keeps its text in a VARCHAR column: Arrow's work.
-        let arrows = decoder
-            .decode(b"{\"auction\":3,\"extra\":1.50}\n", 1)
+        // A number with a fraction keeps its text in a VARCHAR column: Arrow's work, for
+        // that line alone; the lines around it stay on the fast path.
+        let mixed = decoder
+            .decode(
+                b"{\"auction\":3,\"extra\":\"b\"}\n{\"auction\":4,\"extra\":1.50}\n{\"auction\":5,\"extra\":\"c\"}\n{\"auction\":6,\"extra\":2.0}",
+                4,
+            )
             .unwrap()
             .unwrap();
-        assert_eq!(text(&arrows), [Some("1.50".into())]);
+        assert_eq!(
+            text(&mixed),
+            [
+                Some("b".into()),
+                Some("1.50".into()),
+                Some("c".into()),
+                Some("2.0".into())
+            ]
+        );
+        let auctions = mixed
+            .column(0)
+            .as_primitive::<riffle_core::arrow::datatypes::Int64Type>();
+        assert_eq!(auctions.values(), &[3, 4, 5, 6]);
+        assert!(matches!(decoder.flat, FlatPath::On(_)));
+        // Such lines in more than one line in 64 (and at least 8): Arrow's decoder alone.
+        let many: String = (0..16)
+            .map(|i| format!("{{\"auction\":{i},\"extra\":{i}.5}}\n"))
+            .collect();
+        let arrows = decoder.decode(many.as_bytes(), 16).unwrap().unwrap();
+        assert_eq!(arrows.num_rows(), 16);
+        assert_eq!(text(&arrows)[15], Some("15.5".into()));
         assert!(matches!(decoder.flat, FlatPath::Off));
         let after = decoder
             .decode(b"{\"auction\":4,\"extra\":\"b\"}\n", 1)

@@ -93,47 +93,81 @@ impl FlatJsonDecoder {
 
     /// The `rows` records of `text`, one per line; `None` when a line is not of the form
     /// this decoder takes (or `text` holds another number of lines).
+    #[cfg(test)]
     pub(crate) fn decode(&mut self, text: &[u8], rows: usize) -> Option<RecordBatch> {
-        let mut columns: Vec<Column> = self
+        match self.decode_prefix(text, rows) {
+            FlatDecoded::All(batch) => Some(batch),
+            _ => None,
+        }
+    }
+
+    /// The `rows` records of `text`, one per line, or those before the first line this
+    /// decoder does not take.
+    pub(crate) fn decode_prefix(&mut self, text: &[u8], rows: usize) -> FlatDecoded {
+        let Some(mut columns) = self
             .types
             .iter()
             .map(|t| Column::new(t, rows))
-            .collect::<Option<_>>()?;
+            .collect::<Option<Vec<Column>>>()
+        else {
+            return FlatDecoded::Not;
+        };
         let mut copy = std::mem::take(&mut self.text);
         copy.clear();
         copy.extend_from_slice(text);
         let mut tape = self.tape.take().unwrap_or_else(simd_json::tape::Tape::null);
         let mut decoded = 0;
         let mut rest = &mut copy[..];
-        let mut taken = true;
+        // Where the line not taken starts, if one is not.
+        let mut odd = None;
         let mut line_start = 0;
         while !rest.is_empty() {
+            if decoded == rows {
+                odd = Some(line_start); // more lines than records: no prefix to keep
+                break;
+            }
             let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
             let (line, after) = rest.split_at_mut(end);
             rest = after.get_mut(1..).unwrap_or_default();
             // (simd-json parses `line` in place: its text as read is `original`.)
             let original = text.get(line_start..line_start + end).unwrap_or_default();
-            line_start += end + 1;
             let mut line_tape = tape.reset();
-            taken = decoded < rows
-                && !has_control_byte(line)
+            let taken = !has_control_byte(line)
                 && !has_lone_surrogate(line)
                 && simd_json::fill_tape(line, &mut self.buffers, &mut line_tape).is_ok()
                 && self.record(&line_tape.0, &mut columns)
                 && (!self.unchecked_number || long_numbers_end_cleanly(original));
             tape = line_tape.reset();
             if !taken {
+                odd = Some(line_start);
                 break;
             }
+            line_start += end + 1;
             decoded += 1;
         }
         self.tape = Some(tape);
         self.text = copy;
-        if !taken || decoded != rows {
-            return None;
+        if decoded == rows && odd.is_none() {
+            let arrays: Vec<ArrayRef> = columns.iter_mut().map(Column::finish).collect();
+            return match RecordBatch::try_new(self.schema.clone(), arrays) {
+                Ok(batch) => FlatDecoded::All(batch),
+                Err(_) => FlatDecoded::Not,
+            };
         }
-        let arrays: Vec<ArrayRef> = columns.iter_mut().map(Column::finish).collect();
-        RecordBatch::try_new(self.schema.clone(), arrays).ok()
+        match odd {
+            Some(at) if decoded < rows => {
+                // A column may hold part of the line not taken: keep the rows before it.
+                let arrays: Vec<ArrayRef> = columns
+                    .iter_mut()
+                    .map(|c| c.finish().slice(0, decoded))
+                    .collect();
+                match RecordBatch::try_new(self.schema.clone(), arrays) {
+                    Ok(batch) => FlatDecoded::UpTo { batch, at },
+                    Err(_) => FlatDecoded::Not,
+                }
+            }
+            _ => FlatDecoded::Not,
+        }
     }
 
     /// Appends the record of one line's tape to `columns`; false when it is not of the
@@ -200,6 +234,16 @@ impl FlatJsonDecoder {
         }
         true
     }
+}
+
+/// What [`FlatJsonDecoder::decode_prefix`] took.
+pub(crate) enum FlatDecoded {
+    /// Every record.
+    All(RecordBatch),
+    /// The records before the first line it does not take, which starts at byte `at`.
+    UpTo { batch: RecordBatch, at: usize },
+    /// Nothing: the text holds more lines than records, or the batch failed.
+    Not,
 }
 
 /// One column being built.
