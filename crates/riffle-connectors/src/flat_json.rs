@@ -35,10 +35,6 @@ use simd_json::{Buffers, Node, StaticNode};
 use std::fmt::Write;
 use std::sync::Arc;
 
-/// The most fields a schema may have for this decoder: which fields a record named is
-/// kept as the bits of a `u64`.
-const MAX_FIELDS: usize = 64;
-
 /// Decodes batches of JSON lines of one flat schema, or hands a batch back.
 pub(crate) struct FlatJsonDecoder {
     /// The batches' schema: the schema taken, its TIMESTAMP columns as text.
@@ -57,17 +53,20 @@ pub(crate) struct FlatJsonDecoder {
     /// what follows it, or a nested value not looked into (see
     /// `simd_json_gaps::may_end_unchecked`).
     unchecked_number: bool,
+    /// Per field, the last record that named it (numbered by `records_seen`, from 1): which
+    /// fields a record named, for any number of fields, without clearing per record.
+    named_by: Vec<u32>,
+    records_seen: u32,
 }
 
 impl FlatJsonDecoder {
     /// A decoder for records of `schema`; `None` when a field's type is one this decoder
-    /// leaves to Arrow's (or the schema has over [`MAX_FIELDS`] fields).
+    /// leaves to Arrow's.
     pub(crate) fn new(schema: &SchemaRef) -> Option<Self> {
         let fields = schema.fields();
-        let taken = fields.len() <= MAX_FIELDS
-            && fields
-                .iter()
-                .all(|f| Column::new(f.data_type(), 0).is_some());
+        let taken = fields
+            .iter()
+            .all(|f| Column::new(f.data_type(), 0).is_some());
         let as_text: Vec<Field> = fields
             .iter()
             .map(|f| match f.data_type() {
@@ -88,6 +87,8 @@ impl FlatJsonDecoder {
             tape: None,
             other_keys: Vec::new(),
             unchecked_number: false,
+            named_by: vec![0; fields.len()],
+            records_seen: 0,
         })
     }
 
@@ -178,7 +179,14 @@ impl FlatJsonDecoder {
         };
         self.other_keys.clear();
         self.unchecked_number = false;
-        let mut named: u64 = 0;
+        self.records_seen = match self.records_seen.checked_add(1) {
+            Some(r) => r,
+            None => {
+                self.named_by.fill(0);
+                1
+            }
+        };
+        let record = self.records_seen;
         let mut at = 1;
         // Records usually name the fields in one order: look first where the last
         // field's successor is.
@@ -202,10 +210,10 @@ impl FlatJsonDecoder {
                 }
                 continue;
             };
-            if named & (1 << i) != 0 {
+            if self.named_by[i] == record {
                 return false; // named twice: a malformed record
             }
-            named |= 1 << i;
+            self.named_by[i] = record;
             guess = i + 1;
             let appended = match value {
                 Node::Static(StaticNode::Null) if self.nullable[i] => {
@@ -225,7 +233,7 @@ impl FlatJsonDecoder {
         }
         // Fields the record does not name are NULL.
         for (i, column) in columns.iter_mut().enumerate() {
-            if named & (1 << i) == 0 {
+            if self.named_by[i] != record {
                 if !self.nullable[i] {
                     return false;
                 }
@@ -412,7 +420,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use riffle_core::arrow::array::AsArray;
+    use riffle_core::arrow::array::{Array, AsArray};
     use riffle_core::arrow::datatypes::TimeUnit;
 
     fn takes(schema: &Schema) -> bool {
@@ -647,10 +655,30 @@ mod tests {
             let schema = Schema::new(vec![Field::new("x", other.clone(), true)]);
             assert!(!takes(&schema), "{other}");
         }
-        let wide: Vec<Field> = (0..=MAX_FIELDS)
+    }
+
+    #[test]
+    fn wide_records_are_taken_and_a_field_named_twice_is_handed_back() {
+        let fields: Vec<Field> = (0..100)
             .map(|i| Field::new(format!("c{i}"), DataType::Int64, true))
             .collect();
-        assert!(!takes(&Schema::new(wide)));
+        let schema = Arc::new(Schema::new(fields));
+        let mut flat = FlatJsonDecoder::new(&schema).expect("a wide schema is taken");
+        let line = |skip: usize| -> String {
+            let values: Vec<String> = (0..100)
+                .filter(|&i| i != skip)
+                .map(|i| format!("\"c{i}\":{i}"))
+                .collect();
+            format!("{{{}}}\n", values.join(","))
+        };
+        let text = format!("{}{}", line(99), line(70));
+        let batch = flat.decode(text.as_bytes(), 2).expect("taken");
+        let column = |i: usize| batch.column(i).as_primitive::<Int64Type>().clone();
+        assert_eq!(column(80).values(), &[80, 80]);
+        assert!(column(99).is_null(0) && column(70).is_null(1));
+        assert!(column(70).is_valid(0) && column(99).is_valid(1));
+        let twice = "{\"c65\":1,\"c3\":2,\"c65\":3}\n";
+        assert!(flat.decode(twice.as_bytes(), 1).is_none());
     }
 
     /// Small, seeded variations of good lines (bytes replaced, inserted, removed): each
