@@ -47,6 +47,8 @@ pub(crate) struct RecordDecoder {
 /// try on both paths.
 const ODD_LINES_BEFORE_ARROW: u64 = 8;
 const ODD_LINE_SHARE: u64 = 64;
+/// The history of lines the share is judged over (about): halved when it grows past.
+const RECENT_LINES: u64 = 1 << 20;
 
 /// Whether JSON's fast path is tried.
 enum FlatPath {
@@ -196,15 +198,20 @@ impl RecordDecoder {
         let (mut offset, mut left) = (0, rows);
         if let FlatPath::On(_) | FlatPath::Unbuilt = self.flat {
             self.flat_lines += rows as u64;
+            // Judged over recent lines: halve the history now and then.
+            if self.flat_lines > RECENT_LINES {
+                self.flat_lines /= 2;
+                self.odd_lines /= 2;
+            }
         }
-        while left > 0 {
+        loop {
             let rest = &text[offset.min(text.len())..];
-            let (batch, at) = match self.decode_flat_prefix(rest, left) {
+            let (batch, at) = match self.decode_flat_prefix(text, offset, left) {
                 Some(FlatDecoded::All(batch)) => {
                     parts.push(batch);
                     break;
                 }
-                Some(FlatDecoded::UpTo { batch, at }) => (batch, at),
+                Some(FlatDecoded::UpTo { batch, at }) => (batch, at - offset),
                 Some(FlatDecoded::Not) | None if parts.is_empty() => return Ok(None),
                 Some(FlatDecoded::Not) | None => {
                     parts.extend(self.decode_arrow(rest, left)?);
@@ -231,6 +238,9 @@ impl RecordDecoder {
             parts.extend(self.decode_arrow(&rest[at..line_end], 1)?);
             left -= 1;
             offset += line_end + 1;
+            if left == 0 {
+                break;
+            }
         }
         let Some(first) = parts.first() else {
             return Ok(None);
@@ -241,7 +251,7 @@ impl RecordDecoder {
     }
 
     /// One step of [`decode_flat`](Self::decode_flat): the fast path's prefix of `text`.
-    fn decode_flat_prefix(&mut self, text: &[u8], rows: usize) -> Option<FlatDecoded> {
+    fn decode_flat_prefix(&mut self, text: &[u8], from: usize, rows: usize) -> Option<FlatDecoded> {
         if let FlatPath::Unbuilt = self.flat {
             self.flat = match self
                 .json_schema(&self.schema)
@@ -253,7 +263,7 @@ impl RecordDecoder {
             };
         }
         match &mut self.flat {
-            FlatPath::On(flat) => Some(flat.decode_prefix(text, rows)),
+            FlatPath::On(flat) => Some(flat.decode_prefix(text, from, rows)),
             _ => None,
         }
     }
@@ -531,6 +541,18 @@ mod tests {
             .column(0)
             .as_primitive::<riffle_core::arrow::datatypes::Int64Type>();
         assert_eq!(auctions.values(), &[3, 4, 5, 6]);
+        assert!(matches!(decoder.flat, FlatPath::On(_)));
+        // Blank lines between records (Kafka values ending in a newline, joined by
+        // another) are no records, on either path; nor is an empty poll.
+        let blank = decoder
+            .decode(
+                b"{\"auction\":7,\"extra\":\"a\"}\n\n{\"auction\":8,\"extra\":1.5}\r\n \n{\"auction\":9}\n\n",
+                3,
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(text(&blank), [Some("a".into()), Some("1.5".into()), None]);
+        assert_eq!(decoder.decode(b"", 0).unwrap().unwrap().num_rows(), 0);
         assert!(matches!(decoder.flat, FlatPath::On(_)));
         // Such lines in more than one line in 64 (and at least 8): Arrow's decoder alone.
         let many: String = (0..16)

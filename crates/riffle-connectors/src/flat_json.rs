@@ -96,38 +96,52 @@ impl FlatJsonDecoder {
     /// this decoder takes (or `text` holds another number of lines).
     #[cfg(test)]
     pub(crate) fn decode(&mut self, text: &[u8], rows: usize) -> Option<RecordBatch> {
-        match self.decode_prefix(text, rows) {
+        match self.decode_prefix(text, 0, rows) {
             FlatDecoded::All(batch) => Some(batch),
             _ => None,
         }
     }
 
-    /// The `rows` records of `text`, one per line, or those before the first line this
-    /// decoder does not take.
-    pub(crate) fn decode_prefix(&mut self, text: &[u8], rows: usize) -> FlatDecoded {
+    /// The `rows` records of `text` from byte `from` on, one per line, or those before
+    /// the first line this decoder does not take. Blank lines are no records (as for
+    /// Arrow's decoder). Calls for one text go on from `from` > 0 after a line not
+    /// taken: the text is copied once, at `from` = 0.
+    pub(crate) fn decode_prefix(&mut self, text: &[u8], from: usize, rows: usize) -> FlatDecoded {
+        // (Past a line not taken, lines of another form may follow: grow as needed.)
+        let capacity = if from == 0 { rows } else { rows.min(1024) };
         let Some(mut columns) = self
             .types
             .iter()
-            .map(|t| Column::new(t, rows))
+            .map(|t| Column::new(t, capacity))
             .collect::<Option<Vec<Column>>>()
         else {
             return FlatDecoded::Not;
         };
         let mut copy = std::mem::take(&mut self.text);
-        copy.clear();
-        copy.extend_from_slice(text);
+        if from == 0 || copy.len() != text.len() {
+            copy.clear();
+            copy.extend_from_slice(text);
+        }
         let mut tape = self.tape.take().unwrap_or_else(simd_json::tape::Tape::null);
         let mut decoded = 0;
-        let mut rest = &mut copy[..];
+        let mut rest = copy.get_mut(from..).unwrap_or_default();
         // Where the line not taken starts, if one is not.
         let mut odd = None;
-        let mut line_start = 0;
+        let mut line_start = from;
         while !rest.is_empty() {
+            let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+            if rest[..end]
+                .iter()
+                .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+            {
+                rest = rest.get_mut(end + 1..).unwrap_or_default();
+                line_start += end + 1;
+                continue;
+            }
             if decoded == rows {
                 odd = Some(line_start); // more lines than records: no prefix to keep
                 break;
             }
-            let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
             let (line, after) = rest.split_at_mut(end);
             rest = after.get_mut(1..).unwrap_or_default();
             // (simd-json parses `line` in place: its text as read is `original`.)
@@ -248,7 +262,8 @@ impl FlatJsonDecoder {
 pub(crate) enum FlatDecoded {
     /// Every record.
     All(RecordBatch),
-    /// The records before the first line it does not take, which starts at byte `at`.
+    /// The records before the first line it does not take, which starts at byte `at` of
+    /// the text.
     UpTo { batch: RecordBatch, at: usize },
     /// Nothing: the text holds more lines than records, or the batch failed.
     Not,
