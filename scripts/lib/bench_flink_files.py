@@ -15,8 +15,19 @@ TABLES = {
     "bid": "auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR, "
     "`dateTime` TIMESTAMP(3), extra VARCHAR",
 }
-# The table each query reads most of: its rows are the query's input rows.
-READS = {"q3": ["auction", "person"], "q8": ["auction", "person"]}
+# The tables each query reads: their rows are the query's input rows (bids by default).
+READS = {
+    "q3": ["auction", "person"],
+    "q4": ["auction", "bid"],
+    "q6_corrected": ["auction", "bid"],
+    "q8": ["auction", "person"],
+    "q9": ["auction", "bid"],
+}
+# q14's UDF as a SQL expression, as riffle's own suite runs it.
+COUNT_CHAR_SQL = (
+    "CREATE FUNCTION count_char(s VARCHAR, c VARCHAR) RETURNS BIGINT AS "
+    "'CASE WHEN s IS NULL THEN 0 ELSE char_length(s) - char_length(replace(s, substr(c, 1, 1), '''')) END'"
+)
 SUITE = "crates/riffle-bench/flink-suite"
 
 
@@ -50,11 +61,36 @@ def write_input(riffle, work, events):
     return rows
 
 
+def query_text(work, query, engine):
+    """The suite's text of `query` with the stand-ins both engines get (see
+    scripts/bench-flink-files) for what it names outside its DDL."""
+    text = open(f"{SUITE}/{query}.sql").read()
+    text = text.replace("file://${NEXMARK_DIR}/data/output/${SUBMIT_TIME}/bid/", f"file://{work}/q10-{engine}/")
+    if "CREATE TABLE side_input" in text:
+        start = text.index("CREATE TABLE side_input")
+        end = text.index(";", start)
+        skip_header = ", 'csv.ignore-parse-errors' = 'true'" if engine == "flink" else ""
+        text = (text[:start] + "CREATE TABLE side_input (key BIGINT, `value` VARCHAR) WITH ("
+                f"'connector' = 'filesystem', 'path' = '{work}/side_input/side_input.csv', 'format' = 'csv'{skip_header})"
+                + text[end:])
+    if engine == "riffle":
+        text = text.replace("CREATE FUNCTION count_char AS 'com.github.nexmark.flink.udf.CountChar'", COUNT_CHAR_SQL)
+    else:
+        text = text.replace("'com.github.nexmark.flink.udf.CountChar'", "'riffle.bench.CountChar'")
+    return text
+
+
+def write_side_input(work):
+    os.makedirs(f"{work}/side_input", exist_ok=True)
+    with open(f"{work}/side_input/side_input.csv", "w") as f:
+        f.write("key,value\n" + "".join(f"{k},side {k}\n" for k in range(10_000)))
+
+
 def run_riffle(riffle, work, query, parallelism):
     """Seconds riffle reports, and the CPU seconds of its process."""
     path = f"{work}/riffle-{query}.sql"
     with open(path, "w") as f:
-        f.write(sources(work, "") + open(f"{SUITE}/{query}.sql").read())
+        f.write(sources(work, "") + query_text(work, query, "riffle"))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run([riffle, "run", path, "--state", f"{work}/state-{query}", "-p", str(parallelism),
                           "--checkpoint-interval", "1s"], check=True, capture_output=True, text=True)
@@ -103,7 +139,10 @@ def flink_job(work, query, parallelism):
     # then fails the job).
     config.set("execution.checkpointing.storage", "filesystem")
     config.set("execution.checkpointing.dir", f"file://{work}/flink-checkpoints-{query}")
-    text = sources(work, ", 'json.timestamp-format.standard' = 'ISO-8601'") + open(f"{SUITE}/{query}.sql").read()
+    jar = os.environ.get("RIFFLE_FLINK_UDF_JAR")
+    if jar and os.path.exists(jar):
+        config.set("pipeline.jars", f"file://{jar}")
+    text = sources(work, ", 'json.timestamp-format.standard' = 'ISO-8601'") + query_text(work, query, "flink")
     text = "\n".join(line.split("--")[0] for line in text.splitlines())
     statements = [s.strip() for s in text.split(";") if s.strip()]
     for statement in statements[:-1]:
@@ -119,6 +158,7 @@ def main():
     log(f"writing {events} Nexmark events as JSON lines")
     rows = write_input(riffle, work, events)
     log(f"rows: {rows}")
+    write_side_input(work)
     print(f"| query ({events} events, JSON lines, p{parallelism}, 1 s checkpoints) | input rows | riffle s | riffle CPU s "
           f"| Flink s | Flink CPU s | riffle / Flink, time | riffle / Flink, per core |")
     print("|---|---|---|---|---|---|---|---|")
