@@ -122,9 +122,18 @@ import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 from bench_flink_files import flink_job
 flink_job({work!r}, {query!r}, {parallelism})
 """
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if out.returncode != 0:
+        # The innermost cause says why (e.g. a construct it does not run).
+        causes = [line.strip() for line in out.stderr.splitlines()
+                  if "Exception:" in line or line.strip().startswith("Caused by:")]
+        raise FlinkFailed((causes[-1] if causes else "failed")[:300])
     seconds, cpu = out.stdout.strip().splitlines()[-1].split()
     return float(seconds), float(cpu)
+
+
+class FlinkFailed(Exception):
+    """Flink did not run a query: riffle's row then stands alone."""
 
 
 def flink_job(work, query, parallelism):
@@ -168,7 +177,12 @@ def main():
         log(f"{query}: riffle")
         r_s, r_cpu = run_riffle(riffle, work, query, parallelism)
         log(f"{query}: Flink")
-        f_s, f_cpu = run_flink(work, query, parallelism)
+        try:
+            f_s, f_cpu = run_flink(work, query, parallelism)
+        except FlinkFailed as e:
+            log(f"{query}: Flink failed: {e}")
+            print(f"| {query} | {input_rows:,} | {r_s:.2f} | {r_cpu:.2f} | Flink fails: {e} | | | |", flush=True)
+            continue
         ratios.append((f_s / r_s, f_cpu / r_cpu))
         print(f"| {query} | {input_rows:,} | {r_s:.2f} | {r_cpu:.2f} | {f_s:.2f} | {f_cpu:.2f} "
               f"| {f_s / r_s:.1f}× | {f_cpu / r_cpu:.1f}× |", flush=True)

@@ -13,15 +13,15 @@
 //! local ones), and at once every row exactly at a window's start (it may meet the
 //! previous window at any value) or behind the local watermark.
 
-use super::Shape;
+use super::{state_error, state_rows, window_starts, Shape};
 use crate::window::{take_rows, timestamp_array, timestamps};
 use riffle_core::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, StructArray, UInt16Array};
 use riffle_core::arrow::compute::{concat_batches, filter_record_batch};
-use riffle_core::arrow::datatypes::{DataType, Field, Fields, Schema, TimestampNanosecondType};
+use riffle_core::arrow::datatypes::{DataType, Field, Fields, Schema};
 use riffle_core::operator::OperatorCounters;
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{
-    timestamp_type, Epoch, Error, EventTime, Operator, OperatorContext, OperatorState, RecordBatch,
+    timestamp_type, Epoch, EventTime, Operator, OperatorContext, OperatorState, RecordBatch,
     Result, StreamSchema,
 };
 use std::collections::BTreeMap;
@@ -355,23 +355,6 @@ impl Operator for Global {
     }
 }
 
-fn state_error(operator: &str, message: &str) -> Error {
-    Error::State {
-        operator: operator.to_string(),
-        message: message.into(),
-    }
-}
-
-fn window_starts<'a>(
-    batch: &'a RecordBatch,
-    operator: &str,
-) -> Result<&'a riffle_core::arrow::array::PrimitiveArray<TimestampNanosecondType>> {
-    batch
-        .column_by_name("window_start")
-        .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())
-        .ok_or_else(|| state_error(operator, "missing `window_start`"))
-}
-
 /// The open windows' rows: `window_start`, `at_end` (whether the row waits at the
 /// window's end rather than holding its extreme), and the row.
 fn rows_state(shape: &Shape, windows: &BTreeMap<EventTime, Open>) -> Result<OperatorState> {
@@ -422,11 +405,7 @@ fn restore_rows(
             .column_by_name("at_end")
             .and_then(|c| c.as_boolean_opt())
             .ok_or_else(|| state_error(operator, "missing `at_end`"))?;
-        let rows = batch
-            .column_by_name("row")
-            .and_then(|c| c.as_struct_opt())
-            .ok_or_else(|| state_error(operator, "missing struct column `row`"))?;
-        let rows = RecordBatch::try_new(shape.input.schema.clone(), rows.columns().to_vec())?;
+        let rows = state_rows(&batch, shape, operator)?;
         let keys = shape.keys(&rows)?;
         for (row, key) in keys.into_iter().enumerate() {
             let key = key.ok_or_else(|| state_error(operator, "a row without a value"))?;

@@ -1,16 +1,15 @@
 //! The by-window stage: per tumbling window, its rows whose value is the window's
 //! extreme (see the module's documentation).
 
-use super::Shape;
+use super::{state_error, state_rows, window_starts, Shape};
 use crate::window::{timestamp_array, timestamps};
-use riffle_core::arrow::array::{ArrayRef, AsArray, BooleanArray, StructArray, UInt16Array};
+use riffle_core::arrow::array::{ArrayRef, BooleanArray, StructArray, UInt16Array};
 use riffle_core::arrow::compute::{concat_batches, filter_record_batch};
-use riffle_core::arrow::datatypes::{DataType, Field, Fields, Schema, TimestampNanosecondType};
+use riffle_core::arrow::datatypes::{DataType, Field, Fields, Schema};
 use riffle_core::operator::OperatorCounters;
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{
-    timestamp_type, Epoch, Error, EventTime, Operator, OperatorContext, OperatorState, RecordBatch,
-    Result,
+    timestamp_type, Epoch, EventTime, Operator, OperatorContext, OperatorState, RecordBatch, Result,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -172,25 +171,13 @@ impl Operator for WindowMaxRows {
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {
-        let bad = |m: &str| Error::State {
-            operator: self.operator.clone(),
-            message: m.into(),
-        };
         for batch in state.batches {
-            let starts = batch
-                .column_by_name("window_start")
-                .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())
-                .ok_or_else(|| bad("missing `window_start`"))?
-                .clone();
-            let rows = batch
-                .column_by_name("row")
-                .and_then(|c| c.as_struct_opt())
-                .ok_or_else(|| bad("missing struct column `row`"))?;
-            let rows =
-                RecordBatch::try_new(self.shape.input.schema.clone(), rows.columns().to_vec())?;
+            let starts = window_starts(&batch, &self.operator)?;
+            let rows = state_rows(&batch, &self.shape, &self.operator)?;
             let keys = self.shape.keys(&rows)?;
             for (row, key) in keys.into_iter().enumerate() {
-                let key = key.ok_or_else(|| bad("a row without a value"))?;
+                let key =
+                    key.ok_or_else(|| state_error(&self.operator, "a row without a value"))?;
                 // Subtasks' states merge at a lower parallelism: only the largest key
                 // of a window stays.
                 let best = self.windows.entry(starts.value(row)).or_insert(Best {

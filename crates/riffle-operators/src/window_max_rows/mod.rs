@@ -22,9 +22,11 @@ mod by_time;
 mod by_window;
 mod order_key;
 
-use riffle_core::arrow::datatypes::{Field, Schema};
+use riffle_core::arrow::array::{AsArray, PrimitiveArray};
+use riffle_core::arrow::datatypes::{Field, Schema, TimestampNanosecondType};
 use riffle_core::{
-    timestamp_type, Error, Operator, OperatorContext, OperatorFactory, Result, StreamSchema,
+    timestamp_type, Error, Operator, OperatorContext, OperatorFactory, RecordBatch, Result,
+    StreamSchema,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -213,6 +215,37 @@ impl Shape {
     fn keys(&self, batch: &riffle_core::RecordBatch) -> Result<Vec<Option<i128>>> {
         order_key::order_keys(batch.column(self.value), self.extreme)
     }
+}
+
+/// A state batch that does not hold what this operator wrote.
+fn state_error(operator: &str, message: &str) -> Error {
+    Error::State {
+        operator: operator.to_string(),
+        message: message.into(),
+    }
+}
+
+/// The `window_start` column of a state batch.
+fn window_starts<'a>(
+    batch: &'a RecordBatch,
+    operator: &str,
+) -> Result<&'a PrimitiveArray<TimestampNanosecondType>> {
+    batch
+        .column_by_name("window_start")
+        .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())
+        .ok_or_else(|| state_error(operator, "missing `window_start`"))
+}
+
+/// The rows of a state batch's struct column `row`, as batches of the input.
+fn state_rows(batch: &RecordBatch, shape: &Shape, operator: &str) -> Result<RecordBatch> {
+    let rows = batch
+        .column_by_name("row")
+        .and_then(|c| c.as_struct_opt())
+        .ok_or_else(|| state_error(operator, "missing struct column `row`"))?;
+    Ok(RecordBatch::try_new(
+        shape.input.schema.clone(),
+        rows.columns().to_vec(),
+    )?)
 }
 
 #[cfg(test)]
