@@ -189,6 +189,11 @@ pub(super) struct Global {
     windows: BTreeMap<EventTime, Open>,
     /// Closed windows with rows: their extreme's key and value (one row of the column).
     closed: BTreeMap<EventTime, (i128, ArrayRef)>,
+    /// `closed` as snapshots hand it out: the same batches each time, plus one for the
+    /// windows closed since (so checkpoints reuse their files), all in one again once
+    /// the chain is [`CLOSED_CHAIN`] long.
+    closed_chain: Vec<RecordBatch>,
+    newly_closed: Vec<EventTime>,
     watermark: EventTime,
     counters: Arc<OperatorCounters>,
     operator: String,
@@ -207,6 +212,8 @@ impl Global {
             output,
             windows: BTreeMap::new(),
             closed: BTreeMap::new(),
+            closed_chain: Vec::new(),
+            newly_closed: Vec::new(),
             watermark: EventTime::MIN,
             counters: ctx.counters.clone(),
             operator: ctx.operator_id.0.clone(),
@@ -226,6 +233,29 @@ impl Global {
 
     fn key_of_closed(&self, start: EventTime) -> Option<i128> {
         self.closed.get(&start).map(|(k, _)| *k)
+    }
+
+    /// A state batch of the closed windows starting at `starts`: `window_start`,
+    /// `extreme` (the value's type).
+    fn closed_batch(&self, starts: impl Iterator<Item = EventTime>) -> Result<RecordBatch> {
+        let value = self.shape.input.schema.field(self.shape.value);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
+            Field::new("window_start", timestamp_type(), false),
+            Field::new("extreme", value.data_type().clone(), false),
+        ]));
+        let (starts, values): (Vec<i64>, Vec<&dyn Array>) = starts
+            .filter_map(|s| self.closed.get(&s).map(|(_, v)| (s, v.as_ref())))
+            .unzip();
+        let n = starts.len();
+        Ok(RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(UInt16Array::from(vec![0u16; n])),
+                timestamp_array(starts),
+                riffle_core::arrow::compute::concat(&values)?,
+            ],
+        )?)
     }
 }
 
@@ -299,6 +329,7 @@ impl Operator for Global {
             let n = rows.num_rows();
             out.push(self.matched(&rows, vec![start; n])?);
             self.closed.insert(start, (key, value));
+            self.newly_closed.push(start);
         }
         self.counters.add_windows(fired);
         Ok(())
@@ -306,25 +337,16 @@ impl Operator for Global {
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
         let mut state = rows_state(&self.shape, &self.windows)?;
-        if !self.closed.is_empty() {
-            let value = self.shape.input.schema.field(self.shape.value);
-            let schema = Arc::new(Schema::new(vec![
-                Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
-                Field::new("window_start", timestamp_type(), false),
-                Field::new("extreme", value.data_type().clone(), false),
-            ]));
-            let starts: Vec<i64> = self.closed.keys().copied().collect();
-            let values: Vec<&dyn Array> = self.closed.values().map(|(_, v)| v.as_ref()).collect();
-            let n = starts.len();
-            state.batches.push(RecordBatch::try_new(
-                schema,
-                vec![
-                    Arc::new(UInt16Array::from(vec![0u16; n])),
-                    timestamp_array(starts),
-                    riffle_core::arrow::compute::concat(&values)?,
-                ],
-            )?);
+        if !self.newly_closed.is_empty() {
+            let starts = std::mem::take(&mut self.newly_closed);
+            if self.closed_chain.len() >= CLOSED_CHAIN {
+                self.closed_chain = vec![self.closed_batch(self.closed.keys().copied())?];
+            } else {
+                let batch = self.closed_batch(starts.into_iter())?;
+                self.closed_chain.push(batch);
+            }
         }
+        state.batches.extend(self.closed_chain.iter().cloned());
         Ok(state)
     }
 
@@ -345,6 +367,7 @@ impl Operator for Global {
                 self.closed
                     .insert(starts.value(row), (key, values.slice(row, 1)));
             }
+            self.closed_chain.push(batch);
         }
         restore_rows(
             &self.shape,
@@ -354,6 +377,12 @@ impl Operator for Global {
         )
     }
 }
+
+/// How many batches of closed windows' extremes a snapshot hands out before they are
+/// written as one again: a long-running job closes a window every few seconds, and each
+/// checkpoint then writes only those closed since the last (and the whole list once in
+/// this many checkpoints).
+const CLOSED_CHAIN: usize = 32;
 
 /// The open windows' rows: `window_start`, `at_end` (whether the row waits at the
 /// window's end rather than holding its extreme), and the row.

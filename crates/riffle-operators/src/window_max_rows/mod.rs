@@ -166,6 +166,11 @@ impl OperatorFactory for WindowMaxRowsFactory {
     fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
         self.global.then(Vec::new)
     }
+    fn stable_state(&self) -> bool {
+        // The by-time global stage hands out its closed windows' extremes as the same
+        // batches from snapshot to snapshot.
+        self.global && matches!(self.matching, Matching::ByTime { .. })
+    }
     fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
         let shape = Shape {
             value: self.value,

@@ -247,3 +247,47 @@ fn a_local_stage_sends_what_it_holds_when_its_source_goes_idle() {
     global.on_idle(&mut out).unwrap();
     assert!(out.is_empty());
 }
+
+#[test]
+fn closed_windows_extremes_are_handed_out_as_the_same_batches_until_the_chain_is_long() {
+    let mut global = stage(true, true);
+    let mut out = Vec::new();
+    let closed_batches = |g: &mut Box<dyn Operator>| -> Vec<RecordBatch> {
+        g.snapshot(riffle_core::Epoch(1))
+            .unwrap()
+            .batches
+            .into_iter()
+            .filter(|b| b.column_by_name("extreme").is_some())
+            .collect()
+    };
+    global
+        .on_batch(0, batch(&[(1, Some(7), 1)]), &mut out)
+        .unwrap();
+    global.on_watermark(15 * MS, &mut out).unwrap();
+    let first = closed_batches(&mut global);
+    assert_eq!(first.len(), 1);
+    // Nothing closed since: the same arrays, so a checkpoint reuses their file.
+    let again = closed_batches(&mut global);
+    assert!(Arc::ptr_eq(first[0].column(2), again[0].column(2)));
+    // Each window closed adds a batch, until the chain is rewritten as one.
+    for w in 1..=40 {
+        global
+            .on_batch(0, batch(&[(w + 1, Some(w), w * 10 + 1)]), &mut out)
+            .unwrap();
+        global.on_watermark((w * 10 + 15) * MS, &mut out).unwrap();
+        let chain = closed_batches(&mut global);
+        assert!(chain.len() <= 32, "{}", chain.len());
+        let rows: usize = chain.iter().map(RecordBatch::num_rows).sum();
+        assert_eq!(rows, w as usize + 1);
+    }
+    // A restore finds every closed window's maximum: a late row meets it.
+    let state = global.snapshot(riffle_core::Epoch(2)).unwrap();
+    let mut restored = stage(true, true);
+    restored.restore(state).unwrap();
+    restored.on_watermark(1000 * MS, &mut out).unwrap();
+    let mut late = Vec::new();
+    restored
+        .on_batch(0, batch(&[(99, Some(20), 205)]), &mut late)
+        .unwrap();
+    assert_eq!(matches(&late), vec![(99, 200)]);
+}
