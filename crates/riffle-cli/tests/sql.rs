@@ -157,6 +157,30 @@ fn stdout_rows(text: &str) -> Vec<serde_json::Value> {
 }
 
 #[test]
+fn a_join_with_the_windows_max_reads_the_subquerys_columns_in_its_own_order() {
+    // The subquery names the maximum before the window, unlike its GROUP BY: the
+    // max-rows plan once gave `max_price` the window and `w` the price.
+    let rows = stdout_rows(
+        "CREATE TABLE bid (WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND) WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '200K', 'rate' = '10K');
+         CREATE TABLE out WITH ('connector' = 'stdout');
+         INSERT INTO out SELECT b.auction, b.price, m.max_price, m.w['start'] AS window_start
+         FROM (SELECT *, tumble(INTERVAL '10' SECOND) AS w FROM bid) b
+         JOIN (SELECT max(price) AS max_price, tumble(INTERVAL '10' SECOND) AS w FROM bid GROUP BY w) m
+           ON b.w = m.w AND b.price = m.max_price;",
+    );
+    assert!(rows.len() >= 2, "{rows:?}");
+    for v in &rows {
+        assert_eq!(v["price"], v["max_price"], "{v}");
+        assert!(
+            v["window_start"]
+                .as_str()
+                .is_some_and(|s| s.ends_with("0Z")),
+            "{v}"
+        );
+    }
+}
+
+#[test]
 fn stdout_tables_print_rows() {
     let rows = stdout_rows(
         "CREATE TABLE bid WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '100');\nCREATE TABLE out WITH ('connector' = 'stdout');\nINSERT INTO out SELECT auction, upper(channel) AS channel FROM bid WHERE auction % 2 = 0;\n",

@@ -180,7 +180,8 @@ pub(crate) fn attach_sink(
             }
             _ => field_expr(stream, i)?,
         };
-        identity &= schema.field(i).name() == name && column == name;
+        // (Short-circuit: a stream may name more fields than its batches hold columns.)
+        identity = identity && schema.field(i).name() == name && column == name;
         exprs.push(e.alias(name));
     }
     let mut node = stream.node;

@@ -102,3 +102,22 @@ fn null_safe_equality_text_values_and_processing_time_run_as_the_join() {
         assert!(!e.contains("max_rows"), "{query}:\n{e}");
     }
 }
+
+#[test]
+fn a_join_with_the_windows_max_over_window_tvfs_runs_as_max_rows() {
+    let tvf = "TABLE(TUMBLE(TABLE bid, DESCRIPTOR(date_time), INTERVAL '10' SECOND))";
+    let text = format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'blackhole');
+         INSERT INTO out SELECT B.auction, B.price, B1.window_start, B1.maxprice
+         FROM {tvf} B JOIN (
+           SELECT MAX(price) AS maxprice, window_start, window_end FROM {tvf}
+           GROUP BY window_start, window_end
+         ) B1 ON B.window_start = B1.window_start AND B.price = B1.maxprice;"
+    );
+    let e = explained(&text);
+    assert!(
+        e.contains("tumble(10s) rows with max(price) [global]"),
+        "{e}"
+    );
+    assert!(!e.contains("window join"), "{e}");
+}

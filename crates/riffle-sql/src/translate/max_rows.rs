@@ -22,7 +22,9 @@ use std::time::Duration;
 impl Translator<'_> {
     /// `s JOIN (SELECT w, max(v) FROM s GROUP BY w) m ON s.w = m.w AND s.v = m.max`: the
     /// rows of `s` holding their window's maximum (or minimum), computed by local and global
-    /// `WindowMaxRows` stages without materializing the aggregate.
+    /// `WindowMaxRows` stages without materializing the aggregate. The window may be one
+    /// column or, as Flink users write it over a window TVF, its parts
+    /// (`GROUP BY window_start, window_end` and `ON s.window_start = m.window_start`).
     pub(super) fn max_rows(&mut self, j: &Join, left: &Stream) -> Result<Option<Stream>> {
         // DataFusion turns the inner join into a semi join when only the left columns
         // are read (the right side is unique per window).
@@ -31,60 +33,71 @@ impl Translator<'_> {
             JoinType::LeftSemi => true,
             _ => return Ok(None),
         };
-        if j.filter.is_some()
-            || j.on.len() != 2
-            || j.null_equality != NullEquality::NullEqualsNothing
-        {
+        if j.filter.is_some() || j.null_equality != NullEquality::NullEqualsNothing {
             return Ok(None);
         }
         let Some((agg, map)) = aggregate_below(&j.right) else {
             return Ok(None);
         };
-        if agg.group_expr.len() != 1 || agg.aggr_expr.len() != 1 {
+        if agg.aggr_expr.len() != 1 {
             return Ok(None);
         }
         let Some((value, extreme)) = extreme_argument(&agg.aggr_expr[0]) else {
             return Ok(None);
         };
+        let n_groups = agg.group_expr.len();
         let (ls, rs) = (j.left.schema(), j.right.schema());
-        let (mut window_at, mut value_at) = (None, None);
+        // The ON pairs: left fields matched with a window group, and the value.
+        let (mut windows_on, mut value_at) = (Vec::new(), None);
         for (l, r) in &j.on {
             let (Ok(li), Ok(ri)) = (column_index(l, ls), column_index(r, rs)) else {
                 return Ok(None);
             };
             match map.get(ri) {
-                Some(0) => window_at = Some(li),
-                Some(1) => value_at = Some(li),
+                Some(&g) if g < n_groups => windows_on.push((li, g)),
+                Some(&g) if g == n_groups && value_at.is_none() => value_at = Some(li),
                 _ => return Ok(None),
             }
         }
-        let (Some(w), Some(v)) = (window_at, value_at) else {
-            return Ok(None);
-        };
-        let Some(left_window) = left.windows[w] else {
+        let Some(v) = value_at.filter(|_| !windows_on.is_empty()) else {
             return Ok(None);
         };
         let input = self.translate(&agg.input)?;
         let in_schema = agg.input.schema();
-        let group_window = match window_call(&agg.group_expr[0])? {
-            Some(spec) => Some(WindowColumn {
-                spec,
-                origin: WindowOrigin::PerRow,
-                part: WindowPart::Whole,
-            }),
-            None => match &agg.group_expr[0] {
-                Expr::Column(c) => input.windows[in_schema.index_of_column(c)?],
-                _ => None,
-            },
-        };
+        // Each group's window (part), as the aggregate's input has it: all parts of one.
+        let mut group_windows = Vec::new();
+        for g in &agg.group_expr {
+            let w = match window_call(g)? {
+                Some(spec) => Some(WindowColumn {
+                    spec,
+                    origin: WindowOrigin::PerRow,
+                    part: WindowPart::Whole,
+                }),
+                None => match g {
+                    Expr::Column(c) => input.windows[in_schema.index_of_column(c)?],
+                    _ => None,
+                },
+            };
+            let Some(w) = w else { return Ok(None) };
+            group_windows.push(w);
+        }
+        let window = group_windows[0];
+        if group_windows
+            .iter()
+            .any(|w| w.spec != window.spec || w.origin != window.origin)
+        {
+            return Ok(None);
+        }
         let value_origin = input.origin_columns[in_schema.index_of_column(value)?].clone();
         let same_rows = input.origin == left.origin
             && value_origin.is_some()
             && value_origin == left.origin_columns[v]
-            && group_window == Some(left_window);
-        let Some(granule) = left_window
+            && windows_on
+                .iter()
+                .all(|&(li, g)| left.windows[li] == Some(group_windows[g]));
+        let Some(granule) = window
             .granule()
-            .filter(|_| same_rows && left_window.offset().is_zero())
+            .filter(|_| same_rows && window.offset().is_zero())
         else {
             return Ok(None);
         };
@@ -93,6 +106,26 @@ impl Translator<'_> {
         if !is_numeric(&schema, &value_column) {
             return Ok(None);
         }
+        // The right side's fields are the row's own window (parts) and value: a left
+        // column holding that part, in the right side's order.
+        let mut right_columns = Vec::new();
+        if !semi {
+            for i in 0..rs.fields().len() {
+                let column = match map.get(i) {
+                    Some(&g) if g < n_groups => left
+                        .windows
+                        .iter()
+                        .position(|w| *w == Some(group_windows[g]))
+                        .map(|k| (left.columns[k].clone(), left.windows[k])),
+                    Some(&g) if g == n_groups => Some((value_column.clone(), None)),
+                    _ => None,
+                };
+                let Some(column) = column else {
+                    return Ok(None);
+                };
+                right_columns.push(column);
+            }
+        }
         let local =
             WindowMaxRowsFactory::new(&schema, &value_column, granule, false)?.extreme(extreme);
         let p = Some(self.parallelism());
@@ -100,12 +133,11 @@ impl Translator<'_> {
         let global =
             WindowMaxRowsFactory::new(&schema, &value_column, granule, true)?.extreme(extreme);
         let global = self.add("max_rows_global", Arc::new(global), Some(1), &[local])?;
-        // The aggregate's two fields are the row's own window and value.
         let mut columns = left.columns.clone();
         let mut windows = left.windows.clone();
-        if !semi {
-            columns.extend([left.columns[w].clone(), value_column]);
-            windows.extend([left.windows[w], None]);
+        for (column, window) in right_columns {
+            columns.push(column);
+            windows.push(window);
         }
         let mut stream = Stream::of_node(global, columns);
         stream.windows = windows;
