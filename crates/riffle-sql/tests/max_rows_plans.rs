@@ -121,3 +121,34 @@ fn a_join_with_the_windows_max_over_window_tvfs_runs_as_max_rows() {
     );
     assert!(!e.contains("window join"), "{e}");
 }
+
+#[test]
+fn hops_read_per_row_and_cumulates_joined_on_their_start_run_as_the_join() {
+    // A row of a per-row HOP is in several windows: the join expands it first.
+    let hop =
+        "TABLE(HOP(TABLE bid, DESCRIPTOR(date_time), INTERVAL '2' SECOND, INTERVAL '10' SECOND))";
+    let hops = format!(
+        "{BID}CREATE TABLE out WITH ('connector' = 'blackhole');
+         INSERT INTO out SELECT B.auction, B.price, B1.window_start, B1.maxprice
+         FROM {hop} B JOIN (
+           SELECT MAX(price) AS maxprice, window_start, window_end FROM {hop}
+           GROUP BY window_start, window_end
+         ) B1 ON B.window_start = B1.window_start AND B.window_end = B1.window_end
+           AND B.price = B1.maxprice;"
+    );
+    // Cumulating windows share their start: joined on it alone, a row meets several.
+    let cumulate = format!(
+        "{BID}CREATE VIEW counts AS SELECT auction, window_start, window_end, COUNT(*) AS num
+           FROM TABLE(CUMULATE(TABLE bid, DESCRIPTOR(date_time), INTERVAL '2' SECOND, INTERVAL '10' SECOND))
+           GROUP BY auction, window_start, window_end;
+         CREATE TABLE out WITH ('connector' = 'blackhole');
+         INSERT INTO out SELECT c.auction, c.num, m.window_end, m.maxn
+         FROM counts c JOIN (SELECT window_start, window_end, MAX(num) AS maxn FROM counts
+                             GROUP BY window_start, window_end) m
+         ON c.window_start = m.window_start AND c.num = m.maxn;"
+    );
+    for query in [cumulate, hops] {
+        let e = explained(&query);
+        assert!(!e.contains("max_rows"), "{query}:\n{e}");
+    }
+}

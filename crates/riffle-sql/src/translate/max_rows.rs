@@ -88,6 +88,18 @@ impl Translator<'_> {
         {
             return Ok(None);
         }
+        // The operator keeps one window per row, `granule` long: a per-row hop or
+        // cumulate puts a row in several windows (the join would expand it first); and a
+        // cumulate's windows share their start, so the start alone does not name one.
+        let one_per_row = window.origin != WindowOrigin::PerRow
+            || matches!(window.spec, WindowSpec::Tumbling { .. });
+        let named = !matches!(window.spec, WindowSpec::Cumulating { .. })
+            || windows_on
+                .iter()
+                .any(|&(_, g)| group_windows[g].part != WindowPart::Start);
+        if !(one_per_row && named) {
+            return Ok(None);
+        }
         let value_origin = input.origin_columns[in_schema.index_of_column(value)?].clone();
         let same_rows = input.origin == left.origin
             && value_origin.is_some()
