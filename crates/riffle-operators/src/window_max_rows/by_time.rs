@@ -13,11 +13,11 @@
 //! local ones), and at once every row exactly at a window's start (it may meet the
 //! previous window at any value) or behind the local watermark.
 
-use super::{state_error, state_rows, window_starts, Shape};
+use super::{row_state_batch, row_state_schema, state_error, state_rows, window_starts, Shape};
 use crate::window::{take_rows, timestamp_array, timestamps};
-use riffle_core::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, StructArray, UInt16Array};
+use riffle_core::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt16Array};
 use riffle_core::arrow::compute::{concat_batches, filter_record_batch};
-use riffle_core::arrow::datatypes::{DataType, Field, Fields, Schema};
+use riffle_core::arrow::datatypes::{DataType, Field, Schema};
 use riffle_core::operator::OperatorCounters;
 use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{
@@ -116,15 +116,19 @@ impl Operator for Local {
     fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
         let ts = timestamps(&batch, self.shape.input.timestamp_index).to_vec();
         let keys = self.shape.keys(&batch)?;
+        // (Windows are sent only after the source went idle: most batches look up none.)
+        let any_sent = self.windows.values().any(|w| w.sent);
         let now: Vec<bool> = ts
             .iter()
             .zip(&keys)
             .map(|(&t, k)| {
                 let start = self.shape.window_start(t);
                 let sent = || {
-                    self.windows
-                        .get(&start)
-                        .is_some_and(|w| w.sent && *k >= w.key)
+                    any_sent
+                        && self
+                            .windows
+                            .get(&start)
+                            .is_some_and(|w| w.sent && *k >= w.key)
                 };
                 k.is_some()
                     && ((self.end_inclusive && t == start)
@@ -387,13 +391,7 @@ const CLOSED_CHAIN: usize = 32;
 /// The open windows' rows: `window_start`, `at_end` (whether the row waits at the
 /// window's end rather than holding its extreme), and the row.
 fn rows_state(shape: &Shape, windows: &BTreeMap<EventTime, Open>) -> Result<OperatorState> {
-    let row_fields: Fields = shape.input.schema.fields().clone();
-    let schema = Arc::new(Schema::new(vec![
-        Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
-        Field::new("window_start", timestamp_type(), false),
-        Field::new("at_end", DataType::Boolean, false),
-        Field::new("row", DataType::Struct(row_fields.clone()), false),
-    ]));
+    let schema = row_state_schema(shape, &[Field::new("at_end", DataType::Boolean, false)]);
     let mut batches = Vec::new();
     for (start, open) in windows {
         let parts = open
@@ -406,17 +404,8 @@ fn rows_state(shape: &Shape, windows: &BTreeMap<EventTime, Open>) -> Result<Oper
             if n == 0 {
                 continue;
             }
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(UInt16Array::from(vec![0u16; n])),
-                timestamp_array(vec![*start; n]),
-                Arc::new(BooleanArray::from(vec![at_end; n])),
-                Arc::new(StructArray::new(
-                    row_fields.clone(),
-                    rows.columns().to_vec(),
-                    None,
-                )),
-            ];
-            batches.push(RecordBatch::try_new(schema.clone(), columns)?);
+            let at_end: ArrayRef = Arc::new(BooleanArray::from(vec![at_end; n]));
+            batches.push(row_state_batch(&schema, *start, rows, vec![at_end])?);
         }
     }
     Ok(OperatorState { batches })

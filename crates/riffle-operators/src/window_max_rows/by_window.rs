@@ -1,15 +1,13 @@
 //! The by-window stage: per tumbling window, its rows whose value is the window's
 //! extreme (see the module's documentation).
 
-use super::{state_error, state_rows, window_starts, Shape};
-use crate::window::{timestamp_array, timestamps};
-use riffle_core::arrow::array::{ArrayRef, BooleanArray, StructArray, UInt16Array};
+use super::{row_state_batch, row_state_schema, state_error, state_rows, window_starts, Shape};
+use crate::window::timestamps;
+use riffle_core::arrow::array::BooleanArray;
 use riffle_core::arrow::compute::{concat_batches, filter_record_batch};
-use riffle_core::arrow::datatypes::{DataType, Field, Fields, Schema};
 use riffle_core::operator::OperatorCounters;
-use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{
-    timestamp_type, Epoch, EventTime, Operator, OperatorContext, OperatorState, RecordBatch, Result,
+    Epoch, EventTime, Operator, OperatorContext, OperatorState, RecordBatch, Result,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -145,26 +143,11 @@ impl Operator for WindowMaxRows {
     }
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
-        let row_fields: Fields = self.shape.input.schema.fields().clone();
-        let schema = Arc::new(Schema::new(vec![
-            Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
-            Field::new("window_start", timestamp_type(), false),
-            Field::new("row", DataType::Struct(row_fields.clone()), false),
-        ]));
+        let schema = row_state_schema(&self.shape, &[]);
         let mut batches = Vec::new();
         for (start, best) in &self.windows {
             for rows in &best.rows {
-                let n = rows.num_rows();
-                let columns: Vec<ArrayRef> = vec![
-                    Arc::new(UInt16Array::from(vec![0u16; n])),
-                    timestamp_array(vec![*start; n]),
-                    Arc::new(StructArray::new(
-                        row_fields.clone(),
-                        rows.columns().to_vec(),
-                        None,
-                    )),
-                ];
-                batches.push(RecordBatch::try_new(schema.clone(), columns)?);
+                batches.push(row_state_batch(&schema, *start, rows, Vec::new())?);
             }
         }
         Ok(OperatorState { batches })

@@ -22,11 +22,12 @@ mod by_time;
 mod by_window;
 mod order_key;
 
-use riffle_core::arrow::array::{AsArray, PrimitiveArray};
-use riffle_core::arrow::datatypes::{Field, Schema, TimestampNanosecondType};
+use riffle_core::arrow::array::{ArrayRef, AsArray, PrimitiveArray, StructArray, UInt16Array};
+use riffle_core::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampNanosecondType};
+use riffle_core::state::KEY_GROUP_FIELD;
 use riffle_core::{
-    timestamp_type, Error, Operator, OperatorContext, OperatorFactory, RecordBatch, Result,
-    StreamSchema,
+    timestamp_type, Error, EventTime, Operator, OperatorContext, OperatorFactory, RecordBatch,
+    Result, StreamSchema,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -220,6 +221,48 @@ impl Shape {
     fn keys(&self, batch: &riffle_core::RecordBatch) -> Result<Vec<Option<i128>>> {
         order_key::order_keys(batch.column(self.value), self.extreme)
     }
+}
+
+/// The schema of the stages' row state: `_key_group`, `window_start`, `middle`, then the
+/// row as a struct column `row`.
+fn row_state_schema(shape: &Shape, middle: &[Field]) -> SchemaRef {
+    let mut fields = vec![
+        Field::new(KEY_GROUP_FIELD, DataType::UInt16, false),
+        Field::new("window_start", timestamp_type(), false),
+    ];
+    fields.extend_from_slice(middle);
+    fields.push(Field::new(
+        "row",
+        DataType::Struct(shape.input.schema.fields().clone()),
+        false,
+    ));
+    Arc::new(Schema::new(fields))
+}
+
+/// A state batch of [`row_state_schema`]: `rows` of the window at `start` (all in key
+/// group 0: the global stage is one subtask), with the `middle` columns.
+fn row_state_batch(
+    schema: &SchemaRef,
+    start: EventTime,
+    rows: &RecordBatch,
+    middle: Vec<ArrayRef>,
+) -> Result<RecordBatch> {
+    let n = rows.num_rows();
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(UInt16Array::from(vec![0u16; n])),
+        crate::window::timestamp_array(vec![start; n]),
+    ];
+    columns.extend(middle);
+    let row_fields = match schema.fields().last().map(|f| f.data_type()) {
+        Some(DataType::Struct(fields)) => fields.clone(),
+        _ => rows.schema().fields().clone(),
+    };
+    columns.push(Arc::new(StructArray::new(
+        row_fields,
+        rows.columns().to_vec(),
+        None,
+    )));
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
 /// A state batch that does not hold what this operator wrote.

@@ -12,7 +12,7 @@ use crate::windows::window_call;
 use datafusion::common::{JoinType, NullEquality};
 use datafusion::logical_expr::expr::AggregateFunction as DfAggregate;
 use datafusion::logical_expr::utils::split_conjunction;
-use datafusion::logical_expr::{Aggregate, Expr, Join, Operator};
+use datafusion::logical_expr::{Aggregate, Expr, Join, LogicalPlan, Operator};
 use riffle_core::OperatorFactory;
 use riffle_operators::WindowSpec;
 use riffle_operators::{Extreme, WindowMaxRowsFactory};
@@ -36,13 +36,7 @@ impl Translator<'_> {
         if j.filter.is_some() || j.null_equality != NullEquality::NullEqualsNothing {
             return Ok(None);
         }
-        let Some((agg, map)) = aggregate_below(&j.right) else {
-            return Ok(None);
-        };
-        if agg.aggr_expr.len() != 1 {
-            return Ok(None);
-        }
-        let Some((value, extreme)) = extreme_argument(&agg.aggr_expr[0]) else {
+        let Some((agg, map, value, extreme)) = extreme_below(&j.right) else {
             return Ok(None);
         };
         let n_groups = agg.group_expr.len();
@@ -173,13 +167,7 @@ impl Translator<'_> {
         if self.processing_time {
             return Ok(None);
         }
-        let Some((agg, map)) = aggregate_below(&j.right) else {
-            return Ok(None);
-        };
-        if agg.aggr_expr.len() != 1 {
-            return Ok(None);
-        }
-        let Some((value, extreme)) = extreme_argument(&agg.aggr_expr[0]) else {
+        let Some((agg, map, value, extreme)) = extreme_below(&j.right) else {
             return Ok(None);
         };
         let (ls, rs) = (j.left.schema(), j.right.schema());
@@ -350,6 +338,19 @@ fn is_numeric(schema: &riffle_core::StreamSchema, column: &str) -> bool {
         .schema
         .field_with_name(column)
         .is_ok_and(|f| f.data_type().is_integer() || f.data_type().is_floating())
+}
+
+/// The aggregate below `plan` when it computes one `MAX` or `MIN`: with the map of
+/// `plan`'s fields to its fields, the aggregated column, and which extreme.
+fn extreme_below(
+    plan: &LogicalPlan,
+) -> Option<(&Aggregate, Vec<usize>, &datafusion::common::Column, Extreme)> {
+    let (agg, map) = aggregate_below(plan)?;
+    let [aggr] = agg.aggr_expr.as_slice() else {
+        return None;
+    };
+    let (value, extreme) = extreme_argument(aggr)?;
+    Some((agg, map, value, extreme))
 }
 
 /// The column of `max(column)` or `min(column)`, and which.
