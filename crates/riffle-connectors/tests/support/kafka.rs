@@ -315,6 +315,16 @@ impl KafkaBroker {
             .set("enable.auto.commit", "false")
             .create()
             .unwrap();
+        // Whether the log holds records at all, committed or not: its high watermark,
+        // which a read_uncommitted client is told (a read_committed one is told the last
+        // stable offset, which lags a just-committed transaction until the broker has
+        // written its markers, and made such a topic look empty under load).
+        let log: BaseConsumer = self
+            .client()
+            .set("group.id", "reader-log")
+            .set("isolation.level", "read_uncommitted")
+            .create()
+            .unwrap();
         let mut ends = Vec::new();
         let mut holds_records = false;
         let mut list = TopicPartitionList::new();
@@ -323,7 +333,10 @@ impl KafkaBroker {
                 .fetch_watermarks(topic, p, Duration::from_secs(10))
                 .unwrap();
             ends.push(high);
-            holds_records |= high > low;
+            let (log_low, log_high) = log
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .unwrap();
+            holds_records |= high > low || log_high > log_low;
             list.add_partition_offset(topic, p, Offset::Offset(low))
                 .unwrap();
         }
