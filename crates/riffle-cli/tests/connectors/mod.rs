@@ -73,9 +73,10 @@ fn run(file: &Path, state: &Path, parallelism: usize) -> Command {
 
 /// Starts `job()` `kills` times and kills each (SIGKILL) after a delay from a fixed
 /// pseudo-random sequence (xorshift from `seed`) of 100..600 ms: some kills land in
-/// recovery and start-up, most mid-run. Fails when a job finishes before its kill (the
-/// input is too small for the test).
+/// recovery and start-up, most mid-run. Fails when a job ends before its kill, with how
+/// it ended: a failure is a defect, a success means the input is too small for the test.
 fn kill_randomly(kills: usize, mut seed: u64, job: impl Fn() -> Command) {
+    let log = std::env::temp_dir().join(format!("riffle-kill-{}-{seed:x}.log", std::process::id()));
     for kill in 0..kills {
         seed ^= seed << 13;
         seed ^= seed >> 7;
@@ -83,20 +84,27 @@ fn kill_randomly(kills: usize, mut seed: u64, job: impl Fn() -> Command) {
         let delay = Duration::from_millis(100 + seed % 500);
         let mut child = job()
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
         let started = Instant::now();
         while started.elapsed() < delay {
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "the job finished after {kill} kills: make the input bigger"
-            );
+            if let Some(status) = child.try_wait().unwrap() {
+                let said = std::fs::read_to_string(&log).unwrap_or_default();
+                let _ = std::fs::remove_file(&log);
+                panic!(
+                    "run {} of {kills} ended ({status}) after {:?}, before its kill at {delay:?}{}:\n{said}",
+                    kill + 1,
+                    started.elapsed(),
+                    if status.success() { ": make the input bigger or slower" } else { "" },
+                );
+            }
             std::thread::sleep(Duration::from_millis(5));
         }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
     }
+    let _ = std::fs::remove_file(&log);
 }
 
 fn succeed(cmd: &mut Command) -> String {
