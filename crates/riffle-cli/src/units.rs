@@ -9,6 +9,30 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{s}` is not a count; write e.g. 1000, 100K or 10M"))
 }
 
+/// Parses an amount of memory: a number with an optional unit, `B`, `K`/`KB`/`KiB`,
+/// `M`/`MB`/`MiB`, `G`/`GB`/`GiB` or `T`/`TB`/`TiB`, all powers of 1024 (as Flink's
+/// memory sizes), case-insensitive: `16MiB`, `256mb`, `1.5G`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let wrong = || format!("`{s}` is not an amount of memory; write e.g. 512MiB or 4GiB");
+    let value: f64 = number.trim().parse().map_err(|_| wrong())?;
+    let power = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 1,
+        "m" | "mb" | "mib" => 2,
+        "g" | "gb" | "gib" => 3,
+        "t" | "tb" | "tib" => 4,
+        _ => return Err(wrong()),
+    };
+    let bytes = value * 1024f64.powi(power);
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(wrong());
+    }
+    Ok(bytes as u64)
+}
+
 /// Parses a duration such as `4s`, `500ms`, `1m`, `2h` (a bare number is seconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
@@ -48,6 +72,18 @@ pub fn event_time(nanos: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_sizes_are_powers_of_1024_in_any_case() {
+        assert_eq!(parse_size("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_size("256mb"), Ok(256 << 20));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("2 KiB"), Ok(2048));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("5 parsecs").is_err());
+        assert!(parse_size("-1G").is_err());
+    }
 
     #[test]
     fn counts_take_suffixes() {

@@ -68,6 +68,11 @@ pub enum Error {
     #[error("state of operator `{operator}` cannot be restored: {message}")]
     State { operator: String, message: String },
 
+    /// The local spill tier of an operator's state failed (a full disk, a damaged
+    /// file): the job restarts from its last checkpoint, which the tier never replaces.
+    #[error("the state spill tier failed: {0}")]
+    Spill(String),
+
     /// A failure injected by a test (fault injection), never produced in normal runs.
     #[error("injected failure: {0}")]
     Injected(String),

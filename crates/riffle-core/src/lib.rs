@@ -30,7 +30,9 @@ pub use error::{Error, Result};
 pub use key_group::{KeyGroup, KeyHasher, DEFAULT_MAX_PARALLELISM, KEY_HASH_ALGORITHM};
 pub use lookup::{LookupMatches, LookupTable, LookupTableFactory};
 pub use message::{Barrier, BarrierKind, Epoch, Message};
-pub use operator::{CounterValues, Operator, OperatorContext, OperatorFactory, OperatorId};
+pub use operator::{
+    CounterValues, Operator, OperatorContext, OperatorFactory, OperatorId, StateMemory,
+};
 pub use output_place::{overlapping_outputs, OutputPlace};
 pub use parquet;
 pub use row_kind::{

@@ -126,6 +126,20 @@ pub struct OperatorContext {
     pub max_parallelism: u16,
     /// Counters for this subtask.
     pub counters: Arc<OperatorCounters>,
+    /// This subtask's share of `--state-memory`, if the job has a budget: operators that
+    /// can spill keep their in-memory state within it (docs/engine.md, "State beyond
+    /// memory").
+    pub state_memory: Option<StateMemory>,
+}
+
+/// A stateful subtask's memory budget and where it may spill what does not fit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateMemory {
+    /// Bytes of state the subtask keeps in memory.
+    pub bytes: u64,
+    /// A local directory for the spill tier: a cache a restart may lose, never the
+    /// commit point (checkpoints stay that).
+    pub spill_dir: std::path::PathBuf,
 }
 
 impl OperatorContext {
@@ -137,6 +151,7 @@ impl OperatorContext {
             parallelism,
             max_parallelism: crate::DEFAULT_MAX_PARALLELISM,
             counters: Arc::new(OperatorCounters::default()),
+            state_memory: None,
         }
     }
 }

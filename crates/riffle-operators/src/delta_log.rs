@@ -38,6 +38,10 @@ pub(crate) struct DeltaLog {
     dirty: Vec<bool>,
     /// The changed written groups, each once.
     changed: Vec<u32>,
+    /// Groups held outside the ids (the spill tier's): in the chain, and live.
+    outside: usize,
+    /// Whether the last [`take_changed`](DeltaLog::take_changed) started a new chain.
+    restarted: bool,
 }
 
 impl DeltaLog {
@@ -60,7 +64,7 @@ impl DeltaLog {
         let delta_rows = self.changed.len() + len.saturating_sub(self.written);
         let full = self.batches.is_empty()
             || self.batches.len() >= MAX_CHAIN
-            || (self.chain_groups + delta_rows > 2 * len
+            || (self.chain_groups + delta_rows > 2 * (len + self.outside)
                 && self.chain_groups + delta_rows > SMALL_CHAIN_ROWS);
         for &g in &self.changed {
             self.dirty[g as usize] = false;
@@ -68,11 +72,13 @@ impl DeltaLog {
         let mut changed = std::mem::take(&mut self.changed);
         self.dirty.resize(len, false);
         self.whole = full;
+        self.restarted = false;
         if delta_rows == 0 && !self.batches.is_empty() {
             self.taken = 0;
             return Vec::new();
         }
         if full {
+            self.restarted = true;
             self.batches.clear();
             self.chain_groups = 0;
             self.taken = len;
@@ -93,6 +99,54 @@ impl DeltaLog {
         } else {
             DistinctValues::Added
         }
+    }
+
+    /// Notes that `groups` live outside the ids (spilled): a chain is judged mostly
+    /// overwritten against every live group.
+    pub(crate) fn set_outside(&mut self, groups: usize) {
+        self.outside = groups;
+    }
+
+    /// Whether the last [`take_changed`](Self::take_changed) started a new chain: the
+    /// snapshot must then hold every group, those outside the ids too
+    /// ([`push_outside`](Self::push_outside)).
+    pub(crate) fn restarted(&self) -> bool {
+        self.restarted
+    }
+
+    /// Adds a batch of groups held outside the ids to a chain just started.
+    pub(crate) fn push_outside(&mut self, batch: RecordBatch) {
+        self.chain_groups += batch.num_rows();
+        self.batches.push(batch);
+    }
+
+    /// Whether group `g` may leave the ids (be spilled) without the next snapshot
+    /// missing it: it is in the chain and unchanged since, or the next snapshot starts
+    /// a new chain anyway (none was taken since the start).
+    pub(crate) fn may_leave(&self, g: u32) -> bool {
+        self.batches.is_empty()
+            || ((g as usize) < self.written && !self.dirty.get(g as usize).copied().unwrap_or(true))
+    }
+
+    /// Renumbers the groups after all but `kept` (ascending old ids, each of which
+    /// [`may_leave`](Self::may_leave) or not) left: the kept ones become `0..kept.len()`.
+    pub(crate) fn retain(&mut self, kept: &[u32]) {
+        let mut new_id = vec![u32::MAX; self.dirty.len().max(self.written)];
+        let mut written = 0;
+        let mut dirty = Vec::with_capacity(kept.len());
+        for (new, &old) in kept.iter().enumerate() {
+            if (old as usize) < self.written {
+                written += 1;
+                new_id[old as usize] = new as u32;
+                dirty.push(self.dirty.get(old as usize).copied().unwrap_or(false));
+            }
+        }
+        self.changed = (self.changed.iter())
+            .map(|&g| new_id[g as usize])
+            .filter(|&g| g != u32::MAX)
+            .collect();
+        self.written = written;
+        self.dirty = dirty;
     }
 
     /// Records the batch written for the groups [`take_changed`](Self::take_changed)

@@ -28,6 +28,7 @@ pub mod over;
 pub mod project;
 pub mod retracting_aggregate;
 pub mod session_aggregate;
+pub mod spill;
 pub mod stream_join;
 pub mod top_n;
 pub mod union;

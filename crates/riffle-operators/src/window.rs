@@ -335,8 +335,22 @@ pub(crate) fn group_state_batch(
     max_parallelism: u16,
     state: Vec<(Field, ArrayRef)>,
 ) -> Result<RecordBatch> {
-    let keys = table.keys(ids)?;
-    let (kg_field, kg) = key_group_column(&keys, ids.len(), max_parallelism)?;
+    keyed_state_batch(table.keys(ids)?, key_schema, max_parallelism, state)
+}
+
+/// [`group_state_batch`] of groups given by their key columns (groups held outside a
+/// [`GroupKeys`](crate::aggregate::GroupKeys) table: spilled ones).
+pub(crate) fn keyed_state_batch(
+    keys: Vec<ArrayRef>,
+    key_schema: &SchemaRef,
+    max_parallelism: u16,
+    state: Vec<(Field, ArrayRef)>,
+) -> Result<RecordBatch> {
+    let rows = keys
+        .first()
+        .or(state.first().map(|(_, c)| c))
+        .map_or(0, |c| c.len());
+    let (kg_field, kg) = key_group_column(&keys, rows, max_parallelism)?;
     let mut fields = vec![kg_field];
     let mut columns = vec![kg];
     fields.extend(key_schema.fields().iter().map(|f| f.as_ref().clone()));

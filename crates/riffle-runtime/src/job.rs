@@ -46,6 +46,9 @@ pub struct JobConfig {
     pub savepoints: Option<crate::savepoint::SavepointRequests>,
     /// Which subtasks this process runs (all of them unless the job spans workers).
     pub placement: Placement,
+    /// `--state-memory`: the bytes of state this process keeps in memory, shared evenly
+    /// by its stateful subtasks, and where they spill the rest.
+    pub state_memory: Option<riffle_core::StateMemory>,
 }
 
 impl Default for JobConfig {
@@ -57,6 +60,7 @@ impl Default for JobConfig {
             generation: 0,
             savepoints: None,
             placement: Placement::single(),
+            state_memory: None,
         }
     }
 }

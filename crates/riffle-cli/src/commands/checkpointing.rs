@@ -2,7 +2,7 @@
 //! with them: recovery messages, restarts, and the checkpoint statistics.
 
 use crate::progress::{CheckpointStatus, ProgressLine};
-use crate::units::{event_time, parse_duration};
+use crate::units::{event_time, parse_duration, parse_size};
 use anyhow::{Context, Result};
 use riffle_control::{ControlOptions, ControlServer, JobOutline, LiveMetrics};
 use riffle_core::arrow::util::display::array_value_to_string;
@@ -89,6 +89,17 @@ pub struct CheckpointArgs {
     /// Wait before a restart (the first of a row, for `exponential`).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub restart_delay: Duration,
+    /// Memory for operator state in this process (each worker's own), e.g. 512MiB or
+    /// 8GiB, shared evenly by the stateful operator subtasks. An unbounded GROUP BY
+    /// moves its coldest groups beyond it to a local spill tier (--spill-dir) and takes
+    /// them back when their keys return; checkpoints still hold every group. Default:
+    /// half of this machine's memory; `unlimited` keeps everything in memory.
+    #[arg(long, value_name = "SIZE")]
+    pub state_memory: Option<String>,
+    /// Where the spill tier of --state-memory lives: a local directory, best on the
+    /// fastest local disk (not a memory-backed /tmp). A cache a restart may lose.
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<std::path::PathBuf>,
     /// Serve the control endpoint (the web page, Prometheus /metrics, the REST API) on
     /// this address instead of a free port on 127.0.0.1, e.g. 127.0.0.1:8081 or
     /// 0.0.0.0:8081. Any address but loopback makes every request need the job's token
@@ -124,6 +135,26 @@ impl CheckpointArgs {
             Some((cert, key)) => Some(riffle_control::tls::ServerTls::from_files(cert, key)?),
             None => None,
         })
+    }
+
+    /// The process's state memory budget and spill directory (`--state-memory`,
+    /// `--spill-dir`); `None` for `unlimited`, or where the machine's memory is unknown.
+    ///
+    /// # Errors
+    /// --state-memory is not an amount of memory.
+    pub fn state_memory(&self) -> Result<Option<riffle_core::StateMemory>> {
+        let bytes = match self.state_memory.as_deref() {
+            Some("unlimited") => return Ok(None),
+            Some(size) => parse_size(size).map_err(|e| anyhow::anyhow!("--state-memory: {e}"))?,
+            None => match machine_memory() {
+                Some(total) => total / 2,
+                None => return Ok(None),
+            },
+        };
+        let spill_dir =
+            (self.spill_dir.clone()).unwrap_or_else(|| std::env::temp_dir().join("riffle-spill"));
+        riffle_operators::spill::sweep_abandoned(&spill_dir);
+        Ok(Some(riffle_core::StateMemory { bytes, spill_dir }))
     }
 
     /// Whether checkpoints are on.
@@ -439,7 +470,10 @@ pub fn checkpointed_run(
     listeners: Vec<Arc<dyn riffle_runtime::CheckpointListener>>,
 ) -> Result<CheckpointedRun> {
     Ok(CheckpointedRun {
-        job: JobConfig::default(),
+        job: JobConfig {
+            state_memory: args.state_memory()?,
+            ..JobConfig::default()
+        },
         restore_from,
         checkpoints: CheckpointConfig {
             interval: args.checkpoint_interval,
@@ -570,4 +604,12 @@ pub fn print_report(report: &CheckpointReport) {
     for e in &report.errors {
         eprintln!("    failed: {e}");
     }
+}
+
+/// This machine's memory (Linux's `MemTotal`), if it can be read.
+fn machine_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }

@@ -64,9 +64,14 @@ pub fn run(job: Job<'_>) -> Result<()> {
         }
         (outcome.summary, outcome.reports)
     } else {
+        let state_memory = job.checkpoints.state_memory()?;
         let summary = runtime
             .block_on(async {
-                let handle = job::start(job.graph, &JobConfig::default(), false)?;
+                let config = JobConfig {
+                    state_memory,
+                    ..JobConfig::default()
+                };
+                let handle = job::start(job.graph, &config, false)?;
                 let progress =
                     ProgressLine::start(handle.metrics.clone(), job.events, job.progress, None);
                 let result = handle.wait().await;

@@ -286,6 +286,7 @@ fn flink_docs_queries_give_flinks_results_or_are_refused() {
                         Attempt::single(2, Some(Disruption::CrashAt { point, epochs: 2 })),
                         Attempt::single(1, None),
                     ],
+                    state_memory: Some("1KiB"),
                 };
                 compare(name, "p1", &Schedule::clean(1, 1), None, work.path())
                     .and_then(|_| compare(name, "p2", &Schedule::clean(2, 1), None, work.path()))

@@ -206,6 +206,8 @@ impl Run<'_> {
                     Attempt::single(3, Some(Disruption::Kill { after_ms: 700 })),
                     Attempt::single(1, None),
                 ],
+                // Unbounded GROUP BYs (q15–q17) spill nearly every group.
+                state_memory: Some("1KiB"),
             },
             // About 1.5 s of bids per full run: a dozen checkpoints or more.
             throttle: Some(1000),

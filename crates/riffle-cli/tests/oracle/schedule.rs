@@ -69,6 +69,9 @@ impl Attempt {
 #[derive(Debug, Clone)]
 pub struct Schedule {
     pub attempts: Vec<Attempt>,
+    /// `--state-memory` of every attempt: a tiny one makes unbounded GROUP BYs spill
+    /// and take back groups all the time, through every crash and restore.
+    pub state_memory: Option<&'static str>,
 }
 
 impl Schedule {
@@ -82,7 +85,10 @@ impl Schedule {
         }
         attempts.push(Attempt::single(rng.random_range(1..=4), None));
         lose_output_sometimes(&mut attempts, rng);
-        Self { attempts }
+        Self {
+            attempts,
+            state_memory: None,
+        }
     }
 
     /// Attempts mostly on 2 or 3 workers (a few in one process, so state moves both
@@ -111,7 +117,10 @@ impl Schedule {
             disruption,
         });
         lose_output_sometimes(&mut attempts, rng);
-        Self { attempts }
+        Self {
+            attempts,
+            state_memory: None,
+        }
     }
 
     /// One clean run at `parallelism` on `workers`: what a failure shrinks to.
@@ -122,6 +131,7 @@ impl Schedule {
                 workers,
                 disruption: None,
             }],
+            state_memory: None,
         }
     }
 
@@ -152,6 +162,10 @@ impl Schedule {
             })
             .collect::<Vec<_>>()
             .join(", ")
+            + &self
+                .state_memory
+                .map(|m| format!("; --state-memory {m}"))
+                .unwrap_or_default()
     }
 }
 
@@ -373,6 +387,9 @@ pub fn run(sql: &Path, state: &Path, schedule: &Schedule) -> Result<String, Stri
             .args(["--parallelism", &attempt.parallelism.to_string()])
             .args(["--checkpoint-interval", "100ms", "--state"])
             .arg(state);
+        if let Some(size) = schedule.state_memory {
+            cmd.args(["--state-memory", size]);
+        }
         if attempt.workers > 1 {
             cmd.args(["--workers", &attempt.workers.to_string()]);
         }
@@ -413,7 +430,8 @@ pub fn run(sql: &Path, state: &Path, schedule: &Schedule) -> Result<String, Stri
                 "attempt {} ({}) failed: {status}\n{last}",
                 i + 1,
                 Schedule {
-                    attempts: vec![*attempt]
+                    attempts: vec![*attempt],
+                    state_memory: schedule.state_memory,
                 }
                 .describe()
             ));

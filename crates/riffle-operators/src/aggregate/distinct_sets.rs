@@ -81,6 +81,15 @@ impl<T: Hash + Eq + Clone + Ord> DistinctSets<T> {
         std::mem::take(&mut self.sets[slot])
     }
 
+    /// About the bytes the sets hold: their tables, and `heap` per value besides (a
+    /// string's text).
+    pub(crate) fn memory_size(&self, heap: usize) -> usize {
+        let per_value = std::mem::size_of::<T>() + 1 + heap;
+        let tables: usize = (self.sets.iter()).map(|s| s.capacity() * per_value).sum();
+        let added: usize = self.added.iter().map(|a| a.capacity() * per_value).sum();
+        tables + added + (self.sets.capacity() + self.added.capacity()) * 48
+    }
+
     pub(crate) fn values(&self, slot: usize) -> impl Iterator<Item = &T> {
         self.sets[slot].iter()
     }

@@ -213,25 +213,82 @@ impl GroupKeys {
                 converter, rows, ..
             } => {
                 let columns = converter.convert_rows(ids.iter().map(|&i| rows.row(i as usize)))?;
-                // Row decoding may drop nullability or field metadata; restore the key types.
-                Ok(columns
-                    .into_iter()
-                    .zip(self.key_schema.fields())
-                    .map(|(c, f)| {
-                        if c.data_type() == f.data_type() {
-                            c
-                        } else {
-                            riffle_core::arrow::compute::cast(&c, f.data_type()).unwrap_or(c)
-                        }
-                    })
-                    .collect())
+                Ok(self.with_key_types(columns))
             }
         }
+    }
+
+    /// Row decoding may drop nullability or field metadata; restores the key types.
+    fn with_key_types(&self, columns: Vec<ArrayRef>) -> Vec<ArrayRef> {
+        columns
+            .into_iter()
+            .zip(self.key_schema.fields())
+            .map(|(c, f)| {
+                if c.data_type() == f.data_type() {
+                    c
+                } else {
+                    riffle_core::arrow::compute::cast(&c, f.data_type()).unwrap_or(c)
+                }
+            })
+            .collect()
     }
 
     /// The schema of the key columns.
     pub fn key_schema(&self) -> &SchemaRef {
         &self.key_schema
+    }
+
+    /// Whether keys have bytes of their own ([`key_bytes`](Self::key_bytes)): all but
+    /// the single group of an aggregate without keys.
+    pub fn has_key_bytes(&self) -> bool {
+        !matches!(self.table, Table::Single { .. })
+    }
+
+    /// Group `id`'s key as bytes that identify it (Arrow's row format, or an Int64's
+    /// big-endian bytes), replacing `out`: the spill tier's key.
+    pub fn key_bytes(&self, id: u32, out: &mut Vec<u8>) {
+        out.clear();
+        match &self.table {
+            Table::Single { .. } => {}
+            Table::Int64 { keys, .. } => out.extend_from_slice(&keys[id as usize].to_be_bytes()),
+            Table::Rows { rows, .. } => out.extend_from_slice(rows.row(id as usize).as_ref()),
+        }
+    }
+
+    /// The key columns of keys given as [`key_bytes`](Self::key_bytes) made them.
+    ///
+    /// # Errors
+    /// Bytes that are not such a key (a spill tier from another plan).
+    pub fn keys_from_bytes(&self, bytes: &[&[u8]]) -> Result<Vec<ArrayRef>> {
+        match &self.table {
+            Table::Single { .. } => Ok(Vec::new()),
+            Table::Int64 { .. } => {
+                let values = bytes
+                    .iter()
+                    .map(|b| {
+                        let b: [u8; 8] = (*b).try_into().map_err(|_| {
+                            riffle_core::Error::Spill("a spilled Int64 key is not 8 bytes".into())
+                        })?;
+                        Ok(i64::from_be_bytes(b))
+                    })
+                    .collect::<Result<Vec<i64>>>()?;
+                Ok(vec![Arc::new(Int64Array::from(values))])
+            }
+            Table::Rows { converter, .. } => {
+                let parser = converter.parser();
+                let columns = converter.convert_rows(bytes.iter().map(|b| parser.parse(b)))?;
+                Ok(self.with_key_types(columns))
+            }
+        }
+    }
+
+    /// Bytes this table holds: keys, and the index over them.
+    pub fn memory_size(&self) -> usize {
+        match &self.table {
+            Table::Single { .. } => 0,
+            Table::Int64 { map, keys } => keys.capacity() * 8 + map.capacity() * 17,
+            Table::Rows { index, rows, .. } => rows.size() + index.capacity() * 17,
+        }
     }
 }
 

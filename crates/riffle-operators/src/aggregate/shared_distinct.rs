@@ -33,6 +33,16 @@ pub(crate) struct SharedDistinct<T> {
 }
 
 impl<T: Hash + Eq + Clone + Ord> SharedDistinct<T> {
+    /// About the bytes the maps hold, `heap` per value besides (a string's text).
+    pub(crate) fn memory_size(&self, heap: usize) -> usize {
+        let per_value = std::mem::size_of::<(T, Members)>() + 1 + heap;
+        let maps: usize = self.sets.iter().map(|s| s.capacity() * per_value).sum();
+        let added: usize = self.added.iter().map(|a| a.capacity() * per_value).sum();
+        maps + added
+            + self.counts.capacity() * 8
+            + (self.sets.capacity() + self.added.capacity()) * 48
+    }
+
     /// A map for `members` aggregates (at most [`MAX_MEMBERS`]).
     pub(crate) fn new(members: usize) -> Self {
         debug_assert!((1..=MAX_MEMBERS).contains(&members));

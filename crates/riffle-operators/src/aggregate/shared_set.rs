@@ -8,6 +8,10 @@ use riffle_core::arrow::array::{Array, AsArray, BooleanArray};
 use riffle_core::arrow::compute::cast;
 use riffle_core::arrow::datatypes::DataType;
 
+/// The heap bytes a distinct string is taken to hold beyond its pointer, in memory
+/// estimates (measuring every string would cost more than the estimate is worth).
+pub(super) const TEXT_HEAP: usize = 24;
+
 /// The values of several count DISTINCT aggregates over one column.
 pub(super) enum SharedSet {
     Int(SharedDistinct<i64>),
@@ -26,6 +30,13 @@ impl SharedSet {
         match self {
             SharedSet::Int(s) => s.clear(slot),
             SharedSet::Text(s) => s.clear(slot),
+        }
+    }
+
+    pub(super) fn memory_size(&self) -> usize {
+        match self {
+            SharedSet::Int(s) => s.memory_size(0),
+            SharedSet::Text(s) => s.memory_size(TEXT_HEAP),
         }
     }
 

@@ -15,6 +15,11 @@ pub(crate) struct TextExtremes {
 }
 
 impl TextExtremes {
+    /// The bytes the values hold.
+    pub(crate) fn memory_size(&self) -> usize {
+        self.values.capacity() * 16 + self.values.iter().flatten().map(|v| v.len()).sum::<usize>()
+    }
+
     pub(crate) fn new(max: bool) -> Self {
         Self {
             values: Vec::new(),

@@ -14,7 +14,9 @@ use crate::protocol::{SnapshotAck, TaskExit, TaskIdentity, TaskOutcome};
 use crate::restore::StateOwner;
 use crate::source_task::SourceTask;
 use crate::task::run_channel_task;
-use riffle_core::{Barrier, EventTime, OperatorContext, OperatorId, SinkContext, SourceFactory};
+use riffle_core::{
+    Barrier, EventTime, OperatorContext, OperatorId, SinkContext, SourceFactory, StateMemory,
+};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -77,10 +79,29 @@ impl Spawning<'_> {
         channels: &mut Channels,
     ) -> RuntimeResult<Spawned> {
         let mut spawned = Spawned::default();
+        let state_memory = self.state_memory_share(tasks);
         for &(c, subtask) in tasks {
-            self.spawn_task(c, subtask, channels, &mut spawned)?;
+            self.spawn_task(c, subtask, channels, &mut spawned, state_memory.as_ref())?;
         }
         Ok(spawned)
+    }
+
+    /// Each stateful operator subtask's share of the process's `--state-memory`: the
+    /// budget split evenly over the stateful subtasks `tasks` run here.
+    fn state_memory_share(&self, tasks: &[(usize, usize)]) -> Option<StateMemory> {
+        let budget = self.config.state_memory.as_ref()?;
+        let stateful = tasks
+            .iter()
+            .flat_map(|&(c, _)| &self.plan.chains[c].nodes)
+            .filter(|id| match &self.graph.nodes()[id.0].kind {
+                NodeKind::Operator(factory) => factory.is_stateful(),
+                _ => false,
+            })
+            .count();
+        Some(StateMemory {
+            bytes: budget.bytes / stateful.max(1) as u64,
+            spill_dir: budget.spill_dir.clone(),
+        })
     }
 
     fn spawn_task(
@@ -89,10 +110,11 @@ impl Spawning<'_> {
         subtask: usize,
         channels: &mut Channels,
         spawned: &mut Spawned,
+        state_memory: Option<&StateMemory>,
     ) -> RuntimeResult<()> {
         let chain = &self.plan.chains[c];
         let head = &self.graph.nodes()[chain.nodes[0].0];
-        let (links, sink) = self.chain_members(chain, subtask)?;
+        let (links, sink) = self.chain_members(chain, subtask, state_memory)?;
         // A source's flow is registered first, so samples list operators in plan order.
         let source_flow = matches!(head.kind, NodeKind::Source { .. })
             .then(|| self.metrics.register_flow(&head.id, subtask));
@@ -165,6 +187,7 @@ impl Spawning<'_> {
         &self,
         chain: &ChainSpec,
         subtask: usize,
+        state_memory: Option<&StateMemory>,
     ) -> RuntimeResult<(Vec<ChainLink>, Option<ChainSink>)> {
         let mut links = Vec::new();
         let mut sink = None;
@@ -173,7 +196,10 @@ impl Spawning<'_> {
             match &node.kind {
                 NodeKind::Source { .. } => {}
                 NodeKind::Operator(factory) => {
-                    let ctx = self.operator_context(&node.id, subtask, chain.parallelism);
+                    let mut ctx = self.operator_context(&node.id, subtask, chain.parallelism);
+                    if factory.is_stateful() {
+                        ctx.state_memory = state_memory.cloned();
+                    }
                     let operator = factory.create(&ctx).map_err(failed(&node.id, subtask))?;
                     let restore = restored_state(
                         self.restore(),
@@ -279,6 +305,7 @@ impl Spawning<'_> {
             parallelism,
             max_parallelism: self.graph.max_parallelism,
             counters,
+            state_memory: None,
         }
     }
 

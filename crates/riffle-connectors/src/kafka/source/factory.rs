@@ -215,6 +215,9 @@ impl SourceFactory for KafkaSourceFactory {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("isolation.level", "read_committed")
+            // Positions are explicit: one gone from the log is an error, not a jump to
+            // the end (which would skip records silently).
+            .set("auto.offset.reset", "error")
             .set("enable.partition.eof", "false")
             .set("statistics.interval.ms", lag::STATISTICS_INTERVAL_MS);
         let context = lag::LagContext::new(&config.topic);

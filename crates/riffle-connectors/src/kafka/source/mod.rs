@@ -387,11 +387,28 @@ impl Source for KafkaSource {
                 break;
             };
             wait = Duration::ZERO;
-            let message = message.map_err(|e| {
-                self.config
-                    .client
-                    .error(format!("reading topic `{}`: {e}", self.config.topic))
-            })?;
+            let message = match message {
+                Ok(message) => message,
+                Err(e) => match poll_error(e.rdkafka_error_code()) {
+                    PollError::Passing => {
+                        // The client reconnects by itself; reading goes on.
+                        tracing::warn!(topic = %self.config.topic, "reading the topic: {e}");
+                        break;
+                    }
+                    PollError::OffsetGone => {
+                        return Err(self.config.client.error(format!(
+                            "reading topic `{}`: {e}: an offset this job must read from is no longer in the topic (retention removed it, or the topic was made anew), so the records in between cannot be read; to go on without them, start from empty state (--no-restore) or from the topic's current offsets",
+                            self.config.topic
+                        )))
+                    }
+                    PollError::Fatal => {
+                        return Err(self
+                            .config
+                            .client
+                            .error(format!("reading topic `{}`: {e}", self.config.topic)))
+                    }
+                },
+            };
             let partition = message.partition();
             let offset = message.offset();
             let Some(position) = self.partitions.get_mut(&partition) else {
@@ -521,5 +538,67 @@ impl Source for KafkaSource {
             );
         }
         Ok(())
+    }
+}
+
+/// What an error the consumer's poll returns means for the read.
+#[derive(Debug, PartialEq, Eq)]
+enum PollError {
+    /// The connection to a broker failed for a moment; the client retries by itself.
+    Passing,
+    /// A partition's next offset is not in the log any more: reading on from elsewhere
+    /// would skip records, silently.
+    OffsetGone,
+    /// Anything else ends the run (and a restart tries again).
+    Fatal,
+}
+
+fn poll_error(code: Option<rdkafka::types::RDKafkaErrorCode>) -> PollError {
+    use rdkafka::types::RDKafkaErrorCode as Code;
+    match code {
+        Some(Code::AutoOffsetReset | Code::OffsetOutOfRange) => PollError::OffsetGone,
+        Some(
+            Code::BrokerTransportFailure
+            | Code::AllBrokersDown
+            | Code::Resolve
+            | Code::OperationTimedOut
+            | Code::RequestTimedOut
+            | Code::NetworkException
+            | Code::LeaderNotAvailable
+            | Code::NotLeaderForPartition,
+        ) => PollError::Passing,
+        _ => PollError::Fatal,
+    }
+}
+
+#[cfg(test)]
+mod poll_error_tests {
+    use super::{poll_error, PollError};
+    use rdkafka::types::RDKafkaErrorCode as Code;
+
+    #[test]
+    fn an_offset_no_longer_in_the_log_ends_the_read_instead_of_jumping() {
+        assert_eq!(
+            poll_error(Some(Code::AutoOffsetReset)),
+            PollError::OffsetGone
+        );
+        assert_eq!(
+            poll_error(Some(Code::OffsetOutOfRange)),
+            PollError::OffsetGone
+        );
+    }
+
+    #[test]
+    fn a_lost_connection_is_waited_out_and_anything_else_is_fatal() {
+        assert_eq!(poll_error(Some(Code::AllBrokersDown)), PollError::Passing);
+        assert_eq!(
+            poll_error(Some(Code::BrokerTransportFailure)),
+            PollError::Passing
+        );
+        assert_eq!(
+            poll_error(Some(Code::TopicAuthorizationFailed)),
+            PollError::Fatal
+        );
+        assert_eq!(poll_error(None), PollError::Fatal);
     }
 }

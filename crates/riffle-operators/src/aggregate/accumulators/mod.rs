@@ -135,6 +135,28 @@ impl AccumulatorSet {
         self.groups = groups;
     }
 
+    /// About the bytes the accumulators hold (exact for fixed-size values, estimated
+    /// for sets and strings).
+    pub fn memory_size(&self) -> usize {
+        let columns: usize = (self.columns.iter())
+            .map(|c| match c {
+                Column::Count(v) => v.capacity() * 8,
+                Column::Int { values, seen } => (values.capacity() + seen.capacity()) * 8,
+                Column::Float { values, seen } => (values.capacity() + seen.capacity()) * 8,
+                Column::DistinctInt(v) => v.memory_size(0),
+                Column::DistinctText(v) => v.memory_size(super::shared_set::TEXT_HEAP),
+                Column::Text(t) => t.memory_size(),
+                Column::Shared { .. } => 0,
+            })
+            .sum();
+        columns
+            + self
+                .shared
+                .iter()
+                .map(SharedSet::memory_size)
+                .sum::<usize>()
+    }
+
     /// Resets slot `group` to the empty state (for reuse).
     pub fn reset(&mut self, group: u32) {
         let g = group as usize;

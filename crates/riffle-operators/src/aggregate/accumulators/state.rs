@@ -26,6 +26,13 @@ impl AccumulatorSet {
         distinct: DistinctValues,
     ) -> Result<Vec<(Field, ArrayRef)>> {
         let out = self.state_columns(groups, distinct)?;
+        self.note_snapshot_taken();
+        Ok(out)
+    }
+
+    /// From now on sets note what they gain, for the next snapshot's delta (a set
+    /// rebuilt after a snapshot continues the chain its predecessor wrote).
+    pub(crate) fn note_snapshot_taken(&mut self) {
         for column in &mut self.columns {
             match column {
                 Column::DistinctInt(v) => v.snapshot_taken(),
@@ -34,10 +41,11 @@ impl AccumulatorSet {
             }
         }
         self.shared.iter_mut().for_each(SharedSet::snapshot_taken);
-        Ok(out)
     }
 
-    fn state_columns(
+    /// The state columns of [`state`](Self::state) without noting a snapshot: what
+    /// sets gained since the last one stays noted (the spill tier's copy of groups).
+    pub(crate) fn state_columns(
         &self,
         groups: &[u32],
         distinct: DistinctValues,

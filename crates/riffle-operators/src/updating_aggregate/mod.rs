@@ -12,6 +12,10 @@
 //! first, one adds only the groups changed since the last to the earlier batches, whose
 //! files are reused; a restore reads them in order, a later row of a group replacing an
 //! earlier one.
+//!
+//! Under `--state-memory` its coldest groups move to a spill tier (`spill.rs`).
+
+mod spill;
 
 use crate::aggregate::{
     bind_all, describe, touched_in_order, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
@@ -24,6 +28,7 @@ use riffle_core::{
     row_kind_array, row_kind_field, Epoch, Operator, OperatorContext, OperatorFactory,
     OperatorState, RecordBatch, Result, RowKind, StreamKind, StreamSchema,
 };
+use spill::Tier;
 use std::sync::Arc;
 
 /// Plans an updating aggregate.
@@ -131,13 +136,16 @@ impl OperatorFactory for UpdatingAggregateFactory {
             table: GroupKeys::new(self.key_schema.clone())?,
             key_schema: self.key_schema.clone(),
             accumulators: AccumulatorSet::new(&self.aggregates),
+            aggregates: self.aggregates.clone(),
             distinct: self.aggregates.is_empty(),
             changelog: self.changelog,
             input_timestamp: self.input_timestamp,
             schema: self.schema.clone(),
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
+            subtask: ctx.subtask,
             delta: DeltaLog::default(),
+            tier: ctx.state_memory.clone().map(Tier::new),
         }))
     }
 }
@@ -147,6 +155,7 @@ struct UpdatingAggregate {
     table: GroupKeys,
     key_schema: SchemaRef,
     accumulators: AccumulatorSet,
+    aggregates: Vec<BoundAggregate>,
     /// No aggregates: a SELECT DISTINCT, whose groups are emitted once.
     distinct: bool,
     /// Emit row kinds, and withdraw a changed group's previous row.
@@ -155,8 +164,11 @@ struct UpdatingAggregate {
     schema: StreamSchema,
     max_parallelism: u16,
     operator: String,
+    subtask: usize,
     /// What earlier snapshots wrote, and the groups changed since.
     delta: DeltaLog,
+    /// The memory budget and spill tier, under `--state-memory`.
+    tier: Option<Tier>,
 }
 
 impl UpdatingAggregate {
@@ -194,6 +206,9 @@ impl Operator for UpdatingAggregate {
         let mut groups = Vec::new();
         let known = self.table.len() as u32;
         self.table.intern(&keys, &rows, &mut groups)?;
+        // Groups new in memory may come back from the spill tier: they existed.
+        let back = self.take_back(known)?;
+        let existed = |g: u32| g < known || back.binary_search(&g).is_ok();
         // Without aggregates (SELECT DISTINCT) a group never changes: emit it once, when
         // it first appears, so the result is append-only.
         let distinct = self.distinct;
@@ -201,10 +216,12 @@ impl Operator for UpdatingAggregate {
         // One output row per changed group, in first-touched order, stamped with the
         // newest event time that touched it.
         let ts = timestamps(&batch, self.input_timestamp);
-        let latest = touched_in_order(&groups, ts, |g| !(distinct && g < known));
+        let latest = touched_in_order(&groups, ts, |g| !(distinct && existed(g)));
         // The rows to withdraw: the values of the groups that existed, before the update.
         let before = if self.changelog && !distinct {
-            let old: Vec<(u32, i64)> = latest.iter().copied().filter(|(g, _)| *g < known).collect();
+            let old: Vec<(u32, i64)> = (latest.iter().copied())
+                .filter(|(g, _)| existed(*g))
+                .collect();
             (!old.is_empty())
                 .then(|| self.rows(&old, |_| RowKind::UpdateBefore))
                 .transpose()?
@@ -219,31 +236,54 @@ impl Operator for UpdatingAggregate {
         self.delta.touch(&ids);
         out.extend(before);
         let after = self.rows(&latest, |g| {
-            if g < known {
+            if existed(g) {
                 RowKind::UpdateAfter
             } else {
                 RowKind::Insert
             }
         })?;
         out.push(after);
+        let len = self.table.len();
+        if let Some(tier) = &mut self.tier {
+            tier.touch(&ids, len);
+            // Between snapshots groups may leave only before the first one.
+            if self.delta.batches.is_empty() && tier.due(batch.num_rows(), len) {
+                self.spill_if_over()?;
+            }
+        }
         Ok(())
     }
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
         let len = self.table.len();
+        let spilled = self.tier.as_ref().map_or(0, Tier::spilled);
+        self.delta.set_outside(spilled);
         let ids = self.delta.take_changed(len);
         let batch = (!ids.is_empty())
             .then(|| self.state_batch(&ids))
             .transpose()?;
-        Ok(self.delta.state_after(batch, len))
+        // A new chain holds every group: the spilled ones are read from the tier.
+        if self.delta.restarted() && spilled > 0 {
+            for spilled in self.spilled_state()? {
+                self.delta.push_outside(spilled);
+            }
+        }
+        let state = self.delta.state_after(batch, len);
+        // Every group is in the checkpoint now: any may leave memory.
+        self.spill_if_over()?;
+        Ok(state)
     }
     fn restore(&mut self, state: OperatorState) -> Result<()> {
         for batch in state.batches {
             let keys = state_columns(&batch, self.key_schema.fields(), &self.operator)?;
             let rows: Vec<u32> = (0..batch.num_rows() as u32).collect();
             let mut groups = Vec::new();
+            let known = self.table.len() as u32;
             self.table.intern(&keys, &rows, &mut groups)?;
+            // A group spilled earlier in this restore takes its later rows in memory.
+            self.take_back(known)?;
             self.accumulators.restore(&groups, &batch, &self.operator)?;
+            self.spill_if_over()?;
         }
         Ok(())
     }

@@ -1,0 +1,157 @@
+//! The spill tier: where a stateful subtask keeps the groups that do not fit its share
+//! of `--state-memory` (docs/engine.md, "State beyond memory").
+//!
+//! It is a cache, not a commit point: a checkpoint still holds every group, the spilled
+//! ones included, so a restart (which starts with an empty tier) loses nothing. The tier
+//! is an LSM tree (`fjall`) in a directory of its own under the spill directory, named
+//! by the process id so that a process started after a kill -9 removes what the killed
+//! one left ([`sweep_abandoned`]).
+
+mod codec;
+
+pub(crate) use codec::ValueCodec;
+
+use riffle_core::{Error, Result, StateMemory};
+use std::path::{Path, PathBuf};
+
+/// Groups a subtask moved out of memory: key bytes → encoded state.
+pub(crate) struct SpillStore {
+    // Field order: the keyspace goes before its database.
+    keys: fjall::Keyspace,
+    _db: fjall::Database,
+    path: PathBuf,
+    len: usize,
+}
+
+fn failed(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Spill(format!("{}: {e}", path.display()))
+}
+
+impl SpillStore {
+    /// A fresh, empty tier for subtask `subtask` of `operator` under `memory.spill_dir`,
+    /// removed when dropped.
+    ///
+    /// # Errors
+    /// The directory cannot be made or the store cannot open there.
+    pub(crate) fn open(memory: &StateMemory, operator: &str, subtask: usize) -> Result<Self> {
+        let name: String = operator
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let path = memory
+            .spill_dir
+            .join(format!("{}-{name}-{subtask}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+        // Small caches and memtables: what they hold counts against the budget too.
+        let cache = (memory.bytes / 16).clamp(1 << 20, 64 << 20);
+        let db = fjall::Database::builder(&path)
+            .temporary(true)
+            .manual_journal_persist(true)
+            .worker_threads(1)
+            .cache_size(cache)
+            .open()
+            .map_err(|e| failed(&path, e))?;
+        let memtable = (memory.bytes / 16).clamp(1 << 20, 16 << 20);
+        let keys = db
+            .keyspace("groups", || {
+                fjall::KeyspaceCreateOptions::default().max_memtable_size(memtable)
+            })
+            .map_err(|e| failed(&path, e))?;
+        Ok(Self {
+            keys,
+            _db: db,
+            path,
+            len: 0,
+        })
+    }
+
+    /// Groups held.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Adds groups that are not in the tier (each key once).
+    ///
+    /// # Errors
+    /// The store failed (a full disk).
+    pub(crate) fn put_all(&mut self, groups: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        let n = groups.len();
+        for (key, value) in groups {
+            self.keys
+                .insert(key, value)
+                .map_err(|e| failed(&self.path, e))?;
+        }
+        self.len += n;
+        Ok(())
+    }
+
+    /// Takes group `key` out of the tier, if it is there.
+    ///
+    /// # Errors
+    /// The store failed.
+    pub(crate) fn take(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if self.len == 0 {
+            return Ok(None);
+        }
+        let Some(value) = self.keys.get(key).map_err(|e| failed(&self.path, e))? else {
+            return Ok(None);
+        };
+        self.keys.remove(key).map_err(|e| failed(&self.path, e))?;
+        self.len -= 1;
+        Ok(Some(value.to_vec()))
+    }
+
+    /// Every group, in chunks of at most `chunk`, to `each` (key bytes, encoded state).
+    ///
+    /// # Errors
+    /// The store failed, or `each` did.
+    pub(crate) fn for_each_chunk(
+        &self,
+        chunk: usize,
+        mut each: impl FnMut(&[(Vec<u8>, Vec<u8>)]) -> Result<()>,
+    ) -> Result<()> {
+        let mut held = Vec::with_capacity(chunk.min(self.len));
+        for guard in self.keys.iter() {
+            let (key, value) = guard.into_inner().map_err(|e| failed(&self.path, e))?;
+            held.push((key.to_vec(), value.to_vec()));
+            if held.len() == chunk {
+                each(&held)?;
+                held.clear();
+            }
+        }
+        if !held.is_empty() {
+            each(&held)?;
+        }
+        Ok(())
+    }
+}
+
+/// Removes the tiers under `dir` that processes no longer running left behind (a tier
+/// is removed when its subtask ends, but not after a kill -9). Only directories named
+/// as [`SpillStore::open`] names them are touched.
+pub fn sweep_abandoned(dir: &Path) {
+    // Without /proc, whether a process runs cannot be told: leave everything.
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let running = Path::new("/proc").join(pid.to_string()).exists();
+        if !running && entry.path().is_dir() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}

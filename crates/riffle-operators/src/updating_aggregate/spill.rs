@@ -1,0 +1,419 @@
+//! The updating aggregate under a memory budget (docs/engine.md, "State beyond memory"):
+//! when its groups outgrow the subtask's share of `--state-memory`, the coldest ones
+//! that the next snapshot does not need in memory move to the spill tier, and a group
+//! that comes back is taken from there before its rows are applied.
+//!
+//! Which groups may leave is the delta log's call ([`DeltaLog::may_leave`]): right after
+//! a snapshot all of them, before the first snapshot all of them (that snapshot starts
+//! a new chain, which reads the tier); in between none, so a count DISTINCT's delta of
+//! what it gained since the last snapshot is never cut short. A snapshot that starts a
+//! new chain writes the spilled groups too, from the tier.
+
+use super::UpdatingAggregate;
+use crate::aggregate::{AccumulatorSet, DistinctValues, GroupKeys};
+use crate::spill::{SpillStore, ValueCodec};
+use crate::window::keyed_state_batch;
+use riffle_core::arrow::array::ArrayRef;
+use riffle_core::arrow::datatypes::{Field, Schema};
+use riffle_core::{Error, RecordBatch, Result, StateMemory};
+use std::sync::Arc;
+
+/// Groups spilled or read back per store pass when a snapshot lists the tier.
+const CHUNK: usize = 8192;
+
+/// A spill leaves this share of the budget in use, so that spills come in bulk.
+const AFTER_SPILL: (u64, u64) = (3, 4);
+
+/// The budget and the tier of one subtask.
+pub(super) struct Tier {
+    memory: StateMemory,
+    /// Opened at the first spill.
+    store: Option<SpillStore>,
+    /// The state columns' encoding, made at the first spill.
+    codec: Option<ValueCodec>,
+    /// Per group id, the clock when last touched: the coldest spill first.
+    touched: Vec<u64>,
+    clock: u64,
+    /// Input rows since memory was last measured.
+    rows_since_check: usize,
+}
+
+impl Tier {
+    pub(super) fn new(memory: StateMemory) -> Self {
+        Self {
+            memory,
+            store: None,
+            codec: None,
+            touched: Vec::new(),
+            clock: 0,
+            rows_since_check: 0,
+        }
+    }
+
+    /// Groups in the tier.
+    pub(super) fn spilled(&self) -> usize {
+        self.store.as_ref().map_or(0, SpillStore::len)
+    }
+
+    /// Notes that `groups` were touched by the current input batch.
+    pub(super) fn touch(&mut self, groups: &[u32], len: usize) {
+        self.clock += 1;
+        self.touched.resize(len, 0);
+        for &g in groups {
+            self.touched[g as usize] = self.clock;
+        }
+    }
+
+    /// Whether memory is due to be measured after `rows` more input rows with `groups`
+    /// groups in memory (often enough to hold the budget, rarely enough to cost nothing).
+    pub(super) fn due(&mut self, rows: usize, groups: usize) -> bool {
+        self.rows_since_check += rows;
+        if self.rows_since_check >= (groups / 8).max(8192) {
+            self.rows_since_check = 0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl UpdatingAggregate {
+    /// Bytes the groups in memory hold.
+    pub(super) fn memory_size(&self) -> usize {
+        self.table.memory_size() + self.accumulators.memory_size()
+    }
+
+    /// Takes back from the tier every group among ids `first_new..` (new in memory)
+    /// that is there, its accumulators restored; returns their ids, ascending.
+    pub(super) fn take_back(&mut self, first_new: u32) -> Result<Vec<u32>> {
+        let Some(tier) = &mut self.tier else {
+            return Ok(Vec::new());
+        };
+        let (Some(store), Some(codec)) = (&mut tier.store, &tier.codec) else {
+            return Ok(Vec::new());
+        };
+        if store.len() == 0 {
+            return Ok(Vec::new());
+        }
+        let (mut ids, mut values) = (Vec::new(), Vec::new());
+        let mut key = Vec::new();
+        for id in first_new..self.table.len() as u32 {
+            self.table.key_bytes(id, &mut key);
+            if let Some(value) = store.take(&key)? {
+                ids.push(id);
+                values.push(value);
+            }
+        }
+        if !ids.is_empty() && !codec.fields().is_empty() {
+            let values: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+            let batch = state_batch(codec, codec.decode(&values)?)?;
+            self.accumulators.restore(&ids, &batch, &self.operator)?;
+        }
+        Ok(ids)
+    }
+
+    /// Moves the coldest groups that may leave memory to the tier when memory is over
+    /// the budget, down to [`AFTER_SPILL`] of it.
+    pub(super) fn spill_if_over(&mut self) -> Result<()> {
+        let Some(tier) = &self.tier else {
+            return Ok(());
+        };
+        let len = self.table.len();
+        let memory = self.memory_size() as u64;
+        if len == 0 || memory <= tier.memory.bytes || !self.table.has_key_bytes() {
+            return Ok(());
+        }
+        let per_group = (memory / len as u64).max(1);
+        let keep = (tier.memory.bytes * AFTER_SPILL.0 / AFTER_SPILL.1 / per_group) as usize;
+        let mut leaving: Vec<u32> = (0..len as u32)
+            .filter(|&g| self.delta.may_leave(g))
+            .collect();
+        let n = len.saturating_sub(keep).min(leaving.len());
+        if n == 0 {
+            return Ok(());
+        }
+        let touched = |g: &u32| tier.touched.get(*g as usize).copied().unwrap_or(0);
+        if n < leaving.len() {
+            leaving.select_nth_unstable_by_key(n - 1, touched);
+            leaving.truncate(n);
+        }
+        leaving.sort_unstable();
+        let kept = complement(&leaving, len);
+        self.spill(&leaving)?;
+        self.keep_only(&kept)
+    }
+
+    /// Writes groups `ids` (ascending) to the tier.
+    fn spill(&mut self, ids: &[u32]) -> Result<()> {
+        let state = self.accumulators.state_columns(ids, DistinctValues::All)?;
+        let Some(tier) = &mut self.tier else {
+            return Ok(());
+        };
+        if tier.codec.is_none() {
+            tier.codec = Some(ValueCodec::new(
+                state.iter().map(|(f, _)| f.clone()).collect(),
+            )?);
+        }
+        let codec = tier
+            .codec
+            .as_ref()
+            .ok_or_else(|| Error::Spill("no value codec".into()))?;
+        let values = if codec.fields().is_empty() {
+            vec![Vec::new(); ids.len()]
+        } else {
+            let columns: Vec<ArrayRef> = state.into_iter().map(|(_, c)| c).collect();
+            codec.encode(&columns)?
+        };
+        let groups = ids
+            .iter()
+            .zip(values)
+            .map(|(&id, value)| {
+                let mut key = Vec::new();
+                self.table.key_bytes(id, &mut key);
+                (key, value)
+            })
+            .collect();
+        if tier.store.is_none() {
+            tier.store = Some(SpillStore::open(
+                &tier.memory,
+                &self.operator,
+                self.subtask,
+            )?);
+        }
+        let store = tier
+            .store
+            .as_mut()
+            .ok_or_else(|| Error::Spill("no store".into()))?;
+        store.put_all(groups)
+    }
+
+    /// Rebuilds memory with only groups `kept` (ascending old ids), renumbered `0..`.
+    fn keep_only(&mut self, kept: &[u32]) -> Result<()> {
+        let keys = self.table.keys(kept)?;
+        let state = self.accumulators.state_columns(kept, DistinctValues::All)?;
+        let mut table = GroupKeys::new(self.key_schema.clone())?;
+        let mut accumulators = AccumulatorSet::new(&self.aggregates);
+        let rows: Vec<u32> = (0..kept.len() as u32).collect();
+        let mut ids = Vec::new();
+        table.intern(&keys, &rows, &mut ids)?;
+        if !state.is_empty() {
+            let fields: Vec<Field> = state.iter().map(|(f, _)| f.clone()).collect();
+            let columns = state.into_iter().map(|(_, c)| c).collect();
+            let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+            accumulators.restore(&ids, &batch, &self.operator)?;
+        }
+        accumulators.ensure(kept.len());
+        // Sets go on noting what they gain, for the chain the last snapshot continued.
+        if !self.delta.batches.is_empty() {
+            accumulators.note_snapshot_taken();
+        }
+        self.table = table;
+        self.accumulators = accumulators;
+        self.delta.retain(kept);
+        if let Some(tier) = &mut self.tier {
+            tier.touched = kept
+                .iter()
+                .map(|&g| tier.touched.get(g as usize).copied().unwrap_or(0))
+                .collect();
+        }
+        Ok(())
+    }
+
+    /// Every spilled group as state batches, for a snapshot that starts a new chain.
+    pub(super) fn spilled_state(&self) -> Result<Vec<RecordBatch>> {
+        let Some(tier) = &self.tier else {
+            return Ok(Vec::new());
+        };
+        let (Some(store), Some(codec)) = (&tier.store, &tier.codec) else {
+            return Ok(Vec::new());
+        };
+        let mut batches = Vec::new();
+        store.for_each_chunk(CHUNK, |groups| {
+            let keys: Vec<&[u8]> = groups.iter().map(|(k, _)| k.as_slice()).collect();
+            let keys = self.table.keys_from_bytes(&keys)?;
+            let state = if codec.fields().is_empty() {
+                Vec::new()
+            } else {
+                let values: Vec<&[u8]> = groups.iter().map(|(_, v)| v.as_slice()).collect();
+                codec
+                    .fields()
+                    .iter()
+                    .cloned()
+                    .zip(codec.decode(&values)?)
+                    .collect()
+            };
+            batches.push(keyed_state_batch(
+                keys,
+                &self.key_schema,
+                self.max_parallelism,
+                state,
+            )?);
+            Ok(())
+        })?;
+        Ok(batches)
+    }
+}
+
+/// The state columns `codec` decoded, as a batch named as snapshots name them.
+fn state_batch(codec: &ValueCodec, columns: Vec<ArrayRef>) -> Result<RecordBatch> {
+    let schema = Schema::new(codec.fields().to_vec());
+    Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+}
+
+/// The ids `0..len` not in `ids` (ascending).
+fn complement(ids: &[u32], len: usize) -> Vec<u32> {
+    let mut out = Vec::with_capacity(len - ids.len());
+    let mut next = ids.iter().peekable();
+    for g in 0..len as u32 {
+        if next.peek() == Some(&&g) {
+            next.next();
+        } else {
+            out.push(g);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::UpdatingAggregateFactory;
+    use crate::aggregate::{AggregateFunction, AggregateSpec};
+    use riffle_core::arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
+    use riffle_core::arrow::datatypes::{DataType, Field};
+    use riffle_core::arrow::util::pretty::pretty_format_batches;
+    use riffle_core::{
+        Epoch, Operator, OperatorContext, OperatorFactory, RecordBatch, StateMemory, StreamSchema,
+    };
+    use std::sync::Arc;
+
+    fn input() -> StreamSchema {
+        StreamSchema::with_timestamp(vec![
+            Field::new("k", DataType::Utf8, false),
+            Field::new("v", DataType::Int64, false),
+        ])
+    }
+
+    /// Rows `(k, v)` of batch `step`: keys come and go, most return after a while.
+    fn batch(step: i64) -> RecordBatch {
+        let rows: Vec<(String, i64)> = (0..17)
+            .map(|i| {
+                (
+                    format!("key-{}", (step * 13 + i * 7) % 400),
+                    (step * i) % 11,
+                )
+            })
+            .collect();
+        RecordBatch::try_new(
+            input().schema.clone(),
+            vec![
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| &r.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                Arc::new(
+                    TimestampNanosecondArray::from(vec![step; rows.len()]).with_timezone("UTC"),
+                ),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// `count(*), sum(v), count(DISTINCT v), max(k) GROUP BY k` as a changelog, with
+    /// `budget` bytes of state memory spilling under `dir`.
+    fn aggregate(budget: Option<(u64, &std::path::Path)>) -> Box<dyn Operator> {
+        let specs = vec![
+            AggregateSpec::count_star("n"),
+            AggregateSpec::new(AggregateFunction::Sum, "v", "total"),
+            AggregateSpec::new(AggregateFunction::CountDistinct, "v", "values"),
+            AggregateSpec::new(AggregateFunction::Max, "k", "top"),
+        ];
+        let mut ctx = OperatorContext::detached("agg", 0, 1);
+        ctx.state_memory = budget.map(|(bytes, dir)| StateMemory {
+            bytes,
+            spill_dir: dir.to_path_buf(),
+        });
+        UpdatingAggregateFactory::new(&input(), &["k"], specs)
+            .unwrap()
+            .changelog()
+            .create(&ctx)
+            .unwrap()
+    }
+
+    fn text(out: &[RecordBatch]) -> String {
+        pretty_format_batches(out).unwrap().to_string()
+    }
+
+    /// Feeds batches `steps` to `op`, a snapshot after every `every`; the output and
+    /// the last snapshot.
+    fn feed(
+        op: &mut dyn Operator,
+        steps: std::ops::Range<i64>,
+        every: i64,
+    ) -> (Vec<RecordBatch>, riffle_core::OperatorState) {
+        let mut out = Vec::new();
+        let mut state = Default::default();
+        for step in steps {
+            op.on_batch(0, batch(step), &mut out).unwrap();
+            if step % every == every - 1 {
+                state = op.snapshot(Epoch(step as u64)).unwrap();
+            }
+        }
+        (out, state)
+    }
+
+    fn spilled_tiers(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir).map_or(0, |d| d.count())
+    }
+
+    #[test]
+    fn groups_beyond_the_budget_are_spilled_and_taken_back_without_changing_the_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut reference = aggregate(None);
+        let mut spilling = aggregate(Some((2048, dir.path())));
+        // 90 batches, a snapshot every 2: the delta chain restarts (at 32 batches)
+        // with most groups in the tier.
+        let (want, _) = feed(reference.as_mut(), 0..90, 2);
+        let (got, _) = feed(spilling.as_mut(), 0..90, 2);
+        assert_eq!(spilled_tiers(dir.path()), 1, "the budget made it spill");
+        assert_eq!(text(&got), text(&want));
+        drop(spilling);
+        assert_eq!(
+            spilled_tiers(dir.path()),
+            0,
+            "the tier goes with its subtask"
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_taken_with_groups_spilled_restores_every_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut reference = aggregate(None);
+        let (_, want_state) = feed(reference.as_mut(), 0..70, 2);
+        let mut spilling = aggregate(Some((2048, dir.path())));
+        let (_, state) = feed(spilling.as_mut(), 0..70, 2);
+        assert!(spilled_tiers(dir.path()) > 0);
+        // The checkpoint, restored without a budget and with one, goes on as the
+        // reference's does.
+        let (want, _) = {
+            let mut op = aggregate(None);
+            op.restore(want_state).unwrap();
+            feed(op.as_mut(), 70..120, 3)
+        };
+        for budget in [None, Some((1024, dir.path()))] {
+            let mut op = aggregate(budget);
+            op.restore(state.clone()).unwrap();
+            let (got, _) = feed(op.as_mut(), 70..120, 3);
+            assert_eq!(text(&got), text(&want), "budget {budget:?}");
+        }
+    }
+
+    #[test]
+    fn without_checkpoints_groups_are_spilled_as_they_cool() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut reference = aggregate(None);
+        let mut spilling = aggregate(Some((1024, dir.path())));
+        // No snapshot ever: batches of 17 rows, memory measured every 8192.
+        let (want, _) = feed(reference.as_mut(), 0..1200, i64::MAX);
+        let (got, _) = feed(spilling.as_mut(), 0..1200, i64::MAX);
+        assert_eq!(spilled_tiers(dir.path()), 1);
+        assert_eq!(text(&got), text(&want));
+    }
+}
