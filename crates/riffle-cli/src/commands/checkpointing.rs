@@ -92,8 +92,10 @@ pub struct CheckpointArgs {
     /// Memory for operator state in this process (each worker's own), e.g. 512MiB or
     /// 8GiB, shared evenly by the stateful operator subtasks. An unbounded GROUP BY
     /// moves its coldest groups beyond it to a local spill tier (--spill-dir) and takes
-    /// them back when their keys return; checkpoints still hold every group. Default:
-    /// half of this machine's memory; `unlimited` keeps everything in memory.
+    /// them back when their keys return; checkpoints still hold every group. A first
+    /// step: the budget bounds the GROUP BY's group table, not yet the copies of its
+    /// state that checkpoints keep, and other operators keep all their state in memory
+    /// (docs/engine.md, "State beyond memory"). Default: `unlimited`.
     #[arg(long, value_name = "SIZE")]
     pub state_memory: Option<String>,
     /// Where the spill tier of --state-memory lives: a local directory, best on the
@@ -138,18 +140,14 @@ impl CheckpointArgs {
     }
 
     /// The process's state memory budget and spill directory (`--state-memory`,
-    /// `--spill-dir`); `None` for `unlimited`, or where the machine's memory is unknown.
+    /// `--spill-dir`); `None` for `unlimited`.
     ///
     /// # Errors
     /// --state-memory is not an amount of memory.
     pub fn state_memory(&self) -> Result<Option<riffle_core::StateMemory>> {
         let bytes = match self.state_memory.as_deref() {
-            Some("unlimited") => return Ok(None),
+            None | Some("unlimited") => return Ok(None),
             Some(size) => parse_size(size).map_err(|e| anyhow::anyhow!("--state-memory: {e}"))?,
-            None => match machine_memory() {
-                Some(total) => total / 2,
-                None => return Ok(None),
-            },
         };
         let spill_dir =
             (self.spill_dir.clone()).unwrap_or_else(|| std::env::temp_dir().join("riffle-spill"));
@@ -604,12 +602,4 @@ pub fn print_report(report: &CheckpointReport) {
     for e in &report.errors {
         eprintln!("    failed: {e}");
     }
-}
-
-/// This machine's memory (Linux's `MemTotal`), if it can be read.
-fn machine_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }

@@ -255,6 +255,15 @@ impl GroupKeys {
         }
     }
 
+    /// The length of group `id`'s [`key_bytes`](Self::key_bytes).
+    pub fn key_len(&self, id: u32) -> usize {
+        match &self.table {
+            Table::Single { .. } => 0,
+            Table::Int64 { .. } => 8,
+            Table::Rows { rows, .. } => rows.row(id as usize).as_ref().len(),
+        }
+    }
+
     /// The key columns of keys given as [`key_bytes`](Self::key_bytes) made them.
     ///
     /// # Errors

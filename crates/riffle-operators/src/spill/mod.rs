@@ -14,6 +14,9 @@ pub(crate) use codec::ValueCodec;
 use riffle_core::{Error, Result, StateMemory};
 use std::path::{Path, PathBuf};
 
+/// How a tier's directory name starts; the process id follows.
+const TIER_PREFIX: &str = "riffle-tier-";
+
 /// Groups a subtask moved out of memory: key bytes → encoded state.
 pub(crate) struct SpillStore {
     // Field order: the keyspace goes before its database.
@@ -41,9 +44,10 @@ impl SpillStore {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        let path = memory
-            .spill_dir
-            .join(format!("{}-{name}-{subtask}-{nanos}", std::process::id()));
+        let path = memory.spill_dir.join(format!(
+            "{TIER_PREFIX}{}-{name}-{subtask}-{nanos}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&path).map_err(|e| Error::io(&path, e))?;
         // Small caches and memtables: what they hold counts against the budget too.
         let cache = (memory.bytes / 16).clamp(1 << 20, 64 << 20);
@@ -131,7 +135,8 @@ impl SpillStore {
 
 /// Removes the tiers under `dir` that processes no longer running left behind (a tier
 /// is removed when its subtask ends, but not after a kill -9). Only directories named
-/// as [`SpillStore::open`] names them are touched.
+/// as [`SpillStore::open`] names them are touched. A spill directory shared between
+/// machines or containers (other process ids) must not be: give each its own.
 pub fn sweep_abandoned(dir: &Path) {
     // Without /proc, whether a process runs cannot be told: leave everything.
     if !Path::new("/proc/self").exists() {
@@ -144,13 +149,16 @@ pub fn sweep_abandoned(dir: &Path) {
         let name = entry.file_name();
         let Some(pid) = name
             .to_str()
+            .and_then(|n| n.strip_prefix(TIER_PREFIX))
             .and_then(|n| n.split('-').next())
             .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
         };
         let running = Path::new("/proc").join(pid.to_string()).exists();
-        if !running && entry.path().is_dir() {
+        // A directory itself, not a link to one elsewhere.
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if !running && is_dir {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

@@ -262,6 +262,12 @@ impl Operator for UpdatingAggregate {
         let batch = (!ids.is_empty())
             .then(|| self.state_batch(&ids))
             .transpose()?;
+        if batch.is_none() {
+            // No state batch noted the snapshot: the sets start noting what they gain
+            // here all the same, or the next delta would hold no gains (a chain started
+            // from the tier alone, every group spilled).
+            self.accumulators.note_snapshot_taken();
+        }
         // A new chain holds every group: the spilled ones are read from the tier.
         if self.delta.restarted() && spilled > 0 {
             for spilled in self.spilled_state()? {
