@@ -105,15 +105,63 @@ pub(super) fn decode_positions(
                     topics.value(row)
                 )));
             }
-            positions.insert(
-                partitions.value(row),
-                PartitionPosition {
-                    next: next.value(row),
-                    stop: stop.is_valid(row).then(|| stop.value(row)),
-                    newest: newest.value(row),
-                },
-            );
+            let position = PartitionPosition {
+                next: next.value(row),
+                stop: stop.is_valid(row).then(|| stop.value(row)),
+                newest: newest.value(row),
+            };
+            merge_position(&mut positions, partitions.value(row), position);
         }
     }
     Ok(positions)
+}
+
+/// Adds `position` of `partition`, where old subtasks' rows may both name it: a
+/// position only moves forward, so the one further on is the partition's reader's and
+/// any other a copy taken before that reader moved (reading from it again would
+/// repeat records).
+fn merge_position(
+    positions: &mut BTreeMap<i32, PartitionPosition>,
+    partition: i32,
+    position: PartitionPosition,
+) {
+    match positions.get(&partition) {
+        Some(held) if held.next >= position.next => {}
+        _ => {
+            positions.insert(partition, position);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn position(next: i64) -> PartitionPosition {
+        PartitionPosition {
+            next,
+            stop: None,
+            newest: next * 10,
+        }
+    }
+
+    #[test]
+    fn a_partition_named_by_two_old_subtasks_resumes_from_the_further_position() {
+        // Old subtask 0 read partition 1 up to 90; old subtask 1 still held the copy it
+        // restored at 40 (it had not started). In either order, 90 wins.
+        let reader = BTreeMap::from([(1, position(90)), (0, position(7))]);
+        let stale = BTreeMap::from([(1, position(40)), (0, position(3))]);
+        for order in [[&reader, &stale], [&stale, &reader]] {
+            let state = OperatorState {
+                batches: order
+                    .iter()
+                    .map(|p| encode_positions("bids", p).unwrap())
+                    .collect(),
+            };
+            let merged = decode_positions(&state, "bids").unwrap();
+            assert_eq!(merged[&1].next, 90);
+            assert_eq!(merged[&1].newest, 900);
+            assert_eq!(merged[&0].next, 7);
+        }
+    }
 }

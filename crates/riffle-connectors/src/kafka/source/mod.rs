@@ -489,11 +489,18 @@ impl Source for KafkaSource {
     }
 
     fn snapshot(&mut self, epoch: Epoch) -> Result<OperatorState> {
-        // Before the first poll, the restored positions are still the truth.
+        // Before the first poll, the restored positions of this subtask's partitions are
+        // still the truth; the other partitions' (after a rescale every subtask restores
+        // them all) are their readers' to write, and would go stale here.
+        let mine: BTreeMap<i32, PartitionPosition>;
         let positions = if self.started {
             &self.partitions
         } else {
-            &self.restored
+            mine = (self.restored.iter())
+                .filter(|(p, _)| (**p as usize) % self.parallelism == self.subtask)
+                .map(|(p, position)| (*p, *position))
+                .collect();
+            &mine
         };
         let batch = encode_positions(&self.config.topic, positions)?;
         self.snapshots.push_back((
