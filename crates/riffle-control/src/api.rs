@@ -52,6 +52,8 @@ fn subtask_json(sample: &SubtaskSample, now: i64) -> Value {
         "late_rows_dropped": counters.late_rows_dropped,
         "windows_emitted": counters.windows_emitted,
         "records_skipped": counters.records_skipped,
+        "state_bytes_in_memory": sample.state_bytes.in_memory,
+        "state_bytes_spilled": sample.state_bytes.spilled,
         "pending": sample.pending.iter().map(|(split, n)| json!({ "split": split, "records": n })).collect::<Vec<_>>(),
     })
 }

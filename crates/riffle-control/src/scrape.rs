@@ -85,6 +85,22 @@ fn operator_families(out: &mut Families, samples: &[SubtaskSample], now: f64) {
             })
         }),
     );
+    out.gauge(
+        "riffle_operator_state_bytes",
+        "Bytes of state an operator subtask held at its last snapshot, in memory (estimated) and in its spill tier (--state-memory; keys and encoded state before compression); reported by the unbounded GROUP BY.",
+        samples
+            .iter()
+            .filter(|s| s.state_bytes.in_memory > 0 || s.state_bytes.spilled > 0)
+            .flat_map(|s| {
+                [("memory", s.state_bytes.in_memory), ("spill", s.state_bytes.spilled)].map(
+                    |(tier, bytes)| {
+                        let mut labels = subtask_labels(s);
+                        labels.push(("tier", tier.to_string()));
+                        (labels, bytes as f64)
+                    },
+                )
+            }),
+    );
     out.counter(
         "riffle_operator_late_rows_dropped_total",
         "Rows dropped because every window they belonged to had closed (kept across restores).",
@@ -225,6 +241,35 @@ mod tests {
     use riffle_core::OperatorId;
     use riffle_runtime::metrics::JobMetrics;
     use std::sync::Arc;
+
+    #[test]
+    fn a_stateful_subtask_serves_its_state_bytes_per_tier() {
+        let metrics = Arc::new(JobMetrics::default());
+        let id = OperatorId("counts".into());
+        metrics.register_flow(&id, 0);
+        metrics
+            .register_operator(&id, 0)
+            .set_state_bytes(riffle_core::StateBytes {
+                in_memory: 4096,
+                spilled: 123,
+            });
+        let quiet = OperatorId("filter".into());
+        metrics.register_flow(&quiet, 0);
+        metrics.register_operator(&quiet, 0);
+        let live = LiveMetrics::default();
+        live.set_job(metrics);
+        let text = families(&live, "p", None).encode().unwrap();
+        for line in [
+            "riffle_operator_state_bytes{pipeline=\"p\",operator=\"counts\",subtask=\"0\",tier=\"memory\"} 4096",
+            "riffle_operator_state_bytes{pipeline=\"p\",operator=\"counts\",subtask=\"0\",tier=\"spill\"} 123",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        assert!(
+            !text.contains("operator=\"filter\",subtask=\"0\",tier"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn a_source_serves_the_records_each_split_has_yet_to_read() {

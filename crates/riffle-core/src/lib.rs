@@ -31,7 +31,7 @@ pub use key_group::{KeyGroup, KeyHasher, DEFAULT_MAX_PARALLELISM, KEY_HASH_ALGOR
 pub use lookup::{LookupMatches, LookupTable, LookupTableFactory};
 pub use message::{Barrier, BarrierKind, Epoch, Message};
 pub use operator::{
-    CounterValues, Operator, OperatorContext, OperatorFactory, OperatorId, StateMemory,
+    CounterValues, Operator, OperatorContext, OperatorFactory, OperatorId, StateBytes, StateMemory,
 };
 pub use output_place::{overlapping_outputs, OutputPlace};
 pub use parquet;

@@ -33,6 +33,20 @@ pub struct OperatorCounters {
     /// `topic/partition`), as of its latest news from the system it reads. Not
     /// checkpointed: it describes the outside world now.
     pending: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// Bytes of state the subtask holds in memory, as of its last snapshot (0 for an
+    /// operator that does not measure it). Not checkpointed.
+    state_bytes_in_memory: AtomicU64,
+    /// Bytes of state in its spill tier, as of its last snapshot. Not checkpointed.
+    state_bytes_spilled: AtomicU64,
+}
+
+/// A stateful subtask's state bytes: in memory and in the spill tier.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateBytes {
+    /// In memory.
+    pub in_memory: u64,
+    /// In the local spill tier.
+    pub spilled: u64,
 }
 
 /// The values of [`OperatorCounters`] at one moment (checkpointed at each barrier).
@@ -64,6 +78,22 @@ impl OperatorCounters {
             late_rows_dropped: self.late_rows_dropped.load(Ordering::Relaxed),
             windows_emitted: self.windows_emitted.load(Ordering::Relaxed),
             records_skipped: self.records_skipped.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Notes the subtask's state bytes now.
+    pub fn set_state_bytes(&self, bytes: StateBytes) {
+        self.state_bytes_in_memory
+            .store(bytes.in_memory, Ordering::Relaxed);
+        self.state_bytes_spilled
+            .store(bytes.spilled, Ordering::Relaxed);
+    }
+
+    /// The subtask's state bytes as last noted.
+    pub fn state_bytes(&self) -> StateBytes {
+        StateBytes {
+            in_memory: self.state_bytes_in_memory.load(Ordering::Relaxed),
+            spilled: self.state_bytes_spilled.load(Ordering::Relaxed),
         }
     }
 

@@ -103,6 +103,8 @@ pub struct SubtaskSample {
     pub counters: Option<riffle_core::CounterValues>,
     /// For a source: records each split it reads has yet to read.
     pub pending: Vec<(String, u64)>,
+    /// For a stateful operator that measures it: its state bytes at its last snapshot.
+    pub state_bytes: riffle_core::StateBytes,
 }
 
 /// Counters shared by every task of a job.
@@ -213,6 +215,7 @@ impl JobMetrics {
                     flow: flow.values(),
                     counters: counters.map(|c| c.values()),
                     pending: counters.map(|c| c.pending()).unwrap_or_default(),
+                    state_bytes: counters.map(|c| c.state_bytes()).unwrap_or_default(),
                 }
             })
             .collect()

@@ -24,6 +24,8 @@ pub(crate) struct SpillStore {
     _db: fjall::Database,
     path: PathBuf,
     len: usize,
+    /// Bytes of the keys and values held (before the tree's compression).
+    bytes: u64,
 }
 
 fn failed(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -69,12 +71,18 @@ impl SpillStore {
             _db: db,
             path,
             len: 0,
+            bytes: 0,
         })
     }
 
     /// Groups held.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// Bytes of the groups held (keys and encoded state, before compression).
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// Adds groups that are not in the tier (each key once).
@@ -84,6 +92,7 @@ impl SpillStore {
     pub(crate) fn put_all(&mut self, groups: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         let n = groups.len();
         for (key, value) in groups {
+            self.bytes += (key.len() + value.len()) as u64;
             self.keys
                 .insert(key, value)
                 .map_err(|e| failed(&self.path, e))?;
@@ -105,6 +114,7 @@ impl SpillStore {
         };
         self.keys.remove(key).map_err(|e| failed(&self.path, e))?;
         self.len -= 1;
+        self.bytes = self.bytes.saturating_sub((key.len() + value.len()) as u64);
         Ok(Some(value.to_vec()))
     }
 

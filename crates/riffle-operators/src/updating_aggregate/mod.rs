@@ -24,9 +24,10 @@ use crate::delta_log::DeltaLog;
 use crate::window::{group_state_batch, state_columns, timestamp_array, timestamps};
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef};
+use riffle_core::operator::OperatorCounters;
 use riffle_core::{
     row_kind_array, row_kind_field, Epoch, Operator, OperatorContext, OperatorFactory,
-    OperatorState, RecordBatch, Result, RowKind, StreamKind, StreamSchema,
+    OperatorState, RecordBatch, Result, RowKind, StateBytes, StreamKind, StreamSchema,
 };
 use spill::Tier;
 use std::sync::Arc;
@@ -146,6 +147,7 @@ impl OperatorFactory for UpdatingAggregateFactory {
             subtask: ctx.subtask,
             delta: DeltaLog::default(),
             tier: ctx.state_memory.clone().map(Tier::new),
+            counters: ctx.counters.clone(),
         }))
     }
 }
@@ -169,6 +171,8 @@ struct UpdatingAggregate {
     delta: DeltaLog,
     /// The memory budget and spill tier, under `--state-memory`.
     tier: Option<Tier>,
+    /// Where the state bytes are reported.
+    counters: Arc<OperatorCounters>,
 }
 
 impl UpdatingAggregate {
@@ -277,6 +281,10 @@ impl Operator for UpdatingAggregate {
         let state = self.delta.state_after(batch, len);
         // Every group is in the checkpoint now: any may leave memory.
         self.spill_if_over()?;
+        self.counters.set_state_bytes(StateBytes {
+            in_memory: self.memory_size() as u64,
+            spilled: self.tier.as_ref().map_or(0, Tier::spilled_bytes),
+        });
         Ok(state)
     }
     fn restore(&mut self, state: OperatorState) -> Result<()> {

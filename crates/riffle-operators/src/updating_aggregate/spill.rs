@@ -59,6 +59,11 @@ impl Tier {
         self.store.as_ref().map_or(0, SpillStore::len)
     }
 
+    /// Bytes of the groups in the tier.
+    pub(super) fn spilled_bytes(&self) -> u64 {
+        self.store.as_ref().map_or(0, SpillStore::bytes)
+    }
+
     /// Notes that `groups` were touched by the current input batch.
     pub(super) fn touch(&mut self, groups: &[u32], len: usize) {
         self.clock += 1;
@@ -323,13 +328,20 @@ mod tests {
     /// `count(*), sum(v), count(DISTINCT v), max(k) GROUP BY k` as a changelog, with
     /// `budget` bytes of state memory spilling under `dir`.
     fn aggregate(budget: Option<(u64, &std::path::Path)>) -> Box<dyn Operator> {
+        aggregate_counted(budget, &OperatorContext::detached("agg", 0, 1))
+    }
+
+    fn aggregate_counted(
+        budget: Option<(u64, &std::path::Path)>,
+        ctx: &OperatorContext,
+    ) -> Box<dyn Operator> {
         let specs = vec![
             AggregateSpec::count_star("n"),
             AggregateSpec::new(AggregateFunction::Sum, "v", "total"),
             AggregateSpec::new(AggregateFunction::CountDistinct, "v", "values"),
             AggregateSpec::new(AggregateFunction::Max, "k", "top"),
         ];
-        let mut ctx = OperatorContext::detached("agg", 0, 1);
+        let mut ctx = ctx.clone();
         ctx.state_memory = budget.map(|(bytes, dir)| StateMemory {
             bytes,
             spill_dir: dir.to_path_buf(),
@@ -371,13 +383,17 @@ mod tests {
     fn groups_beyond_the_budget_are_spilled_and_taken_back_without_changing_the_output() {
         let dir = tempfile::tempdir().unwrap();
         let mut reference = aggregate(None);
-        let mut spilling = aggregate(Some((2048, dir.path())));
+        let ctx = OperatorContext::detached("agg", 0, 1);
+        let mut spilling = aggregate_counted(Some((2048, dir.path())), &ctx);
         // 90 batches, a snapshot every 2: the delta chain restarts (at 32 batches)
         // with most groups in the tier.
         let (want, _) = feed(reference.as_mut(), 0..90, 2);
         let (got, _) = feed(spilling.as_mut(), 0..90, 2);
         assert_eq!(spilled_tiers(dir.path()), 1, "the budget made it spill");
         assert_eq!(text(&got), text(&want));
+        let bytes = ctx.counters.state_bytes();
+        assert!(bytes.in_memory > 0 && bytes.in_memory < 4096, "{bytes:?}");
+        assert!(bytes.spilled > 0, "{bytes:?}");
         drop(spilling);
         assert_eq!(
             spilled_tiers(dir.path()),
