@@ -126,6 +126,10 @@ pub struct Attempt {
     pub manifest: Option<Manifest>,
     /// The plan's fingerprint: every worker must have planned the same job.
     pub fingerprint: String,
+    /// What worker 0's sources found to read (`JobGraph::input_listing`): every worker
+    /// must have found the same files.
+    #[serde(default)]
+    pub inputs: String,
     /// How many workers the job runs on.
     pub workers: usize,
     /// The first epoch the attempt's checkpoints take.

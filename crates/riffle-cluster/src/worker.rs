@@ -357,6 +357,7 @@ async fn agree(
             generation: recovered.generation,
             manifest: recovered.manifest.clone(),
             fingerprint: graph.fingerprint(),
+            inputs: graph.input_listing(),
             workers: options.placement.workers,
             first_epoch: recovered.next_epoch.0,
             state_id: recovered.state_id.clone(),
@@ -391,17 +392,11 @@ async fn agree(
         Decision::Finished { generation } => return Ok(Agreed::Finished { generation }),
         Decision::Pending => return Err(undecided()),
     };
-    if attempt.fingerprint != graph.fingerprint() {
-        return Err(ClusterError::Unsupported(
-            "worker 0 planned a different job: every worker must run the same pipeline file with the same options".into(),
-        ));
-    }
-    if attempt.workers != options.placement.workers {
-        return Err(ClusterError::Unsupported(format!(
-            "worker 0 runs the job on {} workers, this one was told {}",
-            attempt.workers, options.placement.workers
-        )));
-    }
+    same_job(
+        &attempt,
+        (&graph.fingerprint(), &graph.input_listing()),
+        options.placement.workers,
+    )?;
     // Only this worker's share of the state: its subtasks' key groups (and every
     // source position). The manifest says what the others read.
     let restored = match &attempt.manifest {
@@ -443,5 +438,68 @@ impl Peers {
         self.open
             .get_mut(&worker)
             .ok_or_else(|| ClusterError::Protocol("connection vanished".into()))
+    }
+}
+
+/// Refuses an attempt of worker 0 that this worker cannot run as the same job: another
+/// plan, other input files (the splits would differ: some read twice, some never), or
+/// another number of workers. `(fingerprint, inputs)` are this worker's.
+fn same_job(
+    attempt: &Attempt,
+    (fingerprint, inputs): (&str, &str),
+    workers: usize,
+) -> ClusterResult<()> {
+    if attempt.fingerprint != fingerprint {
+        return Err(ClusterError::Unsupported(
+            "worker 0 planned a different job: every worker must run the same pipeline file with the same options".into(),
+        ));
+    }
+    if attempt.inputs != inputs {
+        return Err(ClusterError::Unsupported(format!(
+            "worker 0 found other input files than this worker ({} there, {inputs} here): every worker must see the same files; files added while the job runs are read once all workers start again",
+            attempt.inputs
+        )));
+    }
+    if attempt.workers != workers {
+        return Err(ClusterError::Unsupported(format!(
+            "worker 0 runs the job on {} workers, this one was told {workers}",
+            attempt.workers
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod same_job_tests {
+    use super::*;
+
+    fn attempt(inputs: &str) -> Attempt {
+        Attempt {
+            generation: 1,
+            manifest: None,
+            fingerprint: "f".into(),
+            inputs: inputs.into(),
+            workers: 2,
+            first_epoch: 1,
+            state_id: "s".into(),
+            history_from: None,
+        }
+    }
+
+    #[test]
+    fn a_worker_that_found_other_input_files_is_refused() {
+        let listing = "bids: 2 files, 00000000000000aa";
+        assert!(same_job(&attempt(listing), ("f", listing), 2).is_ok());
+        let refused = same_job(
+            &attempt(listing),
+            ("f", "bids: 3 files, 00000000000000bb"),
+            2,
+        );
+        assert!(
+            matches!(refused, Err(ClusterError::Unsupported(_))),
+            "{refused:?}"
+        );
+        assert!(same_job(&attempt(listing), ("g", listing), 2).is_err());
+        assert!(same_job(&attempt(listing), ("f", listing), 3).is_err());
     }
 }

@@ -118,6 +118,15 @@ pub trait SourceFactory: Send + Sync {
         self.describe()
     }
 
+    /// What the source found to read when it was planned, where that may differ from
+    /// one planning of the same plan to the next (the files a directory holds): the
+    /// workers of one job must have found the same, or they would cut the input into
+    /// different splits. `None` (the default) for a source whose input does not depend
+    /// on when it is planned.
+    fn input_listing(&self) -> Option<String> {
+        None
+    }
+
     /// Schema of every batch the source produces.
     fn output_schema(&self) -> &StreamSchema;
 

@@ -198,6 +198,20 @@ impl JobGraph {
         format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
     }
 
+    /// What each source found to read ([`SourceFactory::input_listing`]), for workers
+    /// to check that they found the same: `source: listing` per source that has one.
+    pub fn input_listing(&self) -> String {
+        let mut text = Vec::new();
+        for n in &self.nodes {
+            if let NodeKind::Source { factory, .. } = &n.kind {
+                if let Some(listing) = factory.input_listing() {
+                    text.push(format!("{}: {listing}", n.id));
+                }
+            }
+        }
+        text.join("; ")
+    }
+
     /// The schema a node emits.
     pub fn schema(&self, node: NodeId) -> &StreamSchema {
         &self.nodes[node.0].schema

@@ -296,6 +296,19 @@ impl SourceFactory for FileSourceFactory {
         self.text(false)
     }
 
+    /// Every file with how it is cut (its size, its row groups).
+    fn input_listing(&self) -> Option<String> {
+        let mut text = String::new();
+        for file in &self.files {
+            text.push_str(&format!("{}={:?};", file.display(), self.layouts.get(file)));
+        }
+        Some(format!(
+            "{} files, {:016x}",
+            self.files.len(),
+            xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+        ))
+    }
+
     /// Reads the event-time column (and the NOT NULL ones) too.
     fn reading_only(&self, used: &[usize]) -> Option<Arc<dyn SourceFactory>> {
         let read = columns_to_read(self.file_schema.fields(), |i, _| {
