@@ -228,10 +228,21 @@ impl Source for NexmarkSource {
         for batch in &state.batches {
             let next = column(batch, "next_block")?;
             let modulus = column(batch, "parallelism")?;
-            // Checkpoints before the `subtask` column: one row, the subtask's own.
+            // Checkpoints before the `subtask` column: one row, the subtask's own. Which
+            // subtask wrote it is known only when the parallelism is the same and this
+            // batch is the only one (such checkpoints predate restores at another one).
             let residue = match column(batch, "subtask") {
                 Ok(r) => r,
-                Err(_) => UInt64Array::from(vec![self.subtask; batch.num_rows()]),
+                Err(_) if state.batches.len() == 1
+                    && modulus.iter().all(|m| m == Some(self.parallelism)) =>
+                {
+                    UInt64Array::from(vec![self.subtask; batch.num_rows()])
+                }
+                Err(_) => {
+                    return Err(bad(
+                        "this checkpoint was written by an older riffle, before a Nexmark source could restore at another parallelism: restore it at the parallelism it was taken at",
+                    ))
+                }
             };
             for i in 0..batch.num_rows() {
                 if modulus.value(i) == 0 {
@@ -407,6 +418,48 @@ mod tests {
         b.restore(offset).unwrap();
         let replayed = drain(b.as_mut());
         assert_eq!(rest, replayed);
+    }
+
+    /// A checkpoint of an older riffle: `next_block` and `parallelism`, no `subtask`.
+    fn old_state(next: u64, parallelism: u64) -> OperatorState {
+        use riffle_core::arrow::datatypes::{DataType, Field, Schema};
+        let schema = Schema::new(vec![
+            Field::new("next_block", DataType::UInt64, false),
+            Field::new("parallelism", DataType::UInt64, false),
+        ]);
+        let batch = RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(UInt64Array::from(vec![next])),
+                Arc::new(UInt64Array::from(vec![parallelism])),
+            ],
+        )
+        .unwrap();
+        OperatorState {
+            batches: vec![batch],
+        }
+    }
+
+    #[test]
+    fn an_older_checkpoint_restores_at_its_own_parallelism_only() {
+        let factory = NexmarkSourceFactory::new(NexmarkTable::Auction, NexmarkConfig::default());
+        let at = |subtask, parallelism| {
+            factory
+                .create(&OperatorContext::detached("nexmark", subtask, parallelism))
+                .unwrap()
+        };
+        assert!(at(1, 2).restore(old_state(9, 2)).is_ok());
+        // At p3, which old subtask wrote a row is unknown: its blocks would be taken
+        // for this subtask's (some produced twice, some never).
+        let refused = at(1, 3).restore(old_state(9, 2));
+        assert!(matches!(refused, Err(Error::State { .. })), "{refused:?}");
+        let two = OperatorState {
+            batches: [old_state(10, 2), old_state(6, 2)]
+                .into_iter()
+                .flat_map(|s| s.batches)
+                .collect(),
+        };
+        assert!(at(0, 2).restore(two).is_err(), "two old subtasks' rows");
     }
 
     #[test]
