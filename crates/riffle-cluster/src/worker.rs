@@ -456,8 +456,8 @@ fn same_job(
     }
     if attempt.inputs != inputs {
         return Err(ClusterError::Unsupported(format!(
-            "worker 0 found other input files than this worker ({} there, {inputs} here): every worker must see the same files; files added while the job runs are read once all workers start again",
-            attempt.inputs
+            "worker 0 found other input files than this worker ({} there, {inputs} here): every worker must see the same files, or they would cut the input into different splits; files added or grown since worker 0 listed them are read once the whole job (worker 0 too) starts again",
+            if attempt.inputs.is_empty() { "none sent: an older riffle?" } else { &attempt.inputs }
         )));
     }
     if attempt.workers != workers {

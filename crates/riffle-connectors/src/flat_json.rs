@@ -27,8 +27,8 @@ use riffle_core::arrow::array::{
     ArrayBuilder, ArrayRef, ArrowPrimitiveType, BooleanBuilder, PrimitiveBuilder, StringBuilder,
 };
 use riffle_core::arrow::datatypes::{
-    DataType, Field, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, Schema, SchemaRef,
-    UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+    DataType, Date32Type, Field, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, Schema,
+    SchemaRef, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 use riffle_core::RecordBatch;
 use simd_json::{Buffers, Node, StaticNode};
@@ -282,6 +282,9 @@ enum Column {
     Float64(PrimitiveBuilder<Float64Type>),
     Boolean(BooleanBuilder),
     Utf8(StringBuilder),
+    /// A DATE: a string parsed by Arrow's own parser (as its decoder parses it), or an
+    /// integer (days since 1970-01-01, as Arrow's decoder takes a number).
+    Date32(PrimitiveBuilder<Date32Type>),
     /// A TIMESTAMP column as its text: an integer's digits (epoch milliseconds) or a
     /// string that is not digits (a date-time; digits as text are malformed).
     DateTime(StringBuilder),
@@ -304,6 +307,7 @@ impl Column {
             DataType::Float64 => Column::Float64(PrimitiveBuilder::with_capacity(rows)),
             DataType::Boolean => Column::Boolean(BooleanBuilder::with_capacity(rows)),
             DataType::Utf8 => Column::Utf8(StringBuilder::with_capacity(rows, rows * 16)),
+            DataType::Date32 => Column::Date32(PrimitiveBuilder::with_capacity(rows)),
             DataType::Timestamp(..) => {
                 Column::DateTime(StringBuilder::with_capacity(rows, rows * 24))
             }
@@ -323,6 +327,7 @@ impl Column {
             Column::UInt64(b) => b,
             Column::Float64(b) => b,
             Column::Boolean(b) => b,
+            Column::Date32(b) => b,
             Column::Utf8(b) | Column::DateTime(b) => b,
         }
     }
@@ -343,6 +348,7 @@ impl Column {
             Column::UInt64(b) => b.append_null(),
             Column::Float64(b) => b.append_null(),
             Column::Boolean(b) => b.append_null(),
+            Column::Date32(b) => b.append_null(),
             Column::Utf8(b) | Column::DateTime(b) => b.append_null(),
         }
     }
@@ -365,6 +371,7 @@ impl Column {
             Column::UInt16(b) => append_integer(b, value),
             Column::UInt32(b) => append_integer(b, value),
             Column::UInt64(b) => append_integer(b, value),
+            Column::Date32(b) => append_integer(b, value),
             Column::Float64(b) => {
                 // (An integer converts to the nearest f64, as Arrow's parse of its text
                 // rounds.)
@@ -412,6 +419,10 @@ impl Column {
             Column::DateTime(b) if !is_signed_digits(text) => {
                 b.append_value(text);
                 true
+            }
+            Column::Date32(b) => {
+                use riffle_core::arrow::compute::kernels::cast_utils::Parser;
+                Date32Type::parse(text).map(|d| b.append_value(d)).is_some()
             }
             _ => false,
         }
@@ -662,13 +673,48 @@ mod tests {
         assert!(takes(&schema()));
         for other in [
             DataType::Float32,
-            DataType::Date32,
             DataType::Decimal128(10, 2),
             DataType::LargeUtf8,
             DataType::List(Arc::new(Field::new("item", DataType::Int64, true))),
         ] {
             let schema = Schema::new(vec![Field::new("x", other.clone(), true)]);
             assert!(!takes(&schema), "{other}");
+        }
+    }
+
+    #[test]
+    fn dates_decode_as_arrow_decodes_them_and_the_rest_is_handed_back() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("d", DataType::Date32, true),
+            Field::new("n", DataType::Int64, true),
+        ]));
+        for line in [
+            r#"{"d":"2026-12-06","n":1}"#,
+            r#"{"d":"1970-01-01"}"#,
+            r#"{"d":"1969-12-31","n":2}"#,
+            r#"{"d":"0001-01-01"}"#,
+            r#"{"d":"9999-12-31"}"#,
+            r#"{"d":"2024-02-29"}"#,
+            r#"{"d":20000}"#,
+            r#"{"d":-1}"#,
+            r#"{"d":null,"n":3}"#,
+            r#"{"n":4}"#,
+        ] {
+            assert!(agrees_with_arrow(&schema, line), "not taken: {line}");
+        }
+        // Not dates, or not as this decoder reads them: each is left to Arrow (which
+        // refuses or reads them its own way), never decoded otherwise.
+        for line in [
+            r#"{"d":"2023-02-29"}"#,
+            r#"{"d":"2026-13-01"}"#,
+            r#"{"d":"06/12/2026"}"#,
+            r#"{"d":""}"#,
+            r#"{"d":"2026-12-06T10:00:00"}"#,
+            r#"{"d":1.5}"#,
+            r#"{"d":true}"#,
+            r#"{"d":9999999999}"#,
+        ] {
+            agrees_with_arrow(&schema, line);
         }
     }
 

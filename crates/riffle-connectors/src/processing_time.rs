@@ -34,10 +34,6 @@ impl SourceFactory for ProcessingTimeSourceFactory {
         self.inner.output_schema()
     }
 
-    fn plan_identity(&self) -> String {
-        format!("{}, in processing time", self.inner.plan_identity())
-    }
-
     fn input_listing(&self) -> Option<String> {
         self.inner.input_listing()
     }
