@@ -254,6 +254,7 @@ impl SourceFactory for KafkaSourceFactory {
             restored: BTreeMap::new(),
             partitions: BTreeMap::new(),
             started: false,
+            metadata_waiting_since: None,
             snapshots: VecDeque::new(),
             throttle: None,
             last_delivery: BTreeMap::new(),

@@ -43,6 +43,9 @@ struct KafkaSource {
     /// This subtask's partitions.
     partitions: BTreeMap<i32, PartitionPosition>,
     started: bool,
+    /// When the topic's metadata first answered with a passing error (a partition
+    /// without a leader yet): start waits for it, up to the request timeout.
+    metadata_waiting_since: Option<Instant>,
     /// Offsets at recent barriers, committed to the group once their epoch commits.
     snapshots: VecDeque<(Epoch, Vec<(i32, i64)>)>,
     /// With a rate cap: when this subtask started, and records read since.
@@ -74,8 +77,9 @@ impl KafkaSource {
         record_location(&self.config.topic, partition, offset)
     }
 
-    /// Finds this subtask's partitions and where each starts; assigns them.
-    fn start(&mut self) -> Result<()> {
+    /// Finds this subtask's partitions and where each starts; assigns them. `false`
+    /// while the topic's metadata answers with a passing error (the poll is pending).
+    fn start(&mut self) -> Result<bool> {
         let config = self.config.clone();
         let client = &config.client;
         let metadata = self
@@ -87,17 +91,27 @@ impl KafkaSource {
                     config.topic
                 ))
             })?;
-        let topic = metadata
-            .topics()
-            .iter()
-            .find(|t| t.name() == config.topic)
-            .filter(|t| t.error().is_none() && !t.partitions().is_empty())
-            .ok_or_else(|| {
-                client.error(format!(
+        let found = metadata.topics().iter().find(|t| t.name() == config.topic);
+        let topic = match found.map(|t| (t, t.error())) {
+            Some((t, None)) if !t.partitions().is_empty() => t,
+            Some((_, Some(error))) if topic_error_passes(error) => {
+                let since = *self.metadata_waiting_since.get_or_insert_with(Instant::now);
+                if since.elapsed() < REQUEST_TIMEOUT {
+                    return Ok(false);
+                }
+                return Err(client.error(format!(
+                    "topic `{}` answered {error:?} for {} s; is the broker healthy?",
+                    config.topic,
+                    REQUEST_TIMEOUT.as_secs()
+                )));
+            }
+            _ => {
+                return Err(client.error(format!(
                     "topic `{}` does not exist; create it, or check 'topic'",
                     config.topic
-                ))
-            })?;
+                )))
+            }
+        };
         let mine: Vec<i32> = topic
             .partitions()
             .iter()
@@ -138,7 +152,7 @@ impl KafkaSource {
         let now = Instant::now();
         self.last_delivery = self.partitions.keys().map(|p| (*p, now)).collect();
         self.started = true;
-        Ok(())
+        Ok(true)
     }
 
     /// The first offset of partition `p` (low..high are its retained offsets).
@@ -356,8 +370,8 @@ struct Polled {
 
 impl Source for KafkaSource {
     fn poll_next(&mut self) -> Result<SourcePoll> {
-        if !self.started {
-            self.start()?;
+        if !self.started && !self.start()? {
+            return Ok(SourcePoll::Pending);
         }
         if self.config.bounded && self.partitions.values().all(PartitionPosition::done) {
             return Ok(SourcePoll::End);
@@ -548,6 +562,19 @@ impl Source for KafkaSource {
     }
 }
 
+/// Whether a topic-level error in a metadata answer passes by itself (a partition
+/// whose leader is being elected), as against a topic that is not there.
+fn topic_error_passes(error: rdkafka::types::RDKafkaRespErr) -> bool {
+    use rdkafka::types::RDKafkaRespErr as E;
+    matches!(
+        error,
+        E::RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE
+            | E::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION
+            | E::RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT
+            | E::RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE
+    )
+}
+
 /// What an error the consumer's poll returns means for the read.
 #[derive(Debug, PartialEq, Eq)]
 enum PollError {
@@ -593,6 +620,20 @@ mod poll_error_tests {
             poll_error(Some(Code::OffsetOutOfRange)),
             PollError::OffsetGone
         );
+    }
+
+    #[test]
+    fn a_topic_without_a_leader_yet_is_waited_for_and_a_missing_one_is_not() {
+        use rdkafka::types::RDKafkaRespErr as E;
+        assert!(super::topic_error_passes(
+            E::RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE
+        ));
+        assert!(!super::topic_error_passes(
+            E::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART
+        ));
+        assert!(!super::topic_error_passes(
+            E::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED
+        ));
     }
 
     #[test]
