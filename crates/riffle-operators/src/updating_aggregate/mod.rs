@@ -176,6 +176,14 @@ struct UpdatingAggregate {
 }
 
 impl UpdatingAggregate {
+    /// Reports the state's bytes in memory and in the spill tier.
+    fn report_state_bytes(&self) {
+        self.counters.set_state_bytes(StateBytes {
+            in_memory: self.memory_size() as u64,
+            spilled: self.tier.as_ref().map_or(0, Tier::spilled_bytes),
+        });
+    }
+
     /// The current rows of `groups` (id, event time), of the kind `kind(id)` gives when
     /// the stream is a changelog.
     fn rows(&self, groups: &[(u32, i64)], kind: impl Fn(u32) -> RowKind) -> Result<RecordBatch> {
@@ -253,6 +261,8 @@ impl Operator for UpdatingAggregate {
             // Between snapshots groups may leave only before the first one.
             if self.delta.batches.is_empty() && tier.due(batch.num_rows(), len) {
                 self.spill_if_over()?;
+                // Without checkpoints no snapshot reports them.
+                self.report_state_bytes();
             }
         }
         Ok(())
@@ -281,10 +291,7 @@ impl Operator for UpdatingAggregate {
         let state = self.delta.state_after(batch, len);
         // Every group is in the checkpoint now: any may leave memory.
         self.spill_if_over()?;
-        self.counters.set_state_bytes(StateBytes {
-            in_memory: self.memory_size() as u64,
-            spilled: self.tier.as_ref().map_or(0, Tier::spilled_bytes),
-        });
+        self.report_state_bytes();
         Ok(state)
     }
     fn restore(&mut self, state: OperatorState) -> Result<()> {
@@ -299,6 +306,7 @@ impl Operator for UpdatingAggregate {
             self.accumulators.restore(&groups, &batch, &self.operator)?;
             self.spill_if_over()?;
         }
+        self.report_state_bytes();
         Ok(())
     }
 }

@@ -452,11 +452,16 @@ mod tests {
     fn without_checkpoints_groups_are_spilled_as_they_cool() {
         let dir = tempfile::tempdir().unwrap();
         let mut reference = aggregate(None);
-        let mut spilling = aggregate(Some((1024, dir.path())));
         // No snapshot ever: batches of 17 rows, memory measured every 8192.
+        let ctx = OperatorContext::detached("agg", 0, 1);
+        let mut spilling = aggregate_counted(Some((1024, dir.path())), &ctx);
         let (want, _) = feed(reference.as_mut(), 0..1200, i64::MAX);
         let (got, _) = feed(spilling.as_mut(), 0..1200, i64::MAX);
         assert_eq!(spilled_tiers(dir.path()), 1);
         assert_eq!(text(&got), text(&want));
+        assert!(
+            ctx.counters.state_bytes().spilled > 0,
+            "reported without snapshots"
+        );
     }
 }
