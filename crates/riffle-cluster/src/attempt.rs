@@ -213,6 +213,11 @@ async fn coordinate(
         first_epoch: riffle_core::Epoch(attempt.first_epoch),
         state_id: Some(attempt.state_id.clone()),
         history_from: attempt.history_from.map(riffle_core::Epoch),
+        taken_back: attempt
+            .taken_back
+            .iter()
+            .map(|&e| riffle_core::Epoch(e))
+            .collect(),
         ..run.checkpoints.clone()
     };
     let mut listeners = run.listeners.clone();

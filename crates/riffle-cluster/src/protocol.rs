@@ -139,6 +139,9 @@ pub struct Attempt {
     /// The first epoch of the restored state's history (`Manifest::history_from`).
     #[serde(default)]
     pub history_from: Option<u64>,
+    /// Epochs of that history whose output was taken back (`Manifest::taken_back`).
+    #[serde(default)]
+    pub taken_back: Vec<u64>,
 }
 
 /// What a worker asks worker 0: the attempt to run next, one of generation `at_least`

@@ -362,6 +362,7 @@ async fn agree(
             first_epoch: recovered.next_epoch.0,
             state_id: recovered.state_id.clone(),
             history_from: recovered.history_from.map(|e| e.0),
+            taken_back: recovered.taken_back.iter().map(|e| e.0).collect(),
         };
         let attempt = Box::new(attempt);
         service.publish(Decision::Run(attempt.clone()));
@@ -483,6 +484,7 @@ mod same_job_tests {
             first_epoch: 1,
             state_id: "s".into(),
             history_from: None,
+            taken_back: Vec::new(),
         }
     }
 

@@ -61,6 +61,8 @@ pub struct CheckpointConfig {
     /// The first epoch of the state's history, recorded in manifests
     /// (`Manifest::history_from`).
     pub history_from: Option<Epoch>,
+    /// Epochs of that history whose output was taken back (`Manifest::taken_back`).
+    pub taken_back: Vec<Epoch>,
 }
 
 impl Default for CheckpointConfig {
@@ -75,6 +77,7 @@ impl Default for CheckpointConfig {
             first_epoch: Epoch(1),
             state_id: None,
             history_from: None,
+            taken_back: Vec::new(),
         }
     }
 }

@@ -69,6 +69,9 @@ pub struct Recovered {
     /// The first epoch of the restored state's history (`Manifest::history_from`): this
     /// run's first epoch when it starts from empty state.
     pub history_from: Option<Epoch>,
+    /// Committed epochs of that history whose output was taken back
+    /// (`Manifest::taken_back`): this recovery's skipped epochs added.
+    pub taken_back: Vec<Epoch>,
 }
 
 /// State a run starts from because the user named it (`--from-savepoint`,
@@ -456,9 +459,17 @@ async fn finish(
     // Skipped epochs (damaged, or another pipeline's) stay on storage as they were,
     // but what they published was taken back: from a resume past them, the history
     // whose output the sinks must hold starts with this run.
-    let history_from = match &manifest {
-        Some(m) if plan.skipped.is_empty() => m.history_from,
-        _ => Some(next_epoch),
+    // The history goes on past them: every epoch it holds is still asked for, but
+    // those whose output was taken back (every epoch after the restored one).
+    let (history_from, taken_back) = match (&manifest, plan.restore) {
+        (Some(m), Some(restored)) => {
+            let mut taken_back = m.taken_back.clone();
+            taken_back.extend(findings.iter().map(|(e, _)| *e).filter(|e| *e > restored));
+            taken_back.sort_unstable();
+            taken_back.dedup();
+            (m.history_from, taken_back)
+        }
+        _ => (Some(next_epoch), Vec::new()),
     };
     let source_offsets = source_operators(graph, manifest.as_ref());
     let record = RecoveryRecord {
@@ -500,6 +511,7 @@ async fn finish(
         unpublished,
         state_id,
         history_from,
+        taken_back,
     })
 }
 
@@ -533,7 +545,7 @@ async fn settle_sinks(
     // the run resume without their rows.
     if let (Some(restored), Some(m)) = (plan.restore, manifest) {
         let since = m.history_from.unwrap_or(restored);
-        refuse_lost_output(&sinks, findings, since, restored)?;
+        refuse_lost_output(&sinks, findings, (since, restored), &m.taken_back)?;
     }
     // Starting from empty state (the state is gone, or --no-restore) over output an
     // earlier run published: the run would write those rows again.

@@ -120,6 +120,11 @@ pub struct Manifest {
     /// manifests of versions that did not record it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_from: Option<Epoch>,
+    /// Committed epochs of this history whose output a recovery took back (it resumed
+    /// past them, their checkpoints skipped as damaged or another pipeline's): the
+    /// sinks need not hold them. Carried from manifest to manifest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taken_back: Vec<Epoch>,
     /// Object-store requests and bytes of writing this epoch's state files, from the
     /// trigger to the manifest (what the epoch costs on S3, less its few commit
     /// requests).
@@ -150,6 +155,7 @@ impl Manifest {
             restored_from: None,
             state_id: None,
             history_from: None,
+            taken_back: Vec::new(),
             requests: None,
         }
     }

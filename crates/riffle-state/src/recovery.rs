@@ -139,16 +139,18 @@ pub fn decide_prepared(outputs: &[StagedOutput]) -> PreparedEpoch {
 /// are not among them (they may never have been published), nor the held ones
 /// (published only by a later epoch), nor those of epochs before `since` (a history
 /// that a start from empty state or from a named savepoint replaced).
-pub fn published_by_checkpoints(
-    findings: &[(Epoch, EpochFinding)],
-    since: Epoch,
-    restored: Epoch,
-) -> Vec<&Committable> {
+pub fn published_by_checkpoints<'a>(
+    findings: &'a [(Epoch, EpochFinding)],
+    (since, restored): (Epoch, Epoch),
+    taken_back: &[Epoch],
+) -> Vec<&'a Committable> {
     findings
         .iter()
         .filter_map(|(epoch, finding)| match finding {
             EpochFinding::Valid(m)
-                if (since..=restored).contains(epoch) && m.status == ManifestStatus::Committed =>
+                if (since..=restored).contains(epoch)
+                    && m.status == ManifestStatus::Committed
+                    && !taken_back.contains(epoch) =>
             {
                 Some(m)
             }
@@ -280,18 +282,27 @@ mod tests {
                 with_committables(7, ManifestStatus::Committed, &["a"]),
             ),
         ];
-        let must: Vec<(String, u64)> = published_by_checkpoints(&findings, Epoch(1), Epoch(6))
-            .iter()
-            .map(|c| (c.sink.clone(), c.epoch.0))
-            .collect();
+        let must: Vec<(String, u64)> =
+            published_by_checkpoints(&findings, (Epoch(1), Epoch(6)), &[])
+                .iter()
+                .map(|c| (c.sink.clone(), c.epoch.0))
+                .collect();
         let expected = [("a", 3), ("b", 3), ("a", 5)].map(|(s, e)| (s.to_string(), e));
         assert_eq!(must, expected);
         // A history replaced from epoch 4 on (a start from empty state there).
-        let since_4: Vec<u64> = published_by_checkpoints(&findings, Epoch(4), Epoch(7))
+        let since_4: Vec<u64> = published_by_checkpoints(&findings, (Epoch(4), Epoch(7)), &[])
             .iter()
             .map(|c| c.epoch.0)
             .collect();
         assert_eq!(since_4, vec![5, 7]);
+        // Epoch 5's output was taken back by a fallback past it (damaged): the history
+        // goes on from epoch 1, without it.
+        let past_5: Vec<u64> =
+            published_by_checkpoints(&findings, (Epoch(1), Epoch(7)), &[Epoch(5)])
+                .iter()
+                .map(|c| c.epoch.0)
+                .collect();
+        assert_eq!(past_5, vec![3, 3, 7]);
     }
 
     #[test]
@@ -306,7 +317,7 @@ mod tests {
                 with_committables(5, ManifestStatus::Committed, &["a", "a"]),
             ),
         ];
-        let must = published_by_checkpoints(&findings, Epoch(0), Epoch(5));
+        let must = published_by_checkpoints(&findings, (Epoch(0), Epoch(5)), &[]);
         let held = must
             .iter()
             .map(|c| (*c, c.sink == "b" || c.subtask == 0 && c.epoch.0 == 3));

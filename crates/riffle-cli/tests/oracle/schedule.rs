@@ -254,7 +254,9 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 /// The oldest committed checkpoint that published files (recovery always restores it
-/// or a newer one, so it must find its files), and the first file it published.
+/// or a newer one, so it must find its files) and whose output no recovery took back
+/// (a fallback past a damaged checkpoint takes back what later epochs published, and
+/// manifests name those epochs), and the first file it published.
 fn oldest_published_file(state: &Path, pipeline: &str) -> Option<(u64, String)> {
     let mut committed: Vec<_> = std::fs::read_dir(state.join(pipeline).join("checkpoints"))
         .ok()?
@@ -262,10 +264,22 @@ fn oldest_published_file(state: &Path, pipeline: &str) -> Option<(u64, String)> 
         .filter(|p| p.join("_committed.json").exists())
         .collect();
     committed.sort();
-    committed.iter().find_map(|dir| {
-        let manifest: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.join("_manifest.json")).ok()?).ok()?;
+    let manifests: Vec<serde_json::Value> = committed
+        .iter()
+        .filter_map(|dir| {
+            serde_json::from_slice(&std::fs::read(dir.join("_manifest.json")).ok()?).ok()
+        })
+        .collect();
+    let taken_back: Vec<u64> = manifests
+        .iter()
+        .flat_map(|m| m["taken_back"].as_array().cloned().unwrap_or_default())
+        .filter_map(|e| e.as_u64())
+        .collect();
+    manifests.iter().find_map(|manifest| {
         let epoch = manifest["epoch"].as_u64()?;
+        if taken_back.contains(&epoch) {
+            return None;
+        }
         manifest["sink_committables"]
             .as_array()?
             .iter()

@@ -118,6 +118,7 @@ impl CheckpointCoordinator {
         manifest.plan_fingerprint = self.plan_fingerprint.clone();
         manifest.state_id = self.config.state_id.clone();
         manifest.history_from = self.config.history_from;
+        manifest.taken_back = self.config.taken_back.clone();
         if let Some(metrics) = &self.metrics {
             // Read when the last ack arrived: the watermark sinks had reached by then.
             manifest.watermark = metrics.sink_watermark();

@@ -173,11 +173,11 @@ pub(super) fn claim_outputs(
 pub(super) fn refuse_lost_output(
     sinks: &Sinks,
     findings: &[(Epoch, EpochFinding)],
-    since: Epoch,
-    restored: Epoch,
+    (since, restored): (Epoch, Epoch),
+    taken_back: &[Epoch],
 ) -> RuntimeResult<()> {
     let mut by_sink: BTreeMap<&str, Vec<&Committable>> = BTreeMap::new();
-    for c in published_by_checkpoints(findings, since, restored) {
+    for c in published_by_checkpoints(findings, (since, restored), taken_back) {
         by_sink.entry(c.sink.as_str()).or_default().push(c);
     }
     let mut held = Vec::new();

@@ -79,6 +79,7 @@ impl Attempts for OneProcess<'_> {
             first_epoch: recovered.next_epoch,
             state_id: Some(recovered.state_id.clone()),
             history_from: recovered.history_from,
+            taken_back: recovered.taken_back.clone(),
             ..self.run.checkpoints.clone()
         };
         // A subtask that cannot start (its database is unreachable for a moment) is a
