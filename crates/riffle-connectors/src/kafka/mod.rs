@@ -6,6 +6,7 @@
 
 pub(crate) mod avro;
 mod debezium;
+mod errors;
 mod format;
 mod ledger;
 mod offsets;

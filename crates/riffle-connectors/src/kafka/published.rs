@@ -20,6 +20,7 @@
 //! The sink's ledger group is not asked: on the test broker a deleted topic's group
 //! offsets survive its deletion, and a new process read no offset for committed epochs.
 
+use super::errors::{poll_error, PollError};
 use super::{KafkaClient, REQUEST_TIMEOUT};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -224,12 +225,7 @@ impl TopicReader {
             let message = match polled {
                 Ok(message) => message,
                 Err(KafkaError::PartitionEOF(p)) if p == partition => return Ok(None),
-                Err(e)
-                    if matches!(
-                        e.rdkafka_error_code(),
-                        Some(RDKafkaErrorCode::AutoOffsetReset | RDKafkaErrorCode::OffsetOutOfRange)
-                    ) =>
-                {
+                Err(e) if poll_error(e.rdkafka_error_code()) == PollError::OffsetGone => {
                     return Ok(None)
                 }
                 Err(e) => {
