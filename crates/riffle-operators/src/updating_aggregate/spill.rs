@@ -115,7 +115,8 @@ impl UpdatingAggregate {
         }
         if !ids.is_empty() && !codec.fields().is_empty() {
             let values: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
-            let batch = state_batch(codec, codec.decode(&values)?)?;
+            let state = codec.fields().iter().cloned().zip(codec.decode(&values)?);
+            let batch = named_columns(state.collect())?;
             self.accumulators.restore(&ids, &batch, &self.operator)?;
         }
         Ok(ids)
@@ -206,10 +207,7 @@ impl UpdatingAggregate {
         let mut ids = Vec::new();
         table.intern(&keys, &rows, &mut ids)?;
         if !state.is_empty() {
-            let fields: Vec<Field> = state.iter().map(|(f, _)| f.clone()).collect();
-            let columns = state.into_iter().map(|(_, c)| c).collect();
-            let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-            accumulators.restore(&ids, &batch, &self.operator)?;
+            accumulators.restore(&ids, &named_columns(state)?, &self.operator)?;
         }
         accumulators.ensure(kept.len());
         // Sets go on noting what they gain, for the chain the last snapshot continued.
@@ -263,10 +261,14 @@ impl UpdatingAggregate {
     }
 }
 
-/// The state columns `codec` decoded, as a batch named as snapshots name them.
-fn state_batch(codec: &ValueCodec, columns: Vec<ArrayRef>) -> Result<RecordBatch> {
-    let schema = Schema::new(codec.fields().to_vec());
-    Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+/// State columns as a batch, named as snapshots name them (what an accumulator set
+/// restores from).
+fn named_columns(state: Vec<(Field, ArrayRef)>) -> Result<RecordBatch> {
+    let (fields, columns): (Vec<Field>, Vec<ArrayRef>) = state.into_iter().unzip();
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
 }
 
 /// The ids `0..len` not in `ids` (ascending).
