@@ -44,5 +44,5 @@ pub use sink::{
     SinkFactory, SinkSummary, StagedOutput, Unpublished,
 };
 pub use source::{Source, SourceFactory, SourcePoll, TimeBounds};
-pub use state::OperatorState;
+pub use state::{hand_over, is_handed, may_reference_previous, CommittedEpoch, OperatorState};
 pub use time::{EventTime, Watermark};

@@ -160,6 +160,12 @@ pub struct OperatorContext {
     /// can spill keep their in-memory state within it (docs/engine.md, "State beyond
     /// memory").
     pub state_memory: Option<StateMemory>,
+    /// The newest epoch the job committed, as this process heard it: an operator may
+    /// stop holding state batches that committed snapshots wrote
+    /// ([`crate::state::hand_over`]). Heard only by a
+    /// [`stable_state`](OperatorFactory::stable_state) operator's subtasks, whose files
+    /// the checkpoint writer reuses; never by others'.
+    pub committed: crate::state::CommittedEpoch,
 }
 
 /// A stateful subtask's memory budget and where it may spill what does not fit.
@@ -182,6 +188,7 @@ impl OperatorContext {
             max_parallelism: crate::DEFAULT_MAX_PARALLELISM,
             counters: Arc::new(OperatorCounters::default()),
             state_memory: None,
+            committed: crate::state::CommittedEpoch::default(),
         }
     }
 }

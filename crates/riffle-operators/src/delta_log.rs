@@ -6,9 +6,20 @@
 //! earlier ones, rebuilds the state. The earlier batches are handed to the checkpoint
 //! again unchanged, so their files are reused instead of rewritten. When the chain grows
 //! long or holds mostly overwritten rows, the next snapshot writes the unit in full.
+//!
+//! Groups held outside the ids (a spill tier's) need not be rewritten in one snapshot
+//! when a chain restarts: the old chain stays until the caller has written them into
+//! the new one over the next snapshots ([`DeltaLog::rolled`]), so a restart never needs
+//! them in memory at once.
+//!
+//! Once the snapshot that wrote them has committed, the chain need not hold its
+//! batches' rows: [`DeltaLog::hand_over_committed`] keeps of each only what names its
+//! file to the checkpoint writer (docs/engine.md, "State beyond memory").
 
 use crate::aggregate::DistinctValues;
-use riffle_core::{OperatorState, RecordBatch};
+use riffle_core::{
+    hand_over, is_handed, may_reference_previous, Epoch, OperatorState, RecordBatch,
+};
 
 /// Longest chain of batches before a full rewrite (bounds files per window and restore work).
 pub(crate) const MAX_CHAIN: usize = 32;
@@ -42,6 +53,17 @@ pub(crate) struct DeltaLog {
     outside: usize,
     /// Whether the last [`take_changed`](DeltaLog::take_changed) started a new chain.
     restarted: bool,
+    /// Whether the next snapshot must start a new chain: the chain holds handed-over
+    /// batches its writer may not reference.
+    must_restart: bool,
+    /// Leading batches of the previous chain, kept while a rolling restart writes the
+    /// groups held outside the ids into the new one (until [`rolled`](Self::rolled));
+    /// 0 when not rolling.
+    old: usize,
+    /// Rows of those batches (counted in `chain_groups` too).
+    old_groups: usize,
+    /// Snapshots that added a batch since the chain started.
+    snapshots: usize,
 }
 
 impl DeltaLog {
@@ -57,15 +79,36 @@ impl DeltaLog {
         }
     }
 
+    /// Before the snapshot for `epoch`: once the snapshot before it is heard
+    /// `committed`, stops holding the rows of every batch of the chain (all of which that
+    /// snapshot wrote or referenced), keeping only what names their files to the writer
+    /// ([`hand_over`]). Where the writer may not reference them (that snapshot is not
+    /// heard committed, [`may_reference_previous`]), a chain holding handed-over batches
+    /// starts anew at this snapshot.
+    pub(crate) fn hand_over_committed(&mut self, epoch: Epoch, committed: Option<Epoch>) {
+        if may_reference_previous(epoch, committed) {
+            for batch in &mut self.batches {
+                if !is_handed(batch) {
+                    *batch = hand_over(batch);
+                }
+            }
+        } else if self.batches.iter().any(is_handed) {
+            self.must_restart = true;
+        }
+    }
+
     /// The groups the next snapshot batch must hold, given `len` groups now; empty when
     /// nothing changed. Starts a fresh chain (every group) when the old one is too long
     /// or mostly overwritten; the caller then [`push`](Self::push)es the batch.
     pub(crate) fn take_changed(&mut self, len: usize) -> Vec<u32> {
         let delta_rows = self.changed.len() + len.saturating_sub(self.written);
+        // While rolling, the old chain is still needed: no restart but a forced one.
         let full = self.batches.is_empty()
-            || self.batches.len() >= MAX_CHAIN
-            || (self.chain_groups + delta_rows > 2 * (len + self.outside)
-                && self.chain_groups + delta_rows > SMALL_CHAIN_ROWS);
+            || self.must_restart
+            || (self.old == 0
+                && (self.snapshots >= MAX_CHAIN
+                    || (self.chain_groups + delta_rows > 2 * (len + self.outside)
+                        && self.chain_groups + delta_rows > SMALL_CHAIN_ROWS)));
         for &g in &self.changed {
             self.dirty[g as usize] = false;
         }
@@ -73,14 +116,28 @@ impl DeltaLog {
         self.dirty.resize(len, false);
         self.whole = full;
         self.restarted = false;
-        if delta_rows == 0 && !self.batches.is_empty() {
+        if delta_rows == 0 && !self.batches.is_empty() && !self.must_restart {
             self.taken = 0;
             return Vec::new();
         }
         if full {
             self.restarted = true;
-            self.batches.clear();
-            self.chain_groups = 0;
+            // Groups outside the ids are written over the next snapshots, the old chain
+            // kept meanwhile, when every old batch is in files of its own (handed over:
+            // the committed snapshot before this one holds them), which the writer can
+            // go on referencing apart from the new chain's; otherwise all go now.
+            let handed = !self.batches.is_empty() && self.batches.iter().all(is_handed);
+            if self.outside > 0 && handed && !self.must_restart {
+                self.old = self.batches.len();
+                self.old_groups = self.chain_groups;
+            } else {
+                self.batches.clear();
+                self.chain_groups = 0;
+                self.old = 0;
+                self.old_groups = 0;
+            }
+            self.must_restart = false;
+            self.snapshots = 0;
             self.taken = len;
             return (0..len as u32).collect();
         }
@@ -109,12 +166,29 @@ impl DeltaLog {
 
     /// Whether the last [`take_changed`](Self::take_changed) started a new chain: the
     /// snapshot must then hold every group, those outside the ids too
-    /// ([`push_outside`](Self::push_outside)).
+    /// ([`push_outside`](Self::push_outside)): all of them now, or over the next
+    /// snapshots while [`rolling`](Self::rolling).
     pub(crate) fn restarted(&self) -> bool {
         self.restarted
     }
 
-    /// Adds a batch of groups held outside the ids to a chain just started.
+    /// Whether a rolling restart keeps the old chain until every group held outside the
+    /// ids is in the new one: the caller pushes them in pieces, then calls
+    /// [`rolled`](Self::rolled).
+    pub(crate) fn rolling(&self) -> bool {
+        self.old > 0
+    }
+
+    /// Every group held outside the ids is in the new chain: the old one goes.
+    pub(crate) fn rolled(&mut self) {
+        self.batches.drain(..self.old);
+        self.chain_groups -= self.old_groups;
+        self.old = 0;
+        self.old_groups = 0;
+    }
+
+    /// Adds a batch of groups held outside the ids to the new chain (a piece of them,
+    /// while [`rolling`](Self::rolling)).
     pub(crate) fn push_outside(&mut self, batch: RecordBatch) {
         self.chain_groups += batch.num_rows();
         self.batches.push(batch);
@@ -155,6 +229,7 @@ impl DeltaLog {
         self.chain_groups += self.taken;
         self.batches.push(batch);
         self.written = len;
+        self.snapshots += 1;
     }
 
     /// The operator state after a snapshot: the earlier batches and `batch`, the one
@@ -231,6 +306,105 @@ mod tests {
             assert_eq!(log.distinct_values(), DistinctValues::Added, "a delta");
         }
         assert_eq!(log.batches.len(), 11);
+    }
+
+    #[test]
+    fn a_committed_chain_is_handed_over_and_restarts_when_it_may_not_be_referenced() {
+        let mut log = DeltaLog::default();
+        log.touch(&[0, 1]);
+        log.hand_over_committed(Epoch(1), None);
+        assert_eq!(snapshot(&mut log, 2), vec![0, 1]);
+        // Epoch 1 committed: snapshot 2 names its batch instead of holding it.
+        log.hand_over_committed(Epoch(2), Some(Epoch(1)));
+        assert!(log.batches.iter().all(is_handed));
+        log.touch(&[1]);
+        assert_eq!(snapshot(&mut log, 2), vec![1], "still a delta");
+        assert!(
+            !is_handed(&log.batches[1]),
+            "snapshot 2's own batch is held"
+        );
+        // Epoch 2 failed: snapshot 3 may not reference files, so the chain starts anew,
+        // every group whole, though nothing changed.
+        log.hand_over_committed(Epoch(3), Some(Epoch(1)));
+        assert_eq!(snapshot(&mut log, 2), vec![0, 1]);
+        assert_eq!(log.distinct_values(), DistinctValues::All);
+        assert!(log.batches.iter().all(|b| !is_handed(b)));
+        // A chain holding every batch whole goes on as a delta, whatever was heard.
+        log.hand_over_committed(Epoch(4), None);
+        assert!(snapshot(&mut log, 2).is_empty());
+    }
+
+    #[test]
+    fn a_restart_with_groups_outside_keeps_the_old_chain_until_they_are_rolled_in() {
+        let mut log = DeltaLog::default();
+        snapshot(&mut log, 3);
+        log.set_outside(5);
+        for e in 1..MAX_CHAIN as u64 {
+            log.hand_over_committed(Epoch(e), Some(Epoch(e - 1)));
+            log.touch(&[0]);
+            snapshot(&mut log, 3);
+        }
+        log.hand_over_committed(Epoch(99), Some(Epoch(98)));
+        log.touch(&[0]);
+        // The 32nd batch: a new chain, the old one kept while the 5 outside groups are
+        // written into it in pieces.
+        assert_eq!(snapshot(&mut log, 3), vec![0, 1, 2]);
+        assert!(log.restarted() && log.rolling());
+        assert_eq!(log.distinct_values(), DistinctValues::All);
+        assert_eq!(log.batches.len(), MAX_CHAIN + 1);
+        log.push_outside(batch(&[7, 8]));
+        // No restart while rolling, however long the chain.
+        for _ in 0..MAX_CHAIN {
+            log.touch(&[1]);
+            assert_eq!(snapshot(&mut log, 3), vec![1]);
+            assert!(log.rolling());
+        }
+        log.push_outside(batch(&[9, 10, 11]));
+        log.rolled();
+        assert!(!log.rolling());
+        assert_eq!(
+            log.batches.len(),
+            1 + 1 + MAX_CHAIN + 1,
+            "the old chain went"
+        );
+        assert_eq!(
+            log.batches[0].num_rows(),
+            3,
+            "the new chain's whole batch leads"
+        );
+    }
+
+    #[test]
+    fn a_restart_whose_old_chain_is_held_whole_does_not_roll() {
+        // Not heard committed: the old batches may share files with the new chain's.
+        let mut log = DeltaLog::default();
+        snapshot(&mut log, 3);
+        log.set_outside(5);
+        for _ in 0..MAX_CHAIN {
+            log.touch(&[0]);
+            snapshot(&mut log, 3);
+        }
+        assert!(log.restarted() && !log.rolling());
+        assert_eq!(log.batches.len(), 1);
+    }
+
+    #[test]
+    fn a_forced_restart_while_rolling_drops_the_old_chain() {
+        let mut log = DeltaLog::default();
+        log.hand_over_committed(Epoch(1), None);
+        snapshot(&mut log, 2);
+        log.set_outside(4);
+        for e in 2..=MAX_CHAIN as u64 + 1 {
+            log.hand_over_committed(Epoch(e), Some(Epoch(e - 1)));
+            log.touch(&[0]);
+            snapshot(&mut log, 2);
+        }
+        assert!(log.rolling());
+        // An epoch failed: the handed-over old chain may not be referenced.
+        log.hand_over_committed(Epoch(MAX_CHAIN as u64 + 3), None);
+        assert_eq!(snapshot(&mut log, 2), vec![0, 1]);
+        assert!(log.restarted() && !log.rolling(), "all outside groups now");
+        assert!(log.batches.iter().all(|b| !is_handed(b)));
     }
 
     #[test]

@@ -26,8 +26,8 @@ use riffle_core::arrow::compute::{take, take_record_batch};
 use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef, TimestampNanosecondType};
 use riffle_core::operator::OperatorCounters;
 use riffle_core::{
-    timestamp_type, Epoch, Error, EventTime, Operator, OperatorContext, OperatorFactory,
-    OperatorState, RecordBatch, Result, StreamSchema,
+    timestamp_type, CommittedEpoch, Epoch, Error, EventTime, Operator, OperatorContext,
+    OperatorFactory, OperatorState, RecordBatch, Result, StreamSchema,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -148,6 +148,7 @@ impl OperatorFactory for WindowAggregateFactory {
             counters: ctx.counters.clone(),
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
+            committed: ctx.committed.clone(),
             scratch: Vec::new(),
             row_key: self
                 .key_schema
@@ -187,6 +188,8 @@ struct WindowAggregate {
     counters: Arc<OperatorCounters>,
     max_parallelism: u16,
     operator: String,
+    /// The newest committed epoch heard: panes' delta logs stop holding what they wrote.
+    committed: CommittedEpoch,
     scratch: Vec<u32>,
     /// The state batches' `riffle.row_key`: deltas repeat a group's key within its pane,
     /// so the key columns and the pane identify a row (the last one written is current).
@@ -404,13 +407,15 @@ impl Operator for WindowAggregate {
         Ok(())
     }
 
-    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+    fn snapshot(&mut self, epoch: Epoch) -> Result<OperatorState> {
+        let heard = self.committed.newest();
         let mut batches = Vec::with_capacity(self.panes.len());
         // Taken out for the loop so `state_batch` can borrow `self`; put back even on error.
         let mut windows = std::mem::take(&mut self.panes);
         let mut result = Ok(());
         for (&start, state) in &mut windows {
             let len = state.keys.len();
+            state.delta.hand_over_committed(epoch, heard);
             let ids = state.delta.take_changed(len);
             if !ids.is_empty() {
                 match self.state_batch(start, state, &ids) {

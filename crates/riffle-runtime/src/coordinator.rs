@@ -35,7 +35,7 @@ mod epoch_files;
 pub mod grouping;
 mod savepoints;
 pub mod schedule;
-use commit::{CommitStep, EpochCommitter, EpochIncomplete, EpochOutcome, SinkCommits};
+use commit::{EpochCommitter, EpochIncomplete, EpochOutcome, SinkCommits};
 use savepoints::PendingSavepoint;
 use schedule::{Acked, Failed, Schedule, ScheduleConfig, Start, WaitingSavepoint};
 
@@ -129,7 +129,7 @@ pub struct OperatorInfo {
 }
 
 /// The coordinator's file reuse: what it wrote, and the last epoch it committed, whose
-/// files the next snapshot may reference.
+/// files the next epoch's snapshots may reference (when it is the epoch before).
 struct LastCommittedReuse {
     files: FileReuse,
     committed: Option<Epoch>,
@@ -415,9 +415,16 @@ impl CheckpointCoordinator {
                 self.committed(done, (&manifest, requests, commit), report)
                     .await;
             }
-            Err(EpochIncomplete {
-                reason, outcome, ..
-            }) => {
+            Err(incomplete) => {
+                // Committed but for the garbage collection: later snapshots reference
+                // its files, as its operators, told it committed, expect.
+                if incomplete.committed() {
+                    reuse.files.forget_before(done.epoch);
+                    reuse.committed = Some(done.epoch);
+                }
+                let EpochIncomplete {
+                    reason, outcome, ..
+                } = incomplete;
                 done.savepoint_failed(&reason, report);
                 let failed = schedule.commit_failed(outcome);
                 self.commit_failed(done.epoch, (reason, outcome, failed), report, stopper);
@@ -581,7 +588,7 @@ impl CheckpointCoordinator {
         // when only the GC after `_latest.json` failed: the epoch is committed).
         let done = committed
             .as_ref()
-            .map_or_else(|e| e.step.follows(CommitStep::FlipLatest), |()| true);
+            .map_or_else(EpochIncomplete::committed, |()| true);
         if let (true, Some(metrics)) = (done, &self.metrics) {
             metrics.checkpoint_completed(pending.epoch);
         }

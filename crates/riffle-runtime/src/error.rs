@@ -94,7 +94,9 @@ impl CheckpointFailure {
         match error {
             StateError::Storage { .. }
             | StateError::Io { .. }
-            | StateError::ManifestExists { .. } => CheckpointFailure::Transient,
+            | StateError::ManifestExists { .. }
+            // The operator writes its state whole at the next epoch.
+            | StateError::NotHeld { .. } => CheckpointFailure::Transient,
             StateError::Root { .. }
             | StateError::Corrupt { .. }
             | StateError::StaleGeneration { .. }

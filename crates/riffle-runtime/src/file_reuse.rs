@@ -4,15 +4,19 @@
 
 use crate::graph::JobGraph;
 use crate::protocol::SnapshotAck;
-use riffle_core::{Epoch, OperatorState, RecordBatch};
+use riffle_core::state::order_scope;
+use riffle_core::{
+    hand_over, is_handed, may_reference_previous, Epoch, OperatorState, RecordBatch,
+};
 use riffle_state::manifest::FileEntry;
 use riffle_state::state_file::file_groups;
 use riffle_state::{CheckpointStore, StateError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// State files that hold exactly some snapshot batches, per (operator, subtask).
-/// Holding the batches keeps their memory alive, so an array pointer seen again in a
-/// later snapshot is the same, unchanged array, never a new one at a freed address.
+/// State files that hold exactly some snapshot batches, per (operator, subtask); of
+/// each batch only its first column is kept ([`hand_over`]): holding it keeps that
+/// array's memory alive, so its pointer seen again in a later snapshot is the same,
+/// unchanged array, never a new one at a freed address, while the rest is freed.
 type ReuseCache = HashMap<(String, usize), Vec<(FileEntry, Vec<RecordBatch>)>>;
 
 /// A batch's identity: where its first column's values live, and its extent.
@@ -24,6 +28,13 @@ fn batch_identity(batch: &RecordBatch) -> Option<(usize, usize, usize)> {
 
 /// Splits a stable-state snapshot into files of the previous epoch whose batches are all
 /// still present (reused as they are) and the batches that need writing.
+///
+/// The manifest lists reused files before written ones, and a restore applies a scope's
+/// batches in that order ([`order_scope`]: a later row replaces an earlier one). So a
+/// file is reused only if its batches come before every batch of their scope that is
+/// written: a chain that lost batches from a file (a rolling restart dropping the old
+/// chain) has the file's remaining batches, and every one after them, written again,
+/// never listed out of order.
 fn reuse_files(
     previous: &[(FileEntry, Vec<RecordBatch>)],
     state: riffle_core::OperatorState,
@@ -48,12 +59,43 @@ fn reuse_files(
             })
             .collect();
         if let Some(positions) = positions.filter(|p| !p.is_empty()) {
-            for i in positions {
+            for &i in &positions {
                 covered[i] = true;
             }
-            reused.push((entry.clone(), batches.clone()));
+            reused.push((entry.clone(), batches.clone(), positions));
         }
     }
+    // Until no file is dropped: dropping one may write a batch before others.
+    loop {
+        let mut first_written: HashMap<u64, usize> = HashMap::new();
+        for (i, batch) in state.batches.iter().enumerate() {
+            if !covered[i] {
+                first_written.entry(order_scope(batch)).or_insert(i);
+            }
+        }
+        let in_order = |positions: &[usize]| {
+            positions.iter().all(|&i| {
+                let scope = order_scope(&state.batches[i]);
+                first_written.get(&scope).is_none_or(|&first| i < first)
+            })
+        };
+        let before = reused.len();
+        let (kept, dropped): (Vec<_>, Vec<_>) =
+            reused.into_iter().partition(|(_, _, p)| in_order(p));
+        for (_, _, positions) in dropped {
+            for i in positions {
+                covered[i] = false;
+            }
+        }
+        reused = kept;
+        if reused.len() == before {
+            break;
+        }
+    }
+    let reused: Vec<(FileEntry, Vec<RecordBatch>)> = reused
+        .into_iter()
+        .map(|(entry, batches, _)| (entry, batches))
+        .collect();
     let fresh = state
         .batches
         .into_iter()
@@ -73,7 +115,7 @@ fn snapshot_files<'a>(
 ) -> impl Iterator<Item = (FileEntry, Vec<RecordBatch>)> + 'a {
     let groups: Vec<Vec<RecordBatch>> = file_groups(&fresh.batches)
         .into_iter()
-        .map(|(_, batches)| batches.into_iter().cloned().collect())
+        .map(|(_, batches)| batches.into_iter().map(hand_over).collect())
         .collect();
     reused
         .into_iter()
@@ -81,20 +123,19 @@ fn snapshot_files<'a>(
 }
 
 /// Whether a snapshot for `epoch` may reuse files of the epoch before it, given the
-/// newest epoch its writer heard committed. Only then is that epoch surely the newest
-/// committed one: nothing newer can commit before `epoch` does, so its manifest still
-/// references the files and garbage collection keeps them until `epoch`'s manifest
-/// references them too.
+/// newest epoch its writer heard committed: [`may_reference_previous`], the rule an
+/// operator that hands over its batches follows too.
 pub fn may_reuse_previous(epoch: Epoch, heard_committed: Option<Epoch>) -> bool {
-    epoch.0 > 0 && heard_committed == Some(Epoch(epoch.0 - 1))
+    may_reference_previous(epoch, heard_committed)
 }
 
 /// Incremental checkpoints where acks' state is written — by the coordinator of one
 /// process, or by each worker for its own subtasks (docs/cluster.md, "One checkpoint
 /// across workers"). It keeps, per epoch, the files each stable-state (operator,
 /// subtask) wrote or reused, with their batches; the writer says which epoch's files
-/// a snapshot may reference (one process: the last committed epoch; a worker: the epoch
-/// before, as [`may_reuse_previous`] allows) and when older epochs may be forgotten.
+/// a snapshot may reference (the epoch before, once heard committed, as
+/// [`may_reuse_previous`] allows: in one process and on every worker) and when older
+/// epochs may be forgotten.
 pub struct FileReuse {
     /// Operators whose snapshots keep unchanged batches (the others are written whole).
     stable: HashSet<String>,
@@ -174,6 +215,24 @@ impl FileReuse {
     }
 }
 
+/// Refuses batches among those to be written that their operator handed over
+/// ([`hand_over`]): no file of the epoch the snapshot may reference holds them, and
+/// written they would be empty.
+fn refuse_not_held(
+    operator: &str,
+    subtask: usize,
+    fresh: &OperatorState,
+) -> Result<(), StateError> {
+    match fresh.batches.iter().filter(|b| is_handed(b)).count() {
+        0 => Ok(()),
+        batches => Err(StateError::NotHeld {
+            operator: operator.to_string(),
+            subtask,
+            batches,
+        }),
+    }
+}
+
 /// Writes the state `ack` carries to `store` as files of `generation`, referencing
 /// files of epoch `reusable` where a stable-state snapshot's batches did not change:
 /// `ack.states` becomes `ack.written`. The one place acks' state is written, in one
@@ -191,6 +250,7 @@ pub async fn write_ack_state(
     for (operator, state) in std::mem::take(&mut ack.states) {
         let at = (operator.0.as_str(), ack.subtask, ack.epoch);
         let (reused, fresh) = reuse.split(at, reusable, state);
+        refuse_not_held(&operator.0, ack.subtask, &fresh)?;
         let files = store
             .write_state(ack.epoch, generation, &operator.0, ack.subtask, &fresh)
             .await?;
@@ -235,6 +295,69 @@ mod tests {
             bytes: 10,
             crc32c: 0,
         }
+    }
+
+    #[test]
+    fn a_handed_over_batch_is_found_in_the_file_that_holds_it_and_refused_elsewhere() {
+        let mut reuse = FileReuse::for_operators(["agg".to_string()]);
+        let state = snapshot();
+        reuse.record(("agg", 0, Epoch(5)), Vec::new(), &[file(5)], &state);
+        let handed = OperatorState {
+            batches: state.batches.iter().map(hand_over).collect(),
+        };
+        assert!(handed.batches.iter().all(is_handed));
+        let (reused, fresh) = reuse.split(("agg", 0, Epoch(6)), Some(Epoch(5)), handed.clone());
+        assert_eq!(reused.len(), 1, "named by its first column, the same array");
+        assert!(refuse_not_held("agg", 0, &fresh).is_ok());
+        // Without the epoch that holds it, it is refused rather than written empty.
+        let (reused, fresh) = reuse.split(("agg", 0, Epoch(6)), None, handed);
+        assert!(reused.is_empty());
+        assert!(matches!(
+            refuse_not_held("agg", 0, &fresh),
+            Err(StateError::NotHeld { batches: 1, .. })
+        ));
+        assert!(
+            refuse_not_held("agg", 0, &state).is_ok(),
+            "whole batches are written"
+        );
+    }
+
+    fn batch(values: &[i64]) -> RecordBatch {
+        let values =
+            std::sync::Arc::new(riffle_core::arrow::array::Int64Array::from(values.to_vec()));
+        RecordBatch::try_from_iter([("v", values as _)]).unwrap()
+    }
+
+    #[test]
+    fn a_file_that_lost_batches_is_written_again_with_every_batch_after_it_in_order() {
+        // Epoch 5: file A holds an old batch and the new chain's first batch; file B
+        // a later delta.
+        let (old, first, delta) = (batch(&[1]), batch(&[2]), batch(&[3]));
+        let mut reuse = FileReuse::for_operators(["agg".to_string()]);
+        let a = OperatorState {
+            batches: vec![old, first.clone()],
+        };
+        reuse.record(("agg", 0, Epoch(5)), Vec::new(), &[file(4)], &a);
+        let b = OperatorState {
+            batches: vec![delta.clone()],
+        };
+        reuse.record(("agg", 0, Epoch(5)), Vec::new(), &[file(5)], &b);
+        // The old batch left: A cannot be listed, so `first` is written, and B, which
+        // a restore must apply after it, is written again after it rather than listed
+        // before it.
+        let state = OperatorState {
+            batches: vec![first, delta.clone()],
+        };
+        let (reused, fresh) = reuse.split(("agg", 0, Epoch(6)), Some(Epoch(5)), state);
+        assert!(reused.is_empty(), "{reused:?}");
+        assert_eq!(fresh.batches.len(), 2);
+        // B alone, at the front, is still listed.
+        let state = OperatorState {
+            batches: vec![delta, batch(&[4])],
+        };
+        let (reused, fresh) = reuse.split(("agg", 0, Epoch(6)), Some(Epoch(5)), state);
+        assert_eq!(reused.len(), 1);
+        assert_eq!(fresh.batches.len(), 1);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! control endpoint's metrics.
 
 use riffle_core::operator::OperatorCounters;
-use riffle_core::{Epoch, EventTime, OperatorId};
+use riffle_core::{CommittedEpoch, Epoch, EventTime, OperatorId};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -116,10 +116,10 @@ pub struct JobMetrics {
     pub sink_rows: AtomicU64,
     /// Largest event time any source has emitted.
     pub source_max_event_time: AtomicI64,
-    /// Newest epoch the job committed (0: none yet); sources are told. Set through
+    /// Newest epoch the job committed; sources and operators are told. Set through
     /// [`JobMetrics::checkpoint_completed`] by the coordinator, and on a cluster worker
     /// without one by worker 0's word of each commit (docs/cluster.md).
-    pub completed_epoch: AtomicU64,
+    pub completed_epoch: CommittedEpoch,
     sink_watermarks: Mutex<Vec<i64>>,
     operators: Mutex<Vec<(OperatorId, usize, Arc<OperatorCounters>)>>,
     flows: Mutex<Vec<(OperatorId, usize, Arc<FlowCounters>)>>,
@@ -131,7 +131,7 @@ impl Default for JobMetrics {
             source_rows: AtomicU64::new(0),
             sink_rows: AtomicU64::new(0),
             source_max_event_time: AtomicI64::new(i64::MIN),
-            completed_epoch: AtomicU64::new(0),
+            completed_epoch: CommittedEpoch::default(),
             sink_watermarks: Mutex::new(Vec::new()),
             operators: Mutex::new(Vec::new()),
             flows: Mutex::new(Vec::new()),
@@ -157,15 +157,12 @@ impl JobMetrics {
     /// consumer group's offsets), a cluster worker may reuse its state files. An
     /// older word than one heard already changes nothing.
     pub fn checkpoint_completed(&self, epoch: Epoch) {
-        self.completed_epoch.fetch_max(epoch.0, Ordering::Release);
+        self.completed_epoch.heard(epoch);
     }
 
     /// The newest committed epoch heard of, if any.
     pub fn completed(&self) -> Option<Epoch> {
-        match self.completed_epoch.load(Ordering::Acquire) {
-            0 => None,
-            epoch => Some(Epoch(epoch)),
-        }
+        self.completed_epoch.newest()
     }
 
     /// Registers counters of one operator subtask.

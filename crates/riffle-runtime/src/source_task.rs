@@ -112,7 +112,7 @@ impl SourceTask {
                 }
                 self.checkpoint(barrier, emitted_watermark).await?;
             }
-            let completed = self.metrics.completed_epoch.load(Ordering::Acquire);
+            let completed = self.metrics.completed().map_or(0, |e| e.0);
             if completed > notified {
                 notified = completed;
                 if let Err(e) = self.source.on_checkpoint_complete(Epoch(completed)) {

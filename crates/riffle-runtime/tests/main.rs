@@ -7,6 +7,7 @@ mod common;
 mod checkpoints;
 mod event_time;
 mod execution;
+mod handed_over;
 mod restart_budget;
 mod restarts;
 mod savepoints;

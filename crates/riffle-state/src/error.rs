@@ -54,6 +54,16 @@ pub enum StateError {
         source: riffle_core::parquet::errors::ParquetError,
     },
 
+    /// A snapshot names state batches its operator no longer holds, which no file of
+    /// the epoch it may reference holds: the epoch fails (the operator writes its state
+    /// whole at the next one) rather than write them empty.
+    #[error("state of `{operator}` subtask {subtask} names {batches} batch(es) of an earlier checkpoint that this checkpoint may not reference")]
+    NotHeld {
+        operator: String,
+        subtask: usize,
+        batches: usize,
+    },
+
     /// Local file I/O (fsync) failed.
     #[error("I/O error on {path}: {source}")]
     Io {

@@ -17,7 +17,9 @@ use datafusion_common::ScalarValue;
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::compute::SortOptions;
 use riffle_core::arrow::row::{OwnedRow, RowConverter, SortField};
-use riffle_core::{Epoch, Operator, OperatorContext, OperatorState, RecordBatch, Result};
+use riffle_core::{
+    CommittedEpoch, Epoch, Operator, OperatorContext, OperatorState, RecordBatch, Result,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -52,6 +54,8 @@ pub(super) struct UpdatingOver {
     operator: String,
     /// What earlier snapshots wrote, and the partitions changed since.
     delta: DeltaLog,
+    /// The newest committed epoch heard: the delta log stops holding what it wrote.
+    committed: CommittedEpoch,
 }
 
 impl UpdatingOver {
@@ -83,6 +87,7 @@ impl UpdatingOver {
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
             delta: DeltaLog::default(),
+            committed: ctx.committed.clone(),
         })
     }
 
@@ -242,7 +247,9 @@ impl Operator for UpdatingOver {
         Ok(())
     }
 
-    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+    fn snapshot(&mut self, epoch: Epoch) -> Result<OperatorState> {
+        self.delta
+            .hand_over_committed(epoch, self.committed.newest());
         let len = self.parts.len();
         let ids = self.delta.take_changed(len);
         let batch = (!ids.is_empty())

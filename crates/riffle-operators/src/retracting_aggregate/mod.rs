@@ -17,8 +17,8 @@ use crate::window::{group_state_batch, state_columns, timestamp_array, timestamp
 use riffle_core::arrow::array::{ArrayRef, Int64Array};
 use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use riffle_core::{
-    row_kind_array, row_kind_field, row_kinds, Epoch, Error, Operator, OperatorContext,
-    OperatorFactory, OperatorState, RecordBatch, Result, RowKind, StreamSchema,
+    row_kind_array, row_kind_field, row_kinds, CommittedEpoch, Epoch, Error, Operator,
+    OperatorContext, OperatorFactory, OperatorState, RecordBatch, Result, RowKind, StreamSchema,
 };
 use std::sync::Arc;
 use sums::RetractableSums;
@@ -114,6 +114,7 @@ impl OperatorFactory for RetractingAggregateFactory {
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
             delta: DeltaLog::default(),
+            committed: ctx.committed.clone(),
         }))
     }
 }
@@ -130,6 +131,8 @@ struct RetractingAggregate {
     max_parallelism: u16,
     operator: String,
     delta: DeltaLog,
+    /// The newest committed epoch heard: the delta log stops holding what it wrote.
+    committed: CommittedEpoch,
 }
 
 impl RetractingAggregate {
@@ -251,7 +254,9 @@ impl Operator for RetractingAggregate {
         Ok(())
     }
 
-    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+    fn snapshot(&mut self, epoch: Epoch) -> Result<OperatorState> {
+        self.delta
+            .hand_over_committed(epoch, self.committed.newest());
         let len = self.table.len();
         let ids = self.delta.take_changed(len);
         let batch = (!ids.is_empty())

@@ -118,6 +118,29 @@ impl SpillStore {
         Ok(Some(value.to_vec()))
     }
 
+    /// Up to `n` groups (key bytes, encoded state) in key order, those after key `after`
+    /// (from the first when `None`).
+    ///
+    /// # Errors
+    /// The store failed.
+    pub(crate) fn chunk_after(
+        &self,
+        after: Option<&[u8]>,
+        n: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        use std::ops::Bound;
+        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut held = Vec::with_capacity(n.min(self.len));
+        for guard in self.keys.range::<&[u8], _>((start, Bound::Unbounded)) {
+            if held.len() == n {
+                break;
+            }
+            let (key, value) = guard.into_inner().map_err(|e| failed(&self.path, e))?;
+            held.push((key.to_vec(), value.to_vec()));
+        }
+        Ok(held)
+    }
+
     /// Every group, in chunks of at most `chunk`, to `each` (key bytes, encoded state).
     ///
     /// # Errors

@@ -36,8 +36,8 @@ use riffle_core::arrow::compute::SortOptions;
 use riffle_core::arrow::datatypes::{DataType, Field, SchemaRef};
 use riffle_core::arrow::row::{OwnedRow, RowConverter, SortField};
 use riffle_core::{
-    row_kind_field, Epoch, Error, Operator, OperatorContext, OperatorFactory, OperatorState,
-    RecordBatch, Result, StreamKind, StreamSchema,
+    row_kind_field, CommittedEpoch, Epoch, Error, Operator, OperatorContext, OperatorFactory,
+    OperatorState, RecordBatch, Result, StreamKind, StreamSchema,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -223,6 +223,7 @@ impl TopNFactory {
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
             delta: DeltaLog::default(),
+            committed: ctx.committed.clone(),
             changelog: self.changelog,
         })
     }
@@ -361,6 +362,9 @@ pub(crate) struct TopN {
     operator: String,
     /// What earlier snapshots wrote, and the partitions changed since.
     delta: DeltaLog,
+    /// The newest committed epoch heard (only when the writer reuses this operator's
+    /// files): the delta log stops holding what it wrote.
+    committed: CommittedEpoch,
     /// Emits a changelog.
     changelog: bool,
 }
@@ -547,7 +551,9 @@ impl Operator for TopN {
         Ok(())
     }
 
-    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+    fn snapshot(&mut self, epoch: Epoch) -> Result<OperatorState> {
+        self.delta
+            .hand_over_committed(epoch, self.committed.newest());
         let len = self.tops.len();
         let ids = self.delta.take_changed(len);
         let batch = (!ids.is_empty())

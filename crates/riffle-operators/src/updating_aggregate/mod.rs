@@ -26,8 +26,9 @@ use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef};
 use riffle_core::operator::OperatorCounters;
 use riffle_core::{
-    row_kind_array, row_kind_field, Epoch, Operator, OperatorContext, OperatorFactory,
-    OperatorState, RecordBatch, Result, RowKind, StateBytes, StreamKind, StreamSchema,
+    row_kind_array, row_kind_field, CommittedEpoch, Epoch, Operator, OperatorContext,
+    OperatorFactory, OperatorState, RecordBatch, Result, RowKind, StateBytes, StreamKind,
+    StreamSchema,
 };
 use spill::Tier;
 use std::sync::Arc;
@@ -148,6 +149,7 @@ impl OperatorFactory for UpdatingAggregateFactory {
             delta: DeltaLog::default(),
             tier: ctx.state_memory.clone().map(Tier::new),
             counters: ctx.counters.clone(),
+            committed: ctx.committed.clone(),
         }))
     }
 }
@@ -173,6 +175,8 @@ struct UpdatingAggregate {
     tier: Option<Tier>,
     /// Where the state bytes are reported.
     counters: Arc<OperatorCounters>,
+    /// The newest committed epoch heard: the delta log stops holding what it wrote.
+    committed: CommittedEpoch,
 }
 
 impl UpdatingAggregate {
@@ -268,7 +272,9 @@ impl Operator for UpdatingAggregate {
         Ok(())
     }
 
-    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+    fn snapshot(&mut self, epoch: Epoch) -> Result<OperatorState> {
+        self.delta
+            .hand_over_committed(epoch, self.committed.newest());
         let len = self.table.len();
         let spilled = self.tier.as_ref().map_or(0, Tier::spilled);
         self.delta.set_outside(spilled);
@@ -282,12 +288,9 @@ impl Operator for UpdatingAggregate {
             // from the tier alone, every group spilled).
             self.accumulators.note_snapshot_taken();
         }
-        // A new chain holds every group: the spilled ones are read from the tier.
-        if self.delta.restarted() && spilled > 0 {
-            for spilled in self.spilled_state()? {
-                self.delta.push_outside(spilled);
-            }
-        }
+        // A new chain holds every group: the spilled ones are read from the tier, at
+        // once or, rolling, in pieces.
+        self.write_spilled()?;
         let state = self.delta.state_after(batch, len);
         // Every group is in the checkpoint now: any may leave memory.
         self.spill_if_over()?;

@@ -7,7 +7,9 @@
 //! a snapshot all of them, before the first snapshot all of them (that snapshot starts
 //! a new chain, which reads the tier); in between none, so a count DISTINCT's delta of
 //! what it gained since the last snapshot is never cut short. A snapshot that starts a
-//! new chain writes the spilled groups too, from the tier.
+//! new chain writes the spilled groups too, from the tier: in pieces over the next
+//! snapshots while the old chain stays (a rolling restart), so that they are never all
+//! in memory at once; all at once only when there is no old chain to keep.
 
 use super::UpdatingAggregate;
 use crate::aggregate::{AccumulatorSet, DistinctValues, GroupKeys};
@@ -28,6 +30,23 @@ const MAX_KEY_BYTES: usize = 60 * 1024;
 /// A spill leaves this share of the budget in use, so that spills come in bulk.
 const AFTER_SPILL: (u64, u64) = (3, 4);
 
+/// The fewest spilled groups a snapshot writes while a rolling restart goes on (fewer
+/// in tests, so that a few hundred groups take several snapshots).
+const MIN_ROLL_GROUPS: usize = if cfg!(test) { 16 } else { 8192 };
+
+/// Snapshots a rolling restart takes at most: the one after writes all that is left
+/// (groups spilled beyond the cursor faster than it moves would hold the old chain, and
+/// its files, forever).
+const MAX_ROLL_SNAPSHOTS: usize = crate::delta_log::MAX_CHAIN;
+
+/// How far a rolling restart has written the tier's groups into the new chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Rolled {
+    /// None yet.
+    Nothing,
+    /// Every group up to this key (in key order).
+    Through(Vec<u8>),
+}
 /// The budget and the tier of one subtask.
 pub(super) struct Tier {
     memory: StateMemory,
@@ -40,6 +59,10 @@ pub(super) struct Tier {
     clock: u64,
     /// Input rows since memory was last measured.
     rows_since_check: usize,
+    /// While the delta log rolls: how far the tier is in the new chain.
+    rolled: Option<Rolled>,
+    /// Snapshots the current rolling restart has written pieces in.
+    roll_snapshots: usize,
 }
 
 impl Tier {
@@ -51,7 +74,22 @@ impl Tier {
             touched: Vec::new(),
             clock: 0,
             rows_since_check: 0,
+            rolled: None,
+            roll_snapshots: 0,
         }
+    }
+
+    /// Spilled groups a snapshot writes while rolling: half the budget's worth, at
+    /// least [`MIN_ROLL_GROUPS`].
+    fn roll_groups(&self) -> usize {
+        let per_group = self
+            .spilled_bytes()
+            .checked_div(self.spilled() as u64)
+            .unwrap_or(1)
+            .max(1);
+        usize::try_from(self.memory.bytes / 2 / per_group)
+            .unwrap_or(usize::MAX)
+            .max(MIN_ROLL_GROUPS)
     }
 
     /// Groups in the tier.
@@ -226,38 +264,95 @@ impl UpdatingAggregate {
         Ok(())
     }
 
-    /// Every spilled group as state batches, for a snapshot that starts a new chain.
-    pub(super) fn spilled_state(&self) -> Result<Vec<RecordBatch>> {
-        let Some(tier) = &self.tier else {
-            return Ok(Vec::new());
+    /// Adds the spilled groups to a snapshot's new chain: all of them when it started
+    /// afresh; while the delta log rolls, the next piece, and once all are in, the old
+    /// chain goes.
+    pub(super) fn write_spilled(&mut self) -> Result<()> {
+        let Some(tier) = &mut self.tier else {
+            return Ok(());
         };
-        let (Some(store), Some(codec)) = (&tier.store, &tier.codec) else {
+        if !self.delta.rolling() {
+            tier.rolled = None;
+            if self.delta.restarted() {
+                for batch in self.spilled_state()? {
+                    self.delta.push_outside(batch);
+                }
+            }
+            return Ok(());
+        }
+        if self.delta.restarted() || tier.rolled.is_none() {
+            tier.rolled = Some(Rolled::Nothing);
+            tier.roll_snapshots = 0;
+        }
+        tier.roll_snapshots += 1;
+        let n = if tier.roll_snapshots > MAX_ROLL_SNAPSHOTS {
+            usize::MAX
+        } else {
+            tier.roll_groups()
+        };
+        let after = match &tier.rolled {
+            Some(Rolled::Through(key)) => Some(key.clone()),
+            _ => None,
+        };
+        let groups = match &tier.store {
+            Some(store) => store.chunk_after(after.as_deref(), n)?,
+            None => Vec::new(),
+        };
+        let last = groups.last().map(|(k, _)| k.clone());
+        if !groups.is_empty() {
+            let batch = self.spilled_batch(&groups)?;
+            self.delta.push_outside(batch);
+        }
+        match last.filter(|_| groups.len() == n) {
+            Some(key) => {
+                if let Some(tier) = &mut self.tier {
+                    tier.rolled = Some(Rolled::Through(key));
+                }
+            }
+            None => {
+                self.delta.rolled();
+                if let Some(tier) = &mut self.tier {
+                    tier.rolled = None;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every spilled group as state batches, for a snapshot that starts a new chain.
+    fn spilled_state(&self) -> Result<Vec<RecordBatch>> {
+        let Some(store) = self.tier.as_ref().and_then(|t| t.store.as_ref()) else {
             return Ok(Vec::new());
         };
         let mut batches = Vec::new();
         store.for_each_chunk(CHUNK, |groups| {
-            let keys: Vec<&[u8]> = groups.iter().map(|(k, _)| k.as_slice()).collect();
-            let keys = self.table.keys_from_bytes(&keys)?;
-            let state = if codec.fields().is_empty() {
-                Vec::new()
-            } else {
-                let values: Vec<&[u8]> = groups.iter().map(|(_, v)| v.as_slice()).collect();
-                codec
-                    .fields()
-                    .iter()
-                    .cloned()
-                    .zip(codec.decode(&values)?)
-                    .collect()
-            };
-            batches.push(keyed_state_batch(
-                keys,
-                &self.key_schema,
-                self.max_parallelism,
-                state,
-            )?);
+            batches.push(self.spilled_batch(groups)?);
             Ok(())
         })?;
         Ok(batches)
+    }
+
+    /// Spilled groups (key bytes, encoded state) as a state batch.
+    fn spilled_batch(&self, groups: &[(Vec<u8>, Vec<u8>)]) -> Result<RecordBatch> {
+        let codec = self
+            .tier
+            .as_ref()
+            .and_then(|t| t.codec.as_ref())
+            .ok_or_else(|| Error::Spill("no value codec".into()))?;
+        let keys: Vec<&[u8]> = groups.iter().map(|(k, _)| k.as_slice()).collect();
+        let keys = self.table.keys_from_bytes(&keys)?;
+        let state = if codec.fields().is_empty() {
+            Vec::new()
+        } else {
+            let values: Vec<&[u8]> = groups.iter().map(|(_, v)| v.as_slice()).collect();
+            codec
+                .fields()
+                .iter()
+                .cloned()
+                .zip(codec.decode(&values)?)
+                .collect()
+        };
+        keyed_state_batch(keys, &self.key_schema, self.max_parallelism, state)
     }
 }
 
@@ -448,6 +543,71 @@ mod tests {
         restored.restore(after).unwrap();
         let (got, _) = feed(restored.as_mut(), 44..70, 5);
         assert_eq!(text(&got), text(&want));
+    }
+
+    /// What the checkpoint writer makes of snapshots: a handed-over batch is the whole
+    /// batch first seen with the same first column (the file that holds it).
+    #[derive(Default)]
+    struct Writer {
+        whole: std::collections::HashMap<(usize, usize, usize), RecordBatch>,
+    }
+
+    impl Writer {
+        fn resolve(&mut self, state: riffle_core::OperatorState) -> riffle_core::OperatorState {
+            let batches = state.batches.into_iter().map(|b| {
+                let data = b.column(0).to_data();
+                let id = (
+                    data.buffers()[0].as_ptr() as usize,
+                    data.offset(),
+                    b.num_rows(),
+                );
+                if riffle_core::is_handed(&b) {
+                    self.whole[&id].clone()
+                } else {
+                    self.whole.insert(id, b.clone());
+                    b
+                }
+            });
+            riffle_core::OperatorState {
+                batches: batches.collect(),
+            }
+        }
+    }
+
+    #[test]
+    fn rolling_restarts_keep_every_group_in_each_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = OperatorContext::detached("agg", 0, 1);
+        let mut op = aggregate_counted(Some((2048, dir.path())), &ctx);
+        let mut reference = aggregate(None);
+        let mut writer = Writer::default();
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        let mut longest = 0;
+        for step in 0..150 {
+            op.on_batch(0, batch(step), &mut got).unwrap();
+            reference.on_batch(0, batch(step), &mut want).unwrap();
+            let epoch = Epoch(step as u64 + 1);
+            let raw = op.snapshot(epoch).unwrap();
+            longest = longest.max(raw.batches.len());
+            let state = writer.resolve(raw);
+            // Every epoch commits.
+            ctx.committed.heard(epoch);
+            if step % 23 == 22 {
+                // The checkpoint, restored, goes on as the uninterrupted reference does.
+                let mut restored = aggregate(None);
+                restored.restore(state).unwrap();
+                let mut again = aggregate(None);
+                again.restore(reference.snapshot(epoch).unwrap()).unwrap();
+                let (after, _) = feed(restored.as_mut(), 150..170, 100);
+                let (expected, _) = feed(again.as_mut(), 150..170, 100);
+                assert_eq!(text(&after), text(&expected), "checkpoint of step {step}");
+            }
+        }
+        assert_eq!(text(&got), text(&want));
+        assert!(
+            longest > crate::delta_log::MAX_CHAIN + 1,
+            "a restart kept the old chain while rolling: {longest}"
+        );
     }
 
     #[test]

@@ -25,8 +25,8 @@ use riffle_core::arrow::datatypes::{
 };
 use riffle_core::operator::OperatorCounters;
 use riffle_core::{
-    timestamp_type, Epoch, Error, EventTime, Operator, OperatorContext, OperatorFactory,
-    OperatorState, RecordBatch, Result, StreamSchema,
+    timestamp_type, CommittedEpoch, Epoch, Error, EventTime, Operator, OperatorContext,
+    OperatorFactory, OperatorState, RecordBatch, Result, StreamSchema,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -255,6 +255,7 @@ impl OperatorFactory for WindowJoinFactory {
             counters: ctx.counters.clone(),
             max_parallelism: ctx.max_parallelism,
             operator: ctx.operator_id.0.clone(),
+            committed: ctx.committed.clone(),
         }))
     }
 }
@@ -285,6 +286,9 @@ struct WindowJoin {
     counters: Arc<OperatorCounters>,
     max_parallelism: u16,
     operator: String,
+    /// The newest committed epoch heard: a semi join's key sets stop holding what
+    /// committed snapshots wrote.
+    committed: CommittedEpoch,
 }
 
 impl WindowJoin {
@@ -477,7 +481,8 @@ impl Operator for WindowJoin {
         Ok(())
     }
 
-    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+    fn snapshot(&mut self, epoch: Epoch) -> Result<OperatorState> {
+        let heard = self.committed.newest();
         let mut batches = Vec::new();
         // Taken out for the loop so `state_batch` can borrow `self`; put back even on error.
         let mut windows = std::mem::take(&mut self.windows);
@@ -485,6 +490,7 @@ impl Operator for WindowJoin {
         'windows: for (&start, buffered) in windows.iter_mut() {
             if let Some(set) = &mut buffered.right_keys {
                 let len = set.keys.len();
+                set.delta.hand_over_committed(epoch, heard);
                 let ids = set.delta.take_changed(len);
                 if !ids.is_empty() {
                     match self.key_state_batch(start, &set.keys, &ids) {

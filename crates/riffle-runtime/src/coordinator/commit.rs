@@ -167,6 +167,14 @@ pub struct EpochIncomplete {
     pub reason: String,
 }
 
+impl EpochIncomplete {
+    /// Whether the epoch committed all the same: only the garbage collection after
+    /// `_latest.json` failed.
+    pub fn committed(&self) -> bool {
+        self.step.follows(CommitStep::FlipLatest)
+    }
+}
+
 /// Where sink commits run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SinkCommits {

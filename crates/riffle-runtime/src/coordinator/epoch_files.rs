@@ -1,13 +1,13 @@
 //! Gathering an epoch: each ack's state written as Parquet (by the one writer,
-//! `write_ack_state`, reusing files of the last committed epoch where the batches did
-//! not change) or received written from a worker, and the manifest assembled from all
+//! `write_ack_state`, reusing files of the epoch before, once committed, where the
+//! batches did not change) or received written from a worker, and the manifest assembled from all
 //! of them.
 
 use super::{now_ms, CheckpointCoordinator, LastCommittedReuse, OperatorInfo, Pending};
 use crate::checkpoint_events::SubtaskTiming;
 use crate::file_reuse::write_ack_state;
 use crate::protocol::SnapshotAck;
-use riffle_core::{Committable, CounterValues, OperatorId};
+use riffle_core::{may_reference_previous, Committable, CounterValues, OperatorId};
 use riffle_state::manifest::{OperatorEntry, SubtaskEntry};
 use riffle_state::Manifest;
 use std::time::Instant;
@@ -32,7 +32,13 @@ impl CheckpointCoordinator {
             .collect();
         reuse.files.keep_only(&keep);
         let store = (&self.store, self.config.generation);
-        write_ack_state(store, &mut reuse.files, reuse.committed, &mut ack).await?;
+        // The files of the epoch before, if it committed: the rule of every writer
+        // (`may_reference_previous`), so that an operator that handed its batches over
+        // knows, as on a worker, when they can be found.
+        let reusable = reuse
+            .committed
+            .filter(|&c| may_reference_previous(pending.epoch, Some(c)));
+        write_ack_state(store, &mut reuse.files, reusable, &mut ack).await?;
         let (task, subtask) = (ack.task.0.clone(), ack.subtask);
         let (alignment, snapshot) = (ack.alignment, ack.snapshot);
         for (operator, values) in ack.counters {

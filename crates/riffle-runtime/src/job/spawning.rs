@@ -200,6 +200,11 @@ impl Spawning<'_> {
                     if factory.is_stateful() {
                         ctx.state_memory = state_memory.cloned();
                     }
+                    // Only an operator whose files the writer reuses may hand over
+                    // what committed snapshots wrote (`FileReuse` keeps the same set).
+                    if factory.stable_state() {
+                        ctx.committed = self.metrics.completed_epoch.clone();
+                    }
                     let operator = factory.create(&ctx).map_err(failed(&node.id, subtask))?;
                     let restore = restored_state(
                         self.restore(),
@@ -306,6 +311,7 @@ impl Spawning<'_> {
             max_parallelism: self.graph.max_parallelism,
             counters,
             state_memory: None,
+            committed: riffle_core::CommittedEpoch::default(),
         }
     }
 
