@@ -377,27 +377,13 @@ impl Column {
             Column::UInt32(b) => append_integer(b, value),
             Column::UInt64(b) => append_integer(b, value),
             Column::Date32(b) => append_integer(b, value),
-            Column::Float64(b) => {
-                // (An integer converts to the nearest f64, as Arrow's parse of its text
-                // rounds.)
-                let v = match *value {
-                    StaticNode::I64(v) if !negative_zero => v as f64,
-                    StaticNode::U64(v) => v as f64,
-                    StaticNode::F64(v) => v,
-                    _ => return false,
-                };
-                b.append_value(v);
-                true
-            }
-            Column::Float32(b) => {
-                let v = match *value {
-                    StaticNode::I64(v) if !negative_zero => v as f64,
-                    StaticNode::U64(v) => v as f64,
-                    StaticNode::F64(v) => v,
-                    _ => return false,
-                };
-                f32_as_parsed(v).map(|x| b.append_value(x)).is_some()
-            }
+            Column::Float64(b) => number(value, negative_zero)
+                .map(|v| b.append_value(v))
+                .is_some(),
+            Column::Float32(b) => number(value, negative_zero)
+                .and_then(f32_as_parsed)
+                .map(|x| b.append_value(x))
+                .is_some(),
             Column::Boolean(b) => match *value {
                 StaticNode::Bool(v) => {
                     b.append_value(v);
@@ -440,6 +426,17 @@ impl Column {
             }
             _ => false,
         }
+    }
+}
+
+/// A JSON number as the nearest f64 (an integer converts as Arrow's parse of its text
+/// rounds); `None` for what is not a number, or an integer 0 (it may have been `-0`).
+fn number(value: &StaticNode, negative_zero: bool) -> Option<f64> {
+    match *value {
+        StaticNode::I64(v) if !negative_zero => Some(v as f64),
+        StaticNode::U64(v) => Some(v as f64),
+        StaticNode::F64(v) => Some(v),
+        _ => None,
     }
 }
 
