@@ -65,19 +65,20 @@ fn reuse_files(
             reused.push((entry.clone(), batches.clone(), positions));
         }
     }
+    // Each batch's scope once: it hashes the schema.
+    let scopes: Vec<u64> = state.batches.iter().map(order_scope).collect();
     // Until no file is dropped: dropping one may write a batch before others.
     loop {
         let mut first_written: HashMap<u64, usize> = HashMap::new();
-        for (i, batch) in state.batches.iter().enumerate() {
+        for (i, &scope) in scopes.iter().enumerate() {
             if !covered[i] {
-                first_written.entry(order_scope(batch)).or_insert(i);
+                first_written.entry(scope).or_insert(i);
             }
         }
         let in_order = |positions: &[usize]| {
-            positions.iter().all(|&i| {
-                let scope = order_scope(&state.batches[i]);
-                first_written.get(&scope).is_none_or(|&first| i < first)
-            })
+            positions
+                .iter()
+                .all(|&i| first_written.get(&scopes[i]).is_none_or(|&first| i < first))
         };
         let before = reused.len();
         let (kept, dropped): (Vec<_>, Vec<_>) =

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::runtime;
+use common::{run_checkpointed, runtime};
 use riffle_connectors::sinks::CollectSinkFactory;
 use riffle_connectors::PeerSourceFactory;
 use riffle_core::arrow::array::AsArray;
@@ -12,9 +12,7 @@ use riffle_core::arrow::datatypes::{Int64Type, TimestampNanosecondType};
 use riffle_core::{OperatorId, RecordBatch};
 use riffle_operators::{AggregateFunction, AggregateSpec, WindowAggregateFactory, WindowSpec};
 use riffle_runtime::job::{self, JobConfig};
-use riffle_runtime::{
-    CheckpointConfig, CheckpointReport, JobGraph, RestoredJob, WatermarkStrategy,
-};
+use riffle_runtime::{CheckpointConfig, JobGraph, RestoredJob, WatermarkStrategy};
 use riffle_state::{CheckpointStore, ManifestStatus, StateRoot};
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,27 +76,6 @@ fn rows(batches: &[RecordBatch]) -> Vec<(i64, i64, i64, i64)> {
     }
     out.sort();
     out
-}
-
-/// Runs `graph` to the end with the coordinator checkpointing into `store`.
-fn run_checkpointed(
-    rt: &tokio::runtime::Runtime,
-    graph: &JobGraph,
-    store: &CheckpointStore,
-    checkpoints: CheckpointConfig,
-) -> CheckpointReport {
-    rt.block_on(async {
-        let (handle, report) = job::start_with_checkpoints(
-            graph,
-            &JobConfig::default(),
-            store.clone(),
-            checkpoints,
-            vec![],
-        )
-        .unwrap();
-        handle.wait().await.unwrap();
-        report.await.unwrap()
-    })
 }
 
 #[test]

@@ -21,7 +21,6 @@ use riffle_core::arrow::array::AsArray;
 use riffle_core::arrow::datatypes::Int64Type;
 use riffle_core::{Epoch, OperatorId};
 use riffle_operators::{AggregateSpec, UpdatingAggregateFactory};
-use riffle_runtime::job::{self, JobConfig};
 use riffle_runtime::{CheckpointConfig, JobGraph, RestoredJob};
 use riffle_state::{CheckpointStore, StateRoot};
 use std::collections::HashMap;
@@ -172,18 +171,7 @@ fn after_a_failed_epoch_handed_over_state_is_written_whole_and_every_later_epoch
         ..CheckpointConfig::default()
     };
     let (graph, sink) = job();
-    let report = rt.block_on(async {
-        let (handle, report) = job::start_with_checkpoints(
-            &graph,
-            &JobConfig::default(),
-            store.clone(),
-            checkpoints,
-            vec![],
-        )
-        .unwrap();
-        handle.wait().await.unwrap();
-        report.await.unwrap()
-    });
+    let report = common::run_checkpointed(&rt, &graph, &store, checkpoints);
     assert!(
         failing.failed.load(Ordering::SeqCst),
         "epoch 8 was never uploaded: the test proves nothing"

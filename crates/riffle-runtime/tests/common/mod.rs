@@ -2,7 +2,9 @@
 
 #![allow(dead_code)]
 
-use riffle_runtime::WatermarkStrategy;
+use riffle_runtime::job::{self, JobConfig};
+use riffle_runtime::{CheckpointConfig, CheckpointReport, JobGraph, WatermarkStrategy};
+use riffle_state::CheckpointStore;
 use std::time::Duration;
 
 pub fn runtime() -> tokio::runtime::Runtime {
@@ -18,4 +20,25 @@ pub fn no_delay() -> WatermarkStrategy {
         max_out_of_orderness: Duration::ZERO,
         idle_timeout: None,
     }
+}
+
+/// Runs `graph` to the end with the coordinator checkpointing into `store`.
+pub fn run_checkpointed(
+    rt: &tokio::runtime::Runtime,
+    graph: &JobGraph,
+    store: &CheckpointStore,
+    checkpoints: CheckpointConfig,
+) -> CheckpointReport {
+    rt.block_on(async {
+        let (handle, report) = job::start_with_checkpoints(
+            graph,
+            &JobConfig::default(),
+            store.clone(),
+            checkpoints,
+            vec![],
+        )
+        .unwrap();
+        handle.wait().await.unwrap();
+        report.await.unwrap()
+    })
 }
