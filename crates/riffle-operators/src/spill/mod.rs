@@ -17,6 +17,12 @@ use std::path::{Path, PathBuf};
 /// How a tier's directory name starts; the process id follows.
 const TIER_PREFIX: &str = "riffle-tier-";
 
+/// fjall's background threads per tier (flushes and compactions).
+const FJALL_WORKERS: usize = 2;
+
+/// fjall's least journal limit; past it, fjall flushes to free old journals.
+const MAX_JOURNAL_BYTES: u64 = 64 << 20;
+
 /// Groups a subtask moved out of memory: key bytes → encoded state.
 pub(crate) struct SpillStore {
     // Field order: the keyspace goes before its database.
@@ -56,7 +62,14 @@ impl SpillStore {
         let db = fjall::Database::builder(&path)
             .temporary(true)
             .manual_journal_persist(true)
-            .worker_threads(1)
+            // Two workers, not one: with a single worker fjall 3.1 stops flushing
+            // sealed memtables, and the active one grows without bound (measured:
+            // 1 GB of memtable after 6 M inserts with a 2 MiB limit; fjall-rs/fjall
+            // issue 257). With two, unflushed data stays within a few memtables.
+            .worker_threads(FJALL_WORKERS)
+            // The least journal fjall allows: the tier is a cache, never recovered
+            // from its journal, so journals only cost disk.
+            .max_journaling_size(MAX_JOURNAL_BYTES)
             .cache_size(cache)
             .open()
             .map_err(|e| failed(&path, e))?;
@@ -194,5 +207,46 @@ pub fn sweep_abandoned(dir: &Path) {
         if !running && is_dir {
             let _ = std::fs::remove_dir_all(entry.path());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unflushed_groups_stay_within_a_few_memtables() {
+        let dir = tempfile::tempdir().unwrap();
+        // A 32 MiB budget: 2 MiB memtables.
+        let memory = StateMemory {
+            bytes: 32 << 20,
+            spill_dir: dir.path().to_path_buf(),
+        };
+        let mut store = SpillStore::open(&memory, "op", 0).unwrap();
+        let mut most_unflushed = 0;
+        let mut x: u64 = 12345;
+        // About 40 MiB of groups with keys in no order, in batches as evictions
+        // write them.
+        for _ in 0..150 {
+            let groups = (0..2000)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let key = format!("{x:016x}https://www.nexmark.com/item?channel={}", x % 997);
+                    (key.into_bytes(), x.to_le_bytes().repeat(5))
+                })
+                .collect();
+            store.put_all(groups).unwrap();
+            most_unflushed = most_unflushed.max(store._db.write_buffer_size());
+        }
+        assert_eq!(store.len(), 300_000);
+        // fjall halts writes at four sealed memtables: five of 2 MiB, and what
+        // reaches the active one before a busy worker rotates it. A tier that
+        // stopped flushing held nearly all of it (37 MiB, measured).
+        assert!(
+            most_unflushed < 16 << 20,
+            "{most_unflushed} bytes were held unflushed"
+        );
     }
 }
