@@ -215,7 +215,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unflushed_groups_stay_within_a_few_memtables() {
+    fn spilled_groups_are_flushed_out_of_memory() {
         let dir = tempfile::tempdir().unwrap();
         // A 32 MiB budget: 2 MiB memtables.
         let memory = StateMemory {
@@ -223,7 +223,6 @@ mod tests {
             spill_dir: dir.path().to_path_buf(),
         };
         let mut store = SpillStore::open(&memory, "op", 0).unwrap();
-        let mut most_unflushed = 0;
         let mut x: u64 = 12345;
         // About 40 MiB of groups with keys in no order, in batches as evictions
         // write them.
@@ -238,15 +237,19 @@ mod tests {
                 })
                 .collect();
             store.put_all(groups).unwrap();
-            most_unflushed = most_unflushed.max(store._db.write_buffer_size());
         }
         assert_eq!(store.len(), 300_000);
-        // fjall halts writes at four sealed memtables: five of 2 MiB, and what
-        // reaches the active one before a busy worker rotates it. A tier that
-        // stopped flushing held nearly all of it (37 MiB, measured).
-        assert!(
-            most_unflushed < 16 << 20,
-            "{most_unflushed} bytes were held unflushed"
-        );
+        // Once the writes stop, the tier flushes what it holds down to at most the
+        // active memtable (2 MiB and one write's overshoot). A tier that stopped
+        // flushing keeps nearly all of it (37 MiB, measured), however long it waits.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let unflushed = loop {
+            let unflushed = store._db.write_buffer_size();
+            if unflushed < 4 << 20 || std::time::Instant::now() > deadline {
+                break unflushed;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        assert!(unflushed < 4 << 20, "{unflushed} bytes stayed unflushed");
     }
 }
