@@ -93,8 +93,8 @@ pub struct CheckpointArgs {
     /// 8GiB, shared evenly by the stateful operator subtasks. An unbounded GROUP BY
     /// moves its coldest groups beyond it to a local spill tier (--spill-dir) and takes
     /// them back when their keys return; checkpoints still hold every group. A first
-    /// step: the budget bounds the GROUP BY's group table and its spill tier, not yet
-    /// the groups one checkpoint interval adds or a snapshot that writes the whole tier
+    /// step: the budget bounds the GROUP BY's group table (the tier is on disk), not
+    /// yet the groups one checkpoint interval adds or a snapshot that writes the whole tier
     /// at once (the first after a start or restore), and other operators keep all
     /// their state in memory (docs/engine.md, "State beyond memory"). Spilling is
     /// slow: several times the unlimited run's time. Default: `unlimited`.

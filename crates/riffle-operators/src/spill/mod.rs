@@ -23,11 +23,16 @@ const FJALL_WORKERS: usize = 2;
 /// fjall's least journal limit; past it, fjall flushes to free old journals.
 const MAX_JOURNAL_BYTES: u64 = 64 << 20;
 
+/// Groups written (or removed) per fjall write batch. fjall asks its workers to rotate
+/// a full memtable once per write, and drops the request when their queue is full;
+/// once per batch, the queue stays short and no request is lost.
+const WRITE_BATCH: usize = 4096;
+
 /// Groups a subtask moved out of memory: key bytes → encoded state.
 pub(crate) struct SpillStore {
     // Field order: the keyspace goes before its database.
     keys: fjall::Keyspace,
-    _db: fjall::Database,
+    db: fjall::Database,
     path: PathBuf,
     len: usize,
     /// Bytes of the keys and values held (before the tree's compression).
@@ -62,10 +67,10 @@ impl SpillStore {
         let db = fjall::Database::builder(&path)
             .temporary(true)
             .manual_journal_persist(true)
-            // Two workers, not one: with a single worker fjall 3.1 stops flushing
-            // sealed memtables, and the active one grows without bound (measured:
-            // 1 GB of memtable after 6 M inserts with a 2 MiB limit; fjall-rs/fjall
-            // issue 257). With two, unflushed data stays within a few memtables.
+            // Two workers, not one: a worker blocked sending itself a flush (its
+            // queue full of rotation requests) is freed by the other's next receive;
+            // with one, the tier stopped flushing and its memtable grew with
+            // everything spilled (docs/engine.md, "State beyond memory").
             .worker_threads(FJALL_WORKERS)
             // The least journal fjall allows: the tier is a cache, never recovered
             // from its journal, so journals only cost disk.
@@ -81,7 +86,7 @@ impl SpillStore {
             .map_err(|e| failed(&path, e))?;
         Ok(Self {
             keys,
-            _db: db,
+            db,
             path,
             len: 0,
             bytes: 0,
@@ -104,31 +109,41 @@ impl SpillStore {
     /// The store failed (a full disk).
     pub(crate) fn put_all(&mut self, groups: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         let n = groups.len();
-        for (key, value) in groups {
-            self.bytes += (key.len() + value.len()) as u64;
-            self.keys
-                .insert(key, value)
-                .map_err(|e| failed(&self.path, e))?;
+        let mut groups = groups.into_iter().peekable();
+        while groups.peek().is_some() {
+            let mut batch = self.db.batch();
+            for (key, value) in groups.by_ref().take(WRITE_BATCH) {
+                self.bytes += (key.len() + value.len()) as u64;
+                batch.insert(&self.keys, key, value);
+            }
+            batch.commit().map_err(|e| failed(&self.path, e))?;
         }
         self.len += n;
         Ok(())
     }
 
-    /// Takes group `key` out of the tier, if it is there.
+    /// Takes the groups of `keys` (distinct) out of the tier: the state of each, or
+    /// `None` where it is not there.
     ///
     /// # Errors
     /// The store failed.
-    pub(crate) fn take(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn take_all(&mut self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
         if self.len == 0 {
-            return Ok(None);
+            return Ok(vec![None; keys.len()]);
         }
-        let Some(value) = self.keys.get(key).map_err(|e| failed(&self.path, e))? else {
-            return Ok(None);
-        };
-        self.keys.remove(key).map_err(|e| failed(&self.path, e))?;
-        self.len -= 1;
-        self.bytes = self.bytes.saturating_sub((key.len() + value.len()) as u64);
-        Ok(Some(value.to_vec()))
+        let mut taken = Vec::with_capacity(keys.len());
+        let mut batch = self.db.batch();
+        for key in keys {
+            let value = self.keys.get(key).map_err(|e| failed(&self.path, e))?;
+            if let Some(value) = &value {
+                batch.remove(&self.keys, key.as_slice());
+                self.len -= 1;
+                self.bytes = self.bytes.saturating_sub((key.len() + value.len()) as u64);
+            }
+            taken.push(value.map(|v| v.to_vec()));
+        }
+        batch.commit().map_err(|e| failed(&self.path, e))?;
+        Ok(taken)
     }
 
     /// Up to `n` groups (key bytes, encoded state) in key order, those after key `after`
@@ -240,11 +255,12 @@ mod tests {
         }
         assert_eq!(store.len(), 300_000);
         // Once the writes stop, the tier flushes what it holds down to at most the
-        // active memtable (2 MiB and one write's overshoot). A tier that stopped
-        // flushing keeps nearly all of it (37 MiB, measured), however long it waits.
+        // active memtable (2 MiB, and what one write batch takes it over). A tier that
+        // stopped flushing keeps nearly all of it (38 MiB, measured), however long it
+        // waits.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         let unflushed = loop {
-            let unflushed = store._db.write_buffer_size();
+            let unflushed = store.db.write_buffer_size();
             if unflushed < 4 << 20 || std::time::Instant::now() > deadline {
                 break unflushed;
             }
