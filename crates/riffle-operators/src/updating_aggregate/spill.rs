@@ -142,17 +142,17 @@ impl UpdatingAggregate {
         if store.len() == 0 {
             return Ok(Vec::new());
         }
-        let new: Vec<u32> = (first_new..self.table.len() as u32).collect();
+        let new = first_new..self.table.len() as u32;
         let keys: Vec<Vec<u8>> = new
-            .iter()
-            .map(|&id| {
+            .clone()
+            .map(|id| {
                 let mut key = Vec::new();
                 self.table.key_bytes(id, &mut key);
                 key
             })
             .collect();
         let (mut ids, mut values) = (Vec::new(), Vec::new());
-        for (id, value) in new.into_iter().zip(store.take_all(&keys)?) {
+        for (id, value) in new.zip(store.take_all(&keys)?) {
             if let Some(value) = value {
                 ids.push(id);
                 values.push(value);
