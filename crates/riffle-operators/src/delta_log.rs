@@ -194,16 +194,17 @@ impl DeltaLog {
         self.batches.push(batch);
     }
 
-    /// Whether group `g` may leave the ids (be spilled) without the next snapshot
-    /// missing it: it is in the chain and unchanged since, or the next snapshot starts
-    /// a new chain anyway (none was taken since the start).
-    pub(crate) fn may_leave(&self, g: u32) -> bool {
+    /// Whether the chain holds group `g` as it is now: it is in the chain and unchanged
+    /// since, or the next snapshot starts a new chain anyway (none was taken since the
+    /// start). A group that leaves the ids otherwise must reach the next snapshot by
+    /// other means (the spill tier notes it as changed).
+    pub(crate) fn held_by_chain(&self, g: u32) -> bool {
         self.batches.is_empty()
             || ((g as usize) < self.written && !self.dirty.get(g as usize).copied().unwrap_or(true))
     }
 
-    /// Renumbers the groups after all but `kept` (ascending old ids, each of which
-    /// [`may_leave`](Self::may_leave) or not) left: the kept ones become `0..kept.len()`.
+    /// Renumbers the groups after all but `kept` (ascending old ids) left: the kept
+    /// ones become `0..kept.len()`.
     pub(crate) fn retain(&mut self, kept: &[u32]) {
         let mut new_id = vec![u32::MAX; self.dirty.len().max(self.written)];
         let mut written = 0;

@@ -28,10 +28,22 @@ const MAX_JOURNAL_BYTES: u64 = 64 << 20;
 /// once per batch, the queue stays short and no request is lost.
 const WRITE_BATCH: usize = 4096;
 
+/// A group leaving memory for the tier.
+pub(crate) struct Leaving {
+    /// Its key's bytes.
+    pub(crate) key: Vec<u8>,
+    /// Its encoded state.
+    pub(crate) value: Vec<u8>,
+    /// It changed (or is new) since the last snapshot: the next one must write it.
+    pub(crate) changed: bool,
+}
+
 /// Groups a subtask moved out of memory: key bytes → encoded state.
 pub(crate) struct SpillStore {
-    // Field order: the keyspace goes before its database.
+    // Field order: the keyspaces go before their database.
     keys: fjall::Keyspace,
+    /// Keys of the groups that left changed since the last snapshot (empty values).
+    changed: fjall::Keyspace,
     db: fjall::Database,
     path: PathBuf,
     len: usize,
@@ -84,8 +96,14 @@ impl SpillStore {
                 fjall::KeyspaceCreateOptions::default().max_memtable_size(memtable)
             })
             .map_err(|e| failed(&path, e))?;
+        let changed = db
+            .keyspace("changed", || {
+                fjall::KeyspaceCreateOptions::default().max_memtable_size(memtable)
+            })
+            .map_err(|e| failed(&path, e))?;
         Ok(Self {
             keys,
+            changed,
             db,
             path,
             len: 0,
@@ -103,18 +121,22 @@ impl SpillStore {
         self.bytes
     }
 
-    /// Adds groups that are not in the tier (each key once).
+    /// Adds groups that are not in the tier (each key once), noting those that
+    /// changed since the last snapshot.
     ///
     /// # Errors
     /// The store failed (a full disk).
-    pub(crate) fn put_all(&mut self, groups: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+    pub(crate) fn put_all(&mut self, groups: Vec<Leaving>) -> Result<()> {
         let n = groups.len();
         let mut groups = groups.into_iter().peekable();
         while groups.peek().is_some() {
             let mut batch = self.db.batch();
-            for (key, value) in groups.by_ref().take(WRITE_BATCH) {
-                self.bytes += (key.len() + value.len()) as u64;
-                batch.insert(&self.keys, key, value);
+            for group in groups.by_ref().take(WRITE_BATCH) {
+                self.bytes += (group.key.len() + group.value.len()) as u64;
+                if group.changed {
+                    batch.insert(&self.changed, group.key.as_slice(), []);
+                }
+                batch.insert(&self.keys, group.key, group.value);
             }
             batch.commit().map_err(|e| failed(&self.path, e))?;
         }
@@ -167,6 +189,43 @@ impl SpillStore {
             held.push((key.to_vec(), value.to_vec()));
         }
         Ok(held)
+    }
+
+    /// The groups that left memory changed since the last snapshot and are still in the
+    /// tier, in chunks of at most `chunk`, to `each` (key bytes, encoded state); then
+    /// forgets them, as the snapshot that called this holds them. (One that came back
+    /// to memory is new there, and in the snapshot's own batch.)
+    ///
+    /// # Errors
+    /// The store failed, or `each` did.
+    pub(crate) fn drain_changed(
+        &mut self,
+        chunk: usize,
+        mut each: impl FnMut(&[(Vec<u8>, Vec<u8>)]) -> Result<()>,
+    ) -> Result<()> {
+        let mut held = Vec::new();
+        for guard in self.changed.iter() {
+            let key = guard.key().map_err(|e| failed(&self.path, e))?;
+            if let Some(value) = self.keys.get(&key).map_err(|e| failed(&self.path, e))? {
+                held.push((key.to_vec(), value.to_vec()));
+            }
+            if held.len() == chunk {
+                each(&held)?;
+                held.clear();
+            }
+        }
+        if !held.is_empty() {
+            each(&held)?;
+        }
+        self.forget_changed()
+    }
+
+    /// Forgets which groups left changed: a snapshot wrote the whole tier.
+    ///
+    /// # Errors
+    /// The store failed.
+    pub(crate) fn forget_changed(&mut self) -> Result<()> {
+        self.changed.clear().map_err(|e| failed(&self.path, e))
     }
 
     /// Every group, in chunks of at most `chunk`, to `each` (key bytes, encoded state).
@@ -229,6 +288,50 @@ pub fn sweep_abandoned(dir: &Path) {
 mod tests {
     use super::*;
 
+    fn leaving(key: &str, changed: bool) -> Leaving {
+        Leaving {
+            key: key.into(),
+            value: format!("state of {key}").into(),
+            changed,
+        }
+    }
+
+    #[test]
+    fn groups_that_left_changed_are_listed_once_while_in_the_tier() {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = StateMemory {
+            bytes: 1 << 20,
+            spill_dir: dir.path().to_path_buf(),
+        };
+        let mut store = SpillStore::open(&memory, "op", 0).unwrap();
+        let groups = ["a", "b", "c", "d"].map(|k| leaving(k, k != "b"));
+        store.put_all(groups.into()).unwrap();
+        // "c" comes back to memory: the snapshot's own batch holds it.
+        assert_eq!(
+            store.take_all(&[b"c".to_vec()]).unwrap(),
+            [Some(b"state of c".to_vec())]
+        );
+        let drained = |store: &mut SpillStore| {
+            let mut all = Vec::new();
+            store
+                .drain_changed(1, |groups| {
+                    all.extend(groups.iter().cloned());
+                    Ok(())
+                })
+                .unwrap();
+            all
+        };
+        assert_eq!(
+            drained(&mut store),
+            [
+                (b"a".to_vec(), b"state of a".to_vec()),
+                (b"d".to_vec(), b"state of d".to_vec())
+            ]
+        );
+        assert!(drained(&mut store).is_empty(), "a snapshot wrote them");
+        assert_eq!(store.len(), 3, "they stay in the tier");
+    }
+
     #[test]
     fn spilled_groups_are_flushed_out_of_memory() {
         let dir = tempfile::tempdir().unwrap();
@@ -248,7 +351,11 @@ mod tests {
                     x ^= x >> 7;
                     x ^= x << 17;
                     let key = format!("{x:016x}https://www.nexmark.com/item?channel={}", x % 997);
-                    (key.into_bytes(), x.to_le_bytes().repeat(5))
+                    Leaving {
+                        key: key.into_bytes(),
+                        value: x.to_le_bytes().repeat(5),
+                        changed: false,
+                    }
                 })
                 .collect();
             store.put_all(groups).unwrap();

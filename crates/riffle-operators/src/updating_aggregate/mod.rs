@@ -262,8 +262,7 @@ impl Operator for UpdatingAggregate {
         let len = self.table.len();
         if let Some(tier) = &mut self.tier {
             tier.touch(&ids, len);
-            // Between snapshots groups may leave only before the first one.
-            if self.delta.batches.is_empty() && tier.due(batch.num_rows(), len) {
+            if tier.due(batch.num_rows(), len) {
                 self.spill_if_over()?;
                 // Without checkpoints no snapshot reports them.
                 self.report_state_bytes();
@@ -291,6 +290,8 @@ impl Operator for UpdatingAggregate {
         // A new chain holds every group: the spilled ones are read from the tier, at
         // once or, rolling, in pieces.
         self.write_spilled()?;
+        // Groups that left memory since the last snapshot, changed: from the tier.
+        self.write_left_changed()?;
         let state = self.delta.state_after(batch, len);
         // Every group is in the checkpoint now: any may leave memory.
         self.spill_if_over()?;

@@ -1,21 +1,23 @@
 //! The updating aggregate under a memory budget (docs/engine.md, "State beyond memory"):
 //! when its groups outgrow the subtask's share of `--state-memory`, the coldest ones
-//! that the next snapshot does not need in memory move to the spill tier, and a group
-//! that comes back is taken from there before its rows are applied.
+//! move to the spill tier, and a group that comes back is taken from there before its
+//! rows are applied.
 //!
-//! Which groups may leave is the delta log's call ([`DeltaLog::may_leave`]): right after
-//! a snapshot all of them, before the first snapshot all of them (that snapshot starts
-//! a new chain, which reads the tier); in between none, so a count DISTINCT's delta of
-//! what it gained since the last snapshot is never cut short. A snapshot that starts a
-//! new chain writes the spilled groups too, from the tier: in pieces over the next
-//! snapshots while the old chain stays (a rolling restart), so that they are never all
-//! in memory at once; all at once only when there is no old chain to keep.
+//! Any group may leave, at any time. One that the checkpoint chain does not hold as it
+//! is now (new or changed since the last snapshot, [`DeltaLog::held_by_chain`]) leaves
+//! noted as changed, and the next snapshot reads it back from the tier into its delta
+//! ([`SpillStore::drain_changed`]); its tier copy holds whole count DISTINCT sets,
+//! which a restore unions with the chain's. A snapshot that starts a new chain writes
+//! the spilled groups too, from the tier: in pieces over the next snapshots while the
+//! old chain stays (a rolling restart), so that they are never all in memory at once;
+//! all at once only when there is no old chain to keep.
 
 use super::UpdatingAggregate;
 use crate::aggregate::{AccumulatorSet, DistinctValues, GroupKeys};
-use crate::spill::{SpillStore, ValueCodec};
+use crate::spill::{Leaving, SpillStore, ValueCodec};
 use crate::window::keyed_state_batch;
-use riffle_core::arrow::array::ArrayRef;
+use riffle_core::arrow::array::{ArrayRef, BooleanArray};
+use riffle_core::arrow::compute::filter_record_batch;
 use riffle_core::arrow::datatypes::{Field, Schema};
 use riffle_core::{Error, RecordBatch, Result, StateMemory};
 use std::sync::Arc;
@@ -26,6 +28,10 @@ const CHUNK: usize = 8192;
 /// The longest key the tier takes (the LSM tree's keys are at most 64 KiB): groups
 /// with longer keys stay in memory.
 const MAX_KEY_BYTES: usize = 60 * 1024;
+
+/// Input rows between measurements of memory, at least (fewer in tests, so that a few
+/// hundred small batches spill between snapshots).
+const MIN_CHECK_ROWS: usize = if cfg!(test) { 64 } else { 8192 };
 
 /// A spill leaves this share of the budget in use, so that spills come in bulk.
 const AFTER_SPILL: (u64, u64) = (3, 4);
@@ -115,7 +121,7 @@ impl Tier {
     /// groups in memory (often enough to hold the budget, rarely enough to cost nothing).
     pub(super) fn due(&mut self, rows: usize, groups: usize) -> bool {
         self.rows_since_check += rows;
-        if self.rows_since_check >= (groups / 8).max(8192) {
+        if self.rows_since_check >= (groups / 8).max(MIN_CHECK_ROWS) {
             self.rows_since_check = 0;
             true
         } else {
@@ -167,8 +173,8 @@ impl UpdatingAggregate {
         Ok(ids)
     }
 
-    /// Moves the coldest groups that may leave memory to the tier when memory is over
-    /// the budget, down to [`AFTER_SPILL`] of it.
+    /// Moves the coldest groups to the tier when memory is over the budget, down to
+    /// [`AFTER_SPILL`] of it.
     pub(super) fn spill_if_over(&mut self) -> Result<()> {
         let Some(tier) = &self.tier else {
             return Ok(());
@@ -181,7 +187,7 @@ impl UpdatingAggregate {
         let per_group = (memory / len as u64).max(1);
         let keep = (tier.memory.bytes * AFTER_SPILL.0 / AFTER_SPILL.1 / per_group) as usize;
         let mut leaving: Vec<u32> = (0..len as u32)
-            .filter(|&g| self.delta.may_leave(g) && self.table.key_len(g) <= MAX_KEY_BYTES)
+            .filter(|&g| self.table.key_len(g) <= MAX_KEY_BYTES)
             .collect();
         let n = len.saturating_sub(keep).min(leaving.len());
         if n == 0 {
@@ -198,7 +204,8 @@ impl UpdatingAggregate {
         self.keep_only(&kept)
     }
 
-    /// Writes groups `ids` (ascending) to the tier.
+    /// Writes groups `ids` (ascending) to the tier, those the chain does not hold as
+    /// they are noted as changed.
     fn spill(&mut self, ids: &[u32]) -> Result<()> {
         let state = self.accumulators.state_columns(ids, DistinctValues::All)?;
         let Some(tier) = &mut self.tier else {
@@ -225,7 +232,11 @@ impl UpdatingAggregate {
             .map(|(&id, value)| {
                 let mut key = Vec::new();
                 self.table.key_bytes(id, &mut key);
-                (key, value)
+                Leaving {
+                    key,
+                    value,
+                    changed: !self.delta.held_by_chain(id),
+                }
             })
             .collect();
         if tier.store.is_none() {
@@ -251,14 +262,30 @@ impl UpdatingAggregate {
         let rows: Vec<u32> = (0..kept.len() as u32).collect();
         let mut ids = Vec::new();
         table.intern(&keys, &rows, &mut ids)?;
-        if !state.is_empty() {
-            accumulators.restore(&ids, &named_columns(state)?, &self.operator)?;
+        // Once a snapshot was taken, sets note what they gain for the chain it
+        // continued; a kept group that changed since then keeps its gains noted (whole
+        // sets: a restore takes the union).
+        let noting = !self.delta.batches.is_empty();
+        let changed: Vec<bool> = kept.iter().map(|&g| !self.delta.held_by_chain(g)).collect();
+        match (!state.is_empty())
+            .then(|| named_columns(state))
+            .transpose()?
+        {
+            Some(batch) if noting => {
+                let (held, not_held) = split_rows(&batch, &ids, &changed)?;
+                accumulators.restore(&held.0, &held.1, &self.operator)?;
+                accumulators.ensure(kept.len());
+                accumulators.note_snapshot_taken();
+                accumulators.restore(&not_held.0, &not_held.1, &self.operator)?;
+            }
+            Some(batch) => accumulators.restore(&ids, &batch, &self.operator)?,
+            None if noting => {
+                accumulators.ensure(kept.len());
+                accumulators.note_snapshot_taken();
+            }
+            None => {}
         }
         accumulators.ensure(kept.len());
-        // Sets go on noting what they gain, for the chain the last snapshot continued.
-        if !self.delta.batches.is_empty() {
-            accumulators.note_snapshot_taken();
-        }
         self.table = table;
         self.accumulators = accumulators;
         self.delta.retain(kept);
@@ -326,6 +353,33 @@ impl UpdatingAggregate {
         Ok(())
     }
 
+    /// Adds the groups that left memory changed since the last snapshot to this
+    /// snapshot, read from the tier (after [`write_spilled`](Self::write_spilled)); a
+    /// snapshot that wrote the whole tier only forgets them.
+    pub(super) fn write_left_changed(&mut self) -> Result<()> {
+        let whole_tier = self.delta.restarted() && !self.delta.rolling();
+        let Some(mut store) = self.tier.as_mut().and_then(|t| t.store.take()) else {
+            return Ok(());
+        };
+        let mut batches = Vec::new();
+        let drained = if whole_tier {
+            store.forget_changed()
+        } else {
+            store.drain_changed(CHUNK, |groups| {
+                batches.push(self.spilled_batch(groups)?);
+                Ok(())
+            })
+        };
+        if let Some(tier) = &mut self.tier {
+            tier.store = Some(store);
+        }
+        drained?;
+        for batch in batches {
+            self.delta.push_outside(batch);
+        }
+        Ok(())
+    }
+
     /// Every spilled group as state batches, for a snapshot that starts a new chain.
     fn spilled_state(&self) -> Result<Vec<RecordBatch>> {
         let Some(store) = self.tier.as_ref().and_then(|t| t.store.as_ref()) else {
@@ -371,6 +425,21 @@ fn named_columns(state: Vec<(Field, ArrayRef)>) -> Result<RecordBatch> {
         Arc::new(Schema::new(fields)),
         columns,
     )?)
+}
+
+/// The rows of `batch` (of groups `ids`) split by `changed`: the unchanged rows and
+/// their ids, then the changed ones.
+type Rows = (Vec<u32>, RecordBatch);
+fn split_rows(batch: &RecordBatch, ids: &[u32], changed: &[bool]) -> Result<(Rows, Rows)> {
+    let part = |want: bool| -> Result<Rows> {
+        let mask = BooleanArray::from_iter(changed.iter().map(|&c| Some(c == want)));
+        let ids = (ids.iter().zip(changed))
+            .filter(|(_, &c)| c == want)
+            .map(|(&id, _)| id)
+            .collect();
+        Ok((ids, filter_record_batch(batch, &mask)?))
+    };
+    Ok((part(false)?, part(true)?))
 }
 
 /// The ids `0..len` not in `ids` (ascending).
@@ -615,6 +684,45 @@ mod tests {
             longest > crate::delta_log::MAX_CHAIN + 1,
             "a restart kept the old chain while rolling: {longest}"
         );
+    }
+
+    #[test]
+    fn groups_that_leave_between_snapshots_reach_the_next_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = OperatorContext::detached("agg", 0, 1);
+        let mut op = aggregate_counted(Some((2048, dir.path())), &ctx);
+        let mut reference = aggregate(None);
+        let mut writer = Writer::default();
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        let mut checked = 0;
+        // Memory is measured every 64 rows (4 batches), a snapshot taken every 9
+        // batches: groups new or changed since the last one leave in between, sets
+        // that gained values among them and among those kept.
+        for step in 0..240 {
+            op.on_batch(0, batch(step), &mut got).unwrap();
+            reference.on_batch(0, batch(step), &mut want).unwrap();
+            if step % 9 != 8 {
+                continue;
+            }
+            let epoch = Epoch(step as u64 + 1);
+            let state = writer.resolve(op.snapshot(epoch).unwrap());
+            ctx.committed.heard(epoch);
+            let reference_state = reference.snapshot(epoch).unwrap();
+            if step % 3 == 2 {
+                // The checkpoint, restored, goes on as the uninterrupted reference does.
+                let mut restored = aggregate(None);
+                restored.restore(state).unwrap();
+                let mut again = aggregate(None);
+                again.restore(reference_state).unwrap();
+                let (after, _) = feed(restored.as_mut(), 240..260, 100);
+                let (expected, _) = feed(again.as_mut(), 240..260, 100);
+                assert_eq!(text(&after), text(&expected), "checkpoint of step {step}");
+                checked += 1;
+            }
+        }
+        assert_eq!(text(&got), text(&want));
+        assert!(checked > 5);
+        assert!(ctx.counters.state_bytes().spilled > 0);
     }
 
     #[test]
