@@ -51,6 +51,8 @@ pub(crate) struct DeltaLog {
     changed: Vec<u32>,
     /// Groups held outside the ids (the spill tier's): in the chain, and live.
     outside: usize,
+    /// Of those, the ones the next snapshot adds from outside as changed (at most).
+    outside_changed: usize,
     /// Whether the last [`take_changed`](DeltaLog::take_changed) started a new chain.
     restarted: bool,
     /// Whether the next snapshot must start a new chain: the chain holds handed-over
@@ -101,7 +103,8 @@ impl DeltaLog {
     /// nothing changed. Starts a fresh chain (every group) when the old one is too long
     /// or mostly overwritten; the caller then [`push`](Self::push)es the batch.
     pub(crate) fn take_changed(&mut self, len: usize) -> Vec<u32> {
-        let delta_rows = self.changed.len() + len.saturating_sub(self.written);
+        let delta_rows =
+            self.changed.len() + len.saturating_sub(self.written) + self.outside_changed;
         // While rolling, the old chain is still needed: no restart but a forced one.
         let full = self.batches.is_empty()
             || self.must_restart
@@ -137,10 +140,12 @@ impl DeltaLog {
                 self.old_groups = 0;
             }
             self.must_restart = false;
-            self.snapshots = 0;
+            self.snapshots = 1;
             self.taken = len;
             return (0..len as u32).collect();
         }
+        // A delta, perhaps of groups outside the ids alone (memory's batch empty).
+        self.snapshots += 1;
         changed.sort_unstable();
         changed.extend(self.written as u32..len as u32);
         self.taken = changed.len();
@@ -158,10 +163,13 @@ impl DeltaLog {
         }
     }
 
-    /// Notes that `groups` live outside the ids (spilled): a chain is judged mostly
-    /// overwritten against every live group.
-    pub(crate) fn set_outside(&mut self, groups: usize) {
+    /// Notes that `groups` live outside the ids (spilled), of which the next snapshot
+    /// adds at most `changed` as changed ones ([`push_outside`](Self::push_outside)): a
+    /// chain is judged mostly overwritten against every live group, and a snapshot
+    /// that adds only those counts towards [`MAX_CHAIN`] all the same.
+    pub(crate) fn set_outside(&mut self, groups: usize, changed: usize) {
         self.outside = groups;
+        self.outside_changed = changed;
     }
 
     /// Whether the last [`take_changed`](Self::take_changed) started a new chain: the
@@ -230,7 +238,6 @@ impl DeltaLog {
         self.chain_groups += self.taken;
         self.batches.push(batch);
         self.written = len;
-        self.snapshots += 1;
     }
 
     /// The operator state after a snapshot: the earlier batches and `batch`, the one
@@ -278,6 +285,23 @@ mod tests {
         log.touch(&[1]);
         assert_eq!(snapshot(&mut log, 5), vec![1]);
         assert_eq!(log.batches.len(), 3);
+    }
+
+    #[test]
+    fn snapshots_of_changed_groups_outside_alone_count_towards_the_chain_limit() {
+        let mut log = DeltaLog::default();
+        assert_eq!(snapshot(&mut log, 1), vec![0]);
+        for _ in 1..MAX_CHAIN {
+            // Nothing changed in memory; two spilled groups changed.
+            log.set_outside(3, 2);
+            assert!(snapshot(&mut log, 1).is_empty());
+            assert!(!log.restarted());
+            log.push_outside(batch(&[7, 8]));
+        }
+        assert_eq!(log.batches.len(), MAX_CHAIN);
+        log.set_outside(3, 2);
+        assert_eq!(snapshot(&mut log, 1), vec![0], "a new chain");
+        assert!(log.restarted());
     }
 
     #[test]
@@ -339,7 +363,7 @@ mod tests {
     fn a_restart_with_groups_outside_keeps_the_old_chain_until_they_are_rolled_in() {
         let mut log = DeltaLog::default();
         snapshot(&mut log, 3);
-        log.set_outside(5);
+        log.set_outside(5, 0);
         for e in 1..MAX_CHAIN as u64 {
             log.hand_over_committed(Epoch(e), Some(Epoch(e - 1)));
             log.touch(&[0]);
@@ -380,7 +404,7 @@ mod tests {
         // Not heard committed: the old batches may share files with the new chain's.
         let mut log = DeltaLog::default();
         snapshot(&mut log, 3);
-        log.set_outside(5);
+        log.set_outside(5, 0);
         for _ in 0..MAX_CHAIN {
             log.touch(&[0]);
             snapshot(&mut log, 3);
@@ -394,7 +418,7 @@ mod tests {
         let mut log = DeltaLog::default();
         log.hand_over_committed(Epoch(1), None);
         snapshot(&mut log, 2);
-        log.set_outside(4);
+        log.set_outside(4, 0);
         for e in 2..=MAX_CHAIN as u64 + 1 {
             log.hand_over_committed(Epoch(e), Some(Epoch(e - 1)));
             log.touch(&[0]);

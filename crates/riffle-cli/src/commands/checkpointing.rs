@@ -94,10 +94,11 @@ pub struct CheckpointArgs {
     /// moves its coldest groups beyond it to a local spill tier (--spill-dir) and takes
     /// them back when their keys return; checkpoints still hold every group. A first
     /// step: the budget bounds the GROUP BY's group table (the tier is on disk), not
-    /// yet the groups one checkpoint interval adds or a snapshot that writes the whole tier
-    /// at once (the first after a start or restore), and other operators keep all
-    /// their state in memory (docs/engine.md, "State beyond memory"). Spilling is
-    /// slow: several times the unlimited run's time. Default: `unlimited`.
+    /// yet the whole process (a snapshot that writes the whole tier at once, the first
+    /// after a start or restore, and a restore are still in memory), and other
+    /// operators keep all their state in memory (docs/engine.md, "State beyond
+    /// memory"). Spilling is slow: several times the unlimited run's time. Default:
+    /// `unlimited`.
     #[arg(long, value_name = "SIZE")]
     pub state_memory: Option<String>,
     /// Where the spill tier of --state-memory lives: a local directory, best on the

@@ -47,6 +47,9 @@ pub(crate) struct SpillStore {
     db: fjall::Database,
     path: PathBuf,
     len: usize,
+    /// Notes of changed groups since they were last forgotten (a key noted twice
+    /// counts twice).
+    noted: usize,
     /// Bytes of the keys and values held (before the tree's compression).
     bytes: u64,
 }
@@ -107,6 +110,7 @@ impl SpillStore {
             db,
             path,
             len: 0,
+            noted: 0,
             bytes: 0,
         })
     }
@@ -114,6 +118,11 @@ impl SpillStore {
     /// Groups held.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// Groups noted as changed, at most ([`drain_changed`](Self::drain_changed)).
+    pub(crate) fn noted_changed(&self) -> usize {
+        self.noted
     }
 
     /// Bytes of the groups held (keys and encoded state, before compression).
@@ -135,6 +144,7 @@ impl SpillStore {
                 self.bytes += (group.key.len() + group.value.len()) as u64;
                 if group.changed {
                     batch.insert(&self.changed, group.key.as_slice(), []);
+                    self.noted += 1;
                 }
                 batch.insert(&self.keys, group.key, group.value);
             }
@@ -225,6 +235,10 @@ impl SpillStore {
     /// # Errors
     /// The store failed.
     pub(crate) fn forget_changed(&mut self) -> Result<()> {
+        if self.noted == 0 {
+            return Ok(());
+        }
+        self.noted = 0;
         self.changed.clear().map_err(|e| failed(&self.path, e))
     }
 

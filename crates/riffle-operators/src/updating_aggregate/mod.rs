@@ -276,7 +276,8 @@ impl Operator for UpdatingAggregate {
             .hand_over_committed(epoch, self.committed.newest());
         let len = self.table.len();
         let spilled = self.tier.as_ref().map_or(0, Tier::spilled);
-        self.delta.set_outside(spilled);
+        let noted = self.tier.as_ref().map_or(0, Tier::noted_changed);
+        self.delta.set_outside(spilled, noted);
         let ids = self.delta.take_changed(len);
         let batch = (!ids.is_empty())
             .then(|| self.state_batch(&ids))

@@ -103,6 +103,11 @@ impl Tier {
         self.store.as_ref().map_or(0, SpillStore::len)
     }
 
+    /// Groups noted as changed in the tier, at most (the next snapshot's to write).
+    pub(super) fn noted_changed(&self) -> usize {
+        self.store.as_ref().map_or(0, SpillStore::noted_changed)
+    }
+
     /// Bytes of the groups in the tier.
     pub(super) fn spilled_bytes(&self) -> u64 {
         self.store.as_ref().map_or(0, SpillStore::bytes)
