@@ -17,8 +17,22 @@ use std::path::{Path, PathBuf};
 /// How a tier's directory name starts; the process id follows.
 const TIER_PREFIX: &str = "riffle-tier-";
 
-/// fjall's background threads per tier (flushes and compactions).
-const FJALL_WORKERS: usize = 2;
+/// fjall's background threads per tier (flushes and compactions). One: with more,
+/// fjall has worker 0 re-queue every compaction request while another compacts (to stay
+/// free for flushes), a spin that took 13% of a budgeted run's CPU samples. With one,
+/// the writes wait instead ([`UNFLUSHED_MEMTABLES`]).
+const FJALL_WORKERS: usize = 1;
+
+/// Unflushed memtable bytes, in memtables, past which the tier's writes wait for its
+/// worker to flush. This bounds the tier's memory while the worker compacts, and the
+/// rotation requests fjall queues for it (one per write batch past the limit): with
+/// its queue full, the worker would block sending itself the flush, for good.
+const UNFLUSHED_MEMTABLES: u64 = 3;
+
+/// How long writes wait for the worker to flush before the tier is taken for stuck:
+/// the subtask fails (and the job restarts from its checkpoint) rather than growing
+/// its memory without end. Far beyond any one compaction of a tier.
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// fjall's least journal limit; past it, fjall flushes to free old journals.
 const MAX_JOURNAL_BYTES: u64 = 64 << 20;
@@ -46,6 +60,8 @@ pub(crate) struct SpillStore {
     changed: fjall::Keyspace,
     db: fjall::Database,
     path: PathBuf,
+    /// fjall's memtable limit, per keyspace.
+    memtable: u64,
     len: usize,
     /// Notes of changed groups since they were last forgotten (a key noted twice
     /// counts twice).
@@ -82,10 +98,6 @@ impl SpillStore {
         let db = fjall::Database::builder(&path)
             .temporary(true)
             .manual_journal_persist(true)
-            // Two workers, not one: a worker blocked sending itself a flush (its
-            // queue full of rotation requests) is freed by the other's next receive;
-            // with one, the tier stopped flushing and its memtable grew with
-            // everything spilled (docs/engine.md, "State beyond memory").
             .worker_threads(FJALL_WORKERS)
             // The least journal fjall allows: the tier is a cache, never recovered
             // from its journal, so journals only cost disk.
@@ -109,6 +121,7 @@ impl SpillStore {
             changed,
             db,
             path,
+            memtable,
             len: 0,
             noted: 0,
             bytes: 0,
@@ -139,6 +152,7 @@ impl SpillStore {
         let n = groups.len();
         let mut groups = groups.into_iter().peekable();
         while groups.peek().is_some() {
+            self.wait_for_flushes()?;
             let mut batch = self.db.batch();
             for group in groups.by_ref().take(WRITE_BATCH) {
                 self.bytes += (group.key.len() + group.value.len()) as u64;
@@ -154,6 +168,30 @@ impl SpillStore {
         Ok(())
     }
 
+    /// Waits while more than [`UNFLUSHED_MEMTABLES`] memtables of writes are unflushed
+    /// (the worker compacts).
+    ///
+    /// # Errors
+    /// The worker has not flushed for [`FLUSH_WAIT`].
+    fn wait_for_flushes(&self) -> Result<()> {
+        let limit = UNFLUSHED_MEMTABLES * self.memtable;
+        let deadline = std::time::Instant::now() + FLUSH_WAIT;
+        while self.db.write_buffer_size() > limit {
+            if std::time::Instant::now() > deadline {
+                return Err(failed(
+                    &self.path,
+                    format!(
+                        "the spill tier has not flushed for {} s ({} bytes unflushed)",
+                        FLUSH_WAIT.as_secs(),
+                        self.db.write_buffer_size()
+                    ),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
     /// Takes the groups of `keys` (distinct) out of the tier: the state of each, or
     /// `None` where it is not there.
     ///
@@ -163,6 +201,7 @@ impl SpillStore {
         if self.len == 0 {
             return Ok(vec![None; keys.len()]);
         }
+        self.wait_for_flushes()?;
         let mut taken = Vec::with_capacity(keys.len());
         let mut batch = self.db.batch();
         for key in keys {
