@@ -29,6 +29,11 @@ const FJALL_WORKERS: usize = 1;
 /// its queue full, the worker would block sending itself the flush, for good.
 const UNFLUSHED_MEMTABLES: u64 = 3;
 
+/// Tables fjall lets gather in its first level before merging them into the next.
+/// Its default, 4, merges every four memtables' worth of groups into the whole of the
+/// next level (spilled keys come in no order, so every merge overlaps all of it).
+const L0_TABLES: u8 = 16;
+
 /// How long writes wait for the worker to flush before the tier is taken for stuck:
 /// the subtask fails (and the job restarts from its checkpoint) rather than growing
 /// its memory without end. Far beyond any one compaction of a tier.
@@ -108,7 +113,13 @@ impl SpillStore {
         let memtable = (memory.bytes / 16).clamp(1 << 20, 16 << 20);
         let keys = db
             .keyspace("groups", || {
-                fjall::KeyspaceCreateOptions::default().max_memtable_size(memtable)
+                fjall::KeyspaceCreateOptions::default()
+                    .max_memtable_size(memtable)
+                    .compaction_strategy(std::sync::Arc::new(
+                        fjall::compaction::Leveled::default()
+                            .with_l0_threshold(L0_TABLES)
+                            .with_table_target_size(32 << 20),
+                    ))
             })
             .map_err(|e| failed(&path, e))?;
         let changed = db
@@ -388,9 +399,9 @@ mod tests {
     #[test]
     fn spilled_groups_are_flushed_out_of_memory() {
         let dir = tempfile::tempdir().unwrap();
-        // A 32 MiB budget: 2 MiB memtables.
+        // A 16 MiB budget: 2 MiB memtables.
         let memory = StateMemory {
-            bytes: 32 << 20,
+            bytes: 16 << 20,
             spill_dir: dir.path().to_path_buf(),
         };
         let mut store = SpillStore::open(&memory, "op", 0).unwrap();
