@@ -1,0 +1,281 @@
+use super::super::UpdatingAggregateFactory;
+use crate::aggregate::{AggregateFunction, AggregateSpec};
+use riffle_core::arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
+use riffle_core::arrow::datatypes::{DataType, Field};
+use riffle_core::arrow::util::pretty::pretty_format_batches;
+use riffle_core::{
+    Epoch, Operator, OperatorContext, OperatorFactory, RecordBatch, StateMemory, StreamSchema,
+};
+use std::sync::Arc;
+
+fn input() -> StreamSchema {
+    StreamSchema::with_timestamp(vec![
+        Field::new("k", DataType::Utf8, false),
+        Field::new("v", DataType::Int64, false),
+    ])
+}
+
+/// Rows `(k, v)` of batch `step`: keys come and go, most return after a while.
+fn batch(step: i64) -> RecordBatch {
+    let rows: Vec<(String, i64)> = (0..17)
+        .map(|i| {
+            (
+                format!("key-{}", (step * 13 + i * 7) % 400),
+                (step * i) % 11,
+            )
+        })
+        .collect();
+    RecordBatch::try_new(
+        input().schema.clone(),
+        vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| &r.0))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(TimestampNanosecondArray::from(vec![step; rows.len()]).with_timezone("UTC")),
+        ],
+    )
+    .unwrap()
+}
+
+/// `count(*), sum(v), count(DISTINCT v), max(k) GROUP BY k` as a changelog, with
+/// `budget` bytes of state memory spilling under `dir`.
+fn aggregate(budget: Option<(u64, &std::path::Path)>) -> Box<dyn Operator> {
+    aggregate_counted(budget, &OperatorContext::detached("agg", 0, 1))
+}
+
+fn aggregate_counted(
+    budget: Option<(u64, &std::path::Path)>,
+    ctx: &OperatorContext,
+) -> Box<dyn Operator> {
+    let specs = vec![
+        AggregateSpec::count_star("n"),
+        AggregateSpec::new(AggregateFunction::Sum, "v", "total"),
+        AggregateSpec::new(AggregateFunction::CountDistinct, "v", "values"),
+        AggregateSpec::new(AggregateFunction::Max, "k", "top"),
+    ];
+    let mut ctx = ctx.clone();
+    ctx.state_memory = budget.map(|(bytes, dir)| StateMemory {
+        bytes,
+        spill_dir: dir.to_path_buf(),
+    });
+    UpdatingAggregateFactory::new(&input(), &["k"], specs)
+        .unwrap()
+        .changelog()
+        .create(&ctx)
+        .unwrap()
+}
+
+fn text(out: &[RecordBatch]) -> String {
+    pretty_format_batches(out).unwrap().to_string()
+}
+
+/// Feeds batches `steps` to `op`, a snapshot after every `every`; the output and
+/// the last snapshot.
+fn feed(
+    op: &mut dyn Operator,
+    steps: std::ops::Range<i64>,
+    every: i64,
+) -> (Vec<RecordBatch>, riffle_core::OperatorState) {
+    let mut out = Vec::new();
+    let mut state = Default::default();
+    for step in steps {
+        op.on_batch(0, batch(step), &mut out).unwrap();
+        if step % every == every - 1 {
+            state = op.snapshot(Epoch(step as u64)).unwrap();
+        }
+    }
+    (out, state)
+}
+
+fn spilled_tiers(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| d.count())
+}
+
+#[test]
+fn groups_beyond_the_budget_are_spilled_and_taken_back_without_changing_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reference = aggregate(None);
+    let ctx = OperatorContext::detached("agg", 0, 1);
+    let mut spilling = aggregate_counted(Some((2048, dir.path())), &ctx);
+    // 90 batches, a snapshot every 2: the delta chain restarts (at 32 batches)
+    // with most groups in the tier.
+    let (want, _) = feed(reference.as_mut(), 0..90, 2);
+    let (got, _) = feed(spilling.as_mut(), 0..90, 2);
+    assert_eq!(spilled_tiers(dir.path()), 1, "the budget made it spill");
+    assert_eq!(text(&got), text(&want));
+    let bytes = ctx.counters.state_bytes();
+    assert!(bytes.in_memory > 0 && bytes.in_memory < 4096, "{bytes:?}");
+    assert!(bytes.spilled > 0, "{bytes:?}");
+    drop(spilling);
+    assert_eq!(
+        spilled_tiers(dir.path()),
+        0,
+        "the tier goes with its subtask"
+    );
+}
+
+#[test]
+fn a_checkpoint_taken_with_groups_spilled_restores_every_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reference = aggregate(None);
+    let (_, want_state) = feed(reference.as_mut(), 0..70, 2);
+    let mut spilling = aggregate(Some((2048, dir.path())));
+    let (_, state) = feed(spilling.as_mut(), 0..70, 2);
+    assert!(spilled_tiers(dir.path()) > 0);
+    // The checkpoint, restored without a budget and with one, goes on as the
+    // reference's does.
+    let (want, _) = {
+        let mut op = aggregate(None);
+        op.restore(want_state).unwrap();
+        feed(op.as_mut(), 70..120, 3)
+    };
+    for budget in [None, Some((1024, dir.path()))] {
+        let mut op = aggregate(budget);
+        op.restore(state.clone()).unwrap();
+        let (got, _) = feed(op.as_mut(), 70..120, 3);
+        assert_eq!(text(&got), text(&want), "budget {budget:?}");
+    }
+}
+
+#[test]
+fn a_chain_started_with_every_group_spilled_still_notes_what_sets_gain() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reference = aggregate(None);
+    let (_, state) = feed(reference.as_mut(), 0..40, 4);
+    // A budget of one byte: the restore spills every group, so the next snapshot
+    // starts its chain from the tier alone.
+    let mut op = aggregate(Some((1, dir.path())));
+    op.restore(state.clone()).unwrap();
+    op.snapshot(Epoch(100)).unwrap();
+    let (_, after) = feed(op.as_mut(), 40..44, 4);
+    let (want, _) = {
+        let mut op = aggregate(None);
+        op.restore(state).unwrap();
+        feed(op.as_mut(), 40..44, 4);
+        feed(op.as_mut(), 44..70, 5)
+    };
+    let mut restored = aggregate(None);
+    restored.restore(after).unwrap();
+    let (got, _) = feed(restored.as_mut(), 44..70, 5);
+    assert_eq!(text(&got), text(&want));
+}
+
+/// What the checkpoint writer makes of snapshots: a handed-over batch is the whole
+/// batch first seen with the same first column (the file that holds it).
+#[derive(Default)]
+struct Writer {
+    whole: std::collections::HashMap<(usize, usize, usize), RecordBatch>,
+}
+
+impl Writer {
+    fn resolve(&mut self, state: riffle_core::OperatorState) -> riffle_core::OperatorState {
+        let batches = state.batches.into_iter().map(|b| {
+            let data = b.column(0).to_data();
+            let id = (
+                data.buffers()[0].as_ptr() as usize,
+                data.offset(),
+                b.num_rows(),
+            );
+            if riffle_core::is_handed(&b) {
+                self.whole[&id].clone()
+            } else {
+                self.whole.insert(id, b.clone());
+                b
+            }
+        });
+        riffle_core::OperatorState {
+            batches: batches.collect(),
+        }
+    }
+}
+
+#[test]
+fn rolling_restarts_keep_every_group_in_each_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = OperatorContext::detached("agg", 0, 1);
+    let mut op = aggregate_counted(Some((2048, dir.path())), &ctx);
+    let mut reference = aggregate(None);
+    let mut writer = Writer::default();
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    let mut longest = 0;
+    for step in 0..150 {
+        op.on_batch(0, batch(step), &mut got).unwrap();
+        reference.on_batch(0, batch(step), &mut want).unwrap();
+        let epoch = Epoch(step as u64 + 1);
+        let raw = op.snapshot(epoch).unwrap();
+        longest = longest.max(raw.batches.len());
+        let state = writer.resolve(raw);
+        // Every epoch commits.
+        ctx.committed.heard(epoch);
+        if step % 23 == 22 {
+            // The checkpoint, restored, goes on as the uninterrupted reference does.
+            let mut restored = aggregate(None);
+            restored.restore(state).unwrap();
+            let mut again = aggregate(None);
+            again.restore(reference.snapshot(epoch).unwrap()).unwrap();
+            let (after, _) = feed(restored.as_mut(), 150..170, 100);
+            let (expected, _) = feed(again.as_mut(), 150..170, 100);
+            assert_eq!(text(&after), text(&expected), "checkpoint of step {step}");
+        }
+    }
+    assert_eq!(text(&got), text(&want));
+    assert!(
+        longest > crate::delta_log::MAX_CHAIN + 1,
+        "a restart kept the old chain while rolling: {longest}"
+    );
+}
+
+#[test]
+fn groups_that_leave_between_snapshots_reach_the_next_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = OperatorContext::detached("agg", 0, 1);
+    let mut op = aggregate_counted(Some((2048, dir.path())), &ctx);
+    let mut reference = aggregate(None);
+    let mut writer = Writer::default();
+    let (mut got, mut want) = (Vec::new(), Vec::new());
+    let mut checked = 0;
+    // Memory is measured every 64 rows (4 batches), a snapshot taken every 9
+    // batches: groups new or changed since the last one leave in between, sets
+    // that gained values among them and among those kept.
+    for step in 0..240 {
+        op.on_batch(0, batch(step), &mut got).unwrap();
+        reference.on_batch(0, batch(step), &mut want).unwrap();
+        if step % 9 != 8 {
+            continue;
+        }
+        let epoch = Epoch(step as u64 + 1);
+        let state = writer.resolve(op.snapshot(epoch).unwrap());
+        ctx.committed.heard(epoch);
+        let reference_state = reference.snapshot(epoch).unwrap();
+        if step % 3 == 2 {
+            // The checkpoint, restored, goes on as the uninterrupted reference does.
+            let mut restored = aggregate(None);
+            restored.restore(state).unwrap();
+            let mut again = aggregate(None);
+            again.restore(reference_state).unwrap();
+            let (after, _) = feed(restored.as_mut(), 240..260, 100);
+            let (expected, _) = feed(again.as_mut(), 240..260, 100);
+            assert_eq!(text(&after), text(&expected), "checkpoint of step {step}");
+            checked += 1;
+        }
+    }
+    assert_eq!(text(&got), text(&want));
+    assert!(checked > 5);
+    assert!(ctx.counters.state_bytes().spilled > 0);
+}
+
+#[test]
+fn without_checkpoints_groups_are_spilled_as_they_cool() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reference = aggregate(None);
+    // No snapshot ever: batches of 17 rows, memory measured every 8192.
+    let ctx = OperatorContext::detached("agg", 0, 1);
+    let mut spilling = aggregate_counted(Some((1024, dir.path())), &ctx);
+    let (want, _) = feed(reference.as_mut(), 0..1200, i64::MAX);
+    let (got, _) = feed(spilling.as_mut(), 0..1200, i64::MAX);
+    assert_eq!(spilled_tiers(dir.path()), 1);
+    assert_eq!(text(&got), text(&want));
+    assert!(
+        ctx.counters.state_bytes().spilled > 0,
+        "reported without snapshots"
+    );
+}
