@@ -26,6 +26,7 @@ use std::time::Duration;
   riffle bench --flink-suite --job none --queries changelog_dedup,changelog_dedup_count,changelog_top_groups
   riffle bench --sinks --events 10M --runs 3   # q0 into Parquet files vs Iceberg tables
   riffle bench --workers 2 --queries q5,q8 --events 10M   # one process vs worker processes
+  riffle bench --state-memory unlimited,256MiB,64MiB --events 20M --runs 1   # what spilling costs
   riffle bench --json > bench.jsonl"
 )]
 pub struct BenchArgs {
@@ -104,6 +105,14 @@ pub struct BenchArgs {
     /// turns. Prints events/s, the ratio, checkpoint duration and exchange throughput.
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
+    /// Instead: an unbounded `GROUP BY bidder, url` (count, sum) over the bids of --events,
+    /// whose state grows with its keys, under each of these budgets (comma-separated,
+    /// e.g. `unlimited,256MiB,64MiB`; the first is the ratio's base), as `riffle run
+    /// --state-memory` at --parallelism with checkpoints every first nonzero
+    /// --checkpoint-interval (1s if none), runs taking turns. Prints events/s, the
+    /// ratio, peak RSS and checkpoint bytes written.
+    #[arg(long, value_name = "SIZES")]
+    pub state_memory: Option<String>,
 }
 
 /// Runs `riffle bench --in-process --json …` as a child process (so its peak RSS and
@@ -259,6 +268,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     if let Some(workers) = args.workers {
         return super::bench_workers::run(&args, workers);
+    }
+    if let Some(budgets) = &args.state_memory {
+        return super::bench_state_memory::run(&args, budgets);
     }
     let queries: Vec<Query> = match args.queries.as_str() {
         "all" => Query::ALL.to_vec(),

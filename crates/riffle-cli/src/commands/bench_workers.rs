@@ -114,14 +114,14 @@ impl Job {
 
 /// The checkpoint interval of the runs: the first nonzero one of `--checkpoint-interval`
 /// (workers need checkpoints), else 1 s.
-fn checkpoint_interval(args: &BenchArgs) -> &str {
+pub(super) fn checkpoint_interval(args: &BenchArgs) -> &str {
     args.checkpoint_interval
         .split(',')
         .find(|i| *i != "0")
         .unwrap_or("1s")
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+pub(super) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }

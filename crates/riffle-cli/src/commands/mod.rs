@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_state_memory;
 pub mod bench_workers;
 pub mod certificates;
 pub mod checkpointing;
