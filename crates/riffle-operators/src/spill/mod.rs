@@ -17,27 +17,21 @@ use std::path::{Path, PathBuf};
 /// How a tier's directory name starts; the process id follows.
 const TIER_PREFIX: &str = "riffle-tier-";
 
-/// fjall's background threads per tier (flushes and compactions). One: with more,
-/// fjall has worker 0 re-queue every compaction request while another compacts (to stay
-/// free for flushes), a spin that took 13% of a budgeted run's CPU samples. With one,
-/// the writes wait instead ([`UNFLUSHED_MEMTABLES`]).
-const FJALL_WORKERS: usize = 1;
-
-/// Unflushed memtable bytes, in memtables, past which the tier's writes wait for its
-/// worker to flush. This bounds the tier's memory while the worker compacts, and the
-/// rotation requests fjall queues for it (one per write batch past the limit): with
-/// its queue full, the worker would block sending itself the flush, for good.
-const UNFLUSHED_MEMTABLES: u64 = 3;
+/// fjall's background threads per tier (flushes and compactions). Two, not one: a
+/// worker blocked sending itself a flush (its queue full of rotation requests) is
+/// freed by the other's next receive, and worker 0 flushes while the other compacts,
+/// so fjall's own write stall (at 4 sealed memtables) bounds the tier's memory. With
+/// one, the tier stopped flushing and its memtable grew with everything spilled
+/// (docs/engine.md, "State beyond memory"). The cost: while one compacts, fjall has
+/// worker 0 re-queue compaction requests in a loop, about 13% of a budgeted run's CPU
+/// samples. (Making one worker safe by waiting in our writes needs the active
+/// memtable's size, which fjall does not expose.)
+const FJALL_WORKERS: usize = 2;
 
 /// Tables fjall lets gather in its first level before merging them into the next.
 /// Its default, 4, merges every four memtables' worth of groups into the whole of the
 /// next level (spilled keys come in no order, so every merge overlaps all of it).
 const L0_TABLES: u8 = 16;
-
-/// How long writes wait for the worker to flush before the tier is taken for stuck:
-/// the subtask fails (and the job restarts from its checkpoint) rather than growing
-/// its memory without end. Far beyond any one compaction of a tier.
-const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// fjall's least journal limit; past it, fjall flushes to free old journals.
 const MAX_JOURNAL_BYTES: u64 = 64 << 20;
@@ -65,8 +59,6 @@ pub(crate) struct SpillStore {
     changed: fjall::Keyspace,
     db: fjall::Database,
     path: PathBuf,
-    /// fjall's memtable limit, per keyspace.
-    memtable: u64,
     len: usize,
     /// Notes of changed groups since they were last forgotten (a key noted twice
     /// counts twice).
@@ -132,7 +124,6 @@ impl SpillStore {
             changed,
             db,
             path,
-            memtable,
             len: 0,
             noted: 0,
             bytes: 0,
@@ -163,7 +154,6 @@ impl SpillStore {
         let n = groups.len();
         let mut groups = groups.into_iter().peekable();
         while groups.peek().is_some() {
-            self.wait_for_flushes()?;
             let mut batch = self.db.batch();
             for group in groups.by_ref().take(WRITE_BATCH) {
                 self.bytes += (group.key.len() + group.value.len()) as u64;
@@ -179,30 +169,6 @@ impl SpillStore {
         Ok(())
     }
 
-    /// Waits while more than [`UNFLUSHED_MEMTABLES`] memtables of writes are unflushed
-    /// (the worker compacts).
-    ///
-    /// # Errors
-    /// The worker has not flushed for [`FLUSH_WAIT`].
-    fn wait_for_flushes(&self) -> Result<()> {
-        let limit = UNFLUSHED_MEMTABLES * self.memtable;
-        let deadline = std::time::Instant::now() + FLUSH_WAIT;
-        while self.db.write_buffer_size() > limit {
-            if std::time::Instant::now() > deadline {
-                return Err(failed(
-                    &self.path,
-                    format!(
-                        "the spill tier has not flushed for {} s ({} bytes unflushed)",
-                        FLUSH_WAIT.as_secs(),
-                        self.db.write_buffer_size()
-                    ),
-                ));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        Ok(())
-    }
-
     /// Takes the groups of `keys` (distinct) out of the tier: the state of each, or
     /// `None` where it is not there.
     ///
@@ -212,19 +178,22 @@ impl SpillStore {
         if self.len == 0 {
             return Ok(vec![None; keys.len()]);
         }
-        self.wait_for_flushes()?;
         let mut taken = Vec::with_capacity(keys.len());
-        let mut batch = self.db.batch();
-        for key in keys {
-            let value = self.keys.get(key).map_err(|e| failed(&self.path, e))?;
-            if let Some(value) = &value {
-                batch.remove(&self.keys, key.as_slice());
-                self.len -= 1;
-                self.bytes = self.bytes.saturating_sub((key.len() + value.len()) as u64);
+        for keys in keys.chunks(WRITE_BATCH) {
+            let mut batch = self.db.batch();
+            for key in keys {
+                let value = self.keys.get(key).map_err(|e| failed(&self.path, e))?;
+                if let Some(value) = &value {
+                    batch.remove(&self.keys, key.as_slice());
+                    self.len -= 1;
+                    self.bytes = self.bytes.saturating_sub((key.len() + value.len()) as u64);
+                }
+                taken.push(value.map(|v| v.to_vec()));
             }
-            taken.push(value.map(|v| v.to_vec()));
+            if !batch.is_empty() {
+                batch.commit().map_err(|e| failed(&self.path, e))?;
+            }
         }
-        batch.commit().map_err(|e| failed(&self.path, e))?;
         Ok(taken)
     }
 
@@ -289,6 +258,8 @@ impl SpillStore {
             return Ok(());
         }
         self.noted = 0;
+        // (fjall drops the unflushed notes without taking them off its count of
+        // unflushed bytes, `write_buffer_size`: nothing here may wait on that count.)
         self.changed.clear().map_err(|e| failed(&self.path, e))
     }
 
@@ -399,9 +370,9 @@ mod tests {
     #[test]
     fn spilled_groups_are_flushed_out_of_memory() {
         let dir = tempfile::tempdir().unwrap();
-        // A 16 MiB budget: 2 MiB memtables.
+        // A 32 MiB budget: 2 MiB memtables.
         let memory = StateMemory {
-            bytes: 16 << 20,
+            bytes: 32 << 20,
             spill_dir: dir.path().to_path_buf(),
         };
         let mut store = SpillStore::open(&memory, "op", 0).unwrap();
