@@ -84,7 +84,7 @@ pub(crate) async fn run_attempt(
     let placement = options.placement;
     let me = placement.worker;
     let generation = attempt.generation;
-    let config = exactly_once(
+    let mut config = exactly_once(
         &JobConfig {
             restore: restored,
             placement,
@@ -93,6 +93,9 @@ pub(crate) async fn run_attempt(
         generation,
     );
     let mut handle = job::start(graph, &config, true)?;
+    // Each subtask holds its part now: this worker's share of the checkpoint is freed as
+    // they restore (docs/engine.md, "State beyond memory").
+    config.restore = None;
     let remote = std::mem::take(&mut handle.remote);
     let (acks_in, ends_in) = handle.take_remote_inputs();
     let stopper = handle.stopper();

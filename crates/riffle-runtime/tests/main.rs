@@ -10,5 +10,6 @@ mod execution;
 mod handed_over;
 mod restart_budget;
 mod restarts;
+mod restored_state;
 mod savepoints;
 mod simulation;

@@ -67,11 +67,11 @@ impl Attempts for OneProcess<'_> {
         }
         // Recovery that failed for a moment (storage, a sink's system) is retried like
         // any transient failure; one that needs the user ends the run.
-        let recovered = self.recovery.recover(store, graph).await?;
+        let mut recovered = self.recovery.recover(store, graph).await?;
         self.generation = Some(recovered.generation);
         observer.recovered(&recovered);
-        let config = JobConfig {
-            restore: recovered.restored.clone(),
+        let mut config = JobConfig {
+            restore: recovered.restored.take(),
             ..self.run.job.clone()
         };
         let checkpoints = CheckpointConfig {
@@ -87,6 +87,10 @@ impl Attempts for OneProcess<'_> {
         let listeners = self.run.listeners.clone();
         let (handle, report) =
             job::start_with_checkpoints(graph, &config, store.clone(), checkpoints, listeners)?;
+        // Each subtask holds its part now: the whole loaded checkpoint is freed as they
+        // restore, instead of staying in memory for the attempt (docs/engine.md, "State
+        // beyond memory").
+        config.restore = None;
         observer.started(&handle.metrics);
         let result = handle.wait().await;
         // Once the tasks are gone the coordinator finishes its last epoch and returns.
