@@ -259,6 +259,17 @@ pub trait Operator: Send {
     fn restore(&mut self, _state: OperatorState) -> Result<()> {
         Ok(())
     }
+
+    /// Whether [`restore`](Operator::restore) may be called more than once before any
+    /// other hook, each time with the next of the checkpoint's batches in order, the
+    /// state then being as after one call with all of them. The runtime then decodes
+    /// the checkpoint one batch at a time, so that restoring holds one decoded batch
+    /// beside the operator's state, not the whole state decoded (docs/engine.md,
+    /// "State beyond memory"). An operator whose state has no batches is restored once,
+    /// with none.
+    fn restores_in_parts(&self) -> bool {
+        false
+    }
 }
 
 /// Builds subtasks of one operator and describes it to the planner.

@@ -2,6 +2,7 @@
 
 use crate::metrics::{FlowCounters, JobMetrics};
 pub use crate::protocol::ChainError;
+use crate::restored_state::RestoredState;
 use riffle_core::operator::OperatorCounters;
 use riffle_core::{
     CounterValues, Epoch, Error, EventTime, Operator, OperatorId, OperatorState, RecordBatch, Sink,
@@ -17,8 +18,8 @@ pub struct ChainLink {
     /// The operator subtask.
     pub operator: Box<dyn Operator>,
     /// Checkpointed state to restore when the task starts (on its own thread, so the
-    /// subtasks of a large state rebuild in parallel).
-    pub restore: Option<OperatorState>,
+    /// subtasks of a large state rebuild in parallel), decoded as it is restored.
+    pub restore: Option<RestoredState>,
     /// The subtask's counters (checkpointed with its state).
     pub counters: Arc<OperatorCounters>,
     /// What flows through it (for metrics).
@@ -213,10 +214,36 @@ impl Chain {
     }
 
     /// Restores every operator that has checkpointed state; called once, before any input.
+    ///
+    /// An operator that [restores in parts](Operator::restores_in_parts) gets one
+    /// decoded batch at a time, so the whole state is never decoded at once; others
+    /// get it whole.
     pub fn restore_pending(&mut self) -> ChainResult<()> {
         for link in &mut self.links {
-            if let Some(state) = link.restore.take() {
-                link.operator.restore(state).map_err(at(&link.id))?;
+            let Some(state) = link.restore.take() else {
+                continue;
+            };
+            let unreadable = |message| Error::State {
+                operator: link.id.0.clone(),
+                message,
+            };
+            if !link.operator.restores_in_parts() {
+                let whole = state.decode().map_err(unreadable).map_err(at(&link.id))?;
+                link.operator.restore(whole).map_err(at(&link.id))?;
+                continue;
+            }
+            let mut restored_any = false;
+            for batch in state.batches() {
+                let batch = batch.map_err(unreadable).map_err(at(&link.id))?;
+                let part = OperatorState {
+                    batches: vec![batch],
+                };
+                link.operator.restore(part).map_err(at(&link.id))?;
+                restored_any = true;
+            }
+            if !restored_any {
+                // Restored, from nothing: as after a restore of an empty state.
+                (link.operator.restore(OperatorState::default())).map_err(at(&link.id))?;
             }
         }
         Ok(())

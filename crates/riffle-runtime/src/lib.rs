@@ -35,6 +35,7 @@ pub mod recovery;
 pub mod resources;
 pub mod restore;
 pub mod restore_share;
+pub mod restored_state;
 pub mod savepoint;
 mod source_task;
 pub mod supervisor;
@@ -56,6 +57,7 @@ pub use metrics::{FlowValues, JobMetrics, SubtaskSample};
 pub use placement::{ChannelKey, Placement};
 pub use plan::PhysicalPlan;
 pub use restore::{RestoredJob, RestoredWatermark};
+pub use restored_state::{RestoredState, StateFiles};
 pub use savepoint::{savepoint_channel, SavepointDone, SavepointRequest, SavepointSender};
 pub use supervisor::{
     run_checkpointed, CheckpointedOutcome, CheckpointedRun, RestartStrategy, RunObserver,

@@ -2,11 +2,8 @@
 //! by key group when an operator's parallelism changed.
 
 use crate::restore_share::{state_bytes, RestoreShare};
-use riffle_core::arrow::array::{AsArray, BooleanArray};
-use riffle_core::arrow::compute::filter_record_batch;
-use riffle_core::arrow::datatypes::UInt16Type;
-use riffle_core::state::KEY_GROUP_FIELD;
-use riffle_core::{CounterValues, Epoch, EventTime, KeyGroup, OperatorId, OperatorState};
+use crate::restored_state::{RestoredState, StateFiles};
+use riffle_core::{CounterValues, Epoch, EventTime, OperatorId};
 use riffle_state::{CheckpointStore, Manifest, StateResult};
 use std::collections::HashMap;
 
@@ -44,8 +41,8 @@ pub struct RestoredOperator {
     pub parallelism: usize,
     /// Key groups at the checkpoint.
     pub max_parallelism: u16,
-    /// State per old subtask (those this process read: see `read`).
-    pub subtasks: HashMap<usize, OperatorState>,
+    /// State per old subtask (those this process read: see `read`), still encoded.
+    pub subtasks: HashMap<usize, StateFiles>,
     /// The old subtasks whose state this process read; `None`: all of them.
     pub read: Option<std::collections::BTreeSet<usize>>,
     /// Input watermark per old subtask at the checkpoint.
@@ -66,7 +63,8 @@ pub struct RestoredJob {
 }
 
 impl RestoredJob {
-    /// Reads every state file `manifest` references (checking sizes and CRC32C).
+    /// Reads every state file `manifest` references, checking sizes and CRC32C, and
+    /// keeps them encoded: each subtask decodes its own as it restores.
     ///
     /// # Errors
     /// A damaged or missing file, named.
@@ -95,11 +93,11 @@ impl RestoredJob {
                 if !share.is_none_or(|share| share.reads(&op.operator, s.subtask)) {
                     continue;
                 }
-                let mut batches = Vec::new();
+                let mut files = Vec::with_capacity(s.files.len());
                 for file in &s.files {
-                    batches.extend(store.read_state(file).await?);
+                    files.push((file.clone(), store.read_checked(file).await?));
                 }
-                subtasks.insert(s.subtask, OperatorState { batches });
+                subtasks.insert(s.subtask, StateFiles::encoded(files));
             }
             let read = share.map(|share| share.read_of(&op.operator, op.parallelism));
             operators.insert(
@@ -171,7 +169,7 @@ impl RestoredJob {
     }
 
     /// The state subtask `subtask` of `parallelism` restores, or `None` for an operator
-    /// the checkpoint does not hold.
+    /// the checkpoint does not hold. It is decoded as the subtask reads it.
     ///
     /// # Errors
     /// A source that cannot rescale asked to change parallelism, or a different number
@@ -183,7 +181,7 @@ impl RestoredJob {
         parallelism: usize,
         max_parallelism: u16,
         owner: StateOwner,
-    ) -> Result<Option<OperatorState>, String> {
+    ) -> Result<Option<RestoredState>, String> {
         let Some(restored) = self.operators.get(operator) else {
             return Ok(None);
         };
@@ -219,57 +217,33 @@ impl RestoredJob {
             }
         }
         if restored.parallelism == parallelism && !from_every_subtask {
-            return Ok(Some(
-                restored.subtasks.get(&subtask).cloned().unwrap_or_default(),
-            ));
+            let own = restored.subtasks.get(&subtask).cloned().unwrap_or_default();
+            return Ok(Some(RestoredState::whole(vec![own])));
         }
+        // Old subtasks in order: a source works out its part from every position, and
+        // an operator's rows of one key group all come from one old subtask.
+        let mut old: Vec<_> = restored.subtasks.iter().collect();
+        old.sort_by_key(|(s, _)| **s);
+        let old = old.into_iter().map(|(_, files)| files.clone()).collect();
         match owner {
             StateOwner::Source {
                 can_rescale: false, ..
-            } => {
-                return Err(format!(
-                    "the source was checkpointed at parallelism {} and cannot restore at {parallelism}; run it at {}",
-                    restored.parallelism, restored.parallelism
-                ));
-            }
+            } => Err(format!(
+                "the source was checkpointed at parallelism {} and cannot restore at {parallelism}; run it at {}",
+                restored.parallelism, restored.parallelism
+            )),
             // Every old subtask's position: the source works out which part is its own.
             StateOwner::Source {
                 can_rescale: true, ..
-            } => {
-                let mut old: Vec<_> = restored.subtasks.iter().collect();
-                old.sort_by_key(|(s, _)| **s);
-                let batches = old
-                    .into_iter()
-                    .flat_map(|(_, state)| state.batches.iter().cloned())
-                    .collect();
-                return Ok(Some(OperatorState { batches }));
-            }
-            StateOwner::Operator => {}
+            } => Ok(Some(RestoredState::whole(old))),
+            // Rescale: the rows of every old subtask whose key group this subtask owns.
+            StateOwner::Operator => Ok(Some(RestoredState::key_groups_of(
+                old,
+                subtask,
+                parallelism,
+                max_parallelism,
+            ))),
         }
-        // Rescale: keep the rows of every old subtask whose key group this subtask owns.
-        let mut batches = Vec::new();
-        for state in restored.subtasks.values() {
-            for batch in &state.batches {
-                let Some(groups) = batch
-                    .column_by_name(KEY_GROUP_FIELD)
-                    .and_then(|c| c.as_primitive_opt::<UInt16Type>())
-                else {
-                    return Err(format!(
-                        "a state batch has no UInt16 `{KEY_GROUP_FIELD}` column"
-                    ));
-                };
-                let mine: BooleanArray = groups
-                    .values()
-                    .iter()
-                    .map(|g| Some(KeyGroup(*g).subtask(parallelism, max_parallelism) == subtask))
-                    .collect();
-                let part = filter_record_batch(batch, &mine).map_err(|e| e.to_string())?;
-                if part.num_rows() > 0 {
-                    batches.push(part);
-                }
-            }
-        }
-        Ok(Some(OperatorState { batches }))
     }
 }
 
@@ -277,7 +251,7 @@ impl RestoredJob {
 mod tests {
     use super::*;
     use riffle_core::arrow::datatypes::Schema;
-    use riffle_core::RecordBatch;
+    use riffle_core::{OperatorState, RecordBatch};
     use std::sync::Arc;
 
     /// A source checkpointed at parallelism 2 whose subtask 1 had no watermark yet.
@@ -336,7 +310,7 @@ mod tests {
         let source = RestoredOperator {
             parallelism: 2,
             max_parallelism: 128,
-            subtasks: HashMap::from([(0, positions(1)), (1, positions(2))]),
+            subtasks: HashMap::from([(0, positions(1).into()), (1, positions(2).into())]),
             read: None,
             watermarks: HashMap::from([(0, 5_000), (1, 3_000)]),
         };
@@ -359,6 +333,8 @@ mod tests {
         let batches = |subtask, owner| {
             job.state_for(&id, subtask, 2, 128, owner)
                 .unwrap()
+                .unwrap()
+                .decode()
                 .unwrap()
                 .batches
                 .len()

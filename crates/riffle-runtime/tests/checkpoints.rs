@@ -138,8 +138,8 @@ fn a_restored_job_emits_exactly_the_windows_open_at_the_checkpoint() {
         restored.operators[&OperatorId("window".into())]
             .subtasks
             .values()
-            .flat_map(|s| s.batches.iter())
-            .filter_map(|b| b.column_by_name("pane_start"))
+            .flat_map(|s| s.decode().unwrap().batches)
+            .filter_map(|b| b.column_by_name("pane_start").cloned())
             .flat_map(|c| {
                 c.as_primitive::<TimestampNanosecondType>()
                     .values()

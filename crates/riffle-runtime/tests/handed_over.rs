@@ -207,11 +207,11 @@ fn after_a_failed_epoch_handed_over_state_is_written_whole_and_every_later_epoch
     let manifest = rt.block_on(store.read_manifest(newest)).unwrap().unwrap();
     let restored = rt.block_on(RestoredJob::load(&store, &manifest)).unwrap();
     let state = &restored.operators[&OperatorId("agg".into())];
-    let batches: Vec<_> = state
+    let batches = state
         .subtasks
         .values()
-        .flat_map(|s| s.batches.iter())
-        .collect();
+        .flat_map(|s| s.decode().unwrap().batches)
+        .collect::<Vec<_>>();
     let first = batches.first().expect("state batches");
     let count_column = first
         .schema()
@@ -220,6 +220,6 @@ fn after_a_failed_epoch_handed_over_state_is_written_whole_and_every_later_epoch
         .map(|f| f.name().clone())
         .find(|n| n.starts_with("n__"))
         .expect("the count's state column");
-    let got = last_per_key(batches.into_iter(), &count_column);
+    let got = last_per_key(batches.iter(), &count_column);
     assert_eq!(got, want, "the checkpoint's groups are the output's");
 }

@@ -1,5 +1,6 @@
 //! After a restart, the checkpoint the job restored from is let go once its subtasks
-//! have their parts: it does not stay in memory for the rest of the attempt
+//! have their parts: it does not stay in memory for the rest of the attempt; and an
+//! operator that restores in parts gets it one decoded batch at a time
 //! (docs/engine.md, "State beyond memory").
 
 use crate::common::runtime;
@@ -23,19 +24,24 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 const EVENTS: u64 = 200_000;
+/// Rows of the keeper's state: three batches as the state file is read back (1024 rows
+/// each at most).
+const STATE_ROWS: usize = 3000;
 
 /// The loaded checkpoint of the run's restart, as the recovery's observer saw it.
 type Seen = Arc<Mutex<Option<Weak<RestoredJob>>>>;
 
-/// Counts its rows (its state), slowly (a millisecond a batch, so that checkpoints
-/// commit on the way); fails once, while `armed`, after it heard a checkpoint commit;
-/// and at the end records whether anything still holds the checkpoint loaded at the
-/// restart.
+/// Counts its rows (its state, written as `STATE_ROWS` copies of the count), slowly (a
+/// millisecond a batch, so that checkpoints commit on the way); fails once, while
+/// `armed`, after it heard a checkpoint commit; restores in parts, recording how many
+/// batches each call had; and at the end records whether anything still holds the
+/// checkpoint loaded at the restart.
 struct Keeper {
     schema: StreamSchema,
     armed: Arc<AtomicBool>,
     seen: Seen,
     held_at_end: Arc<Mutex<Vec<bool>>>,
+    restore_calls: Arc<Mutex<Vec<usize>>>,
 }
 
 impl OperatorFactory for Keeper {
@@ -59,6 +65,7 @@ impl OperatorFactory for Keeper {
             armed: self.armed.clone(),
             seen: self.seen.clone(),
             held_at_end: self.held_at_end.clone(),
+            restore_calls: self.restore_calls.clone(),
         }))
     }
 }
@@ -70,6 +77,7 @@ struct KeeperOp {
     armed: Arc<AtomicBool>,
     seen: Seen,
     held_at_end: Arc<Mutex<Vec<bool>>>,
+    restore_calls: Arc<Mutex<Vec<usize>>>,
 }
 
 impl Operator for KeeperOp {
@@ -91,8 +99,8 @@ impl Operator for KeeperOp {
         let batch = RecordBatch::try_new(
             schema,
             vec![
-                Arc::new(UInt16Array::from(vec![0])),
-                Arc::new(Int64Array::from(vec![self.rows])),
+                Arc::new(UInt16Array::from(vec![0; STATE_ROWS])),
+                Arc::new(Int64Array::from(vec![self.rows; STATE_ROWS])),
             ],
         )?;
         Ok(OperatorState {
@@ -100,7 +108,12 @@ impl Operator for KeeperOp {
         })
     }
 
+    fn restores_in_parts(&self) -> bool {
+        true
+    }
+
     fn restore(&mut self, state: OperatorState) -> Result<()> {
+        self.restore_calls.lock().unwrap().push(state.batches.len());
         let batch = state.batches.first().expect("the checkpoint holds a batch");
         self.rows = (batch.column(1).as_any())
             .downcast_ref::<Int64Array>()
@@ -132,7 +145,7 @@ impl RunObserver for Watch {
 }
 
 #[test]
-fn after_a_restart_the_loaded_checkpoint_is_let_go_once_the_subtasks_have_it() {
+fn after_a_restart_the_checkpoint_is_decoded_a_batch_at_a_time_and_then_let_go() {
     let rt = runtime();
     let mut g = JobGraph::new("restored-state");
     let src = g
@@ -145,11 +158,13 @@ fn after_a_restart_the_loaded_checkpoint_is_let_go_once_the_subtasks_have_it() {
         .unwrap();
     let seen = Seen::default();
     let held_at_end = Arc::new(Mutex::new(Vec::new()));
+    let restore_calls = Arc::new(Mutex::new(Vec::new()));
     let keeper = Keeper {
         schema: g.schema(src).clone(),
         armed: Arc::new(AtomicBool::new(true)),
         seen: seen.clone(),
         held_at_end: held_at_end.clone(),
+        restore_calls: restore_calls.clone(),
     };
     let k = g.operator("keeper", Arc::new(keeper), 1, &[src]).unwrap();
     let sink = CollectSinkFactory::new();
@@ -173,6 +188,8 @@ fn after_a_restart_the_loaded_checkpoint_is_let_go_once_the_subtasks_have_it() {
     // The restored subtask ran to its end with nothing holding the loaded checkpoint:
     // neither the recovery's result nor the attempt's settings.
     assert_eq!(*held_at_end.lock().unwrap(), [false]);
+    // One decoded batch per call, never the whole state at once.
+    assert_eq!(*restore_calls.lock().unwrap(), [1, 1, 1]);
     let rows: usize = sink.batches().iter().map(|b| b.num_rows()).sum();
     assert_eq!(rows as u64, EVENTS, "exactly once through the restart");
 }

@@ -158,30 +158,64 @@ pub fn check_bytes(entry: &FileEntry, bytes: &[u8]) -> StateResult<()> {
 /// [`StateError::Corrupt`] naming the file when size, checksum or Parquet data are wrong.
 pub fn decode(entry: &FileEntry, bytes: Bytes) -> StateResult<Vec<RecordBatch>> {
     check_bytes(entry, &bytes)?;
-    let corrupt = |reason: String| StateError::Corrupt {
-        path: entry.path.clone(),
-        reason,
+    decode_checked(entry, bytes)?.collect()
+}
+
+/// The batches of a state file whose size and CRC32C were checked
+/// ([`check_bytes`]), decoded one at a time as the iterator is read: a restore holds
+/// one decoded batch beside the encoded file, not the whole file decoded. After the
+/// last batch, a row count other than the manifest's is an error.
+///
+/// # Errors
+/// [`StateError::Corrupt`] naming the file when the Parquet data are wrong.
+pub fn decode_checked(
+    entry: &FileEntry,
+    bytes: Bytes,
+) -> StateResult<impl Iterator<Item = StateResult<RecordBatch>> + use<>> {
+    let corrupt = {
+        let path = entry.path.clone();
+        move |reason: String| StateError::Corrupt {
+            path: path.clone(),
+            reason,
+        }
     };
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
         .map_err(|e| corrupt(format!("not readable as Parquet: {e}")))?;
     // The reader's batches drop the schema's metadata (`riffle.row_key`,
     // `riffle.internal`); the file's Arrow schema has it.
     let schema = builder.schema().clone();
-    let reader = builder
+    let mut reader = builder
         .build()
         .map_err(|e| corrupt(format!("not readable as Parquet: {e}")))?;
-    let batches = reader
-        .map(|b| b.and_then(|b| b.with_schema(schema.clone())))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| corrupt(format!("not readable as Parquet: {e}")))?;
-    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
-    if rows != entry.rows {
-        return Err(corrupt(format!(
-            "{rows} rows, the manifest records {}",
-            entry.rows
-        )));
-    }
-    Ok(batches)
+    let expected = entry.rows;
+    let mut rows = 0u64;
+    let mut done = false;
+    Ok(std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        match reader.next() {
+            Some(batch) => {
+                let batch = batch
+                    .and_then(|b| b.with_schema(schema.clone()))
+                    .map_err(|e| corrupt(format!("not readable as Parquet: {e}")));
+                if let Ok(b) = &batch {
+                    rows += b.num_rows() as u64;
+                } else {
+                    done = true;
+                }
+                Some(batch)
+            }
+            None => {
+                done = true;
+                (rows != expected).then(|| {
+                    Err(corrupt(format!(
+                        "{rows} rows, the manifest records {expected}"
+                    )))
+                })
+            }
+        }
+    }))
 }
 
 #[cfg(test)]

@@ -415,6 +415,17 @@ impl CheckpointStore {
         state_file::decode(entry, bytes)
     }
 
+    /// Reads a state file and checks its size and CRC32C against `entry`, leaving it
+    /// encoded: [`state_file::decode_checked`] decodes it when it is needed.
+    ///
+    /// # Errors
+    /// As [`read_state`](Self::read_state), but for the Parquet data.
+    pub async fn read_checked(&self, entry: &FileEntry) -> StateResult<Bytes> {
+        let bytes = self.read_bytes(&entry.path).await?;
+        state_file::check_bytes(entry, &bytes)?;
+        Ok(bytes)
+    }
+
     /// Writes `recovery/{at_ms}-g{generation}.json`: what a recovery chose and why.
     ///
     /// # Errors

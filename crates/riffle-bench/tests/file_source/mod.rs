@@ -422,7 +422,7 @@ fn a_file_added_before_a_restart_moves_no_file_to_be_read_twice() {
         if let SourcePoll::Batch(b) = source.poll_next().unwrap() {
             read_before.push(b);
         }
-        subtasks.insert(s, source.snapshot(riffle_core::Epoch(1)).unwrap());
+        subtasks.insert(s, source.snapshot(riffle_core::Epoch(1)).unwrap().into());
     }
     let restored = riffle_runtime::restore::RestoredJob {
         epoch: riffle_core::Epoch(1),

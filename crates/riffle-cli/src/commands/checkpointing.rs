@@ -435,10 +435,10 @@ fn source_offsets(restored: &RestoredJob, sources: &[String]) -> Vec<String> {
         };
         let mut subtasks: Vec<_> = op.subtasks.iter().collect();
         subtasks.sort_by_key(|(s, _)| **s);
-        for (subtask, state) in subtasks {
+        for (subtask, files) in subtasks {
             // One row per position: a Kafka source has one per partition.
             let mut rows = Vec::new();
-            for batch in &state.batches {
+            for batch in files.batches().flatten() {
                 for row in 0..batch.num_rows() {
                     let fields: Vec<String> = batch
                         .schema()

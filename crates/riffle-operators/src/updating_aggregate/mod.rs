@@ -299,6 +299,9 @@ impl Operator for UpdatingAggregate {
         self.report_state_bytes();
         Ok(state)
     }
+    fn restores_in_parts(&self) -> bool {
+        true // batches apply one after the other: a later row of a group replaces it
+    }
     fn restore(&mut self, state: OperatorState) -> Result<()> {
         for batch in state.batches {
             let keys = state_columns(&batch, self.key_schema.fields(), &self.operator)?;

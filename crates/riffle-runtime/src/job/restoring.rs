@@ -5,7 +5,8 @@ use crate::error::{RuntimeError, RuntimeResult};
 use crate::graph::{Node, NodeKind};
 use crate::plan::ChainSpec;
 use crate::restore::{RestoredJob, RestoredWatermark, StateOwner};
-use riffle_core::{CounterValues, EventTime, OperatorId, OperatorState};
+use crate::restored_state::RestoredState;
+use riffle_core::{CounterValues, EventTime, OperatorId};
 
 /// Refuses a checkpoint holding state for operators the job no longer has: their state
 /// would be silently lost.
@@ -41,7 +42,7 @@ pub(super) fn restored_state(
     parallelism: usize,
     max_parallelism: u16,
     owner: StateOwner,
-) -> RuntimeResult<Option<OperatorState>> {
+) -> RuntimeResult<Option<RestoredState>> {
     let Some(restore) = restore else {
         return Ok(None);
     };

@@ -270,6 +270,11 @@ impl Spawning<'_> {
             owner,
         )?;
         if let Some(state) = state {
+            // A source's positions are small: decoded whole, here.
+            let state = state.decode().map_err(|message| RuntimeError::Restore {
+                operator: head.id.clone(),
+                message,
+            })?;
             source.restore(state).map_err(failed(&head.id, subtask))?;
         }
         let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();

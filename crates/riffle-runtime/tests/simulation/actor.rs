@@ -17,7 +17,7 @@ use riffle_core::{
 use riffle_runtime::coordinator::commit::{EpochCommitter, EpochOutcome, SinkCommits};
 use riffle_runtime::recovery::{recover, RecoveryOptions};
 use riffle_runtime::restore::StateOwner;
-use riffle_runtime::{JobGraph, RuntimeError, WatermarkStrategy};
+use riffle_runtime::{JobGraph, RestoredState, RuntimeError, WatermarkStrategy};
 use riffle_state::manifest::SubtaskEntry;
 use riffle_state::{CheckpointStore, Manifest, OperatorEntry};
 use std::collections::HashMap;
@@ -96,9 +96,10 @@ fn offset_state(offset: u64) -> OperatorState {
     }
 }
 
-fn restored_offset(state: Option<OperatorState>) -> u64 {
+fn restored_offset(state: Option<RestoredState>) -> u64 {
     state
-        .and_then(|s| s.batches.into_iter().next())
+        .and_then(|s| s.batches().next())
+        .map(|b| b.expect("a checked state file decodes"))
         .and_then(|b| {
             b.column_by_name("offset")
                 .and_then(|c| c.as_any().downcast_ref::<UInt64Array>().map(|a| a.value(0)))
