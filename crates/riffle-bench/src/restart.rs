@@ -33,7 +33,7 @@ pub struct RestartMeasured {
     pub keys: u64,
     /// Bytes of the checkpoint's state files (Snappy Parquet).
     pub state_bytes: u64,
-    /// Bytes of the same state as Arrow arrays in memory, once loaded.
+    /// Bytes of the same state as Arrow arrays in memory, once decoded.
     #[serde(default)]
     pub state_memory_bytes: u64,
     /// Duration of the checkpoint that held the state (trigger to COMMITTED).
@@ -42,7 +42,9 @@ pub struct RestartMeasured {
     /// copy of its files into `savepoints/`).
     #[serde(default)]
     pub savepoint_seconds: f64,
-    /// Recovery: reading and verifying the savepoint (and registering it as an epoch).
+    /// Recovery: reading and checking the savepoint's files (size, CRC32C, row count;
+    /// its subtasks decode them as they restore, within `first_output_seconds`), and
+    /// registering it as an epoch.
     pub load_seconds: f64,
     /// From the start of recovery to the first row at the sink.
     pub first_output_seconds: f64,
@@ -212,13 +214,16 @@ pub fn measure_restart(
         let first_output = t0.elapsed();
         // The restored state's size decoded, as the subtasks decode it (after the
         // timing: it decodes every file once more).
-        let state_memory_bytes = restored
-            .iter()
-            .flat_map(|r| r.operators.values())
-            .flat_map(|o| o.subtasks.values())
-            .flat_map(|s| s.batches().flatten())
-            .map(|b| b.get_array_memory_size() as u64)
-            .sum();
+        let mut state_memory_bytes = 0u64;
+        for (id, operator) in restored.iter().flat_map(|r| r.operators.iter()) {
+            for batch in operator.subtasks.values().flat_map(|files| files.batches()) {
+                let batch = batch.map_err(|message| RuntimeError::Restore {
+                    operator: id.clone(),
+                    message,
+                })?;
+                state_memory_bytes += batch.get_array_memory_size() as u64;
+            }
+        }
         drop(restored);
         handle.stopper().fail("benchmark: done".into());
         let _ = handle.wait().await;

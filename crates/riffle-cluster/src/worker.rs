@@ -366,8 +366,8 @@ async fn agree(
         };
         let attempt = Box::new(attempt);
         service.publish(Decision::Run(attempt.clone()));
-        // Recovery read and checked every file (a damaged one sends it to an older
-        // checkpoint); worker 0 keeps only its share.
+        // Recovery read and checked every file (size, CRC32C, row count: a damaged one
+        // sends it to an older checkpoint); worker 0 keeps only its share.
         let restored = match (&recovered.restored, &recovered.manifest) {
             (Some(full), Some(manifest)) => {
                 let share = RestoreShare::of(graph, options.placement, manifest);

@@ -243,7 +243,8 @@ impl Chain {
             }
             if !restored_any {
                 // Restored, from nothing: as after a restore of an empty state.
-                (link.operator.restore(OperatorState::default())).map_err(at(&link.id))?;
+                let nothing = OperatorState::default();
+                link.operator.restore(nothing).map_err(at(&link.id))?;
             }
         }
         Ok(())

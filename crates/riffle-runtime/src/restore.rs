@@ -220,9 +220,21 @@ impl RestoredJob {
             let own = restored.subtasks.get(&subtask).cloned().unwrap_or_default();
             return Ok(Some(RestoredState::whole(vec![own])));
         }
-        // Old subtasks in order: a source works out its part from every position, and
-        // an operator's rows of one key group all come from one old subtask.
-        let mut old: Vec<_> = restored.subtasks.iter().collect();
+        // Old subtasks in order: a source works out its part from every position; an
+        // operator decodes only those that held its key groups (each key group's rows
+        // come from one of them).
+        let wanted = match owner {
+            StateOwner::Operator => Some(crate::restore_share::old_subtasks_for(
+                &[subtask],
+                parallelism,
+                restored.parallelism,
+                max_parallelism,
+            )),
+            StateOwner::Source { .. } => None,
+        };
+        let mut old: Vec<_> = (restored.subtasks.iter())
+            .filter(|(s, _)| wanted.as_ref().is_none_or(|w| w.contains(s)))
+            .collect();
         old.sort_by_key(|(s, _)| **s);
         let old = old.into_iter().map(|(_, files)| files.clone()).collect();
         match owner {

@@ -415,14 +415,15 @@ impl CheckpointStore {
         state_file::decode(entry, bytes)
     }
 
-    /// Reads a state file and checks its size and CRC32C against `entry`, leaving it
-    /// encoded: [`state_file::decode_checked`] decodes it when it is needed.
+    /// Reads a state file and checks it against `entry` (size, CRC32C, the row count
+    /// in its footer), leaving its data encoded: [`state_file::decode_checked`]
+    /// decodes it when it is needed.
     ///
     /// # Errors
-    /// As [`read_state`](Self::read_state), but for the Parquet data.
+    /// [`StateError::Corrupt`] for a missing, truncated, altered or miscounted file.
     pub async fn read_checked(&self, entry: &FileEntry) -> StateResult<Bytes> {
         let bytes = self.read_bytes(&entry.path).await?;
-        state_file::check_bytes(entry, &bytes)?;
+        state_file::check_file(entry, &bytes)?;
         Ok(bytes)
     }
 

@@ -165,7 +165,7 @@ fn restart_table(runs: &[RestartMeasured], parallelism: usize) -> String {
     // MB/s of the state as it is in memory and as the Parquet files hold it.
     let rate = |bytes: u64, seconds: f64| bytes as f64 / seconds.max(1e-9) / 1e6;
     format!(
-        "| restart | p | keys | state in memory MiB | state on disk MiB | savepoint s | savepoint MB/s (memory / disk) | of which checkpoint s | restore (read + verify) s | restore MB/s (memory / disk) | restore to first output s |\n|---|---|---|---|---|---|---|---|---|---|---|\n| window by id | {parallelism} | {} | {:.0} | {:.0} | {:.2} | {:.0} / {:.0} | {:.2} | {:.2} | {:.0} / {:.0} | {:.2} |\n",
+        "| restart | p | keys | state in memory MiB | state on disk MiB | savepoint s | savepoint MB/s (memory / disk) | of which checkpoint s | restore (read + check) s | restore MB/s (memory / disk) | restore to first output s |\n|---|---|---|---|---|---|---|---|---|---|---|\n| window by id | {parallelism} | {} | {:.0} | {:.0} | {:.2} | {:.0} / {:.0} | {:.2} | {:.2} | {:.0} / {:.0} | {:.2} |\n",
         human(m.keys as f64),
         mib(m.state_memory_bytes),
         mib(m.state_bytes),

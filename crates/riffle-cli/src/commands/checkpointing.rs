@@ -438,7 +438,14 @@ fn source_offsets(restored: &RestoredJob, sources: &[String]) -> Vec<String> {
         for (subtask, files) in subtasks {
             // One row per position: a Kafka source has one per partition.
             let mut rows = Vec::new();
-            for batch in files.batches().flatten() {
+            for batch in files.batches() {
+                let batch = match batch {
+                    Ok(batch) => batch,
+                    Err(e) => {
+                        rows.push(format!("(unreadable: {e})"));
+                        continue;
+                    }
+                };
                 for row in 0..batch.num_rows() {
                     let fields: Vec<String> = batch
                         .schema()

@@ -70,7 +70,7 @@ impl Attempts for OneProcess<'_> {
         let mut recovered = self.recovery.recover(store, graph).await?;
         self.generation = Some(recovered.generation);
         observer.recovered(&recovered);
-        let mut config = JobConfig {
+        let config = JobConfig {
             restore: recovered.restored.take(),
             ..self.run.job.clone()
         };
@@ -90,7 +90,7 @@ impl Attempts for OneProcess<'_> {
         // Each subtask holds its part now: the whole loaded checkpoint is freed as they
         // restore, instead of staying in memory for the attempt (docs/engine.md, "State
         // beyond memory").
-        config.restore = None;
+        drop(config);
         observer.started(&handle.metrics);
         let result = handle.wait().await;
         // Once the tasks are gone the coordinator finishes its last epoch and returns.
