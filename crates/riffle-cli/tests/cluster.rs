@@ -43,6 +43,20 @@ pub(crate) fn pipeline_at(query: &str, out: &Path, rate: &str) -> String {
                ON c.w = m.w AND c.num = m.max_num;",
             source("bid")
         ),
+        // Rows holding their 1 s window's highest price: a local stage on each source
+        // subtask (not keyed, its rows all in key group 0), then a global one.
+        "q7" => format!(
+            "{}{sink}
+             INSERT INTO q7
+             SELECT B.auction, B.price, B.bidder, B.date_time
+             FROM bid B
+             JOIN (SELECT max(price) AS maxprice, window_end AS dt
+                   FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(date_time), INTERVAL '1' SECOND))
+                   GROUP BY window_start, window_end) B1
+             ON B.price = B1.maxprice
+             WHERE B.date_time BETWEEN B1.dt - INTERVAL '1' SECOND AND B1.dt;",
+            source("bid")
+        ),
         "q8" => format!(
             "{}{}{sink}
              INSERT INTO q8
@@ -105,8 +119,13 @@ pub(crate) fn single_process(query: &str, events: &str) -> Vec<String> {
 /// Waits until q5 under `dir` has run 1.5 s and taken checkpoints; fails with the logs
 /// in `dir` if none came in a minute.
 pub(crate) fn wait_for_checkpoints(dir: &Path) {
+    wait_for_checkpoints_of("q5", dir);
+}
+
+/// [`wait_for_checkpoints`] of `query`.
+fn wait_for_checkpoints_of(query: &str, dir: &Path) {
     let started = Instant::now();
-    while !dir.join("state/q5/checkpoints").exists()
+    while !dir.join(format!("state/{query}/checkpoints")).exists()
         || started.elapsed() < Duration::from_millis(1500)
     {
         if started.elapsed() > Duration::from_secs(60) {
@@ -335,6 +354,35 @@ fn a_job_killed_on_three_workers_resumes_on_two() {
         held >= total,
         "the shares miss state ({held} of {total} bytes): {text}"
     );
+    assert_eq!(published(&dir.path().join("out")), expected);
+}
+
+/// The local stage of a max-rows query writes all its rows in key group 0, on every
+/// subtask. Resumed on workers at another parallelism, the new owner of key group 0
+/// needs every old subtask's rows, not only the old owner's: until issue #47's stop 59
+/// a worker read only the latter, and the rows of windows open at the kill were lost.
+#[test]
+fn a_stage_that_is_not_keyed_resumes_exactly_on_workers_at_another_parallelism() {
+    let expected = single_process("q7", "300K");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("launcher.log");
+    // p4 → p2 on two workers: worker 0's new subtask 0 owns the key groups of old
+    // subtasks 0 and 1 only, but old subtasks 2 and 3 hold key group 0 rows too.
+    let mut cmd = run("q7", dir.path(), "300K", 4, 2);
+    cmd.args(["--throttle", "100K", "--restart", "none"]);
+    let mut launcher = launched(cmd, &log);
+    wait_for_checkpoints_of("q7", dir.path());
+    assert!(
+        launcher.try_wait().unwrap().is_none(),
+        "the job ended before it was killed"
+    );
+    kill(launcher.id() as i32);
+    for (_, pid) in worker_pids(&log) {
+        kill(pid);
+    }
+    let _ = launcher.wait();
+    let text = finished(&mut run("q7", dir.path(), "300K", 2, 2));
+    assert!(text.contains("all 2 workers finished"), "{text}");
     assert_eq!(published(&dir.path().join("out")), expected);
 }
 

@@ -11,8 +11,11 @@ use std::collections::HashMap;
 /// their factory says they can ([`SourceFactory::can_rescale`](riffle_core::SourceFactory::can_rescale)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StateOwner {
-    /// A keyed operator.
-    Operator,
+    /// An operator. `keyed`: every input is partitioned by key
+    /// ([`keyed`](crate::restore_share::keyed)), so each row of its state carries a key
+    /// group its subtask owned; an operator that is not (a local stage) may write rows
+    /// in any key group, and after a rescale needs every old subtask's state.
+    Operator { keyed: bool },
     /// A source.
     Source {
         /// It restores from every old subtask's position at another parallelism.
@@ -203,7 +206,8 @@ impl RestoredJob {
         if let Some(read) = &restored.read {
             let needed = match owner {
                 StateOwner::Source { .. } => (0..restored.parallelism).collect(),
-                StateOwner::Operator => crate::restore_share::old_subtasks_for(
+                StateOwner::Operator { keyed } => crate::restore_share::old_subtasks_needed(
+                    keyed,
                     &[subtask],
                     parallelism,
                     restored.parallelism,
@@ -220,21 +224,11 @@ impl RestoredJob {
             let own = restored.subtasks.get(&subtask).cloned().unwrap_or_default();
             return Ok(Some(RestoredState::whole(vec![own])));
         }
-        // Old subtasks in order: a source works out its part from every position; an
-        // operator decodes only those that held its key groups (each key group's rows
-        // come from one of them).
-        let wanted = match owner {
-            StateOwner::Operator => Some(crate::restore_share::old_subtasks_for(
-                &[subtask],
-                parallelism,
-                restored.parallelism,
-                max_parallelism,
-            )),
-            StateOwner::Source { .. } => None,
-        };
-        let mut old: Vec<_> = (restored.subtasks.iter())
-            .filter(|(s, _)| wanted.as_ref().is_none_or(|w| w.contains(s)))
-            .collect();
+        // Every old subtask, in order: a source works out its part from every position;
+        // an operator keeps the rows of its key groups from all of them, since a row's
+        // key group need not be one its old subtask owned (a local stage, not keyed,
+        // writes all its rows in key group 0).
+        let mut old: Vec<_> = restored.subtasks.iter().collect();
         old.sort_by_key(|(s, _)| **s);
         let old = old.into_iter().map(|(_, files)| files.clone()).collect();
         match owner {
@@ -249,7 +243,7 @@ impl RestoredJob {
                 can_rescale: true, ..
             } => Ok(Some(RestoredState::whole(old))),
             // Rescale: the rows of every old subtask whose key group this subtask owns.
-            StateOwner::Operator => Ok(Some(RestoredState::key_groups_of(
+            StateOwner::Operator { .. } => Ok(Some(RestoredState::key_groups_of(
                 old,
                 subtask,
                 parallelism,
@@ -333,6 +327,32 @@ mod tests {
             bytes: (0, 0),
         };
         (job, id)
+    }
+
+    #[test]
+    fn a_share_without_an_old_subtask_a_stage_that_is_not_keyed_needs_is_refused() {
+        // A worker read old subtask 0 of an operator checkpointed at p2, and restores
+        // subtask 0 of p4: enough for a keyed operator (its key groups were all old
+        // subtask 0's), not for one that is not keyed (its rows of key group 0 may lie
+        // in old subtask 1 too).
+        let id = OperatorId("local".into());
+        let op = RestoredOperator {
+            parallelism: 2,
+            max_parallelism: 128,
+            subtasks: HashMap::from([(0, OperatorState::default().into())]),
+            read: Some(std::collections::BTreeSet::from([0])),
+            watermarks: HashMap::new(),
+        };
+        let job = RestoredJob {
+            epoch: Epoch(3),
+            operators: HashMap::from([(id.clone(), op)]),
+            counters: HashMap::new(),
+            bytes: (0, 0),
+        };
+        let keyed = |keyed| job.state_for(&id, 0, 4, 128, StateOwner::Operator { keyed });
+        assert!(keyed(true).is_ok());
+        let err = keyed(false).unwrap_err();
+        assert!(err.contains("old subtask 1"), "{err}");
     }
 
     #[test]

@@ -1,14 +1,15 @@
 //! Which old subtasks' state a process of a job on several workers reads at restore
 //! (docs/cluster.md, "State per worker"): its own subtasks' at the same
 //! parallelism; after a rescale, the old subtasks whose key groups its subtasks now
-//! own; every old subtask's for sources, whose positions are small and which work out
+//! own (every old subtask's for an operator that is not keyed, whose rows may lie in
+//! any); every old subtask's for sources, whose positions are small and which work out
 //! their part from all of them. The others' files stay unread, so bytes read per
 //! worker are about the total over the number of workers.
 
 use crate::graph::{JobGraph, NodeKind};
 use crate::placement::Placement;
 use crate::plan::PhysicalPlan;
-use riffle_core::KeyGroup;
+use riffle_core::{KeyGroup, OperatorFactory};
 use riffle_state::Manifest;
 use std::collections::{BTreeSet, HashMap};
 
@@ -42,7 +43,12 @@ impl RestoreShare {
             let local: Vec<usize> = (0..node.parallelism)
                 .filter(|t| placement.is_local(*t, pinned[plan.chain_of[at]]))
                 .collect();
-            let needed = old_subtasks_for(
+            let keyed = match &node.kind {
+                NodeKind::Operator(factory) => keyed(factory.as_ref()),
+                _ => false,
+            };
+            let needed = old_subtasks_needed(
+                keyed,
                 &local,
                 node.parallelism,
                 entry.parallelism,
@@ -84,6 +90,31 @@ pub fn state_bytes(manifest: &Manifest, share: Option<&RestoreShare>) -> (u64, u
     bytes
 }
 
+/// Whether every input of `factory` is partitioned by key (global operators, keyed by
+/// no column, included): then each row of its state carries a key group that its
+/// subtask owned. A stage that is not (a local pre-stage, chained to its source) may
+/// write rows in key groups it does not own: the local max-rows stage writes all of
+/// its rows in key group 0.
+pub fn keyed(factory: &dyn OperatorFactory) -> bool {
+    (0..factory.input_count()).all(|i| factory.key_columns(i).is_some())
+}
+
+/// The old subtasks whose state `subtasks` of `parallelism` restore: for a
+/// [`keyed`] operator [`old_subtasks_for`]; for one that is not, after a rescale every
+/// old subtask (its rows of any key group may lie in any of them).
+pub fn old_subtasks_needed(
+    keyed: bool,
+    subtasks: &[usize],
+    parallelism: usize,
+    old_parallelism: usize,
+    max_parallelism: u16,
+) -> BTreeSet<usize> {
+    if !keyed && parallelism != old_parallelism {
+        return (0..old_parallelism).collect();
+    }
+    old_subtasks_for(subtasks, parallelism, old_parallelism, max_parallelism)
+}
+
 /// The old subtasks (of `old_parallelism`) holding state that `subtasks` of
 /// `parallelism` restore: the same ones at the same parallelism, else those whose key
 /// groups the new subtasks own.
@@ -121,6 +152,29 @@ mod tests {
         // p2 → p3: new subtask 1 owns key groups 43..86, which spanned both.
         assert_eq!(old_subtasks_for(&[1], 3, 2, 128), BTreeSet::from([0, 1]));
         assert_eq!(old_subtasks_for(&[0], 3, 2, 128), BTreeSet::from([0]));
+    }
+
+    #[test]
+    fn after_a_rescale_an_operator_that_is_not_keyed_reads_every_old_subtask() {
+        // The local max-rows stage writes all its rows in key group 0 in every subtask:
+        // the new owner of key group 0 needs them all.
+        assert_eq!(
+            old_subtasks_needed(false, &[0], 4, 2, 128),
+            BTreeSet::from([0, 1])
+        );
+        assert_eq!(
+            old_subtasks_needed(false, &[0], 1, 3, 128),
+            BTreeSet::from([0, 1, 2])
+        );
+        // At the same parallelism it restores its own, as a keyed one does.
+        assert_eq!(
+            old_subtasks_needed(false, &[1], 2, 2, 128),
+            BTreeSet::from([1])
+        );
+        assert_eq!(
+            old_subtasks_needed(true, &[0], 4, 2, 128),
+            old_subtasks_for(&[0], 4, 2, 128)
+        );
     }
 
     #[test]

@@ -212,7 +212,9 @@ impl Spawning<'_> {
                         subtask,
                         chain.parallelism,
                         self.graph.max_parallelism,
-                        StateOwner::Operator,
+                        StateOwner::Operator {
+                            keyed: crate::restore_share::keyed(factory.as_ref()),
+                        },
                     )?;
                     links.push(ChainLink {
                         id: node.id.clone(),
