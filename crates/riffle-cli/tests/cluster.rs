@@ -317,16 +317,20 @@ fn worker_kills_in_a_row_end_the_job() {
     );
 }
 
-#[test]
-fn a_job_killed_on_three_workers_resumes_on_two() {
-    let expected = single_process("q5", "600K");
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("launcher.log");
-    let mut cmd = run("q5", dir.path(), "600K", 3, 3);
+/// Launches `query` on `workers` at `parallelism` (throttled, no restarts) into `dir` and
+/// kills the whole job (launcher, then every worker) once checkpoints exist.
+fn killed_after_checkpoints(
+    query: &str,
+    dir: &Path,
+    events: &str,
+    parallelism: usize,
+    workers: usize,
+) {
+    let log = dir.join("launcher.log");
+    let mut cmd = run(query, dir, events, parallelism, workers);
     cmd.args(["--throttle", "100K", "--restart", "none"]);
     let mut launcher = launched(cmd, &log);
-    // Kill the whole job (launcher, then every worker) once checkpoints exist.
-    wait_for_checkpoints(dir.path());
+    wait_for_checkpoints_of(query, dir);
     assert!(
         launcher.try_wait().unwrap().is_none(),
         "the job ended before it was killed"
@@ -336,6 +340,13 @@ fn a_job_killed_on_three_workers_resumes_on_two() {
         kill(pid);
     }
     let _ = launcher.wait();
+}
+
+#[test]
+fn a_job_killed_on_three_workers_resumes_on_two() {
+    let expected = single_process("q5", "600K");
+    let dir = tempfile::tempdir().unwrap();
+    killed_after_checkpoints("q5", dir.path(), "600K", 3, 3);
     let text = finished(&mut run("q5", dir.path(), "600K", 2, 2));
     assert!(text.contains("all 2 workers finished"), "{text}");
     // Each worker holds its share of the state, not the whole checkpoint.
@@ -365,22 +376,9 @@ fn a_job_killed_on_three_workers_resumes_on_two() {
 fn a_stage_that_is_not_keyed_resumes_exactly_on_workers_at_another_parallelism() {
     let expected = single_process("q7", "300K");
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("launcher.log");
     // p4 → p2 on two workers: worker 0's new subtask 0 owns the key groups of old
     // subtasks 0 and 1 only, but old subtasks 2 and 3 hold key group 0 rows too.
-    let mut cmd = run("q7", dir.path(), "300K", 4, 2);
-    cmd.args(["--throttle", "100K", "--restart", "none"]);
-    let mut launcher = launched(cmd, &log);
-    wait_for_checkpoints_of("q7", dir.path());
-    assert!(
-        launcher.try_wait().unwrap().is_none(),
-        "the job ended before it was killed"
-    );
-    kill(launcher.id() as i32);
-    for (_, pid) in worker_pids(&log) {
-        kill(pid);
-    }
-    let _ = launcher.wait();
+    killed_after_checkpoints("q7", dir.path(), "300K", 4, 2);
     let text = finished(&mut run("q7", dir.path(), "300K", 2, 2));
     assert!(text.contains("all 2 workers finished"), "{text}");
     assert_eq!(published(&dir.path().join("out")), expected);
