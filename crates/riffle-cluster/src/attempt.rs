@@ -252,7 +252,10 @@ fn ship_own_acks(
     Ok(links::ship_acks(
         peer,
         hello,
-        (job.store.clone(), FileReuse::new(job.graph)),
+        (
+            job.store.clone(),
+            FileReuse::new(job.graph).continuing(handle.restored_chains.clone()),
+        ),
         (acks, ends, handle.metrics.clone()),
         stopper.clone(),
     ))

@@ -69,6 +69,20 @@ pub(crate) struct DeltaLog {
 }
 
 impl DeltaLog {
+    /// Goes on from `chain`, the batches a restore applied in order (handed over: the
+    /// restored checkpoint's files hold them) from `files` files, which now hold the
+    /// unit's `len` groups as they are: the next snapshot is a delta.
+    pub(crate) fn continue_chain(&mut self, chain: Vec<RecordBatch>, len: usize, files: usize) {
+        *self = Self {
+            chain_groups: chain.iter().map(RecordBatch::num_rows).sum(),
+            batches: chain,
+            written: len,
+            dirty: vec![false; len],
+            snapshots: files,
+            ..Self::default()
+        };
+    }
+
     /// Notes that `groups` were updated.
     pub(crate) fn touch(&mut self, groups: &[u32]) {
         for &g in groups {

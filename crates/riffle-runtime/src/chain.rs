@@ -2,12 +2,14 @@
 
 use crate::metrics::{FlowCounters, JobMetrics};
 pub use crate::protocol::ChainError;
+use crate::restored_chains::{ChainFile, ChainSeed};
 use crate::restored_state::RestoredState;
 use riffle_core::operator::OperatorCounters;
 use riffle_core::{
-    CounterValues, Epoch, Error, EventTime, Operator, OperatorId, OperatorState, RecordBatch, Sink,
-    SinkSummary,
+    hand_over, CounterValues, Epoch, Error, EventTime, Operator, OperatorId, OperatorState,
+    RecordBatch, Sink, SinkSummary,
 };
+use riffle_state::FileEntry;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -233,8 +235,16 @@ impl Chain {
                 continue;
             }
             let mut restored_any = false;
-            for batch in state.batches() {
+            // Its own files as written: what it restored, handed over, file by file.
+            let mut chain = state.seed().map(|_| Vec::<ChainFile>::new());
+            for (file, batch) in state.batches_in_files() {
                 let batch = batch.map_err(unreadable).map_err(at(&link.id))?;
+                if !chain
+                    .as_mut()
+                    .is_none_or(|files| note_in_chain(files, file, &batch))
+                {
+                    chain = None; // a batch from no file: nothing to reference
+                }
                 let part = OperatorState {
                     batches: vec![batch],
                 };
@@ -245,6 +255,9 @@ impl Chain {
                 // Restored, from nothing: as after a restore of an empty state.
                 let nothing = OperatorState::default();
                 link.operator.restore(nothing).map_err(at(&link.id))?;
+            }
+            if let (Some(seed), Some(files)) = (state.seed(), chain) {
+                continue_chain(link.operator.as_mut(), seed, files);
             }
         }
         Ok(())
@@ -275,6 +288,35 @@ impl Chain {
         };
         let payload = sink.sink.pre_commit(epoch).map_err(at(&sink.id))?;
         Ok(payload.map(|p| (sink.id.clone(), p)))
+    }
+}
+
+/// Notes `batch`, restored from `file`, in the chain of files a subtask restored;
+/// false for a batch that came from no file.
+fn note_in_chain(
+    files: &mut Vec<ChainFile>,
+    file: Option<&FileEntry>,
+    batch: &RecordBatch,
+) -> bool {
+    let Some(file) = file else {
+        return false;
+    };
+    match files.last_mut() {
+        Some((last, batches)) if last.path == file.path => batches.push(hand_over(batch)),
+        _ => files.push((file.clone(), vec![hand_over(batch)])),
+    }
+    true
+}
+
+/// Offers `operator` the chain of `files` it restored, and notes it for the writer of
+/// its acks if the operator goes on from it ([`crate::restored_chains`]).
+fn continue_chain(operator: &mut dyn Operator, seed: &ChainSeed, files: Vec<ChainFile>) {
+    if files.is_empty() {
+        return;
+    }
+    let batches = files.iter().flat_map(|(_, b)| b.iter().cloned()).collect();
+    if operator.continue_chain(batches, seed.chains.epoch(), files.len()) {
+        seed.chains.continued(&seed.operator, seed.subtask, files);
     }
 }
 

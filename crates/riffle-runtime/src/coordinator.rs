@@ -208,6 +208,8 @@ pub struct CoordinatorInputs {
     pub stopper: JobStopper,
     /// Savepoint requests (control endpoint, signals); held while the job runs.
     pub savepoints: Option<SavepointRequests>,
+    /// The chains this process's subtasks continue from the restored checkpoint.
+    pub restored_chains: Option<crate::restored_chains::RestoredChains>,
 }
 
 impl CheckpointCoordinator {
@@ -227,6 +229,7 @@ impl CheckpointCoordinator {
             end_of_input,
             stopper,
             savepoints,
+            restored_chains,
         } = inputs;
         let mut requests = match &savepoints {
             Some(r) => Some(r.lock().await),
@@ -248,13 +251,17 @@ impl CheckpointCoordinator {
         let mut pending: Option<Pending> = None;
         // Files of stable-state operators' snapshots; only the last committed epoch's
         // may be reused (a retained manifest references them, so GC keeps them).
+        // The restored epoch is committed: chains continued from its files reference
+        // them (`FileReuse::continuing`).
+        let files = FileReuse::for_operators(
+            (self.operators.iter())
+                .filter(|(_, info)| info.stable_state)
+                .map(|(id, _)| id.0.clone()),
+        )
+        .continuing(restored_chains);
         let mut reuse = LastCommittedReuse {
-            files: FileReuse::for_operators(
-                (self.operators.iter())
-                    .filter(|(_, info)| info.stable_state)
-                    .map(|(id, _)| id.0.clone()),
-            ),
-            committed: None,
+            committed: files.committed(None),
+            files,
         };
         let mut ticker = tokio::time::interval(self.config.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

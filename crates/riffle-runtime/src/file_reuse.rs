@@ -4,6 +4,7 @@
 
 use crate::graph::JobGraph;
 use crate::protocol::SnapshotAck;
+use crate::restored_chains::RestoredChains;
 use riffle_core::state::order_scope;
 use riffle_core::{
     hand_over, is_handed, may_reference_previous, Epoch, OperatorState, RecordBatch,
@@ -142,6 +143,8 @@ pub struct FileReuse {
     stable: HashSet<String>,
     /// Per epoch, the files each (operator, subtask) wrote or reused.
     by_epoch: BTreeMap<u64, ReuseCache>,
+    /// The restored checkpoint's files that subtasks continued their chains from.
+    restored: Option<RestoredChains>,
 }
 
 impl FileReuse {
@@ -161,18 +164,42 @@ impl FileReuse {
         Self {
             stable: stable.into_iter().collect(),
             by_epoch: BTreeMap::new(),
+            restored: None,
         }
+    }
+
+    /// Also references the restored checkpoint's files from which subtasks continue
+    /// their chains ([`crate::restored_chains`]): it counts that epoch as committed.
+    pub fn continuing(mut self, restored: Option<RestoredChains>) -> Self {
+        self.restored = restored;
+        self
+    }
+
+    /// The newest epoch heard committed, or the restored one if newer: a restored
+    /// checkpoint is committed, and a snapshot right after it may reference it.
+    pub fn committed(&self, heard: Option<Epoch>) -> Option<Epoch> {
+        heard.max(self.restored.as_ref().map(RestoredChains::epoch))
     }
 
     /// Splits `operator`'s snapshot of `subtask` at `epoch` into files of epoch
     /// `reusable` it can reference (with their batches) and the batches that need
     /// writing.
     pub fn split(
-        &self,
+        &mut self,
         (operator, subtask, _epoch): (&str, usize, Epoch),
         reusable: Option<Epoch>,
         state: OperatorState,
     ) -> (Vec<(FileEntry, Vec<RecordBatch>)>, OperatorState) {
+        // Chains continued from the restored epoch, as if that epoch had recorded them.
+        if let Some(restored) = self
+            .restored
+            .as_ref()
+            .filter(|r| reusable == Some(r.epoch()))
+        {
+            let continued = restored.take();
+            let files = self.by_epoch.entry(restored.epoch().0).or_default();
+            files.extend(continued);
+        }
         let previous = reusable
             .filter(|_| self.stable.contains(operator))
             .and_then(|e| self.by_epoch.get(&e.0))

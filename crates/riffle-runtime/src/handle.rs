@@ -100,6 +100,9 @@ pub struct JobHandle {
     pub(crate) task_names: Vec<(OperatorId, usize)>,
     pub(crate) task_ids: HashMap<tokio::task::Id, usize>,
     pub(crate) started: Instant,
+    /// Where this process's subtasks note the chains they continue from the restored
+    /// checkpoint: the writer of their acks references those files.
+    pub restored_chains: Option<crate::restored_chains::RestoredChains>,
 }
 
 impl JobHandle {

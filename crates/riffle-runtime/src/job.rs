@@ -119,6 +119,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
         task_names: spawned.task_names,
         task_ids: spawned.task_ids,
         started: Instant::now(),
+        restored_chains: config.restore.as_ref().and_then(|r| r.chains.clone()),
     })
 }
 

@@ -35,6 +35,7 @@ pub mod recovery;
 pub mod resources;
 pub mod restore;
 pub mod restore_share;
+pub mod restored_chains;
 pub mod restored_state;
 pub mod savepoint;
 mod source_task;

@@ -2,6 +2,7 @@
 //! by key group when an operator's parallelism changed.
 
 use crate::restore_share::{state_bytes, RestoreShare};
+use crate::restored_chains::{ChainSeed, RestoredChains};
 use crate::restored_state::{RestoredState, StateFiles};
 use riffle_core::{CounterValues, Epoch, EventTime, OperatorId};
 use riffle_state::{CheckpointStore, Manifest, StateResult};
@@ -63,6 +64,10 @@ pub struct RestoredJob {
     pub counters: HashMap<OperatorId, CounterValues>,
     /// State bytes read, and the checkpoint's total.
     pub bytes: (u64, u64),
+    /// Where subtasks note the chains they continue from this checkpoint's files; none
+    /// for a savepoint or a run's named start, whose files the user owns
+    /// ([`crate::restored_chains`]).
+    pub chains: Option<RestoredChains>,
 }
 
 impl RestoredJob {
@@ -114,8 +119,10 @@ impl RestoredJob {
                 },
             );
         }
+        let own_checkpoint = manifest.savepoint.is_none() && manifest.restored_from.is_none();
         Ok(Self {
             epoch: manifest.epoch,
+            chains: own_checkpoint.then(|| RestoredChains::new(manifest.epoch)),
             bytes: state_bytes(manifest, share),
             operators,
             counters: manifest
@@ -222,7 +229,16 @@ impl RestoredJob {
         }
         if restored.parallelism == parallelism && !from_every_subtask {
             let own = restored.subtasks.get(&subtask).cloned().unwrap_or_default();
-            return Ok(Some(RestoredState::whole(vec![own])));
+            // Its own files as written: an operator may continue their chain.
+            let seed = match owner {
+                StateOwner::Operator { .. } => (self.chains.clone()).map(|chains| ChainSeed {
+                    chains,
+                    operator: operator.0.clone(),
+                    subtask,
+                }),
+                StateOwner::Source { .. } => None,
+            };
+            return Ok(Some(RestoredState::own_files(own, seed)));
         }
         // Every old subtask, in order: a source works out its part from every position;
         // an operator keeps the rows of its key groups from all of them, since a row's
@@ -274,6 +290,7 @@ mod tests {
             operators: HashMap::from([(OperatorId("kafka".into()), source)]),
             counters: HashMap::new(),
             bytes: (0, 0),
+            chains: None,
         }
     }
 
@@ -325,6 +342,7 @@ mod tests {
             operators: HashMap::from([(id.clone(), source)]),
             counters: HashMap::new(),
             bytes: (0, 0),
+            chains: None,
         };
         (job, id)
     }
@@ -348,6 +366,7 @@ mod tests {
             operators: HashMap::from([(id.clone(), op)]),
             counters: HashMap::new(),
             bytes: (0, 0),
+            chains: None,
         };
         let keyed = |keyed| job.state_for(&id, 0, 4, 128, StateOwner::Operator { keyed });
         assert!(keyed(true).is_ok());

@@ -3,6 +3,7 @@
 //! holds the encoded checkpoint and one decoded batch, not the whole state decoded
 //! (docs/engine.md, "State beyond memory").
 
+use crate::restored_chains::ChainSeed;
 use bytes::Bytes;
 use riffle_core::arrow::array::{AsArray, BooleanArray};
 use riffle_core::arrow::compute::filter_record_batch;
@@ -39,19 +40,26 @@ impl StateFiles {
 
     /// The batches in order, each file decoded as it is reached.
     pub fn batches(&self) -> impl Iterator<Item = StateBatch> + '_ {
-        self.0
-            .iter()
-            .flat_map(|part| -> Box<dyn Iterator<Item = StateBatch>> {
-                match part {
-                    Part::Decoded(batch) => Box::new(std::iter::once(Ok(batch.clone()))),
-                    Part::Encoded(entry, bytes) => {
-                        match state_file::decode_checked(entry, bytes.clone()) {
-                            Ok(batches) => Box::new(batches.map(|b| b.map_err(|e| e.to_string()))),
-                            Err(e) => Box::new(std::iter::once(Err(e.to_string()))),
-                        }
+        self.batches_in_files().map(|(_, batch)| batch)
+    }
+
+    /// The batches in order, each with the file it came from (none for a batch that
+    /// was in memory).
+    fn batches_in_files(&self) -> impl Iterator<Item = (Option<&FileEntry>, StateBatch)> + '_ {
+        type InFile<'a> = Box<dyn Iterator<Item = (Option<&'a FileEntry>, StateBatch)> + 'a>;
+        self.0.iter().flat_map(|part| -> InFile<'_> {
+            match part {
+                Part::Decoded(batch) => Box::new(std::iter::once((None, Ok(batch.clone())))),
+                Part::Encoded(entry, bytes) => {
+                    match state_file::decode_checked(entry, bytes.clone()) {
+                        Ok(batches) => Box::new(
+                            batches.map(move |b| (Some(entry), b.map_err(|e| e.to_string()))),
+                        ),
+                        Err(e) => Box::new(std::iter::once((Some(entry), Err(e.to_string())))),
                     }
                 }
-            })
+            }
+        })
     }
 
     /// Every batch, decoded.
@@ -77,6 +85,9 @@ impl From<OperatorState> for StateFiles {
 pub struct RestoredState {
     parts: Vec<StateFiles>,
     keep: Option<Keep>,
+    /// Set when the subtask restores its own files as the checkpoint wrote them, and
+    /// may continue their chain ([`crate::restored_chains`]).
+    seed: Option<ChainSeed>,
 }
 
 /// Rows whose key group belongs to `subtask` of `parallelism`.
@@ -112,7 +123,26 @@ impl Keep {
 impl RestoredState {
     /// All of `parts`' batches.
     pub(crate) fn whole(parts: Vec<StateFiles>) -> Self {
-        Self { parts, keep: None }
+        Self {
+            parts,
+            keep: None,
+            seed: None,
+        }
+    }
+
+    /// A subtask's own files, as the checkpoint wrote them, whose chain it may
+    /// continue: noted through `seed`.
+    pub(crate) fn own_files(files: StateFiles, seed: Option<ChainSeed>) -> Self {
+        Self {
+            seed,
+            ..Self::whole(vec![files])
+        }
+    }
+
+    /// Where to note a continued chain, when this state is a subtask's own files as
+    /// the checkpoint wrote them.
+    pub fn seed(&self) -> Option<&ChainSeed> {
+        self.seed.as_ref()
     }
 
     /// The rows of `parts` whose key groups belong to `subtask` of `parallelism`.
@@ -130,22 +160,30 @@ impl RestoredState {
         Self {
             parts,
             keep: Some(keep),
+            seed: None,
         }
     }
 
     /// The batches in order, decoded one at a time; after a rescale, only this
     /// subtask's rows, and batches left with none are skipped.
     pub fn batches(&self) -> impl Iterator<Item = StateBatch> + '_ {
+        self.batches_in_files().map(|(_, batch)| batch)
+    }
+
+    /// [`batches`](Self::batches), each with the file it came from.
+    pub fn batches_in_files(&self) -> impl Iterator<Item = (Option<&FileEntry>, StateBatch)> + '_ {
         let keep = self.keep;
-        (self.parts.iter().flat_map(StateFiles::batches)).filter_map(move |batch| {
-            let (Ok(batch), Some(keep)) = (&batch, keep) else {
-                return Some(batch);
-            };
-            match keep.rows_of(batch) {
-                Ok(rows) if rows.num_rows() == 0 => None,
-                kept => Some(kept),
-            }
-        })
+        (self.parts.iter().flat_map(StateFiles::batches_in_files)).filter_map(
+            move |(file, batch)| {
+                let (Ok(batch), Some(keep)) = (&batch, keep) else {
+                    return Some((file, batch));
+                };
+                match keep.rows_of(batch) {
+                    Ok(rows) if rows.num_rows() == 0 => None,
+                    kept => Some((file, kept)),
+                }
+            },
+        )
     }
 
     /// Every batch, decoded.

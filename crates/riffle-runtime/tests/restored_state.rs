@@ -1,24 +1,27 @@
 //! After a restart, the checkpoint the job restored from is let go once its subtasks
 //! have their parts: it does not stay in memory for the rest of the attempt; and an
 //! operator that restores in parts gets it one decoded batch at a time
-//! (docs/engine.md, "State beyond memory").
+//! (docs/engine.md, "State beyond memory"); and an aggregate that restored its own
+//! files goes on from them, its next checkpoint writing only what changed.
 
 use crate::common::runtime;
 use riffle_connectors::sinks::CollectSinkFactory;
 use riffle_connectors::PeerSourceFactory;
-use riffle_core::arrow::array::{Int64Array, UInt16Array};
-use riffle_core::arrow::datatypes::{DataType, Field, Schema};
+use riffle_core::arrow::array::{AsArray, Int64Array, UInt16Array};
+use riffle_core::arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use riffle_core::state::{CommittedEpoch, KEY_GROUP_FIELD};
 use riffle_core::{
-    Epoch, Error, Operator, OperatorContext, OperatorFactory, OperatorState, RecordBatch, Result,
-    StreamSchema,
+    Epoch, Error, Operator, OperatorContext, OperatorFactory, OperatorId, OperatorState,
+    RecordBatch, Result, StreamSchema,
 };
+use riffle_operators::{AggregateSpec, UpdatingAggregateFactory};
 use riffle_runtime::recovery::Recovered;
 use riffle_runtime::{
     run_checkpointed, CheckpointConfig, CheckpointedRun, JobGraph, RestartStrategy, RestoredJob,
     RunObserver, WatermarkStrategy,
 };
 use riffle_state::{CheckpointStore, StateRoot};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -192,4 +195,183 @@ fn after_a_restart_the_checkpoint_is_decoded_a_batch_at_a_time_and_then_let_go()
     assert_eq!(*restore_calls.lock().unwrap(), [1, 1, 1]);
     let rows: usize = sink.batches().iter().map(|b| b.num_rows()).sum();
     assert_eq!(rows as u64, EVENTS, "exactly once through the restart");
+}
+
+/// Passes its rows on, slowly (a millisecond a batch); fails once, while `armed`, after
+/// it heard epoch `after` commit. Its state is empty.
+struct Tripwire {
+    schema: StreamSchema,
+    armed: Arc<AtomicBool>,
+    after: u64,
+}
+
+impl OperatorFactory for Tripwire {
+    fn describe(&self) -> String {
+        "tripwire".into()
+    }
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+    fn is_stateful(&self) -> bool {
+        true
+    }
+    fn stable_state(&self) -> bool {
+        true // so that it hears which epochs committed
+    }
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(TripwireOp {
+            committed: ctx.committed.clone(),
+            armed: self.armed.clone(),
+            after: self.after,
+        }))
+    }
+}
+
+struct TripwireOp {
+    committed: CommittedEpoch,
+    armed: Arc<AtomicBool>,
+    after: u64,
+}
+
+impl Operator for TripwireOp {
+    fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
+        std::thread::sleep(Duration::from_millis(1));
+        let heard = self.committed.newest().is_some_and(|e| e.0 >= self.after);
+        if heard && self.armed.swap(false, Ordering::SeqCst) {
+            return Err(Error::Injected("fails once, after checkpoints".into()));
+        }
+        out.push(batch);
+        Ok(())
+    }
+}
+
+/// Remembers the epoch each recovery restored.
+struct RestoredEpochs(Arc<Mutex<Vec<Epoch>>>);
+
+impl RunObserver for RestoredEpochs {
+    fn recovered(&mut self, recovered: &Recovered) {
+        if let Some(restored) = &recovered.restored {
+            self.0.lock().unwrap().push(restored.epoch);
+        }
+    }
+}
+
+/// The last count per id over `batches`, in order.
+fn last_count(batches: &[RecordBatch], id: &str, n: &str) -> HashMap<i64, i64> {
+    let mut last = HashMap::new();
+    for b in batches {
+        let ids = b.column_by_name(id).unwrap().as_primitive::<Int64Type>();
+        let counts = b.column_by_name(n).unwrap().as_primitive::<Int64Type>();
+        for r in 0..b.num_rows() {
+            last.insert(ids.value(r), counts.value(r));
+        }
+    }
+    last
+}
+
+#[test]
+fn after_a_restart_the_aggregate_goes_on_from_the_restored_files_and_its_next_checkpoint_holds_what_changed(
+) {
+    let rt = runtime();
+    let mut g = JobGraph::new("continued-chain");
+    let src = g
+        .source(
+            "peer",
+            Arc::new(PeerSourceFactory::new(EVENTS, 200)),
+            2,
+            crate::common::no_delay(),
+        )
+        .unwrap();
+    let agg =
+        UpdatingAggregateFactory::new(g.schema(src), &["id"], vec![AggregateSpec::count_star("n")])
+            .unwrap();
+    let a = g.operator("agg", Arc::new(agg), 2, &[src]).unwrap();
+    let tripwire = Tripwire {
+        schema: g.schema(a).clone(),
+        armed: Arc::new(AtomicBool::new(true)),
+        after: 4,
+    };
+    let t = g.operator("tripwire", Arc::new(tripwire), 2, &[a]).unwrap();
+    let sink = CollectSinkFactory::new();
+    g.sink("sink", Arc::new(sink.clone()), 2, t).unwrap();
+    let store = CheckpointStore::new(StateRoot::parse("memory://").unwrap(), &g.name);
+    let run = CheckpointedRun {
+        checkpoints: CheckpointConfig {
+            interval: Duration::from_millis(5),
+            retain: 1000, // the restored epoch's manifest is read at the end
+            ..CheckpointConfig::default()
+        },
+        restart: RestartStrategy::FixedDelay {
+            attempts: 1,
+            delay: Duration::ZERO,
+        },
+        ..CheckpointedRun::default()
+    };
+    let restored = Arc::new(Mutex::new(Vec::new()));
+    let outcome = rt
+        .block_on(run_checkpointed(
+            &g,
+            &store,
+            run,
+            &mut RestoredEpochs(restored.clone()),
+        ))
+        .unwrap();
+    assert_eq!(outcome.restarts, 1, "the tripwire failed once");
+    let restored = restored.lock().unwrap()[0];
+    assert!(restored.0 >= 4, "restored epoch {restored}");
+
+    // The first checkpoint after the restart references the aggregate's restored
+    // files and writes only the groups changed since.
+    let first = outcome.reports[1].committed[0];
+    assert_eq!(
+        first.0,
+        restored.0 + 1,
+        "the epoch right after the restored one"
+    );
+    let files_of = |epoch: Epoch| {
+        let manifest = rt.block_on(store.read_manifest(epoch)).unwrap().unwrap();
+        let agg = manifest
+            .operators
+            .iter()
+            .find(|o| o.operator == "agg")
+            .unwrap();
+        agg.subtasks
+            .iter()
+            .flat_map(|s| s.files.clone())
+            .collect::<Vec<_>>()
+    };
+    let at_restore: u64 = files_of(restored).iter().map(|f| f.bytes).sum();
+    let after = files_of(first);
+    let (written, reused): (Vec<_>, Vec<_>) = after
+        .iter()
+        .partition(|f| riffle_state::layout::written_by(&f.path, first));
+    let paths: HashSet<String> = files_of(restored).into_iter().map(|f| f.path).collect();
+    assert!(
+        !reused.is_empty() && reused.iter().all(|f| paths.contains(&f.path)),
+        "epoch {first} references the restored files: {after:?}"
+    );
+    let written_bytes: u64 = written.iter().map(|f| f.bytes).sum();
+    assert!(
+        written_bytes < at_restore,
+        "epoch {first} wrote {written_bytes} bytes, the restored state is {at_restore}"
+    );
+
+    // Exactly once through the restart, and the last checkpoint, a chain started before
+    // it, holds every group with its final count.
+    let output = sink.batches();
+    let want = last_count(&output, "id", "n");
+    assert_eq!(want.values().sum::<i64>(), EVENTS as i64);
+    let newest = *outcome.reports[1].committed.last().unwrap();
+    let manifest = rt.block_on(store.read_manifest(newest)).unwrap().unwrap();
+    let state = rt.block_on(RestoredJob::load(&store, &manifest)).unwrap();
+    let batches: Vec<RecordBatch> = state.operators[&OperatorId("agg".into())]
+        .subtasks
+        .values()
+        .flat_map(|s| s.decode().unwrap().batches)
+        .collect();
+    let count = (batches[0].schema().fields().iter())
+        .map(|f| f.name().clone())
+        .find(|n| n.starts_with("n__"))
+        .expect("the count's state column");
+    assert_eq!(last_count(&batches, "id", &count), want);
 }

@@ -438,6 +438,7 @@ fn a_file_added_before_a_restart_moves_no_file_to_be_read_twice() {
         )]
         .into(),
         counters: Default::default(),
+        chains: None,
         bytes: (0, 0),
     };
     // `a` sorts first: subtask 0 now reads a and c, subtask 1 reads b.

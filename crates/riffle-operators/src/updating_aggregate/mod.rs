@@ -150,6 +150,7 @@ impl OperatorFactory for UpdatingAggregateFactory {
             tier: ctx.state_memory.clone().map(Tier::new),
             counters: ctx.counters.clone(),
             committed: ctx.committed.clone(),
+            restored: None,
         }))
     }
 }
@@ -177,6 +178,8 @@ struct UpdatingAggregate {
     counters: Arc<OperatorCounters>,
     /// The newest committed epoch heard: the delta log stops holding what it wrote.
     committed: CommittedEpoch,
+    /// The restored epoch, when the chain goes on from its files: committed too.
+    restored: Option<Epoch>,
 }
 
 impl UpdatingAggregate {
@@ -272,8 +275,8 @@ impl Operator for UpdatingAggregate {
     }
 
     fn snapshot(&mut self, epoch: Epoch) -> Result<OperatorState> {
-        self.delta
-            .hand_over_committed(epoch, self.committed.newest());
+        let committed = self.committed.newest().max(self.restored);
+        self.delta.hand_over_committed(epoch, committed);
         let len = self.table.len();
         let spilled = self.tier.as_ref().map_or(0, Tier::spilled);
         let noted = self.tier.as_ref().map_or(0, Tier::noted_changed);
@@ -316,6 +319,15 @@ impl Operator for UpdatingAggregate {
         }
         self.report_state_bytes();
         Ok(())
+    }
+    fn continue_chain(&mut self, chain: Vec<RecordBatch>, restored: Epoch, files: usize) -> bool {
+        // Every group, in memory or spilled, is as the chain holds it: none is noted as
+        // changed (the delta log held no batches while restoring).
+        self.delta.continue_chain(chain, self.table.len(), files);
+        // Count DISTINCT sets note their gains from here: the next delta holds them.
+        self.accumulators.note_snapshot_taken();
+        self.restored = Some(restored);
+        true
     }
 }
 
