@@ -25,7 +25,7 @@ pub async fn write_state(
     mut ack: SnapshotAck,
 ) -> ClusterResult<AckHeader> {
     let previous = Epoch(ack.epoch.0.saturating_sub(1));
-    let committed = reuse.committed(heard_committed);
+    let committed = reuse.committed_or_restored(heard_committed);
     let reusable = may_reuse_previous(ack.epoch, committed).then_some(previous);
     reuse.forget_before(previous);
     write_ack_state((store, generation), reuse, reusable, &mut ack).await?;

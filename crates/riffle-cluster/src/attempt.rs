@@ -254,7 +254,7 @@ fn ship_own_acks(
         hello,
         (
             job.store.clone(),
-            FileReuse::new(job.graph).continuing(handle.restored_chains.clone()),
+            FileReuse::new(job.graph).continuing(handle.restored_chains.take()),
         ),
         (acks, ends, handle.metrics.clone()),
         stopper.clone(),

@@ -257,7 +257,7 @@ impl Chain {
                 link.operator.restore(nothing).map_err(at(&link.id))?;
             }
             if let (Some(seed), Some(files)) = (state.seed(), chain) {
-                continue_chain(link.operator.as_mut(), seed, files);
+                offer_restored_files(link.operator.as_mut(), seed, files);
             }
         }
         Ok(())
@@ -291,7 +291,7 @@ impl Chain {
     }
 }
 
-/// Notes `batch`, restored from `file`, in the chain of files a subtask restored;
+/// Notes `batch`, restored from `file`, in the list of state files a subtask restored;
 /// false for a batch that came from no file.
 fn note_in_chain(
     files: &mut Vec<ChainFile>,
@@ -310,7 +310,7 @@ fn note_in_chain(
 
 /// Offers `operator` the chain of `files` it restored, and notes it for the writer of
 /// its acks if the operator goes on from it ([`crate::restored_chains`]).
-fn continue_chain(operator: &mut dyn Operator, seed: &ChainSeed, files: Vec<ChainFile>) {
+fn offer_restored_files(operator: &mut dyn Operator, seed: &ChainSeed, files: Vec<ChainFile>) {
     if files.is_empty() {
         return;
     }

@@ -260,7 +260,7 @@ impl CheckpointCoordinator {
         )
         .continuing(restored_chains);
         let mut reuse = LastCommittedReuse {
-            committed: files.committed(None),
+            committed: files.committed_or_restored(None),
             files,
         };
         let mut ticker = tokio::time::interval(self.config.interval);

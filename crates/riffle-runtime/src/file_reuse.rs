@@ -177,29 +177,36 @@ impl FileReuse {
 
     /// The newest epoch heard committed, or the restored one if newer: a restored
     /// checkpoint is committed, and a snapshot right after it may reference it.
-    pub fn committed(&self, heard: Option<Epoch>) -> Option<Epoch> {
+    pub fn committed_or_restored(&self, heard: Option<Epoch>) -> Option<Epoch> {
         heard.max(self.restored.as_ref().map(RestoredChains::epoch))
+    }
+
+    /// Before a snapshot that may reference epoch `reusable`: takes the chains
+    /// subtasks continued from the restored epoch if that is the one, as if it had
+    /// recorded them. Once a snapshot may not reference it, none ever will: what was
+    /// noted is released (its subtasks start new chains).
+    fn take_restored(&mut self, reusable: Option<Epoch>) {
+        let Some(restored) = &self.restored else {
+            return;
+        };
+        let continued = restored.take();
+        if reusable == Some(restored.epoch()) {
+            let files = self.by_epoch.entry(restored.epoch().0).or_default();
+            files.extend(continued);
+        } else {
+            self.restored = None;
+        }
     }
 
     /// Splits `operator`'s snapshot of `subtask` at `epoch` into files of epoch
     /// `reusable` it can reference (with their batches) and the batches that need
     /// writing.
     pub fn split(
-        &mut self,
+        &self,
         (operator, subtask, _epoch): (&str, usize, Epoch),
         reusable: Option<Epoch>,
         state: OperatorState,
     ) -> (Vec<(FileEntry, Vec<RecordBatch>)>, OperatorState) {
-        // Chains continued from the restored epoch, as if that epoch had recorded them.
-        if let Some(restored) = self
-            .restored
-            .as_ref()
-            .filter(|r| reusable == Some(r.epoch()))
-        {
-            let continued = restored.take();
-            let files = self.by_epoch.entry(restored.epoch().0).or_default();
-            files.extend(continued);
-        }
         let previous = reusable
             .filter(|_| self.stable.contains(operator))
             .and_then(|e| self.by_epoch.get(&e.0))
@@ -275,6 +282,7 @@ pub async fn write_ack_state(
     ack: &mut SnapshotAck,
 ) -> Result<u64, StateError> {
     let mut bytes = 0;
+    reuse.take_restored(reusable);
     for (operator, state) in std::mem::take(&mut ack.states) {
         let at = (operator.0.as_str(), ack.subtask, ack.epoch);
         let (reused, fresh) = reuse.split(at, reusable, state);
@@ -348,6 +356,42 @@ mod tests {
             refuse_not_held("agg", 0, &state).is_ok(),
             "whole batches are written"
         );
+    }
+
+    #[test]
+    fn files_continued_from_the_restored_epoch_are_referenced_only_by_the_epoch_after_it() {
+        let state = snapshot();
+        let handed: Vec<RecordBatch> = state.batches.iter().map(hand_over).collect();
+        let continued = || {
+            let chains = RestoredChains::new(Epoch(5));
+            chains.continued("agg", 0, vec![(file(5), handed.clone())]);
+            let reuse =
+                FileReuse::for_operators(["agg".to_string()]).continuing(Some(chains.clone()));
+            (chains, reuse)
+        };
+        let handed_state = OperatorState {
+            batches: handed.clone(),
+        };
+        let (_, mut reuse) = continued();
+        assert_eq!(reuse.committed_or_restored(None), Some(Epoch(5)));
+        assert_eq!(reuse.committed_or_restored(Some(Epoch(7))), Some(Epoch(7)));
+        reuse.take_restored(Some(Epoch(5)));
+        let (reused, fresh) =
+            reuse.split(("agg", 0, Epoch(6)), Some(Epoch(5)), handed_state.clone());
+        assert_eq!(
+            reused.len(),
+            1,
+            "the restored file, as epoch 5 had recorded it"
+        );
+        assert!(fresh.batches.is_empty());
+        // Epoch 6 failed: epoch 7 may not reference epoch 5, and what the subtasks noted
+        // is let go.
+        let (chains, mut reuse) = continued();
+        reuse.take_restored(None);
+        assert_eq!(reuse.committed_or_restored(None), None);
+        let (reused, _) = reuse.split(("agg", 0, Epoch(7)), Some(Epoch(5)), handed_state);
+        assert!(reused.is_empty());
+        assert!(chains.take().is_empty(), "released");
     }
 
     fn batch(values: &[i64]) -> RecordBatch {

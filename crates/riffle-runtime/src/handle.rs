@@ -101,7 +101,7 @@ pub struct JobHandle {
     pub(crate) task_ids: HashMap<tokio::task::Id, usize>,
     pub(crate) started: Instant,
     /// Where this process's subtasks note the chains they continue from the restored
-    /// checkpoint: the writer of their acks references those files.
+    /// checkpoint: taken by the writer of their acks, which references those files.
     pub restored_chains: Option<crate::restored_chains::RestoredChains>,
 }
 

@@ -18,11 +18,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// over ([`riffle_core::hand_over`]).
 pub type ChainFile = (FileEntry, Vec<RecordBatch>);
 
-/// The chains a restore's subtasks continued, per (operator, subtask).
+/// Per (operator, subtask), the files it continued from, in order.
+pub type Continued = HashMap<(String, usize), Vec<ChainFile>>;
+
+/// The chains a restore's subtasks continued.
 #[derive(Debug, Clone)]
 pub struct RestoredChains {
     epoch: Epoch,
-    continued: Arc<Mutex<HashMap<(String, usize), Vec<ChainFile>>>>,
+    continued: Arc<Mutex<Continued>>,
 }
 
 impl RestoredChains {
@@ -49,7 +52,7 @@ impl RestoredChains {
     }
 
     /// Every chain continued since the last call, to the writer.
-    pub fn take(&self) -> HashMap<(String, usize), Vec<ChainFile>> {
+    pub fn take(&self) -> Continued {
         let mut continued = self
             .continued
             .lock()

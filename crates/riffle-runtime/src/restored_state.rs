@@ -139,6 +139,15 @@ impl RestoredState {
         }
     }
 
+    /// This state, whose files may be continued from only if `allowed` (the writer
+    /// references files only of operators whose state is stable).
+    pub(crate) fn continuing_if(self, allowed: bool) -> Self {
+        Self {
+            seed: self.seed.filter(|_| allowed),
+            ..self
+        }
+    }
+
     /// Where to note a continued chain, when this state is a subtask's own files as
     /// the checkpoint wrote them.
     pub fn seed(&self) -> Option<&ChainSeed> {

@@ -108,7 +108,7 @@ pub fn attach_coordinator(
         end_of_input: handle.end_of_input.take(),
         stopper: handle.stopper(),
         savepoints: config.savepoints.clone(),
-        restored_chains: handle.restored_chains.clone(),
+        restored_chains: handle.restored_chains.take(),
     };
     spawn_coordinator(coordinator, inputs)
 }

@@ -215,7 +215,9 @@ impl Spawning<'_> {
                         StateOwner::Operator {
                             keyed: crate::restore_share::keyed(factory.as_ref()),
                         },
-                    )?;
+                    )?
+                    // Only files the writer reuses may be gone on from.
+                    .map(|state| state.continuing_if(factory.stable_state()));
                     links.push(ChainLink {
                         id: node.id.clone(),
                         operator,
