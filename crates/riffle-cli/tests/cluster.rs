@@ -57,6 +57,12 @@ pub(crate) fn pipeline_at(query: &str, out: &Path, rate: &str) -> String {
              WHERE B.date_time BETWEEN B1.dt - INTERVAL '1' SECOND AND B1.dt;",
             source("bid")
         ),
+        // An unbounded GROUP BY whose output is append-only (each group once).
+        "distinct" => format!(
+            "{}{sink}
+             INSERT INTO distinct SELECT DISTINCT bidder, auction FROM bid;",
+            source("bid")
+        ),
         "q8" => format!(
             "{}{}{sink}
              INSERT INTO q8
@@ -606,4 +612,69 @@ fn a_worker_reuses_unchanged_state_files_and_a_resume_from_them_is_exact() {
         published(&dir.path().join("out")) == expected,
         "rows differ after resuming from files worker 1 reused"
     );
+}
+
+/// A worker's aggregate goes on from the state files it restored: the resumed run's
+/// first checkpoint references them on both workers (writing only the groups new
+/// since), also past a partial epoch recovery swept, and a second resume, from that
+/// chain, is exact.
+#[test]
+fn after_a_resume_on_workers_the_aggregate_goes_on_from_the_files_it_restored() {
+    let expected = single_process("distinct", "600K");
+    let dir = tempfile::tempdir().unwrap();
+    let run_on_workers = |crash_at: Option<&str>| {
+        let mut cmd = run("distinct", dir.path(), "600K", 2, 2);
+        cmd.args(["--retain-checkpoints", "50", "--restart", "none"]);
+        if let Some(at) = crash_at {
+            cmd.args(["--throttle", "100K"]).env("RIFFLE_CRASH_AT", at);
+        }
+        cmd
+    };
+    // Worker 0's coordinator stops once epoch 5's state is written, before its
+    // manifest: the resume restores epoch 4 and, past the partial epoch 5, starts at 6.
+    // Then the resumed run stops after its third commit.
+    let crashed = run_on_workers(Some("after-snapshot-upload:5"))
+        .output()
+        .unwrap();
+    assert!(!crashed.status.success(), "{}", stderr(&crashed));
+    let state = dir.path().join("state/distinct");
+    let before: std::collections::BTreeSet<u64> =
+        referenced_files(&state).iter().map(|f| f.epoch).collect();
+    let restored = *before.last().unwrap();
+    let resumed_first = first_epoch_after(&state, restored);
+    assert!(
+        resumed_first > restored + 1,
+        "no partial epoch after {restored}: {}",
+        stderr(&crashed)
+    );
+    let at = format!("after-latest-flip:{}", resumed_first + 2);
+    let crashed = run_on_workers(Some(&at)).output().unwrap();
+    assert!(!crashed.status.success(), "{}", stderr(&crashed));
+    let files = referenced_files(&state);
+    for subtask in 0..2 {
+        let continued = files.iter().filter(|f| {
+            f.epoch == resumed_first && f.subtask == subtask && f.reused && f.operator != "bid"
+        });
+        assert!(
+            continued.count() > 0,
+            "epoch {resumed_first} references none of subtask {subtask}'s restored files: {}",
+            stderr(&crashed)
+        );
+    }
+    finished(&mut run_on_workers(None));
+    assert_eq!(published(&dir.path().join("out")), expected);
+}
+
+/// The first epoch a run resumed from `restored` takes: one past every epoch directory
+/// under `pipeline` (partial ones too).
+fn first_epoch_after(pipeline: &Path, restored: u64) -> u64 {
+    let newest = std::fs::read_dir(pipeline.join("checkpoints"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.strip_prefix("epoch=")?.parse::<u64>().ok()
+        })
+        .max()
+        .unwrap_or(restored);
+    newest.max(restored) + 1
 }

@@ -403,7 +403,9 @@ async fn agree(
     let restored = match &attempt.manifest {
         Some(manifest) => {
             let share = RestoreShare::of(graph, options.placement, manifest);
-            let restored = RestoredJob::load_share(store, manifest, Some(&share)).await?;
+            let restored = RestoredJob::load_share(store, manifest, Some(&share))
+                .await?
+                .continuing_from(manifest, riffle_core::Epoch(attempt.first_epoch));
             let (read, total) = restored.bytes;
             eprintln!(
                 "riffle: worker {}: restored {read} of the checkpoint's {total} state bytes (its share)",

@@ -271,14 +271,15 @@ pub trait Operator: Send {
         false
     }
 
-    /// After a restore in parts from this subtask's own files, as the checkpoint of
-    /// epoch `restored` wrote them (same parallelism, the job's own checkpoint): `chain`
-    /// holds the batches just restored, in order and [handed over](crate::hand_over),
-    /// from `files` files, each of which the checkpoint writer can reference as it is.
-    /// An operator whose snapshots extend a chain of batches may go on from this one,
-    /// so that its next snapshot holds only what changed, not its whole state; it
-    /// returns whether it did. It must then count `restored` as committed, as the
-    /// writer does. The default starts a new chain at the next snapshot.
+    /// After a restore in parts from this subtask's own files, as the job's own
+    /// checkpoint wrote them (same parallelism): `chain` holds the batches just
+    /// restored, in order and [handed over](crate::hand_over), from `files` files, each
+    /// of which the checkpoint writer can reference as it is. An operator whose
+    /// snapshots extend a chain of batches may go on from this one, so that its next
+    /// snapshot holds only what changed, not its whole state; it returns whether it
+    /// did. It must then count epoch `restored` as committed, as the writer does: the
+    /// epoch before the run's first, which the restored state stands for. The default
+    /// starts a new chain at the next snapshot.
     fn continue_chain(
         &mut self,
         _chain: Vec<RecordBatch>,

@@ -498,6 +498,13 @@ async fn finish(
         .write_recovery_record(record.at_ms, generation, json)
         .await
         .map_err(state_error)?;
+    // From the run's first epoch on, subtasks may go on from their restored files.
+    let restored = match (restored, &manifest) {
+        (Some(r), Some(m)) => Some(Arc::new(
+            Arc::unwrap_or_clone(r).continuing_from(m, next_epoch),
+        )),
+        (restored, _) => restored,
+    };
     Ok(Recovered {
         plan,
         manifest,

@@ -5,9 +5,13 @@
 //! memory").
 //!
 //! The subtasks note here what they continued; the writer of their acks takes it at the
-//! first snapshot that may reference the restored epoch. Only a restore of the job's own
-//! checkpoint continues chains: a named savepoint's files belong to the user, who may
-//! delete them, so the first snapshot after one is whole (as Flink's NO_CLAIM mode).
+//! run's first snapshot, as if the epoch before it had recorded those files. That epoch
+//! stands for the restored one: the epochs between them (partial ones recovery swept)
+//! never commit, so the state before the run's first epoch is the restored state, and
+//! the usual rule (a snapshot may reference the epoch before it once committed) holds.
+//! Only a restore of the job's own checkpoint continues chains: a named savepoint's
+//! files belong to the user, who may delete them, so the first snapshot after one is
+//! whole (as Flink's NO_CLAIM mode).
 
 use riffle_core::{Epoch, RecordBatch};
 use riffle_state::FileEntry;
@@ -29,7 +33,8 @@ pub struct RestoredChains {
 }
 
 impl RestoredChains {
-    /// For a restore of the checkpoint of `epoch`.
+    /// For a restored state that stands for epoch `epoch` (the one before the run's
+    /// first).
     pub fn new(epoch: Epoch) -> Self {
         Self {
             epoch,
@@ -37,7 +42,7 @@ impl RestoredChains {
         }
     }
 
-    /// The restored epoch, whose files the continued chains name.
+    /// The epoch the restored state stands for: its files count as that epoch's.
     pub fn epoch(&self) -> Epoch {
         self.epoch
     }

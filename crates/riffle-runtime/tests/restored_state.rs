@@ -323,10 +323,9 @@ fn after_a_restart_the_aggregate_goes_on_from_the_restored_files_and_its_next_ch
     // The first checkpoint after the restart references the aggregate's restored
     // files and writes only the groups changed since.
     let first = outcome.reports[1].committed[0];
-    assert_eq!(
-        first.0,
-        restored.0 + 1,
-        "the epoch right after the restored one"
+    assert!(
+        first > restored,
+        "epoch {first} after the restored {restored}"
     );
     let files_of = |epoch: Epoch| {
         let manifest = rt.block_on(store.read_manifest(epoch)).unwrap().unwrap();

@@ -4,6 +4,10 @@ use std::path::Path;
 
 /// One state file a retained manifest references.
 pub struct ReferencedFile {
+    /// The epoch whose manifest references it.
+    pub epoch: u64,
+    /// The operator whose state it holds.
+    pub operator: String,
     /// The subtask whose state it holds.
     pub subtask: u64,
     /// Its path, relative to the pipeline's directory.
@@ -27,6 +31,7 @@ pub fn referenced_files(pipeline: &Path) -> Vec<ReferencedFile> {
             epoch_dir.file_name().unwrap().to_string_lossy()
         );
         let manifest: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let epoch = manifest["epoch"].as_u64().unwrap();
         for op in manifest["operators"].as_array().unwrap() {
             for subtask in op["subtasks"].as_array().unwrap() {
                 for file in subtask["files"].as_array().unwrap() {
@@ -36,6 +41,8 @@ pub fn referenced_files(pipeline: &Path) -> Vec<ReferencedFile> {
                         "GC deleted {path}, which a retained manifest references"
                     );
                     files.push(ReferencedFile {
+                        epoch,
+                        operator: op["operator"].as_str().unwrap().to_string(),
                         subtask: subtask["subtask"].as_u64().unwrap(),
                         reused: !path.starts_with(&own),
                         path,

@@ -130,9 +130,6 @@ pub async fn recover_from(
     registered.status = ManifestStatus::Committed;
     let mut restored = restored;
     restored.epoch = epoch;
-    // Its files are the user's (a savepoint, or another run's checkpoint): the first
-    // snapshot writes every chain anew rather than continue from them.
-    restored.chains = None;
     let mut findings = findings;
     findings.push((epoch, EpochFinding::Valid(registered.clone())));
     let mut plan = riffle_state::recovery::plan_recovery(&findings);
