@@ -132,15 +132,13 @@ impl RestoredJob {
         })
     }
 
-    /// Keeps only the old subtasks `share` names, after a load of `manifest` that read
-    /// (and checked) every file: what the process holds from then on is its share.
-    /// `bytes` then counts the kept state's file bytes.
     /// This checkpoint, restored by a run whose first epoch is `first_epoch`, whose
     /// stateful subtasks may go on from their own files ([`crate::restored_chains`]):
     /// only if `manifest` (this checkpoint's) is the job's own checkpoint, not a
-    /// savepoint or a named start's, whose files are the user's. The epochs between
-    /// this one and `first_epoch` (partial ones recovery swept) never commit, so to
-    /// the run the state before its first epoch is this one's.
+    /// savepoint or a named start's, whose files are the user's. No epoch between
+    /// this one and `first_epoch` (partial ones recovery swept, damaged ones it
+    /// skipped) is anyone's base, so to the run the state before its first epoch is
+    /// this one's.
     pub fn continuing_from(mut self, manifest: &Manifest, first_epoch: Epoch) -> Self {
         let own_checkpoint = manifest.savepoint.is_none() && manifest.restored_from.is_none();
         let before_first = Epoch(first_epoch.0.saturating_sub(1));
@@ -149,6 +147,9 @@ impl RestoredJob {
         self
     }
 
+    /// Keeps only the old subtasks `share` names, after a load of `manifest` that read
+    /// (and checked) every file: what the process holds from then on is its share.
+    /// `bytes` then counts the kept state's file bytes.
     pub fn keep_share(mut self, share: &RestoreShare, manifest: &Manifest) -> Self {
         for (id, op) in self.operators.iter_mut() {
             let read = share.read_of(&id.0, op.parallelism);

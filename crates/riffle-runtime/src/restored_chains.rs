@@ -6,9 +6,12 @@
 //!
 //! The subtasks note here what they continued; the writer of their acks takes it at the
 //! run's first snapshot, as if the epoch before it had recorded those files. That epoch
-//! stands for the restored one: the epochs between them (partial ones recovery swept)
-//! never commit, so the state before the run's first epoch is the restored state, and
-//! the usual rule (a snapshot may reference the epoch before it once committed) holds.
+//! stands for the restored one: no epoch between them (partial ones recovery swept,
+//! damaged ones it skipped) is anyone's base, so the state before the run's first
+//! epoch is the restored state, and the usual rule (a snapshot may reference the epoch
+//! before it once committed) holds. Until the run's first commit, the restored epoch
+//! is the newest committed one, which garbage collection keeps; from then on a
+//! manifest that references its files keeps them.
 //! Only a restore of the job's own checkpoint continues chains: a named savepoint's
 //! files belong to the user, who may delete them, so the first snapshot after one is
 //! whole (as Flink's NO_CLAIM mode).
