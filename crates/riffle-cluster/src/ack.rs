@@ -16,6 +16,11 @@ use std::time::Duration;
 /// epoch before where its batches did not change, once this worker `heard_committed`
 /// that epoch (see [`may_reuse_previous`]).
 ///
+/// A late ack, of an epoch older than one already written ([`FileReuse::is_late`]),
+/// is dropped (`None`), as the coordinator passes one over: its epoch ended without it,
+/// and the files it may reference can be forgotten (written, it would fail the attempt
+/// with `NotHeld`; a subtask slow to restore sends one after its first epoch timed out).
+///
 /// # Errors
 /// Writing a state file failed.
 pub async fn write_state(
@@ -23,13 +28,17 @@ pub async fn write_state(
     reuse: &mut FileReuse,
     heard_committed: Option<Epoch>,
     mut ack: SnapshotAck,
-) -> ClusterResult<AckHeader> {
+) -> ClusterResult<Option<AckHeader>> {
+    if reuse.is_late(ack.epoch) {
+        tracing::debug!(epoch = %ack.epoch, subtask = ack.subtask, "late ack dropped");
+        return Ok(None);
+    }
     let previous = Epoch(ack.epoch.0.saturating_sub(1));
     let committed = reuse.committed_or_restored(heard_committed);
     let reusable = may_reuse_previous(ack.epoch, committed).then_some(previous);
     reuse.forget_before(previous);
     write_ack_state((store, generation), reuse, reusable, &mut ack).await?;
-    Ok(header(ack))
+    Ok(Some(header(ack)))
 }
 
 /// The header of an ack whose state is already written (`ack.states` is left out).
@@ -108,14 +117,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_worker_writes_its_state_and_the_ack_names_the_files() {
+    async fn a_worker_writes_its_state_and_the_ack_names_the_files_but_drops_a_late_ack() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("file://{}", dir.path().display());
         let store = CheckpointStore::new(riffle_state::StateRoot::parse(&url).unwrap(), "p");
-        let ack = SnapshotAck {
+        let ack = |epoch| SnapshotAck {
             task: OperatorId("agg".into()),
             subtask: 2,
-            epoch: Epoch(7),
+            epoch: Epoch(epoch),
             states: vec![
                 (OperatorId("agg".into()), state(&[1, 2, 3])),
                 (OperatorId("empty".into()), OperatorState::default()),
@@ -130,9 +139,15 @@ mod tests {
         };
         let graph = riffle_runtime::JobGraph::new("p");
         let mut reuse = FileReuse::new(&graph);
-        let header = write_state((&store, 5), &mut reuse, None, ack)
+        let header = write_state((&store, 5), &mut reuse, None, ack(7))
+            .await
+            .unwrap()
+            .expect("written");
+        // Epoch 6's ack after epoch 7's: that epoch ended without it.
+        let dropped = write_state((&store, 5), &mut reuse, None, ack(6))
             .await
             .unwrap();
+        assert!(dropped.is_none());
         let json = serde_json::to_string(&header).unwrap();
         let back = super::ack(serde_json::from_str(&json).unwrap());
         assert!(

@@ -321,20 +321,22 @@ pub fn ship_acks(
         (inputs, reuse, metrics, store),
         move |(mut inputs, mut reuse, metrics, store)| async move {
             let message = match inputs.next().await? {
-                Outgoing::EndOfInput => Ok(ToCoordinator::EndOfInput),
+                Outgoing::EndOfInput => Ok(Some(ToCoordinator::EndOfInput)),
                 Outgoing::Ack(a) => {
                     let heard = metrics.completed();
                     ack::write_state((&store, generation), &mut reuse, heard, a)
                         .await
-                        .map(ToCoordinator::Ack)
+                        .map(|header| header.map(ToCoordinator::Ack))
                 }
             };
             Some((message, (inputs, reuse, metrics, store)))
         },
     )
     .filter_map(move |message| {
-        let data = message.and_then(|m| encoder.control(&m)).map(|d| vec![d]);
-        futures::future::ready(encoded(&encoding, data))
+        // A late ack, dropped, sends nothing.
+        let message = message.transpose();
+        let data = message.map(|m| m.and_then(|m| encoder.control(&m)).map(|d| vec![d]));
+        futures::future::ready(data.and_then(|data| encoded(&encoding, data)))
     });
     tokio::spawn(put(peer, hello, messages.boxed(), fail_attempt(stopper)))
 }

@@ -145,6 +145,8 @@ pub struct FileReuse {
     by_epoch: BTreeMap<u64, ReuseCache>,
     /// The restored checkpoint's files that subtasks continued their chains from.
     restored: Option<RestoredChains>,
+    /// The newest epoch an ack was written for.
+    newest: Option<Epoch>,
 }
 
 impl FileReuse {
@@ -165,6 +167,7 @@ impl FileReuse {
             stable: stable.into_iter().collect(),
             by_epoch: BTreeMap::new(),
             restored: None,
+            newest: None,
         }
     }
 
@@ -179,6 +182,13 @@ impl FileReuse {
     /// checkpoint is committed, and a snapshot right after it may reference it.
     pub fn committed_or_restored(&self, heard: Option<Epoch>) -> Option<Epoch> {
         heard.max(self.restored.as_ref().map(RestoredChains::epoch))
+    }
+
+    /// Whether an ack of `epoch` comes after one of a newer epoch was written: its
+    /// epoch ended (epochs start one at a time, the next once the one before completed
+    /// or failed), and the files its snapshot may reference can be forgotten.
+    pub fn is_late(&self, epoch: Epoch) -> bool {
+        self.newest.is_some_and(|newest| epoch < newest)
     }
 
     /// Before a snapshot that may reference epoch `reusable`: takes the chains
@@ -282,6 +292,7 @@ pub async fn write_ack_state(
     ack: &mut SnapshotAck,
 ) -> Result<u64, StateError> {
     let mut bytes = 0;
+    reuse.newest = reuse.newest.max(Some(ack.epoch));
     reuse.take_restored(reusable);
     for (operator, state) in std::mem::take(&mut ack.states) {
         let at = (operator.0.as_str(), ack.subtask, ack.epoch);
