@@ -97,13 +97,13 @@ pub(crate) async fn run_attempt(
     // they restore (docs/engine.md, "State beyond memory").
     config.restore = None;
     let remote = std::mem::take(&mut handle.remote);
-    let (acks_in, ends_in) = handle.take_remote_inputs();
+    let (acks_in, signals_in) = handle.take_remote_inputs();
     let stopper = handle.stopper();
     let mut shipping = Shipments::default();
-    let inbox = match (me, acks_in, ends_in) {
-        (0, Some(acks), Some(ends)) => Some(CoordinatorInbox {
+    let inbox = match (me, acks_in, signals_in) {
+        (0, Some(acks), Some(signals)) => Some(CoordinatorInbox {
             acks: relay_acks(acks, &mut shipping),
-            ends,
+            signals,
             expected: placement.workers - 1,
         }),
         _ => None,
@@ -235,8 +235,8 @@ async fn coordinate(
     )?)
 }
 
-/// On a worker other than 0: writes its subtasks' state and ships their acks (and ends
-/// of input) to the coordinator on worker 0.
+/// On a worker other than 0: writes its subtasks' state and ships their acks (and task
+/// signals) to the coordinator on worker 0.
 fn ship_own_acks(
     job: &WorkerJob<'_>,
     peer: Peer,
@@ -248,7 +248,7 @@ fn ship_own_acks(
         .acks
         .take()
         .ok_or_else(|| ClusterError::Protocol("acks were not collected".into()))?;
-    let ends = handle.end_of_input.take();
+    let signals = handle.task_signals.take();
     Ok(links::ship_acks(
         peer,
         hello,
@@ -256,7 +256,7 @@ fn ship_own_acks(
             job.store.clone(),
             FileReuse::new(job.graph).continuing(handle.restored_chains.take()),
         ),
-        (acks, ends, handle.metrics.clone()),
+        (acks, signals, handle.metrics.clone()),
         stopper.clone(),
     ))
 }

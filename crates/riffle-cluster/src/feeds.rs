@@ -73,13 +73,13 @@ pub(crate) async fn feed_channel(
     }
 }
 
-/// Passes another worker's acks and ends of input to the coordinator.
+/// Passes another worker's acks and task signals to the coordinator.
 pub(crate) async fn feed_acks(
     attempt: &LocalAttempt,
     from: usize,
     mut stream: Streaming<FlightData>,
 ) -> Result<(), Status> {
-    let (acks, ends) = {
+    let (acks, signals) = {
         let mut inbox = attempt
             .inbox
             .lock()
@@ -89,7 +89,7 @@ pub(crate) async fn feed_acks(
                 "acks go to worker 0, or every worker's acks stream is already open",
             ));
         };
-        let senders = (open.acks.clone(), open.ends.clone());
+        let senders = (open.acks.clone(), open.signals.clone());
         open.expected = open.expected.saturating_sub(1);
         if open.expected == 0 {
             *inbox = None;
@@ -104,8 +104,8 @@ pub(crate) async fn feed_acks(
         };
         match decoder.decode::<ToCoordinator>(&data).map_err(protocol)? {
             None => {}
-            Some(Decoded::Control(ToCoordinator::EndOfInput)) => {
-                let _ = ends.send(());
+            Some(Decoded::Control(ToCoordinator::Signal(signal))) => {
+                let _ = signals.send(signal);
             }
             Some(Decoded::Control(ToCoordinator::Ack(header))) => {
                 let _ = acks.send(ack::ack(header));

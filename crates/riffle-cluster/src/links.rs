@@ -15,7 +15,7 @@ use arrow_flight::{Action, FlightData, FlightDescriptor};
 use futures::stream::{self, StreamExt};
 use riffle_core::Message;
 use riffle_runtime::handle::JobStopper;
-use riffle_runtime::{FileReuse, JobMetrics, SnapshotAck};
+use riffle_runtime::{FileReuse, JobMetrics, SnapshotAck, TaskSignal};
 use riffle_state::CheckpointStore;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -288,19 +288,19 @@ fn wire_bytes(data: &FlightData) -> usize {
 /// What a worker sends its coordinator, in the order it happened.
 enum Outgoing {
     Ack(SnapshotAck),
-    EndOfInput,
+    Signal(TaskSignal),
 }
 
-/// Ships this worker's acks and ends of input to the coordinator on worker 0, having
+/// Ships this worker's acks and task signals to the coordinator on worker 0, having
 /// written each ack's state to `store` itself. The stream ends when both channels close
 /// (every local task ended).
 pub fn ship_acks(
     peer: Peer,
     hello: Hello,
     (store, reuse): (CheckpointStore, FileReuse),
-    (acks, ends, metrics): (
+    (acks, signals, metrics): (
         UnboundedReceiver<SnapshotAck>,
-        Option<UnboundedReceiver<()>>,
+        Option<UnboundedReceiver<TaskSignal>>,
         Arc<JobMetrics>,
     ),
     stopper: JobStopper,
@@ -309,19 +309,19 @@ pub fn ship_acks(
     let acks = stream::unfold(acks, |mut r| async move {
         r.recv().await.map(|a| (Outgoing::Ack(a), r))
     });
-    let ends = stream::unfold(ends, |r| async move {
+    let signals = stream::unfold(signals, |r| async move {
         let mut r = r?;
-        r.recv().await.map(|()| (Outgoing::EndOfInput, Some(r)))
+        r.recv().await.map(|s| (Outgoing::Signal(s), Some(r)))
     });
     let encoding = stopper.clone();
     let encoder = StreamEncoder::default();
     // One ack at a time: each may reuse files the one before recorded.
-    let inputs = stream::select(acks, ends).boxed();
+    let inputs = stream::select(acks, signals).boxed();
     let messages = stream::unfold(
         (inputs, reuse, metrics, store),
         move |(mut inputs, mut reuse, metrics, store)| async move {
             let message = match inputs.next().await? {
-                Outgoing::EndOfInput => Ok(Some(ToCoordinator::EndOfInput)),
+                Outgoing::Signal(s) => Ok(Some(ToCoordinator::Signal(s))),
                 Outgoing::Ack(a) => {
                     let heard = metrics.completed();
                     ack::write_state((&store, generation), &mut reuse, heard, a)

@@ -52,7 +52,7 @@ pub struct Hello {
 pub enum StreamKind {
     /// One channel of the dataflow: rows, watermarks, barriers, end.
     Channel(ChannelKey),
-    /// A worker's snapshot acks and ends of input, to the coordinator on worker 0.
+    /// A worker's snapshot acks and task signals, to the coordinator on worker 0.
     Acks,
     /// Barriers from the coordinator to the receiving worker's source subtasks, and
     /// word of each committed epoch ([`FromCoordinator`]).
@@ -88,8 +88,9 @@ pub enum FromCoordinator {
 pub enum ToCoordinator {
     /// A task's snapshot, its state already written by the sending worker.
     Ack(AckHeader),
-    /// A source subtask ran dry and waits for the end-of-input barrier.
-    EndOfInput,
+    /// A task restored, or a source subtask ran dry and waits for the end-of-input
+    /// barrier.
+    Signal(riffle_runtime::TaskSignal),
 }
 
 /// A [`SnapshotAck`](riffle_runtime::SnapshotAck) whose state the sending worker wrote.

@@ -43,12 +43,12 @@ const ATTEMPT_POLL: Duration = Duration::from_secs(5);
 /// How long a stream waits for this worker to start the attempt it names.
 const ATTEMPT_WAIT: Duration = Duration::from_secs(60);
 
-/// Where the coordinator on worker 0 takes other workers' acks and ends of input.
+/// Where the coordinator on worker 0 takes other workers' acks and task signals.
 pub struct CoordinatorInbox {
     /// Into the coordinator's ack channel.
     pub acks: UnboundedSender<SnapshotAck>,
     /// Into its end-of-input channel.
-    pub ends: UnboundedSender<()>,
+    pub signals: UnboundedSender<riffle_runtime::TaskSignal>,
     /// Acks streams still expected; once all arrived, the inbox lets go of its senders
     /// so the coordinator ends when the last stream does.
     pub expected: usize,

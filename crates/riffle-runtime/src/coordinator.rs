@@ -19,6 +19,7 @@ use crate::crash::{maybe_crash, CrashPoint};
 use crate::file_reuse::FileReuse;
 use crate::handle::{BarrierInjector, JobStopper};
 use crate::protocol::SnapshotAck;
+use crate::protocol::TaskSignal;
 use crate::savepoint::{SavepointDone, SavepointRequest, SavepointRequests};
 use riffle_core::{
     Barrier, BarrierKind, Committable, CounterValues, Epoch, OperatorId, SinkFactory,
@@ -202,8 +203,8 @@ pub struct CoordinatorInputs {
     pub injector: BarrierInjector,
     /// Snapshot acknowledgements.
     pub acks: UnboundedReceiver<SnapshotAck>,
-    /// One message per source subtask that ran dry.
-    pub end_of_input: Option<UnboundedReceiver<()>>,
+    /// What tasks tell: each that it restored, each source subtask that ran dry.
+    pub task_signals: Option<UnboundedReceiver<TaskSignal>>,
     /// Fails the job after too many failed checkpoints.
     pub stopper: JobStopper,
     /// Savepoint requests (control endpoint, signals); held while the job runs.
@@ -226,7 +227,7 @@ impl CheckpointCoordinator {
         let CoordinatorInputs {
             injector,
             mut acks,
-            end_of_input,
+            task_signals,
             stopper,
             savepoints,
             restored_chains,
@@ -235,7 +236,7 @@ impl CheckpointCoordinator {
             Some(r) => Some(r.lock().await),
             None => None,
         };
-        let mut ended_rx = end_of_input;
+        let mut signals_rx = task_signals;
         let mut schedule: Schedule<(SavepointRequest, Instant)> = Schedule::new(
             ScheduleConfig {
                 timeout: self.config.timeout,
@@ -245,7 +246,7 @@ impl CheckpointCoordinator {
                 source_subtasks: self.source_subtasks,
                 first_epoch: self.config.first_epoch,
             },
-            ended_rx.is_some(),
+            signals_rx.is_some(),
         );
         let mut report = CheckpointReport::default();
         let mut pending: Option<Pending> = None;
@@ -296,12 +297,13 @@ impl CheckpointCoordinator {
                         }
                         None
                     }
-                    ended = async { match &mut ended_rx { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
-                        match ended {
-                            Some(()) => schedule.source_ended(),
+                    signal = async { match &mut signals_rx { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
+                        match signal {
+                            Some(TaskSignal::Restored) => schedule.task_restored(),
+                            Some(TaskSignal::InputEnded) => schedule.source_ended(),
                             None => {
-                                ended_rx = None;
-                                schedule.sources_stopped_reporting();
+                                signals_rx = None;
+                                schedule.tasks_stopped_reporting();
                             }
                         }
                         None

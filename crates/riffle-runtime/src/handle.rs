@@ -3,7 +3,7 @@
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::metrics::{JobMetrics, OperatorTotals};
 use crate::placement::RemoteEnds;
-use crate::protocol::{ChainOrCancel, SnapshotAck, TaskExit, TaskOutcome};
+use crate::protocol::{ChainOrCancel, SnapshotAck, TaskExit, TaskOutcome, TaskSignal};
 use riffle_core::{Barrier, OperatorId, SinkSummary};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -80,9 +80,10 @@ pub struct JobHandle {
     pub(crate) barrier_senders: Vec<UnboundedSender<Barrier>>,
     /// Snapshot acknowledgements, when requested at start.
     pub acks: Option<UnboundedReceiver<SnapshotAck>>,
-    /// With [`JobConfig::exactly_once`], one message per source subtask that reached
-    /// the end of its input and waits for the end-of-input barrier.
-    pub end_of_input: Option<UnboundedReceiver<()>>,
+    /// With [`JobConfig::exactly_once`], what tasks tell the coordinator: each that it
+    /// restored, each source subtask that reached the end of its input and waits for
+    /// the end-of-input barrier.
+    pub task_signals: Option<UnboundedReceiver<TaskSignal>>,
     /// Channels with one end on another worker (none in a single process).
     pub remote: RemoteEnds,
     /// Tasks of the whole job, over every worker: the acks each checkpoint needs.
@@ -93,7 +94,7 @@ pub struct JobHandle {
     /// On a job spread over workers: where other workers' acks and ends of input join
     /// this process's (taken once, by the cluster layer).
     pub(crate) ack_sender: Option<UnboundedSender<SnapshotAck>>,
-    pub(crate) end_sender: Option<UnboundedSender<()>>,
+    pub(crate) signal_sender: Option<UnboundedSender<TaskSignal>>,
     pub(crate) tasks: JoinSet<(usize, TaskOutcome<TaskExit>)>,
     pub(crate) stop_tx: UnboundedSender<RuntimeError>,
     pub(crate) stop_rx: UnboundedReceiver<RuntimeError>,
@@ -111,16 +112,16 @@ impl JobHandle {
         self.task_names.len()
     }
 
-    /// Of a job spread over workers: senders into this process's ack and end-of-input
-    /// channels, for acks of other workers' tasks (worker 0). The coordinator ends once
+    /// Of a job spread over workers: senders into this process's ack and task signal
+    /// channels, for acks and signals of other workers' tasks (worker 0). The coordinator ends once
     /// every sender is gone, so the caller drops them when the remote tasks end.
     pub fn take_remote_inputs(
         &mut self,
     ) -> (
         Option<UnboundedSender<SnapshotAck>>,
-        Option<UnboundedSender<()>>,
+        Option<UnboundedSender<TaskSignal>>,
     ) {
-        (self.ack_sender.take(), self.end_sender.take())
+        (self.ack_sender.take(), self.signal_sender.take())
     }
 
     /// A handle that fails the job while [`wait`](Self::wait) runs.

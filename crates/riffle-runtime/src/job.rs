@@ -20,7 +20,7 @@ use crate::metrics::JobMetrics;
 use crate::placement::Placement;
 pub use crate::placement::RemoteEnds;
 use crate::plan::PhysicalPlan;
-pub use crate::protocol::SnapshotAck;
+pub use crate::protocol::{SnapshotAck, TaskSignal};
 use crate::restore::RestoredJob;
 pub use checkpointed_start::{
     attach_coordinator, exactly_once, start_with_checkpoints, CheckpointTarget,
@@ -80,14 +80,14 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
     let wiring = wiring::plan_wiring(&wiring::chain_edges(&plan, nodes), config.placement);
     let mut channels = channels::connect(&wiring, config.channel_capacity, graph.max_parallelism);
     let (stop_tx, stop_rx) = mpsc::unbounded_channel();
-    let (end_tx, end_rx) = channel_if(config.exactly_once);
+    let (signal_tx, signal_rx) = channel_if(config.exactly_once);
     let spawned = spawning::Spawning {
         graph,
         plan: &plan,
         config,
         metrics: &metrics,
         acks: &ack_tx,
-        end_of_input: &end_tx,
+        signals: &signal_tx,
     }
     .spawn_all(&wiring.tasks, &mut channels)?;
     let job_tasks = plan.chains.iter().map(|c| c.parallelism).sum();
@@ -98,8 +98,8 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
         .map(|c| c.parallelism)
         .sum();
     // Acks and ends of input of other workers join this process's channels on worker 0.
-    let (ack_sender, end_sender) = if config.placement.is_distributed() {
-        (ack_tx, end_tx)
+    let (ack_sender, signal_sender) = if config.placement.is_distributed() {
+        (ack_tx, signal_tx)
     } else {
         (None, None)
     };
@@ -107,12 +107,12 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
         metrics,
         barrier_senders: spawned.barrier_senders,
         acks: ack_rx,
-        end_of_input: end_rx,
+        task_signals: signal_rx,
         remote: channels.remote,
         job_tasks,
         job_sources,
         ack_sender,
-        end_sender,
+        signal_sender,
         tasks: spawned.tasks,
         stop_tx,
         stop_rx,

@@ -53,7 +53,7 @@ pub use error::{CheckpointFailure, LostOutput, RuntimeError, RuntimeResult};
 pub use exchange::Exchange;
 pub use file_reuse::{may_reuse_previous, write_ack_state, FileReuse};
 pub use graph::{JobGraph, NodeId, WatermarkStrategy};
-pub use job::{JobConfig, JobStopper, JobSummary, RemoteEnds, SnapshotAck};
+pub use job::{JobConfig, JobStopper, JobSummary, RemoteEnds, SnapshotAck, TaskSignal};
 pub use metrics::{FlowValues, JobMetrics, SubtaskSample};
 pub use placement::{ChannelKey, Placement};
 pub use plan::PhysicalPlan;

@@ -10,6 +10,17 @@ use riffle_core::{
 use riffle_state::manifest::FileEntry;
 use std::time::Duration;
 
+/// What a task tells the checkpoint coordinator besides its acks, once each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TaskSignal {
+    /// The task restored its state (or had none) and takes input: no epoch starts
+    /// before every task did, so that a slow restore is not a checkpoint that timed out
+    /// (as Flink triggers checkpoints only once every task runs).
+    Restored,
+    /// A source subtask ran dry and waits for the end-of-input barrier.
+    InputEnded,
+}
+
 /// A task's acknowledgement of a barrier: its state at that epoch.
 #[derive(Debug)]
 pub struct SnapshotAck {

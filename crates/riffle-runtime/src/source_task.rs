@@ -4,7 +4,7 @@ use crate::chain::{Chain, ChainError};
 use crate::exchange::OutputRouter;
 use crate::graph::WatermarkStrategy;
 use crate::metrics::{FlowCounters, JobMetrics};
-use crate::protocol::{SnapshotAck, TaskExit, TaskIdentity, TaskOutcome};
+use crate::protocol::{SnapshotAck, TaskExit, TaskIdentity, TaskOutcome, TaskSignal};
 use crate::task::{advance_watermark, broadcast, flush, take_snapshot, AlignedBarrier};
 use riffle_core::arrow::array::{Array, AsArray};
 use riffle_core::arrow::datatypes::TimestampNanosecondType;
@@ -35,9 +35,10 @@ pub(crate) struct SourceTask {
     pub(crate) counters: Arc<OperatorCounters>,
     /// What the source emits (for metrics).
     pub(crate) flow: Arc<FlowCounters>,
-    /// Checkpoints on: at end of input, announce it here and wait for the
-    /// [`BarrierKind::EndOfInput`] barrier that commits the remaining output.
-    pub(crate) end_of_input: Option<UnboundedSender<()>>,
+    /// Checkpoints on: once restored, say so here; at end of input, announce it here
+    /// and wait for the [`BarrierKind::EndOfInput`] barrier that commits the remaining
+    /// output.
+    pub(crate) signals: Option<UnboundedSender<TaskSignal>>,
 }
 
 /// How far a source's idle frontier moves before the watermark follows it (100 ms).
@@ -87,6 +88,9 @@ impl SourceTask {
         let delay =
             i64::try_from(self.watermarks.max_out_of_orderness.as_nanos()).unwrap_or(i64::MAX);
         self.chain.restore_pending()?;
+        if let Some(signals) = &self.signals {
+            let _ = signals.send(TaskSignal::Restored);
+        }
         let mut emitted_watermark = EventTime::MIN;
         if let Some(watermark) = self.restored_watermark {
             emitted_watermark = watermark;
@@ -176,14 +180,14 @@ impl SourceTask {
                 SourcePoll::End => break,
             }
         }
-        if let Some(ended) = self.end_of_input.take().filter(|_| !stopped) {
+        if let Some(ended) = self.signals.take().filter(|_| !stopped) {
             // Exactly-once: fire everything, then wait for the barrier whose epoch
             // commits it; any periodic barrier before that one is taken as usual.
             if emitted_watermark < EventTime::MAX {
                 emitted_watermark = EventTime::MAX;
                 advance_watermark(&mut self.chain, &mut self.routers, EventTime::MAX).await?;
             }
-            let _ = ended.send(());
+            let _ = ended.send(TaskSignal::InputEnded);
             while let Some(barrier) = self.barriers.recv().await {
                 self.checkpoint(barrier, emitted_watermark).await?;
                 if barrier.kind == BarrierKind::EndOfInput

@@ -3,7 +3,9 @@
 use crate::align::{Alignment, BarrierAligner};
 use crate::chain::{Chain, ChainError};
 use crate::exchange::OutputRouter;
-use crate::protocol::{ChainOrCancel, SnapshotAck, TaskExit, TaskIdentity, TaskOutcome};
+use crate::protocol::{
+    ChainOrCancel, SnapshotAck, TaskExit, TaskIdentity, TaskOutcome, TaskSignal,
+};
 use crate::watermark::WatermarkTracker;
 use riffle_core::{Barrier, BarrierKind, Committable, EventTime, Message, Watermark};
 use std::future::poll_fn;
@@ -158,9 +160,13 @@ pub(crate) async fn run_channel_task(
     mut chain: Chain,
     mut routers: Vec<OutputRouter>,
     acks: Option<UnboundedSender<SnapshotAck>>,
+    signals: Option<UnboundedSender<TaskSignal>>,
     restored_watermark: Option<EventTime>,
 ) -> TaskOutcome<TaskExit> {
     chain.restore_pending()?;
+    if let Some(signals) = &signals {
+        let _ = signals.send(TaskSignal::Restored);
+    }
     let n = inputs.len();
     let mut tracker = WatermarkTracker::new(n);
     if let Some(watermark) = restored_watermark {

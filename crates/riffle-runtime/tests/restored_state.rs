@@ -374,3 +374,118 @@ fn after_a_restart_the_aggregate_goes_on_from_the_restored_files_and_its_next_ch
         .expect("the count's state column");
     assert_eq!(last_count(&batches, "id", &count), want);
 }
+
+/// Passes its rows on, slowly; fails once after it heard a checkpoint commit; takes
+/// `restore_for` to restore.
+struct SlowRestore {
+    schema: StreamSchema,
+    armed: Arc<AtomicBool>,
+    restore_for: Duration,
+}
+
+impl OperatorFactory for SlowRestore {
+    fn describe(&self) -> String {
+        "slow restore".into()
+    }
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+    fn is_stateful(&self) -> bool {
+        true
+    }
+    fn stable_state(&self) -> bool {
+        true // so that it hears which epochs committed
+    }
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(SlowRestoreOp {
+            committed: ctx.committed.clone(),
+            armed: self.armed.clone(),
+            restore_for: self.restore_for,
+        }))
+    }
+}
+
+struct SlowRestoreOp {
+    committed: CommittedEpoch,
+    armed: Arc<AtomicBool>,
+    restore_for: Duration,
+}
+
+impl Operator for SlowRestoreOp {
+    fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
+        std::thread::sleep(Duration::from_millis(1));
+        if self.committed.newest().is_some() && self.armed.swap(false, Ordering::SeqCst) {
+            return Err(Error::Injected("fails once, after a checkpoint".into()));
+        }
+        out.push(batch);
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            KEY_GROUP_FIELD,
+            DataType::UInt16,
+            false,
+        )]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(UInt16Array::from(vec![0]))])?;
+        Ok(OperatorState {
+            batches: vec![batch],
+        })
+    }
+
+    fn restore(&mut self, _: OperatorState) -> Result<()> {
+        std::thread::sleep(self.restore_for);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_restore_longer_than_the_checkpoint_timeout_is_no_failed_checkpoint() {
+    let rt = runtime();
+    let mut g = JobGraph::new("slow-restore");
+    let src = g
+        .source(
+            "peer",
+            Arc::new(PeerSourceFactory::new(EVENTS, 500)),
+            1,
+            WatermarkStrategy::default(),
+        )
+        .unwrap();
+    let slow = SlowRestore {
+        schema: g.schema(src).clone(),
+        armed: Arc::new(AtomicBool::new(true)),
+        restore_for: Duration::from_millis(800),
+    };
+    let s = g.operator("slow", Arc::new(slow), 1, &[src]).unwrap();
+    let sink = CollectSinkFactory::new();
+    g.sink("sink", Arc::new(sink.clone()), 1, s).unwrap();
+    let store = CheckpointStore::new(StateRoot::parse("memory://").unwrap(), &g.name);
+    // The restore takes eight timeouts: were its epochs started, the ones in flight
+    // would time out one after another and fail the job (one tolerated).
+    let run = CheckpointedRun {
+        checkpoints: CheckpointConfig {
+            interval: Duration::from_millis(5),
+            timeout: Duration::from_millis(100),
+            tolerable_failures: 1,
+            ..CheckpointConfig::default()
+        },
+        restart: RestartStrategy::FixedDelay {
+            attempts: 1,
+            delay: Duration::ZERO,
+        },
+        ..CheckpointedRun::default()
+    };
+    let outcome = rt
+        .block_on(run_checkpointed(
+            &g,
+            &store,
+            run,
+            &mut Watch(Seen::default()),
+        ))
+        .unwrap();
+    assert_eq!(outcome.restarts, 1, "the operator failed once");
+    let failed: usize = (outcome.reports.iter()).map(|r| r.errors.len()).sum();
+    assert_eq!(failed, 0, "{:?}", outcome.reports);
+    let rows: usize = sink.batches().iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows as u64, EVENTS, "exactly once through the restart");
+}

@@ -130,14 +130,18 @@ pub struct Schedule<S> {
     stopping: bool,
     ended_sources: usize,
     sources_report_end: bool,
+    /// Tasks yet to say they restored: no epoch starts before every one did.
+    restoring: usize,
     waiting: VecDeque<WaitingSavepoint<S>>,
 }
 
 impl<S> Schedule<S> {
-    /// A run's schedule; `sources_report_end` when sources say they ran dry (bounded
-    /// runs), so that the end-of-input epoch can start.
-    pub fn new(config: ScheduleConfig, sources_report_end: bool) -> Self {
+    /// A run's schedule; `tasks_report` when tasks say they restored (no epoch starts
+    /// before every one did) and sources that they ran dry (bounded runs), so that the
+    /// end-of-input epoch can start.
+    pub fn new(config: ScheduleConfig, tasks_report: bool) -> Self {
         Self {
+            restoring: if tasks_report { config.task_count } else { 0 },
             next_epoch: config.first_epoch,
             config,
             in_flight: None,
@@ -148,7 +152,7 @@ impl<S> Schedule<S> {
             end_of_input_started: false,
             stopping: false,
             ended_sources: 0,
-            sources_report_end,
+            sources_report_end: tasks_report,
             waiting: VecDeque::new(),
         }
     }
@@ -190,9 +194,15 @@ impl<S> Schedule<S> {
         self.ended_sources += 1;
     }
 
-    /// The sources' end-of-input reports stopped (their channel closed).
-    pub fn sources_stopped_reporting(&mut self) {
+    /// A task restored its state (or had none) and takes input.
+    pub fn task_restored(&mut self) {
+        self.restoring = self.restoring.saturating_sub(1);
+    }
+
+    /// The tasks' reports stopped (their channel closed: every task ended).
+    pub fn tasks_stopped_reporting(&mut self) {
         self.sources_report_end = false;
+        self.restoring = 0;
     }
 
     /// A savepoint request (already checked) waits for its turn.
@@ -203,7 +213,8 @@ impl<S> Schedule<S> {
     /// The epoch to start right now without waiting for a tick: the end-of-input epoch
     /// or a waiting savepoint, when nothing is in flight.
     pub fn start_now(&mut self, now: Instant) -> Option<Start<S>> {
-        if self.in_flight.is_some() || self.stopping || self.end_of_input_started {
+        let busy = self.in_flight.is_some() || self.restoring > 0;
+        if busy || self.stopping || self.end_of_input_started {
             return None;
         }
         if self.all_ended() {
@@ -230,8 +241,9 @@ impl<S> Schedule<S> {
         let paused = self
             .last_completed
             .is_some_and(|t| now.saturating_duration_since(t) < self.config.min_pause);
-        let start = (!paused && !self.stopping && !self.end_of_input_started)
-            .then(|| self.start(now, None));
+        let start =
+            (!paused && !self.stopping && !self.end_of_input_started && self.restoring == 0)
+                .then(|| self.start(now, None));
         Tick { timed_out, start }
     }
 
@@ -349,6 +361,38 @@ mod tests {
         }
     }
 
+    /// `s` once every task said it restored.
+    fn restored<S>(mut s: Schedule<S>) -> Schedule<S> {
+        for _ in 0..config().task_count {
+            s.task_restored();
+        }
+        s
+    }
+
+    #[test]
+    fn no_epoch_starts_before_every_task_restored() {
+        let mut s: Schedule<()> = Schedule::new(config(), true);
+        let t0 = Instant::now();
+        s.task_restored();
+        // A restore longer than the timeout is no failed checkpoint: none started.
+        let later = t0 + Duration::from_secs(60);
+        let tick = s.tick(later);
+        assert!(tick.start.is_none() && tick.timed_out.is_none());
+        s.savepoint_requested(WaitingSavepoint {
+            stop: false,
+            drain: false,
+            request: (),
+        });
+        assert!(s.start_now(later).is_none(), "the savepoint waits too");
+        s.task_restored();
+        let (epoch, kind) = s.start_now(later).map(|st| (st.epoch, st.kind)).unwrap();
+        assert_eq!((epoch, kind), (Epoch(5), BarrierKind::Savepoint));
+        // Without reports (every task ended), nothing waits.
+        let mut s: Schedule<()> = Schedule::new(config(), true);
+        s.tasks_stopped_reporting();
+        assert!(s.tick(t0).start.is_some());
+    }
+
     fn committable(epoch: u64, subtask: usize) -> Committable {
         Committable {
             sink: "out".into(),
@@ -366,7 +410,7 @@ mod tests {
     #[test]
     fn epochs_start_at_ticks_one_at_a_time_from_the_first_epoch() {
         let t0 = Instant::now();
-        let mut s: Schedule<()> = Schedule::new(config(), true);
+        let mut s: Schedule<()> = restored(Schedule::new(config(), true));
         assert_eq!(started(s.tick(t0)), (Epoch(5), BarrierKind::Checkpoint));
         // In flight and not timed out: the next tick starts nothing.
         let tick = s.tick(t0 + Duration::from_secs(1));
@@ -380,7 +424,7 @@ mod tests {
     #[test]
     fn committables_of_a_timed_out_epoch_commit_with_the_next() {
         let t0 = Instant::now();
-        let mut s: Schedule<()> = Schedule::new(config(), true);
+        let mut s: Schedule<()> = restored(Schedule::new(config(), true));
         started(s.tick(t0));
         s.ack(Epoch(5), vec![committable(5, 0)]);
         let tick = s.tick(t0 + Duration::from_secs(10));
@@ -407,7 +451,7 @@ mod tests {
     #[test]
     fn a_failed_commit_that_the_next_epoch_mends_carries_its_output() {
         let t0 = Instant::now();
-        let mut s: Schedule<()> = Schedule::new(config(), true);
+        let mut s: Schedule<()> = restored(Schedule::new(config(), true));
         started(s.tick(t0));
         s.ack(Epoch(5), vec![committable(5, 0)]);
         s.ack(Epoch(5), vec![committable(5, 1)]);
@@ -422,7 +466,7 @@ mod tests {
     #[test]
     fn too_many_failures_in_a_row_fail_the_job_and_a_completion_resets_the_count() {
         let t0 = Instant::now();
-        let mut s: Schedule<()> = Schedule::new(config(), true);
+        let mut s: Schedule<()> = restored(Schedule::new(config(), true));
         for consecutive in 1..=2 {
             started(s.tick(t0));
             assert_eq!(s.epoch_failed(), Failed::Tolerated { consecutive });
@@ -450,7 +494,7 @@ mod tests {
             EpochOutcome::MustRecover,
         ] {
             let t0 = Instant::now();
-            let mut s: Schedule<()> = Schedule::new(config(), true);
+            let mut s: Schedule<()> = restored(Schedule::new(config(), true));
             started(s.tick(t0));
             assert_eq!(s.commit_failed(outcome), Failed::FailJob { consecutive: 1 });
             assert!(s.tick(t0).start.is_none());
@@ -461,7 +505,7 @@ mod tests {
     #[test]
     fn the_end_of_input_epoch_starts_once_every_source_ended_and_nothing_is_in_flight() {
         let t0 = Instant::now();
-        let mut s: Schedule<()> = Schedule::new(config(), true);
+        let mut s: Schedule<()> = restored(Schedule::new(config(), true));
         started(s.tick(t0));
         s.source_ended();
         assert!(s.start_now(t0).is_none(), "one source is still running");
@@ -492,7 +536,7 @@ mod tests {
     #[test]
     fn a_waiting_savepoint_goes_out_as_soon_as_nothing_is_in_flight() {
         let t0 = Instant::now();
-        let mut s: Schedule<&str> = Schedule::new(config(), true);
+        let mut s: Schedule<&str> = restored(Schedule::new(config(), true));
         s.tick(t0).start.expect("epoch 5");
         s.savepoint_requested(WaitingSavepoint {
             stop: false,
@@ -513,7 +557,7 @@ mod tests {
     #[test]
     fn nothing_starts_after_a_stop_with_savepoint() {
         let t0 = Instant::now();
-        let mut s: Schedule<()> = Schedule::new(config(), true);
+        let mut s: Schedule<()> = restored(Schedule::new(config(), true));
         s.savepoint_requested(WaitingSavepoint {
             stop: true,
             drain: true,
@@ -532,13 +576,13 @@ mod tests {
     #[test]
     fn min_pause_delays_the_next_periodic_epoch() {
         let t0 = Instant::now();
-        let mut s: Schedule<()> = Schedule::new(
+        let mut s: Schedule<()> = restored(Schedule::new(
             ScheduleConfig {
                 min_pause: Duration::from_secs(3),
                 ..config()
             },
             true,
-        );
+        ));
         started(s.tick(t0));
         s.ack(Epoch(5), vec![]);
         s.ack(Epoch(5), vec![]);
@@ -550,7 +594,7 @@ mod tests {
     #[test]
     fn an_epoch_still_in_flight_when_the_job_ends_is_abandoned() {
         let t0 = Instant::now();
-        let mut s: Schedule<()> = Schedule::new(config(), true);
+        let mut s: Schedule<()> = restored(Schedule::new(config(), true));
         assert_eq!(s.abandon(), None);
         started(s.tick(t0));
         assert_eq!(s.abandon(), Some(Epoch(5)));

@@ -105,7 +105,7 @@ pub fn attach_coordinator(
     let inputs = crate::coordinator::CoordinatorInputs {
         injector,
         acks,
-        end_of_input: handle.end_of_input.take(),
+        task_signals: handle.task_signals.take(),
         stopper: handle.stopper(),
         savepoints: config.savepoints.clone(),
         restored_chains: handle.restored_chains.take(),

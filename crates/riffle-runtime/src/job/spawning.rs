@@ -10,7 +10,7 @@ use crate::exchange::OutputRouter;
 use crate::graph::{JobGraph, Node, NodeKind, WatermarkStrategy};
 use crate::metrics::{FlowCounters, JobMetrics};
 use crate::plan::{ChainSpec, PhysicalPlan};
-use crate::protocol::{SnapshotAck, TaskExit, TaskIdentity, TaskOutcome};
+use crate::protocol::{SnapshotAck, TaskExit, TaskIdentity, TaskOutcome, TaskSignal};
 use crate::restore::StateOwner;
 use crate::source_task::SourceTask;
 use crate::task::run_channel_task;
@@ -54,8 +54,9 @@ pub(super) struct Spawning<'a> {
     pub(super) metrics: &'a Arc<JobMetrics>,
     /// Where tasks acknowledge barriers, when the job collects acks.
     pub(super) acks: &'a Option<UnboundedSender<SnapshotAck>>,
-    /// Where source tasks say their input ended, in exactly-once mode.
-    pub(super) end_of_input: &'a Option<UnboundedSender<()>>,
+    /// Where tasks say they restored and sources that their input ended, in
+    /// exactly-once mode.
+    pub(super) signals: &'a Option<UnboundedSender<TaskSignal>>,
 }
 
 /// The parts of one subtask's task that do not depend on what heads its chain.
@@ -174,6 +175,7 @@ impl Spawning<'_> {
                     parts.chain,
                     parts.routers,
                     self.acks.clone(),
+                    self.signals.clone(),
                     parts.restored_watermark,
                 );
                 spawned.spawn(index, task);
@@ -296,7 +298,7 @@ impl Spawning<'_> {
             restored_watermark: parts.restored_watermark,
             counters,
             flow: parts.source_flow.unwrap_or_default(),
-            end_of_input: self.end_of_input.clone(),
+            signals: self.signals.clone(),
         };
         Ok((task, barrier_tx))
     }
