@@ -198,11 +198,13 @@ fn after_a_restart_the_checkpoint_is_decoded_a_batch_at_a_time_and_then_let_go()
 }
 
 /// Passes its rows on, slowly (a millisecond a batch); fails once, while `armed`, after
-/// it heard epoch `after` commit. Its state is empty.
+/// it heard epoch `after` commit. Its state is one row, which takes `restore_for` to
+/// restore.
 struct Tripwire {
     schema: StreamSchema,
     armed: Arc<AtomicBool>,
     after: u64,
+    restore_for: Duration,
 }
 
 impl OperatorFactory for Tripwire {
@@ -223,6 +225,7 @@ impl OperatorFactory for Tripwire {
             committed: ctx.committed.clone(),
             armed: self.armed.clone(),
             after: self.after,
+            restore_for: self.restore_for,
         }))
     }
 }
@@ -231,6 +234,7 @@ struct TripwireOp {
     committed: CommittedEpoch,
     armed: Arc<AtomicBool>,
     after: u64,
+    restore_for: Duration,
 }
 
 impl Operator for TripwireOp {
@@ -241,6 +245,23 @@ impl Operator for TripwireOp {
             return Err(Error::Injected("fails once, after checkpoints".into()));
         }
         out.push(batch);
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            KEY_GROUP_FIELD,
+            DataType::UInt16,
+            false,
+        )]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(UInt16Array::from(vec![0]))])?;
+        Ok(OperatorState {
+            batches: vec![batch],
+        })
+    }
+
+    fn restore(&mut self, _: OperatorState) -> Result<()> {
+        std::thread::sleep(self.restore_for);
         Ok(())
     }
 }
@@ -290,6 +311,7 @@ fn after_a_restart_the_aggregate_goes_on_from_the_restored_files_and_its_next_ch
         schema: g.schema(a).clone(),
         armed: Arc::new(AtomicBool::new(true)),
         after: 4,
+        restore_for: Duration::ZERO,
     };
     let t = g.operator("tripwire", Arc::new(tripwire), 2, &[a]).unwrap();
     let sink = CollectSinkFactory::new();
@@ -375,70 +397,6 @@ fn after_a_restart_the_aggregate_goes_on_from_the_restored_files_and_its_next_ch
     assert_eq!(last_count(&batches, "id", &count), want);
 }
 
-/// Passes its rows on, slowly; fails once after it heard a checkpoint commit; takes
-/// `restore_for` to restore.
-struct SlowRestore {
-    schema: StreamSchema,
-    armed: Arc<AtomicBool>,
-    restore_for: Duration,
-}
-
-impl OperatorFactory for SlowRestore {
-    fn describe(&self) -> String {
-        "slow restore".into()
-    }
-    fn output_schema(&self) -> &StreamSchema {
-        &self.schema
-    }
-    fn is_stateful(&self) -> bool {
-        true
-    }
-    fn stable_state(&self) -> bool {
-        true // so that it hears which epochs committed
-    }
-    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
-        Ok(Box::new(SlowRestoreOp {
-            committed: ctx.committed.clone(),
-            armed: self.armed.clone(),
-            restore_for: self.restore_for,
-        }))
-    }
-}
-
-struct SlowRestoreOp {
-    committed: CommittedEpoch,
-    armed: Arc<AtomicBool>,
-    restore_for: Duration,
-}
-
-impl Operator for SlowRestoreOp {
-    fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
-        std::thread::sleep(Duration::from_millis(1));
-        if self.committed.newest().is_some() && self.armed.swap(false, Ordering::SeqCst) {
-            return Err(Error::Injected("fails once, after a checkpoint".into()));
-        }
-        out.push(batch);
-        Ok(())
-    }
-
-    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
-        let schema = Arc::new(Schema::new(vec![Field::new(
-            KEY_GROUP_FIELD,
-            DataType::UInt16,
-            false,
-        )]));
-        let batch = RecordBatch::try_new(schema, vec![Arc::new(UInt16Array::from(vec![0]))])?;
-        Ok(OperatorState {
-            batches: vec![batch],
-        })
-    }
-
-    fn restore(&mut self, _: OperatorState) -> Result<()> {
-        std::thread::sleep(self.restore_for);
-        Ok(())
-    }
-}
-
 #[test]
 fn a_restore_longer_than_the_checkpoint_timeout_is_no_failed_checkpoint() {
     let rt = runtime();
@@ -451,9 +409,10 @@ fn a_restore_longer_than_the_checkpoint_timeout_is_no_failed_checkpoint() {
             WatermarkStrategy::default(),
         )
         .unwrap();
-    let slow = SlowRestore {
+    let slow = Tripwire {
         schema: g.schema(src).clone(),
         armed: Arc::new(AtomicBool::new(true)),
+        after: 1,
         restore_for: Duration::from_millis(800),
     };
     let s = g.operator("slow", Arc::new(slow), 1, &[src]).unwrap();
