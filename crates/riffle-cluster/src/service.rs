@@ -47,7 +47,7 @@ const ATTEMPT_WAIT: Duration = Duration::from_secs(60);
 pub struct CoordinatorInbox {
     /// Into the coordinator's ack channel.
     pub acks: UnboundedSender<SnapshotAck>,
-    /// Into its end-of-input channel.
+    /// Into its task signal channel (restores, ends of input).
     pub signals: UnboundedSender<riffle_runtime::TaskSignal>,
     /// Acks streams still expected; once all arrived, the inbox lets go of its senders
     /// so the coordinator ends when the last stream does.

@@ -91,7 +91,7 @@ pub struct JobHandle {
     /// Source subtasks of the whole job, over every worker: the ends of input the
     /// coordinator waits for.
     pub(crate) job_sources: usize,
-    /// On a job spread over workers: where other workers' acks and ends of input join
+    /// On a job spread over workers: where other workers' acks and task signals join
     /// this process's (taken once, by the cluster layer).
     pub(crate) ack_sender: Option<UnboundedSender<SnapshotAck>>,
     pub(crate) signal_sender: Option<UnboundedSender<TaskSignal>>,
@@ -113,8 +113,9 @@ impl JobHandle {
     }
 
     /// Of a job spread over workers: senders into this process's ack and task signal
-    /// channels, for acks and signals of other workers' tasks (worker 0). The coordinator ends once
-    /// every sender is gone, so the caller drops them when the remote tasks end.
+    /// channels, for acks and signals of other workers' tasks (worker 0). The
+    /// coordinator ends once every sender is gone, so the caller drops them when the
+    /// remote tasks end.
     pub fn take_remote_inputs(
         &mut self,
     ) -> (

@@ -97,7 +97,7 @@ pub fn start(graph: &JobGraph, config: &JobConfig, collect_acks: bool) -> Runtim
         .filter(|c| matches!(nodes[c.nodes[0].0].kind, NodeKind::Source { .. }))
         .map(|c| c.parallelism)
         .sum();
-    // Acks and ends of input of other workers join this process's channels on worker 0.
+    // Acks and task signals of other workers join this process's channels on worker 0.
     let (ack_sender, signal_sender) = if config.placement.is_distributed() {
         (ack_tx, signal_tx)
     } else {

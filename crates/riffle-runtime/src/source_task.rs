@@ -5,7 +5,7 @@ use crate::exchange::OutputRouter;
 use crate::graph::WatermarkStrategy;
 use crate::metrics::{FlowCounters, JobMetrics};
 use crate::protocol::{SnapshotAck, TaskExit, TaskIdentity, TaskOutcome, TaskSignal};
-use crate::task::{advance_watermark, broadcast, flush, take_snapshot, AlignedBarrier};
+use crate::task::{advance_watermark, broadcast, flush, restore, take_snapshot, AlignedBarrier};
 use riffle_core::arrow::array::{Array, AsArray};
 use riffle_core::arrow::datatypes::TimestampNanosecondType;
 use riffle_core::operator::OperatorCounters;
@@ -87,10 +87,7 @@ impl SourceTask {
     pub(crate) async fn run(mut self) -> TaskOutcome<TaskExit> {
         let delay =
             i64::try_from(self.watermarks.max_out_of_orderness.as_nanos()).unwrap_or(i64::MAX);
-        self.chain.restore_pending()?;
-        if let Some(signals) = &self.signals {
-            let _ = signals.send(TaskSignal::Restored);
-        }
+        restore(&mut self.chain, self.signals.as_ref())?;
         let mut emitted_watermark = EventTime::MIN;
         if let Some(watermark) = self.restored_watermark {
             emitted_watermark = watermark;

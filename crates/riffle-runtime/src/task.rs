@@ -20,6 +20,19 @@ pub(crate) struct InputChannel {
 }
 
 /// Sends what the chain emitted to every output edge.
+/// Restores the chain's state, then tells the coordinator (`signals`, with
+/// checkpoints) that this task did: no epoch starts before every task has.
+pub(crate) fn restore(
+    chain: &mut Chain,
+    signals: Option<&UnboundedSender<TaskSignal>>,
+) -> TaskOutcome<()> {
+    chain.restore_pending()?;
+    if let Some(signals) = signals {
+        let _ = signals.send(TaskSignal::Restored);
+    }
+    Ok(())
+}
+
 pub(crate) async fn flush(chain: &mut Chain, routers: &mut [OutputRouter]) -> TaskOutcome<()> {
     let tail = chain.tail().clone();
     let routing_failed = |error| {
@@ -163,10 +176,7 @@ pub(crate) async fn run_channel_task(
     signals: Option<UnboundedSender<TaskSignal>>,
     restored_watermark: Option<EventTime>,
 ) -> TaskOutcome<TaskExit> {
-    chain.restore_pending()?;
-    if let Some(signals) = &signals {
-        let _ = signals.send(TaskSignal::Restored);
-    }
+    restore(&mut chain, signals.as_ref())?;
     let n = inputs.len();
     let mut tracker = WatermarkTracker::new(n);
     if let Some(watermark) = restored_watermark {

@@ -136,6 +136,21 @@ impl Operator for KeeperOp {
     }
 }
 
+/// A run of `checkpoints` every 5 ms that restarts once, at once.
+fn restarting_once(checkpoints: CheckpointConfig) -> CheckpointedRun {
+    CheckpointedRun {
+        checkpoints: CheckpointConfig {
+            interval: Duration::from_millis(5),
+            ..checkpoints
+        },
+        restart: RestartStrategy::FixedDelay {
+            attempts: 1,
+            delay: Duration::ZERO,
+        },
+        ..CheckpointedRun::default()
+    }
+}
+
 /// Keeps a weak reference to each loaded checkpoint.
 struct Watch(Seen);
 
@@ -173,17 +188,7 @@ fn after_a_restart_the_checkpoint_is_decoded_a_batch_at_a_time_and_then_let_go()
     let sink = CollectSinkFactory::new();
     g.sink("sink", Arc::new(sink.clone()), 1, k).unwrap();
     let store = CheckpointStore::new(StateRoot::parse("memory://").unwrap(), &g.name);
-    let run = CheckpointedRun {
-        checkpoints: CheckpointConfig {
-            interval: Duration::from_millis(5),
-            ..CheckpointConfig::default()
-        },
-        restart: RestartStrategy::FixedDelay {
-            attempts: 1,
-            delay: Duration::ZERO,
-        },
-        ..CheckpointedRun::default()
-    };
+    let run = restarting_once(CheckpointConfig::default());
     let outcome = rt
         .block_on(run_checkpointed(&g, &store, run, &mut Watch(seen)))
         .unwrap();
@@ -317,18 +322,10 @@ fn after_a_restart_the_aggregate_goes_on_from_the_restored_files_and_its_next_ch
     let sink = CollectSinkFactory::new();
     g.sink("sink", Arc::new(sink.clone()), 2, t).unwrap();
     let store = CheckpointStore::new(StateRoot::parse("memory://").unwrap(), &g.name);
-    let run = CheckpointedRun {
-        checkpoints: CheckpointConfig {
-            interval: Duration::from_millis(5),
-            retain: 1000, // the restored epoch's manifest is read at the end
-            ..CheckpointConfig::default()
-        },
-        restart: RestartStrategy::FixedDelay {
-            attempts: 1,
-            delay: Duration::ZERO,
-        },
-        ..CheckpointedRun::default()
-    };
+    let run = restarting_once(CheckpointConfig {
+        retain: 1000, // the restored epoch's manifest is read at the end
+        ..CheckpointConfig::default()
+    });
     let restored = Arc::new(Mutex::new(Vec::new()));
     let outcome = rt
         .block_on(run_checkpointed(
@@ -421,19 +418,11 @@ fn a_restore_longer_than_the_checkpoint_timeout_is_no_failed_checkpoint() {
     let store = CheckpointStore::new(StateRoot::parse("memory://").unwrap(), &g.name);
     // The restore takes eight timeouts: were its epochs started, the ones in flight
     // would time out one after another and fail the job (one tolerated).
-    let run = CheckpointedRun {
-        checkpoints: CheckpointConfig {
-            interval: Duration::from_millis(5),
-            timeout: Duration::from_millis(100),
-            tolerable_failures: 1,
-            ..CheckpointConfig::default()
-        },
-        restart: RestartStrategy::FixedDelay {
-            attempts: 1,
-            delay: Duration::ZERO,
-        },
-        ..CheckpointedRun::default()
-    };
+    let run = restarting_once(CheckpointConfig {
+        timeout: Duration::from_millis(100),
+        tolerable_failures: 1,
+        ..CheckpointConfig::default()
+    });
     let outcome = rt
         .block_on(run_checkpointed(
             &g,
