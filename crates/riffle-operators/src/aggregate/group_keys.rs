@@ -255,6 +255,35 @@ impl GroupKeys {
         }
     }
 
+    /// The [`key_bytes`](Self::key_bytes) each of `rows` rows of `keys` would have once
+    /// interned, to `each(row, bytes)`, without interning them.
+    ///
+    /// # Errors
+    /// Key columns whose types differ from the table's.
+    pub fn for_each_key_bytes(
+        &self,
+        keys: &[ArrayRef],
+        rows: usize,
+        mut each: impl FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        match &self.table {
+            Table::Single { .. } => (0..rows).for_each(|row| each(row, &[])),
+            Table::Int64 { .. } => {
+                let values = keys[0].as_primitive::<Int64Type>().values();
+                for (row, v) in values.iter().enumerate() {
+                    each(row, &v.to_be_bytes());
+                }
+            }
+            Table::Rows { converter, .. } => {
+                let encoded = converter.convert_columns(keys)?;
+                for (row, bytes) in encoded.iter().enumerate() {
+                    each(row, bytes.as_ref());
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The length of group `id`'s [`key_bytes`](Self::key_bytes).
     pub fn key_len(&self, id: u32) -> usize {
         match &self.table {

@@ -4,7 +4,7 @@
 
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::datatypes::Field;
-use riffle_core::arrow::row::{RowConverter, SortField};
+use riffle_core::arrow::row::{RowConverter, Rows, SortField};
 use riffle_core::{Error, Result};
 
 /// Encodes and decodes the state columns of one operator's groups.
@@ -40,6 +40,15 @@ impl ValueCodec {
     pub(crate) fn encode(&self, columns: &[ArrayRef]) -> Result<Vec<Vec<u8>>> {
         let rows = self.converter.convert_columns(columns)?;
         Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
+    }
+
+    /// Each row of `columns` encoded: row `i` of the result is
+    /// [`encode`](Self::encode)'s `i`th byte string, without a copy of its own.
+    ///
+    /// # Errors
+    /// Columns of other types than the codec's.
+    pub(crate) fn encode_rows(&self, columns: &[ArrayRef]) -> Result<Rows> {
+        Ok(self.converter.convert_columns(columns)?)
     }
 
     /// The state columns of the groups `values` holds, as [`encode`](Self::encode)

@@ -8,9 +8,12 @@
 //! one left ([`sweep_abandoned`]).
 
 mod codec;
+mod restored;
 
 pub(crate) use codec::ValueCodec;
+pub(crate) use restored::RestoredGroups;
 
+use fjall::config::PinningPolicy;
 use riffle_core::{Error, Result, StateMemory};
 use std::path::{Path, PathBuf};
 
@@ -32,6 +35,9 @@ const FJALL_WORKERS: usize = 2;
 /// Its default, 4, merges every four memtables' worth of groups into the whole of the
 /// next level (spilled keys come in no order, so every merge overlaps all of it).
 const L0_TABLES: u8 = 16;
+
+/// Per level of the tree, whether filters and indexes are partitioned.
+const PARTITIONED_BELOW_FIRST_LEVEL: [bool; 2] = [false, true];
 
 /// fjall's least journal limit; past it, fjall flushes to free old journals.
 const MAX_JOURNAL_BYTES: u64 = 64 << 20;
@@ -107,6 +113,16 @@ impl SpillStore {
             .keyspace("groups", || {
                 fjall::KeyspaceCreateOptions::default()
                     .max_memtable_size(memtable)
+                    // Below the first level, filters and indexes in partitions: fjall
+                    // pins only the first level's, so a lookup there read a whole
+                    // table's filter block, where it now reads one partition. A
+                    // restore's runs (`ingest`) are written with these too.
+                    .filter_block_partitioning_policy(PinningPolicy::new(
+                        PARTITIONED_BELOW_FIRST_LEVEL,
+                    ))
+                    .index_block_partitioning_policy(PinningPolicy::new(
+                        PARTITIONED_BELOW_FIRST_LEVEL,
+                    ))
                     .compaction_strategy(std::sync::Arc::new(
                         fjall::compaction::Leveled::default()
                             .with_l0_threshold(L0_TABLES)
@@ -166,6 +182,46 @@ impl SpillStore {
             batch.commit().map_err(|e| failed(&self.path, e))?;
         }
         self.len += n;
+        Ok(())
+    }
+
+    /// Writes restored `groups` as one run of the tree, in key order (fjall's bulk
+    /// ingestion, past its journal and memtables), each replacing the tier's group of
+    /// its key; then empties `groups`. None is noted as changed: the checkpoint they
+    /// came from holds them as they are.
+    ///
+    /// # Errors
+    /// The store failed (a full disk).
+    pub(crate) fn ingest(&mut self, groups: &mut RestoredGroups) -> Result<()> {
+        if groups.is_empty() {
+            return Ok(());
+        }
+        // A key may be here already (from an earlier run): then it replaces, and the
+        // counts must not grow. An empty tier holds none, and asks nothing.
+        let may_hold = self.len > 0;
+        let (mut added, mut replaced_bytes, mut bytes) = (0usize, 0u64, 0u64);
+        let mut ingestion = self
+            .keys
+            .start_ingestion()
+            .map_err(|e| failed(&self.path, e))?;
+        groups.drain_sorted(|key, value| {
+            let held = if may_hold {
+                self.keys.get(key).map_err(|e| failed(&self.path, e))?
+            } else {
+                None
+            };
+            match held {
+                Some(old) => replaced_bytes += (key.len() + old.len()) as u64,
+                None => added += 1,
+            }
+            bytes += (key.len() + value.len()) as u64;
+            ingestion
+                .write(key, value)
+                .map_err(|e| failed(&self.path, e))
+        })?;
+        ingestion.finish().map_err(|e| failed(&self.path, e))?;
+        self.len += added;
+        self.bytes = (self.bytes + bytes).saturating_sub(replaced_bytes);
         Ok(())
     }
 
@@ -365,6 +421,50 @@ mod tests {
         );
         assert!(drained(&mut store).is_empty(), "a snapshot wrote them");
         assert_eq!(store.len(), 3, "they stay in the tier");
+    }
+
+    #[test]
+    fn ingested_groups_replace_those_of_their_key_and_are_counted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = StateMemory {
+            bytes: 1 << 20,
+            spill_dir: dir.path().to_path_buf(),
+        };
+        let mut store = SpillStore::open(&memory, "op", 0).unwrap();
+        store.put_all(vec![leaving("a", false)]).unwrap();
+        let mut groups = RestoredGroups::default();
+        for (k, v) in [("c", "c1"), ("b", "b1"), ("c", "c2")] {
+            groups.push(k.as_bytes(), v.as_bytes());
+        }
+        store.ingest(&mut groups).unwrap();
+        for (k, v) in [("a", "a2"), ("d", "d1")] {
+            groups.push(k.as_bytes(), v.as_bytes());
+        }
+        store.ingest(&mut groups).unwrap();
+        assert_eq!(store.len(), 4);
+        assert_eq!(
+            store.bytes(),
+            [("a", "a2"), ("b", "b1"), ("c", "c2"), ("d", "d1")]
+                .iter()
+                .map(|(k, v)| (k.len() + v.len()) as u64)
+                .sum::<u64>()
+        );
+        assert_eq!(
+            store.chunk_after(None, 10).unwrap(),
+            [("a", "a2"), ("b", "b1"), ("c", "c2"), ("d", "d1")]
+                .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        );
+        let mut changed = 0;
+        store
+            .drain_changed(10, |g| {
+                changed += g.len();
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(
+            changed, 0,
+            "restored groups are as the checkpoint holds them"
+        );
     }
 
     #[test]

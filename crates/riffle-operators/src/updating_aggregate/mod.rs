@@ -21,7 +21,7 @@ use crate::aggregate::{
     bind_all, describe, touched_in_order, AccumulatorSet, AggregateSpec, BoundAggregate, GroupKeys,
 };
 use crate::delta_log::DeltaLog;
-use crate::window::{group_state_batch, state_columns, timestamp_array, timestamps};
+use crate::window::{group_state_batch, timestamp_array, timestamps};
 use riffle_core::arrow::array::ArrayRef;
 use riffle_core::arrow::datatypes::{Field, Schema, SchemaRef};
 use riffle_core::operator::OperatorCounters;
@@ -220,6 +220,7 @@ impl UpdatingAggregate {
 
 impl Operator for UpdatingAggregate {
     fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
+        self.end_restore()?;
         let rows: Vec<u32> = (0..batch.num_rows() as u32).collect();
         let keys: Vec<ArrayRef> = self.keys.iter().map(|&i| batch.column(i).clone()).collect();
         let mut groups = Vec::new();
@@ -275,6 +276,7 @@ impl Operator for UpdatingAggregate {
     }
 
     fn snapshot(&mut self, epoch: Epoch) -> Result<OperatorState> {
+        self.end_restore()?;
         let committed = self.committed.newest().max(self.restored);
         self.delta.hand_over_committed(epoch, committed);
         let len = self.table.len();
@@ -307,15 +309,7 @@ impl Operator for UpdatingAggregate {
     }
     fn restore(&mut self, state: OperatorState) -> Result<()> {
         for batch in state.batches {
-            let keys = state_columns(&batch, self.key_schema.fields(), &self.operator)?;
-            let rows: Vec<u32> = (0..batch.num_rows() as u32).collect();
-            let mut groups = Vec::new();
-            let known = self.table.len() as u32;
-            self.table.intern(&keys, &rows, &mut groups)?;
-            // A group spilled earlier in this restore takes its later rows in memory.
-            self.take_back(known)?;
-            self.accumulators.restore(&groups, &batch, &self.operator)?;
-            self.spill_if_over()?;
+            self.restore_batch(&batch)?;
         }
         self.report_state_bytes();
         Ok(())

@@ -142,6 +142,15 @@ impl AccumulatorSet {
         Ok(out)
     }
 
+    /// Whether a group's later state row replaces its earlier ones, for every
+    /// aggregate: no count DISTINCT set, whose later rows may hold only what it gained
+    /// (a restore takes the union).
+    pub(crate) fn later_rows_replace(&self) -> bool {
+        self.shared.is_empty()
+            && (self.columns.iter())
+                .all(|c| !matches!(c, Column::DistinctInt(_) | Column::DistinctText(_)))
+    }
+
     /// Restores slots `groups` from the columns [`state`](Self::state) wrote, found by
     /// name in `batch`.
     ///

@@ -12,11 +12,12 @@
 //! old chain stays (a rolling restart), so that they are never all in memory at once;
 //! all at once only when there is no old chain to keep (`snapshot.rs`).
 
+mod restore;
 mod snapshot;
 
 use super::UpdatingAggregate;
 use crate::aggregate::{AccumulatorSet, DistinctValues, GroupKeys};
-use crate::spill::{Leaving, SpillStore, ValueCodec};
+use crate::spill::{Leaving, RestoredGroups, SpillStore, ValueCodec};
 use riffle_core::arrow::array::{ArrayRef, BooleanArray};
 use riffle_core::arrow::compute::filter_record_batch;
 use riffle_core::arrow::datatypes::{Field, Schema};
@@ -51,6 +52,8 @@ pub(super) struct Tier {
     rolled: Option<Rolled>,
     /// Snapshots the current rolling restart has written pieces in.
     roll_snapshots: usize,
+    /// While a restore goes straight into the tier: the groups not yet written.
+    restoring: Option<RestoredGroups>,
 }
 
 impl Tier {
@@ -64,7 +67,37 @@ impl Tier {
             rows_since_check: 0,
             rolled: None,
             roll_snapshots: 0,
+            restoring: None,
         }
+    }
+
+    /// The tier's store, opened at its first use.
+    ///
+    /// # Errors
+    /// The store cannot open.
+    fn store(&mut self, operator: &str, subtask: usize) -> Result<&mut SpillStore> {
+        if self.store.is_none() {
+            self.store = Some(SpillStore::open(&self.memory, operator, subtask)?);
+        }
+        self.store
+            .as_mut()
+            .ok_or_else(|| Error::Spill("no store".into()))
+    }
+
+    /// The encoding of `accumulators`' state columns, made at its first use.
+    ///
+    /// # Errors
+    /// A state column Arrow's row format cannot hold.
+    fn codec(&mut self, accumulators: &AccumulatorSet) -> Result<&ValueCodec> {
+        if self.codec.is_none() {
+            let state = accumulators.state_columns(&[], DistinctValues::All)?;
+            self.codec = Some(ValueCodec::new(
+                state.into_iter().map(|(f, _)| f).collect(),
+            )?);
+        }
+        self.codec
+            .as_ref()
+            .ok_or_else(|| Error::Spill("no value codec".into()))
     }
 
     /// Groups in the tier.
@@ -147,6 +180,13 @@ impl UpdatingAggregate {
         Ok(ids)
     }
 
+    /// Whether the groups in memory hold more than the budget.
+    fn over_budget(&self) -> bool {
+        self.tier
+            .as_ref()
+            .is_some_and(|t| self.memory_size() as u64 > t.memory.bytes)
+    }
+
     /// Moves the coldest groups to the tier when memory is over the budget, down to
     /// [`AFTER_SPILL`] of it.
     pub(super) fn spill_if_over(&mut self) -> Result<()> {
@@ -181,26 +221,28 @@ impl UpdatingAggregate {
     /// Writes groups `ids` (ascending) to the tier, those the chain does not hold as
     /// they are noted as changed.
     fn spill(&mut self, ids: &[u32]) -> Result<()> {
-        let state = self.accumulators.state_columns(ids, DistinctValues::All)?;
+        let groups = self.leaving(ids)?;
         let Some(tier) = &mut self.tier else {
             return Ok(());
         };
-        if tier.codec.is_none() {
-            tier.codec = Some(ValueCodec::new(
-                state.iter().map(|(f, _)| f.clone()).collect(),
-            )?);
-        }
-        let codec = tier
-            .codec
-            .as_ref()
-            .ok_or_else(|| Error::Spill("no value codec".into()))?;
+        tier.store(&self.operator, self.subtask)?.put_all(groups)
+    }
+
+    /// Groups `ids` as they leave memory: key bytes, encoded state, and whether the
+    /// chain holds them as they are.
+    fn leaving(&mut self, ids: &[u32]) -> Result<Vec<Leaving>> {
+        let state = self.accumulators.state_columns(ids, DistinctValues::All)?;
+        let Some(tier) = &mut self.tier else {
+            return Ok(Vec::new());
+        };
+        let codec = tier.codec(&self.accumulators)?;
         let values = if codec.fields().is_empty() {
             vec![Vec::new(); ids.len()]
         } else {
             let columns: Vec<ArrayRef> = state.into_iter().map(|(_, c)| c).collect();
             codec.encode(&columns)?
         };
-        let groups = ids
+        Ok(ids
             .iter()
             .zip(values)
             .map(|(&id, value)| {
@@ -212,19 +254,7 @@ impl UpdatingAggregate {
                     changed: !self.delta.held_by_chain(id),
                 }
             })
-            .collect();
-        if tier.store.is_none() {
-            tier.store = Some(SpillStore::open(
-                &tier.memory,
-                &self.operator,
-                self.subtask,
-            )?);
-        }
-        let store = tier
-            .store
-            .as_mut()
-            .ok_or_else(|| Error::Spill("no store".into()))?;
-        store.put_all(groups)
+            .collect())
     }
 
     /// Rebuilds memory with only groups `kept` (ascending old ids), renumbered `0..`.

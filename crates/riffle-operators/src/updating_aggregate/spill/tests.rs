@@ -1,6 +1,6 @@
 use super::super::UpdatingAggregateFactory;
 use crate::aggregate::{AggregateFunction, AggregateSpec};
-use riffle_core::arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
+use riffle_core::arrow::array::{Array, Int64Array, StringArray, TimestampNanosecondArray};
 use riffle_core::arrow::datatypes::{DataType, Field};
 use riffle_core::arrow::util::pretty::pretty_format_batches;
 use riffle_core::{
@@ -345,4 +345,111 @@ fn a_restored_chain_starts_anew_unless_the_restored_epoch_is_the_one_before() {
     assert!(next.batches.iter().all(|b| !is_handed(b)));
     let rows: usize = next.batches.iter().map(RecordBatch::num_rows).sum();
     assert!(rows >= restored.batches[0].num_rows(), "every group, whole");
+}
+
+/// `count(*), sum(v), max(k) GROUP BY k`: a group's later state rows replace its
+/// earlier ones (no count DISTINCT), so a restore beyond the budget goes into the tier.
+fn replacing(budget: Option<(u64, &std::path::Path)>, ctx: &OperatorContext) -> Box<dyn Operator> {
+    let specs = vec![
+        AggregateSpec::count_star("n"),
+        AggregateSpec::new(AggregateFunction::Sum, "v", "total"),
+        AggregateSpec::new(AggregateFunction::Max, "k", "top"),
+    ];
+    let mut ctx = ctx.clone();
+    ctx.state_memory = budget.map(|(bytes, dir)| StateMemory {
+        bytes,
+        spill_dir: dir.to_path_buf(),
+    });
+    UpdatingAggregateFactory::new(&input(), &["k"], specs)
+        .unwrap()
+        .changelog()
+        .create(&ctx)
+        .unwrap()
+}
+
+/// Batch `step`, its first row's key replaced by one too long for the tier when `long`.
+fn batch_maybe_long(step: i64, long: bool) -> RecordBatch {
+    let b = batch(step);
+    if !long {
+        return b;
+    }
+    let keys = b.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+    let long_key = "L".repeat(super::MAX_KEY_BYTES + 10);
+    let keys = StringArray::from_iter_values((0..keys.len()).map(|i| {
+        if i == 0 {
+            long_key.as_str()
+        } else {
+            keys.value(i)
+        }
+    }));
+    let mut columns = b.columns().to_vec();
+    columns[0] = Arc::new(keys);
+    RecordBatch::try_new(b.schema(), columns).unwrap()
+}
+
+/// Feeds batches `steps`, a snapshot after every `every`: the output and the last
+/// snapshot.
+fn feed_maybe_long(
+    op: &mut dyn Operator,
+    steps: std::ops::Range<i64>,
+    every: i64,
+    long: bool,
+) -> (Vec<RecordBatch>, OperatorState) {
+    let mut out = Vec::new();
+    let mut state = Default::default();
+    for step in steps {
+        op.on_batch(0, batch_maybe_long(step, long), &mut out)
+            .unwrap();
+        if step % every == every - 1 {
+            state = op.snapshot(Epoch(step as u64)).unwrap();
+        }
+    }
+    (out, state)
+}
+
+#[test]
+fn a_restore_beyond_the_budget_goes_into_the_tier_and_loses_nothing() {
+    let ctx = OperatorContext::detached("agg", 0, 1);
+    // A tiny budget writes each batch as a run; a larger one gathers several, in
+    // which a key's later row must win.
+    for (long, budget) in [(false, 1024), (true, 1024), (false, 16 << 10)] {
+        let dir = tempfile::tempdir().unwrap();
+        // A chain: the first snapshot, then deltas whose rows replace earlier ones.
+        let (_, state) = feed_maybe_long(replacing(None, &ctx).as_mut(), 0..40, 2, long);
+        assert!(state.batches.len() > 5, "a chain of deltas");
+        let reference = || {
+            let mut op = replacing(None, &ctx);
+            op.restore(state.clone()).unwrap();
+            op
+        };
+        let mut want_op = reference();
+        let (want, want_next) = feed_maybe_long(want_op.as_mut(), 40..120, 3, long);
+        let counted = OperatorContext::detached("agg", 0, 1);
+        let mut op = replacing(Some((budget, dir.path())), &counted);
+        // In parts, as the runtime restores.
+        for batch in &state.batches {
+            let part = OperatorState {
+                batches: vec![batch.clone()],
+            };
+            op.restore(part).unwrap();
+        }
+        let bytes = counted.counters.state_bytes();
+        assert!(bytes.spilled > 0, "long {long}: {bytes:?}");
+        if !long {
+            assert!(bytes.in_memory < 512, "budget {budget}: {bytes:?}");
+        }
+        let (got, next) = feed_maybe_long(op.as_mut(), 40..120, 3, long);
+        assert_eq!(text(&got), text(&want), "long {long}, budget {budget}");
+        // Its next chain, which holds the tier's groups, restores as the reference's.
+        let go_on = |state: OperatorState| {
+            let mut op = replacing(None, &ctx);
+            op.restore(state).unwrap();
+            feed_maybe_long(op.as_mut(), 120..150, 4, long).0
+        };
+        assert_eq!(
+            text(&go_on(next)),
+            text(&go_on(want_next)),
+            "long {long}, budget {budget}"
+        );
+    }
 }
