@@ -71,6 +71,8 @@ pub(crate) struct SpillStore {
     noted: usize,
     /// Bytes of the keys and values held (before the tree's compression).
     bytes: u64,
+    /// `len` and `bytes` are exact, not bounds ([`ingest`](Self::ingest)).
+    counted: bool,
 }
 
 fn failed(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -143,6 +145,7 @@ impl SpillStore {
             len: 0,
             noted: 0,
             bytes: 0,
+            counted: true,
         })
     }
 
@@ -188,7 +191,9 @@ impl SpillStore {
     /// Writes restored `groups` as one run of the tree, in key order (fjall's bulk
     /// ingestion, past its journal and memtables), each replacing the tier's group of
     /// its key; then empties `groups`. None is noted as changed: the checkpoint they
-    /// came from holds them as they are.
+    /// came from holds them as they are. Into a tier that holds groups, the counts are
+    /// only bounds until [`recount`](Self::recount): looking each key up instead made
+    /// the lookups most of a large restore's time.
     ///
     /// # Errors
     /// The store failed (a full disk).
@@ -196,24 +201,14 @@ impl SpillStore {
         if groups.is_empty() {
             return Ok(());
         }
-        // A key may be here already (from an earlier run): then it replaces, and the
-        // counts must not grow. An empty tier holds none, and asks nothing.
-        let may_hold = self.len > 0;
-        let (mut added, mut replaced_bytes, mut bytes) = (0usize, 0u64, 0u64);
+        self.counted &= self.len == 0;
+        let (mut added, mut bytes) = (0usize, 0u64);
         let mut ingestion = self
             .keys
             .start_ingestion()
             .map_err(|e| failed(&self.path, e))?;
         groups.drain_sorted(|key, value| {
-            let held = if may_hold {
-                self.keys.get(key).map_err(|e| failed(&self.path, e))?
-            } else {
-                None
-            };
-            match held {
-                Some(old) => replaced_bytes += (key.len() + old.len()) as u64,
-                None => added += 1,
-            }
+            added += 1;
             bytes += (key.len() + value.len()) as u64;
             ingestion
                 .write(key, value)
@@ -221,7 +216,26 @@ impl SpillStore {
         })?;
         ingestion.finish().map_err(|e| failed(&self.path, e))?;
         self.len += added;
-        self.bytes = (self.bytes + bytes).saturating_sub(replaced_bytes);
+        self.bytes += bytes;
+        Ok(())
+    }
+
+    /// Counts the groups held and their bytes anew, when runs written by
+    /// [`ingest`](Self::ingest) may have replaced groups: one pass over the tier.
+    ///
+    /// # Errors
+    /// The store failed.
+    pub(crate) fn recount(&mut self) -> Result<()> {
+        if self.counted {
+            return Ok(());
+        }
+        let (mut len, mut bytes) = (0usize, 0u64);
+        for guard in self.keys.iter() {
+            let (key, value) = guard.into_inner().map_err(|e| failed(&self.path, e))?;
+            len += 1;
+            bytes += (key.len() + value.len()) as u64;
+        }
+        (self.len, self.bytes, self.counted) = (len, bytes, true);
         Ok(())
     }
 
@@ -441,6 +455,8 @@ mod tests {
             groups.push(k.as_bytes(), v.as_bytes());
         }
         store.ingest(&mut groups).unwrap();
+        assert_eq!(store.len(), 5, "a bound until counted");
+        store.recount().unwrap();
         assert_eq!(store.len(), 4);
         assert_eq!(
             store.bytes(),

@@ -50,8 +50,9 @@ impl UpdatingAggregate {
         let Some(mut pending) = tier.restoring.take() else {
             return Ok(());
         };
-        tier.store(&self.operator, self.subtask)?
-            .ingest(&mut pending)
+        let store = tier.store(&self.operator, self.subtask)?;
+        store.ingest(&mut pending)?;
+        store.recount()
     }
 
     /// Whether the rest of a restore may go straight into the tier.
