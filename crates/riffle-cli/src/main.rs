@@ -1,5 +1,6 @@
 //! The `riffle` command-line tool.
 
+mod allocator;
 mod commands;
 mod progress;
 mod units;

@@ -143,7 +143,8 @@ impl CheckpointArgs {
     }
 
     /// The process's state memory budget and spill directory (`--state-memory`,
-    /// `--spill-dir`); `None` for `unlimited`.
+    /// `--spill-dir`); `None` for `unlimited`. With a budget, the allocator returns
+    /// large freed blocks at once (`allocator.rs`).
     ///
     /// # Errors
     /// --state-memory is not an amount of memory.
@@ -155,6 +156,7 @@ impl CheckpointArgs {
         let spill_dir =
             (self.spill_dir.clone()).unwrap_or_else(|| std::env::temp_dir().join("riffle-spill"));
         riffle_operators::spill::sweep_abandoned(&spill_dir);
+        crate::allocator::return_large_blocks();
         Ok(Some(riffle_core::StateMemory { bytes, spill_dir }))
     }
 
