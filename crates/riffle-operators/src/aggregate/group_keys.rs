@@ -269,7 +269,14 @@ impl GroupKeys {
         match &self.table {
             Table::Single { .. } => (0..rows).for_each(|row| each(row, &[])),
             Table::Int64 { .. } => {
-                let values = keys[0].as_primitive::<Int64Type>().values();
+                let values = (keys.first())
+                    .and_then(|k| k.as_primitive_opt::<Int64Type>())
+                    .ok_or_else(|| {
+                        riffle_core::arrow::error::ArrowError::InvalidArgumentError(
+                            "the group key is not one Int64 column".into(),
+                        )
+                    })?
+                    .values();
                 for (row, v) in values.iter().enumerate() {
                     each(row, &v.to_be_bytes());
                 }

@@ -1,5 +1,5 @@
 //! Groups restored straight into the spill tier, gathered until there are enough to
-//! write as one sorted run (docs/engine.md, "A restore larger than the budget").
+//! write as one sorted run (docs/engine.md, "State beyond memory").
 //!
 //! A restore that goes through memory interns every group, spills the coldest, and
 //! rebuilds what is left, and writes each spilled group through the tier's journal and

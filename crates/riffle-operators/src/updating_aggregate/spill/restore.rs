@@ -1,9 +1,10 @@
-//! The updating aggregate's restore under a memory budget (docs/engine.md, "A restore
-//! larger than the budget"). Groups restore into memory while they fit. Once they do
-//! not, every group in memory moves to the tier, and the rest of the restore goes
-//! straight there, gathered into sorted runs ([`RestoredGroups`],
-//! [`SpillStore::ingest`](crate::spill::SpillStore::ingest)), never through memory. A
-//! group comes back on its first touch, as any spilled group does.
+//! The updating aggregate's restore under a memory budget (docs/engine.md, "State
+//! beyond memory", the restore larger than the budget). Groups restore into memory
+//! while they fit. Once they do not, every group in memory moves to the tier, and the
+//! rest of the restore goes straight there, gathered into sorted runs
+//! ([`RestoredGroups`], [`SpillStore::ingest`](crate::spill::SpillStore::ingest)),
+//! never through memory. A group comes back on its first touch, as any spilled group
+//! does.
 //!
 //! Only where a group's later rows replace its earlier ones. A count DISTINCT set's
 //! later rows may hold only what it gained, to be unioned in memory: such groups

@@ -453,3 +453,41 @@ fn a_restore_beyond_the_budget_goes_into_the_tier_and_loses_nothing() {
         );
     }
 }
+
+#[test]
+fn a_chain_restored_into_the_tier_goes_on_and_the_next_snapshot_holds_only_what_changed() {
+    let ctx = OperatorContext::detached("agg", 0, 1);
+    let dir = tempfile::tempdir().unwrap();
+    // A chain of ten batches: the first snapshot, then deltas.
+    let (_, restored) = feed_maybe_long(replacing(None, &ctx).as_mut(), 0..30, 3, false);
+    assert_eq!(restored.batches.len(), 10);
+    let (want, _) = {
+        let mut op = replacing(None, &ctx);
+        op.restore(restored.clone()).unwrap();
+        feed_maybe_long(op.as_mut(), 30..33, 1000, false);
+        feed_maybe_long(op.as_mut(), 33..80, 7, false)
+    };
+    let mut op = replacing(Some((1024, dir.path())), &ctx);
+    restore_and_continue(op.as_mut(), &restored, Epoch(29));
+    feed_maybe_long(op.as_mut(), 30..33, 1000, false);
+    let next = op.snapshot(Epoch(30)).unwrap();
+    // The restored files are referenced as they are; what follows holds only the
+    // groups the 51 rows since touched, read back from the tier.
+    let handed = next.batches.iter().take_while(|b| is_handed(b)).count();
+    assert_eq!(handed, restored.batches.len());
+    let fresh = &next.batches[handed..];
+    assert!(fresh.iter().all(|b| !is_handed(b)));
+    let rows: usize = fresh.iter().map(RecordBatch::num_rows).sum();
+    assert!(rows > 0 && rows <= 51, "{rows} rows");
+    // Restored from the files and the delta, it goes on as the reference does.
+    let mut checkpoint = restored.batches.clone();
+    checkpoint.extend(fresh.iter().cloned());
+    let mut again = replacing(None, &ctx);
+    again
+        .restore(OperatorState {
+            batches: checkpoint,
+        })
+        .unwrap();
+    let (got, _) = feed_maybe_long(again.as_mut(), 33..80, 7, false);
+    assert_eq!(text(&got), text(&want));
+}
