@@ -53,6 +53,16 @@ fn aggregate_counted(
         AggregateSpec::new(AggregateFunction::CountDistinct, "v", "values"),
         AggregateSpec::new(AggregateFunction::Max, "k", "top"),
     ];
+    changelog_of(specs, budget, ctx)
+}
+
+/// The aggregate of `specs` GROUP BY k as a changelog, with `budget` bytes of state
+/// memory spilling under its directory.
+fn changelog_of(
+    specs: Vec<AggregateSpec>,
+    budget: Option<(u64, &std::path::Path)>,
+    ctx: &OperatorContext,
+) -> Box<dyn Operator> {
     let mut ctx = ctx.clone();
     ctx.state_memory = budget.map(|(bytes, dir)| StateMemory {
         bytes,
@@ -355,16 +365,7 @@ fn replacing(budget: Option<(u64, &std::path::Path)>, ctx: &OperatorContext) -> 
         AggregateSpec::new(AggregateFunction::Sum, "v", "total"),
         AggregateSpec::new(AggregateFunction::Max, "k", "top"),
     ];
-    let mut ctx = ctx.clone();
-    ctx.state_memory = budget.map(|(bytes, dir)| StateMemory {
-        bytes,
-        spill_dir: dir.to_path_buf(),
-    });
-    UpdatingAggregateFactory::new(&input(), &["k"], specs)
-        .unwrap()
-        .changelog()
-        .create(&ctx)
-        .unwrap()
+    changelog_of(specs, budget, ctx)
 }
 
 /// Batch `step`, its first row's key replaced by one too long for the tier when `long`.
