@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{run_checkpointed, runtime};
+use common::{peer_graph, run_checkpointed, runtime};
 use riffle_connectors::sinks::CollectSinkFactory;
 use riffle_connectors::PeerSourceFactory;
 use riffle_core::arrow::array::AsArray;
@@ -194,15 +194,7 @@ fn restore_refuses_state_the_plan_cannot_take() {
     let restored = Arc::new(rt.block_on(RestoredJob::load(&store, &manifest)).unwrap());
 
     // A source at another parallelism.
-    let mut g = JobGraph::new("peer-window");
-    let src = g
-        .source(
-            "peer",
-            Arc::new(PeerSourceFactory::new(EVENTS, 500)),
-            1,
-            WatermarkStrategy::default(),
-        )
-        .unwrap();
+    let (mut g, src) = peer_graph("peer-window", EVENTS);
     g.sink("sink", Arc::new(CollectSinkFactory::new()), 1, src)
         .unwrap();
     let config = JobConfig {

@@ -4,7 +4,7 @@
 //! (docs/engine.md, "State beyond memory"); and an aggregate that restored its own
 //! files goes on from them, its next checkpoint writing only what changed.
 
-use crate::common::runtime;
+use crate::common::{peer_graph, runtime};
 use riffle_connectors::sinks::CollectSinkFactory;
 use riffle_connectors::PeerSourceFactory;
 use riffle_core::arrow::array::{AsArray, Int64Array, UInt16Array};
@@ -18,7 +18,7 @@ use riffle_operators::{AggregateSpec, UpdatingAggregateFactory};
 use riffle_runtime::recovery::Recovered;
 use riffle_runtime::{
     run_checkpointed, CheckpointConfig, CheckpointedRun, JobGraph, RestartStrategy, RestoredJob,
-    RunObserver, WatermarkStrategy,
+    RunObserver,
 };
 use riffle_state::{CheckpointStore, StateRoot};
 use std::collections::{HashMap, HashSet};
@@ -165,15 +165,7 @@ impl RunObserver for Watch {
 #[test]
 fn after_a_restart_the_checkpoint_is_decoded_a_batch_at_a_time_and_then_let_go() {
     let rt = runtime();
-    let mut g = JobGraph::new("restored-state");
-    let src = g
-        .source(
-            "peer",
-            Arc::new(PeerSourceFactory::new(EVENTS, 500)),
-            1,
-            WatermarkStrategy::default(),
-        )
-        .unwrap();
+    let (mut g, src) = peer_graph("restored-state", EVENTS);
     let seen = Seen::default();
     let held_at_end = Arc::new(Mutex::new(Vec::new()));
     let restore_calls = Arc::new(Mutex::new(Vec::new()));
@@ -397,15 +389,7 @@ fn after_a_restart_the_aggregate_goes_on_from_the_restored_files_and_its_next_ch
 #[test]
 fn a_restore_longer_than_the_checkpoint_timeout_is_no_failed_checkpoint() {
     let rt = runtime();
-    let mut g = JobGraph::new("slow-restore");
-    let src = g
-        .source(
-            "peer",
-            Arc::new(PeerSourceFactory::new(EVENTS, 500)),
-            1,
-            WatermarkStrategy::default(),
-        )
-        .unwrap();
+    let (mut g, src) = peer_graph("slow-restore", EVENTS);
     let slow = Tripwire {
         schema: g.schema(src).clone(),
         armed: Arc::new(AtomicBool::new(true)),

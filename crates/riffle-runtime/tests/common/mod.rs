@@ -2,9 +2,11 @@
 
 #![allow(dead_code)]
 
+use riffle_connectors::PeerSourceFactory;
 use riffle_runtime::job::{self, JobConfig};
-use riffle_runtime::{CheckpointConfig, CheckpointReport, JobGraph, WatermarkStrategy};
+use riffle_runtime::{CheckpointConfig, CheckpointReport, JobGraph, NodeId, WatermarkStrategy};
 use riffle_state::CheckpointStore;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub fn runtime() -> tokio::runtime::Runtime {
@@ -13,6 +15,21 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// A graph `name` whose one source is the peer generator: `events` events in batches
+/// of 500, one subtask, default watermarks.
+pub fn peer_graph(name: &str, events: u64) -> (JobGraph, NodeId) {
+    let mut g = JobGraph::new(name);
+    let src = g
+        .source(
+            "peer",
+            Arc::new(PeerSourceFactory::new(events, 500)),
+            1,
+            WatermarkStrategy::default(),
+        )
+        .unwrap();
+    (g, src)
 }
 
 pub fn no_delay() -> WatermarkStrategy {
