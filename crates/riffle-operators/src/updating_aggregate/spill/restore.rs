@@ -14,8 +14,9 @@ use super::MAX_KEY_BYTES;
 use crate::spill::RestoredGroups;
 use crate::updating_aggregate::UpdatingAggregate;
 use crate::window::state_columns;
-use riffle_core::arrow::array::{ArrayRef, UInt32Array};
-use riffle_core::arrow::compute::{cast, take_record_batch};
+use riffle_core::arrow::array::UInt32Array;
+use riffle_core::arrow::compute::take_record_batch;
+use riffle_core::arrow::datatypes::Fields;
 use riffle_core::{Error, RecordBatch, Result};
 
 /// The share of the budget restored groups may take before they are written as one
@@ -98,21 +99,8 @@ impl UpdatingAggregate {
         let values = if codec.fields().is_empty() {
             None
         } else {
-            let columns = codec
-                .fields()
-                .iter()
-                .map(|f| {
-                    let column = batch.column_by_name(f.name()).ok_or_else(|| Error::State {
-                        operator: self.operator.clone(),
-                        message: format!("missing state column `{}`", f.name()),
-                    })?;
-                    Ok(if column.data_type() == f.data_type() {
-                        column.clone()
-                    } else {
-                        cast(column, f.data_type())?
-                    })
-                })
-                .collect::<Result<Vec<ArrayRef>>>()?;
+            let fields: Fields = codec.fields().iter().cloned().collect();
+            let columns = state_columns(batch, &fields, &self.operator)?;
             Some(codec.encode_rows(&columns)?)
         };
         let pending =
