@@ -20,17 +20,8 @@ use riffle_core::{
     Committable, Committer, Epoch, EventTime, OperatorContext, OperatorState, RecordBatch,
     SinkContext, SinkFactory, SourceFactory, SourcePoll, StagedOutput, StreamSchema,
 };
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// The Kafka tests here run one broker at a time. Run side by side on two cores, one
-/// of them now and then never saw a committed transaction's rows (read for a minute),
-/// while it passed every time alone; the broker (tansu) is a stand-in for Kafka, and
-/// what these tests check does not depend on other brokers running beside them.
-fn one_broker_at_a_time() -> MutexGuard<'static, ()> {
-    static TURN: Mutex<()> = Mutex::new(());
-    TURN.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 fn bids_schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
@@ -117,7 +108,6 @@ fn merge(states: Vec<OperatorState>) -> OperatorState {
 
 #[test]
 fn partitions_spread_over_subtasks_and_offsets_restore_and_rescale() {
-    let _turn = one_broker_at_a_time();
     let broker = KafkaBroker::start();
     broker.create_topic("bids", 3);
     broker.produce("bids", &bids(90, 3));
@@ -143,7 +133,6 @@ fn partitions_spread_over_subtasks_and_offsets_restore_and_rescale() {
 
 #[test]
 fn the_watermark_follows_the_slowest_partition() {
-    let _turn = one_broker_at_a_time();
     let broker = KafkaBroker::start();
     broker.create_topic("skew", 2);
     // Partition 0 is at second 50, partition 1 only at second 5.
@@ -192,7 +181,6 @@ fn poll_rows(source: &mut dyn riffle_core::Source, n: usize) {
 
 #[test]
 fn a_quiet_partition_stops_holding_the_watermark_back_until_it_delivers() {
-    let _turn = one_broker_at_a_time();
     let broker = KafkaBroker::start();
     broker.create_topic("quiet", 2);
     let bid = |partition: i32, auction: i64, ms: i64| {
@@ -226,7 +214,6 @@ fn a_quiet_partition_stops_holding_the_watermark_back_until_it_delivers() {
 
 #[test]
 fn malformed_records_name_topic_partition_and_offset_or_are_skipped() {
-    let _turn = one_broker_at_a_time();
     let broker = KafkaBroker::start();
     broker.create_topic("dirty", 1);
     broker.produce(
@@ -297,7 +284,6 @@ fn first_batch(config: KafkaSourceConfig) -> RecordBatch {
 
 #[test]
 fn record_timestamps_csv_and_raw_values() {
-    let _turn = one_broker_at_a_time();
     let broker = KafkaBroker::start();
     broker.create_topic("lines", 1);
     broker.produce(
@@ -387,7 +373,6 @@ fn transaction_of(payload: &str) -> String {
 
 #[test]
 fn transactions_commit_with_the_checkpoint_and_a_new_process_reads_the_ledger() {
-    let _turn = one_broker_at_a_time();
     let broker = KafkaBroker::start();
     broker.create_topic("out", 1);
     let config = KafkaSinkConfig::new(KafkaClient::new(&broker.bootstrap), "out", "job/out");
@@ -424,15 +409,7 @@ fn transactions_commit_with_the_checkpoint_and_a_new_process_reads_the_ledger() 
         r#"{"id":3,"name":"n3"}"#,
         r#"{"id":4,"name":"n4"}"#,
     ];
-    // A committed transaction becomes readable once the broker has written its
-    // markers, which on a loaded machine can come after a first read gave up: read
-    // again until every row is there (or a minute has passed).
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let mut values = broker.committed_values("out", 1, &committed);
-    while values.len() < want.len() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(500));
-        values = broker.committed_values("out", 1, &committed);
-    }
+    let values = broker.committed_values("out", 1, &committed);
     assert_eq!(values, want);
     // Epoch 8 is prepared, then the process "dies" before the checkpoint commits.
     a.pre_commit(Epoch(8)).unwrap();
@@ -456,7 +433,6 @@ fn transactions_commit_with_the_checkpoint_and_a_new_process_reads_the_ledger() 
 
 #[test]
 fn at_least_once_publishes_at_every_barrier() {
-    let _turn = one_broker_at_a_time();
     let broker = KafkaBroker::start();
     broker.create_topic("plain", 1);
     let mut config =
@@ -476,7 +452,6 @@ fn at_least_once_publishes_at_every_barrier() {
 fn group_offsets_follow_committed_checkpoints_and_start_a_new_job() {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::TopicPartitionList;
-    let _turn = one_broker_at_a_time();
     let broker = KafkaBroker::start();
     broker.create_topic("events", 1);
     // Record i at i seconds (record timestamp), auction i.
@@ -572,7 +547,6 @@ fn tls_and_sasl_are_built_in() {
 /// topic holds.
 #[test]
 fn each_partition_reports_the_records_it_has_yet_to_read() {
-    let _turn = one_broker_at_a_time();
     let broker = KafkaBroker::start();
     broker.create_topic("lagging", 2);
     broker.produce("lagging", &bids(400, 2));

@@ -4,12 +4,19 @@
 //! PATH.
 //!
 //! What this broker can and cannot check: it speaks the producer, consumer, consumer
-//! group and transaction APIs (fencing and transactional offset commits behave), but a
-//! `read_committed` consumer still sees records of aborted transactions, so tests check
-//! exactly-once output by keeping only records whose `riffle.transaction` header names
-//! a transaction a checkpoint committed, never by trusting isolation. And its high
-//! watermark counts a multi-record batch as one offset, so test data is produced one
-//! record per batch and readers read until the topic goes quiet.
+//! group and transaction APIs (fencing and transactional offset commits behave), but
+//! its `read_committed` isolation is wrong both ways: such a consumer still sees
+//! records of aborted transactions, and it sees nothing of a committed transaction
+//! whose commit marker landed after the first record of a transaction still open
+//! (Apache Kafka shows it: the open one's first offset is the last stable offset, and
+//! the committed records lie before it). The second made a sink test read an empty
+//! topic in about one run in six, reproduced with librdkafka's Python client alone. So
+//! tests read with `read_uncommitted` and check exactly-once output by keeping only
+//! records whose `riffle.transaction` header names a transaction a checkpoint
+//! committed, never by trusting isolation; that a transaction committed is checked
+//! through the sink's ledger. And the broker's high watermark counts a multi-record
+//! batch as one offset, so test data is produced one record per batch and readers read
+//! until the topic goes quiet.
 
 #![allow(dead_code)]
 
@@ -309,19 +316,12 @@ impl KafkaBroker {
     }
 
     fn read_records(&self, topic: &str, partitions: i32) -> Vec<Record> {
+        // Isolation is not trusted (see the module comment): every record, committed or
+        // not, and callers keep those of committed transactions.
         let consumer: BaseConsumer = self
             .client()
             .set("group.id", "reader")
             .set("enable.auto.commit", "false")
-            .create()
-            .unwrap();
-        // Whether the log holds records at all, committed or not: its high watermark,
-        // which a read_uncommitted client is told (a read_committed one is told the last
-        // stable offset, which lags a just-committed transaction until the broker has
-        // written its markers, and made such a topic look empty under load).
-        let log: BaseConsumer = self
-            .client()
-            .set("group.id", "reader-log")
             .set("isolation.level", "read_uncommitted")
             .create()
             .unwrap();
@@ -333,10 +333,7 @@ impl KafkaBroker {
                 .fetch_watermarks(topic, p, Duration::from_secs(10))
                 .unwrap();
             ends.push(high);
-            let (log_low, log_high) = log
-                .fetch_watermarks(topic, p, Duration::from_secs(10))
-                .unwrap();
-            holds_records |= high > low || log_high > log_low;
+            holds_records |= high > low;
             list.add_partition_offset(topic, p, Offset::Offset(low))
                 .unwrap();
         }
@@ -348,24 +345,7 @@ impl KafkaBroker {
         // Past every high watermark and quiet for a while (see the module comment), or
         // quiet for longer: transaction markers take offsets no consumer sees.
         loop {
-            // The end offsets read above may lag a transaction that just committed
-            // (under read_committed they are the last stable offset, which moves once
-            // the broker has written the commit markers): before the first record they
-            // prove nothing, and a broker slowed by a loaded machine gets longer.
             let reached = !out.is_empty() && (0..partitions as usize).all(|p| next[p] >= ends[p]);
-            // A topic that looked empty may only have been waiting for its commit
-            // markers (a transaction committed just before): ask again, and wait as for
-            // a topic that holds records once its end moves.
-            if out.is_empty() && !holds_records {
-                for p in 0..partitions {
-                    if let Ok((low, high)) =
-                        consumer.fetch_watermarks(topic, p, Duration::from_secs(10))
-                    {
-                        ends[p as usize] = high;
-                        holds_records |= high > low;
-                    }
-                }
-            }
             let quiet = quiet_since.elapsed();
             // Before the first record: a topic that holds records (or only markers) may
             // answer its first fetch late on a loaded machine; an empty one never will.
