@@ -118,8 +118,14 @@ impl ProgressLine {
                     .as_ref()
                     .map(|c| c.describe())
                     .unwrap_or_default();
+                // A large state takes a while to restore, and rows wait meanwhile: say
+                // so rather than show a stalled job.
+                let restoring = match metrics.subtasks_restoring() {
+                    0 => String::new(),
+                    n => format!("restoring state ({n} operator subtask(s) still at it) | "),
+                };
                 b.set_message(format!(
-                    "source rows {}{total} | {}/s now, {}/s avg | out {} | watermark lag {lag}{checkpoint}",
+                    "{restoring}source rows {}{total} | {}/s now, {}/s avg | out {} | watermark lag {lag}{checkpoint}",
                     rate(rows as f64),
                     rate(per_second),
                     rate(average),

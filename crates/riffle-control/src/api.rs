@@ -54,6 +54,7 @@ fn subtask_json(sample: &SubtaskSample, now: i64) -> Value {
         "records_skipped": counters.records_skipped,
         "state_bytes_in_memory": sample.state_bytes.in_memory,
         "state_bytes_spilled": sample.state_bytes.spilled,
+        "restore_ms": sample.restore_time.map(|t| t.as_secs_f64() * 1000.0),
         "pending": sample.pending.iter().map(|(split, n)| json!({ "split": split, "records": n })).collect::<Vec<_>>(),
     })
 }

@@ -101,6 +101,14 @@ fn operator_families(out: &mut Families, samples: &[SubtaskSample], now: f64) {
                 )
             }),
     );
+    out.gauge(
+        "riffle_operator_restore_seconds",
+        "How long an operator subtask took to restore its state from the checkpoint in this run (decoding its files and rebuilding its state; subtasks restore in parallel, each takes rows once it has, and no checkpoint starts before all have).",
+        samples.iter().filter_map(|s| {
+            s.restore_time
+                .map(|t| (subtask_labels(s), t.as_secs_f64()))
+        }),
+    );
     out.counter(
         "riffle_operator_late_rows_dropped_total",
         "Rows dropped because every window they belonged to had closed (kept across restores).",
@@ -267,6 +275,32 @@ mod tests {
         }
         assert!(
             !text.contains("operator=\"filter\",subtask=\"0\",tier"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_subtask_that_restored_serves_how_long_it_took() {
+        let metrics = Arc::new(JobMetrics::default());
+        let id = OperatorId("counts".into());
+        for subtask in 0..2 {
+            metrics.register_flow(&id, subtask);
+        }
+        metrics
+            .register_operator(&id, 1)
+            .set_restore_time(std::time::Duration::from_millis(2500));
+        metrics.register_operator(&id, 0);
+        let live = LiveMetrics::default();
+        live.set_job(metrics);
+        let text = families(&live, "p", None).encode().unwrap();
+        let line =
+            "riffle_operator_restore_seconds{pipeline=\"p\",operator=\"counts\",subtask=\"1\"} 2.5";
+        assert!(text.contains(line), "{line} not in\n{text}");
+        // A subtask that restored nothing has no sample.
+        assert!(
+            !text.contains(
+                "riffle_operator_restore_seconds{pipeline=\"p\",operator=\"counts\",subtask=\"0\"}"
+            ),
             "{text}"
         );
     }

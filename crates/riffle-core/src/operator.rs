@@ -7,7 +7,7 @@ use crate::state::OperatorState;
 use crate::time::EventTime;
 use crate::RecordBatch;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A stable operator id: survives restarts and plan edits that keep the operator.
@@ -38,6 +38,11 @@ pub struct OperatorCounters {
     state_bytes_in_memory: AtomicU64,
     /// Bytes of state in its spill tier, as of its last snapshot. Not checkpointed.
     state_bytes_spilled: AtomicU64,
+    /// How long the subtask's restore took, in nanoseconds (0: it restored nothing).
+    /// Not checkpointed: it describes this run.
+    restore_nanos: AtomicU64,
+    /// Whether it has state to restore and has not finished restoring it.
+    restoring: AtomicBool,
 }
 
 /// A stateful subtask's state bytes: in memory and in the spill tier.
@@ -94,6 +99,31 @@ impl OperatorCounters {
         StateBytes {
             in_memory: self.state_bytes_in_memory.load(Ordering::Relaxed),
             spilled: self.state_bytes_spilled.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Notes that the subtask has state to restore, before its task starts.
+    pub fn note_restore_pending(&self) {
+        self.restoring.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the subtask has state to restore and has not finished restoring it.
+    pub fn is_restoring(&self) -> bool {
+        self.restoring.load(Ordering::Relaxed)
+    }
+
+    /// Notes that the subtask restored its state, and how long that took.
+    pub fn set_restore_time(&self, took: std::time::Duration) {
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX).max(1);
+        self.restore_nanos.store(nanos, Ordering::Relaxed);
+        self.restoring.store(false, Ordering::Relaxed);
+    }
+
+    /// How long the subtask took to restore its state, if it restored any.
+    pub fn restore_time(&self) -> Option<std::time::Duration> {
+        match self.restore_nanos.load(Ordering::Relaxed) {
+            0 => None,
+            nanos => Some(std::time::Duration::from_nanos(nanos)),
         }
     }
 
@@ -269,6 +299,13 @@ pub trait Operator: Send {
     /// with none.
     fn restores_in_parts(&self) -> bool {
         false
+    }
+
+    /// Ends a restore in parts, after its last part: an operator that defers work
+    /// while parts come (the updating aggregate writes the groups it gathered for its
+    /// spill tier) does it here, so that the restore's measured time includes it.
+    fn finish_restore(&mut self) -> Result<()> {
+        Ok(())
     }
 
     /// After a restore in parts from this subtask's own files, as the job's own

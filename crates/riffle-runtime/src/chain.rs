@@ -225,6 +225,7 @@ impl Chain {
             let Some(state) = link.restore.take() else {
                 continue;
             };
+            let started = std::time::Instant::now();
             let unreadable = |message| Error::State {
                 operator: link.id.0.clone(),
                 message,
@@ -232,6 +233,7 @@ impl Chain {
             if !link.operator.restores_in_parts() {
                 let whole = state.decode().map_err(unreadable).map_err(at(&link.id))?;
                 link.operator.restore(whole).map_err(at(&link.id))?;
+                link.counters.set_restore_time(started.elapsed());
                 continue;
             }
             let mut restored_any = false;
@@ -256,9 +258,11 @@ impl Chain {
                 let nothing = OperatorState::default();
                 link.operator.restore(nothing).map_err(at(&link.id))?;
             }
+            link.operator.finish_restore().map_err(at(&link.id))?;
             if let (Some(seed), Some(files)) = (state.seed(), chain) {
                 offer_restored_files(link.operator.as_mut(), seed, files);
             }
+            link.counters.set_restore_time(started.elapsed());
         }
         Ok(())
     }

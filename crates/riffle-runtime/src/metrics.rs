@@ -105,6 +105,8 @@ pub struct SubtaskSample {
     pub pending: Vec<(String, u64)>,
     /// For a stateful operator that measures it: its state bytes at its last snapshot.
     pub state_bytes: riffle_core::StateBytes,
+    /// How long it took to restore its state in this run, if it restored any.
+    pub restore_time: Option<std::time::Duration>,
 }
 
 /// Counters shared by every task of a job.
@@ -150,6 +152,9 @@ pub struct OperatorTotals {
     pub windows_emitted: u64,
     /// Malformed records skipped.
     pub records_skipped: u64,
+    /// How long its slowest subtask took to restore its state in this run, if any
+    /// restored state.
+    pub restore_time: Option<std::time::Duration>,
 }
 
 impl JobMetrics {
@@ -213,6 +218,7 @@ impl JobMetrics {
                     counters: counters.map(|c| c.values()),
                     pending: counters.map(|c| c.pending()).unwrap_or_default(),
                     state_bytes: counters.map(|c| c.state_bytes()).unwrap_or_default(),
+                    restore_time: counters.and_then(|c| c.restore_time()),
                 }
             })
             .collect()
@@ -245,6 +251,16 @@ impl JobMetrics {
         marks.iter().copied().min().filter(|m| *m > i64::MIN)
     }
 
+    /// Operator subtasks that have state to restore and have not finished restoring
+    /// it (each takes rows once it has; no checkpoint starts before all have).
+    pub fn subtasks_restoring(&self) -> usize {
+        let operators = self.operators.lock().unwrap_or_else(|e| e.into_inner());
+        operators
+            .iter()
+            .filter(|(_, _, c)| c.is_restoring())
+            .count()
+    }
+
     /// Per-operator totals, in registration order, one row per operator.
     pub fn operator_totals(&self) -> Vec<OperatorTotals> {
         let operators = self.operators.lock().unwrap_or_else(|e| e.into_inner());
@@ -253,17 +269,20 @@ impl JobMetrics {
             let late = counters.late_rows_dropped.load(Ordering::Relaxed);
             let windows = counters.windows_emitted.load(Ordering::Relaxed);
             let skipped = counters.records_skipped.load(Ordering::Relaxed);
+            let restore = counters.restore_time();
             match totals.iter_mut().find(|t| &t.operator == id) {
                 Some(t) => {
                     t.late_rows_dropped += late;
                     t.windows_emitted += windows;
                     t.records_skipped += skipped;
+                    t.restore_time = t.restore_time.max(restore);
                 }
                 None => totals.push(OperatorTotals {
                     operator: id.clone(),
                     late_rows_dropped: late,
                     windows_emitted: windows,
                     records_skipped: skipped,
+                    restore_time: restore,
                 }),
             }
         }
@@ -274,6 +293,29 @@ impl JobMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_subtask_is_restoring_from_its_start_until_its_restore_is_timed() {
+        let metrics = JobMetrics::default();
+        let id = OperatorId("counts".into());
+        let (a, b) = (
+            metrics.register_operator(&id, 0),
+            metrics.register_operator(&id, 1),
+        );
+        metrics.register_operator(&OperatorId("filter".into()), 0);
+        a.note_restore_pending();
+        b.note_restore_pending();
+        assert_eq!(metrics.subtasks_restoring(), 2);
+        a.set_restore_time(Duration::from_millis(300));
+        assert_eq!(metrics.subtasks_restoring(), 1);
+        b.set_restore_time(Duration::from_millis(700));
+        assert_eq!(metrics.subtasks_restoring(), 0);
+        let totals = metrics.operator_totals();
+        // The operator's restore took as long as its slowest subtask's.
+        assert_eq!(totals[0].restore_time, Some(Duration::from_millis(700)));
+        assert_eq!(totals[1].restore_time, None, "it restored nothing");
+    }
 
     #[test]
     fn word_of_an_older_commit_changes_nothing() {

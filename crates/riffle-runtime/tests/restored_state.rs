@@ -17,8 +17,8 @@ use riffle_core::{
 use riffle_operators::{AggregateSpec, UpdatingAggregateFactory};
 use riffle_runtime::recovery::Recovered;
 use riffle_runtime::{
-    run_checkpointed, CheckpointConfig, CheckpointedRun, JobGraph, RestartStrategy, RestoredJob,
-    RunObserver,
+    run_checkpointed, CheckpointConfig, CheckpointedRun, JobGraph, JobMetrics, RestartStrategy,
+    RestoredJob, RunObserver,
 };
 use riffle_state::{CheckpointStore, StateRoot};
 use std::collections::{HashMap, HashSet};
@@ -126,6 +126,11 @@ impl Operator for KeeperOp {
         Ok(())
     }
 
+    fn finish_restore(&mut self) -> Result<()> {
+        self.restore_calls.lock().unwrap().push(0); // 0: the restore's end
+        Ok(())
+    }
+
     fn on_end(&mut self, _: &mut Vec<RecordBatch>) -> Result<()> {
         if self.restored {
             let seen = self.seen.lock().unwrap();
@@ -188,8 +193,8 @@ fn after_a_restart_the_checkpoint_is_decoded_a_batch_at_a_time_and_then_let_go()
     // The restored subtask ran to its end with nothing holding the loaded checkpoint:
     // neither the recovery's result nor the attempt's settings.
     assert_eq!(*held_at_end.lock().unwrap(), [false]);
-    // One decoded batch per call, never the whole state at once.
-    assert_eq!(*restore_calls.lock().unwrap(), [1, 1, 1]);
+    // One decoded batch per call, never the whole state at once; then the end.
+    assert_eq!(*restore_calls.lock().unwrap(), [1, 1, 1, 0]);
     let rows: usize = sink.batches().iter().map(|b| b.num_rows()).sum();
     assert_eq!(rows as u64, EVENTS, "exactly once through the restart");
 }
@@ -407,17 +412,38 @@ fn a_restore_longer_than_the_checkpoint_timeout_is_no_failed_checkpoint() {
         tolerable_failures: 1,
         ..CheckpointConfig::default()
     });
+    let attempts = Attempts::default();
     let outcome = rt
-        .block_on(run_checkpointed(
-            &g,
-            &store,
-            run,
-            &mut Watch(Seen::default()),
-        ))
+        .block_on(run_checkpointed(&g, &store, run, &mut attempts.clone()))
         .unwrap();
     assert_eq!(outcome.restarts, 1, "the operator failed once");
     let failed: usize = (outcome.reports.iter()).map(|r| r.errors.len()).sum();
     assert_eq!(failed, 0, "{:?}", outcome.reports);
     let rows: usize = sink.batches().iter().map(|b| b.num_rows()).sum();
     assert_eq!(rows as u64, EVENTS, "exactly once through the restart");
+    // Each attempt's metrics say how long its restore took: the first restored
+    // nothing, the second took the operator's 800 ms (and is done restoring).
+    let restore_of = |attempt: &Arc<JobMetrics>| {
+        let totals = attempt.operator_totals();
+        let slow = totals.iter().find(|t| t.operator.0 == "slow").unwrap();
+        (slow.restore_time, attempt.subtasks_restoring())
+    };
+    let attempts = attempts.0.lock().unwrap();
+    assert_eq!(restore_of(&attempts[0]), (None, 0));
+    let (took, restoring) = restore_of(&attempts[1]);
+    assert!(
+        took.is_some_and(|t| t >= Duration::from_millis(800)),
+        "{took:?}"
+    );
+    assert_eq!(restoring, 0);
+}
+
+/// Keeps each attempt's live metrics.
+#[derive(Clone, Default)]
+struct Attempts(Arc<Mutex<Vec<Arc<JobMetrics>>>>);
+
+impl RunObserver for Attempts {
+    fn started(&mut self, metrics: &Arc<JobMetrics>) {
+        self.0.lock().unwrap().push(metrics.clone());
+    }
 }

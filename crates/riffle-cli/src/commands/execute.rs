@@ -106,6 +106,17 @@ pub fn run(job: Job<'_>) -> Result<()> {
         summary.source_rows, summary.sink_rows
     );
     eprintln!("  late rows dropped {}", summary.late_rows_dropped());
+    // How long a resumed run's restore took: its slowest operator subtask's (they
+    // restore in parallel, and rows wait behind one that has not finished).
+    let slowest_restore = (summary.operators.iter())
+        .filter_map(|o| o.restore_time.map(|t| (t, &o.operator)))
+        .max();
+    if let Some((took, operator)) = slowest_restore {
+        eprintln!(
+            "  state restored   in {:.2}s (slowest: a subtask of `{operator}`)",
+            took.as_secs_f64()
+        );
+    }
     if summary.records_skipped() > 0 {
         eprintln!(
             "  malformed records skipped {} (the source's 'on_malformed' = 'skip')",

@@ -41,7 +41,8 @@ fn postgres_append_and_upsert_tables_are_exact_after_every_crash_point() {
     let server = PgServer::start();
     let dir = tempfile::tempdir().unwrap();
     let file = pipeline(dir.path(), "clean", &nexmark_to_postgres(&server, "clean"));
-    succeed(&mut run(&file, &dir.path().join("state-clean"), 2));
+    let clean = succeed(&mut run(&file, &dir.path().join("state-clean"), 2));
+    assert!(!clean.contains("state restored"), "{clean}");
     let (appended, upserted) = tables(&server, "clean");
     assert!(appended.len() > 10_000, "{}", appended.len());
     assert!(upserted.len() > 100, "{}", upserted.len());
@@ -56,6 +57,8 @@ fn postgres_append_and_upsert_tables_are_exact_after_every_crash_point() {
         // Resumed at another parallelism: the sink's transactions are per subtask.
         let resumed = succeed(&mut run(&file, &state, 3));
         assert!(resumed.contains("from checkpoint epoch"), "{resumed}");
+        // The run summary says how long the GROUP BY's state took to restore.
+        assert!(resumed.contains("  state restored   in "), "{resumed}");
         if at.starts_with("after-manifest-prepared") {
             // Prepared transactions outlive the process: the epoch rolls forward.
             assert!(

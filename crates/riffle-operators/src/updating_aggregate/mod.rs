@@ -307,6 +307,9 @@ impl Operator for UpdatingAggregate {
     fn restores_in_parts(&self) -> bool {
         true // batches apply one after the other: a later row of a group replaces it
     }
+    fn finish_restore(&mut self) -> Result<()> {
+        self.end_restore()
+    }
     fn restore(&mut self, state: OperatorState) -> Result<()> {
         for batch in state.batches {
             self.restore_batch(&batch)?;

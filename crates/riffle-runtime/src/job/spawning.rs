@@ -220,6 +220,9 @@ impl Spawning<'_> {
                     )?
                     // Only files the writer reuses may be gone on from.
                     .map(|state| state.continuing_if(factory.stable_state()));
+                    if restore.is_some() {
+                        ctx.counters.note_restore_pending();
+                    }
                     links.push(ChainLink {
                         id: node.id.clone(),
                         operator,
