@@ -300,3 +300,55 @@ fn a_report_into_a_closed_pipe_ends_quietly() {
         output.status
     );
 }
+
+/// `--state-memory` bounds only the unbounded GROUP BY today: a run says which of its
+/// stateful operators hold their state outside the budget, and says nothing when every
+/// one keeps to it.
+#[test]
+fn a_run_names_the_operators_whose_state_the_budget_does_not_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, statements: &[&str]| {
+        let file = dir.path().join(format!("{name}.sql"));
+        std::fs::write(
+            &file,
+            format!(
+                "CREATE TABLE bid WITH ('connector' = 'nexmark', 'event_type' = 'bid', 'events' = '20K');
+                 {}",
+                statements.join("\n")
+            ),
+        )
+        .unwrap();
+        let out = riffle()
+            .arg("run")
+            .arg(&file)
+            .args(["--state-memory", "64MiB"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    };
+    let group_by = "CREATE TABLE per_bidder (bidder BIGINT, n BIGINT, PRIMARY KEY (bidder)) WITH ('connector' = 'blackhole');
+         INSERT INTO per_bidder SELECT bidder, count(*) AS n FROM bid GROUP BY bidder;";
+    let window = "CREATE TABLE per_window (window_end TIMESTAMP(3), n BIGINT) WITH ('connector' = 'blackhole');
+         INSERT INTO per_window SELECT window_end, count(*) AS n
+         FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(date_time), INTERVAL '10' SECOND))
+         GROUP BY window_start, window_end;";
+    let both = run("both", &[group_by, window]);
+    let line = both
+        .lines()
+        .find(|l| l.contains("--state-memory 64MiB"))
+        .unwrap_or_else(|| panic!("no notice: {both}"));
+    assert!(
+        line.contains("is shared by the unbounded GROUP BYs; the state of `")
+            && line.contains("window"),
+        "{line}"
+    );
+    let alone = run("alone", &[group_by]);
+    assert!(!alone.contains("--state-memory"), "{alone}");
+    let none = run("none", &[window]);
+    assert!(
+        none.contains("--state-memory 64MiB: this job has no unbounded GROUP BY"),
+        "{none}"
+    );
+}

@@ -359,6 +359,13 @@ pub trait OperatorFactory: Send + Sync {
     /// Whether the operator holds state that checkpoints must capture.
     fn is_stateful(&self) -> bool;
 
+    /// Whether its subtasks keep their state within their share of `--state-memory`
+    /// (moving the rest to a spill tier). The budget is shared among these only; other
+    /// stateful operators hold their state in memory outside it.
+    fn keeps_to_state_memory(&self) -> bool {
+        false
+    }
+
     /// Whether [`Operator::snapshot`] returns a batch it returned before as the same
     /// arrays (`Arc`-shared) while that part of the state is unchanged. Checkpoints then
     /// reuse the files of such batches instead of writing them again (incremental

@@ -171,6 +171,23 @@ impl JobGraph {
         kinds
     }
 
+    /// The stateful operators whose state `--state-memory` does not bound (they hold
+    /// it in memory), and whether any operator keeps to it.
+    pub fn state_outside_budget(&self) -> (Vec<&OperatorId>, bool) {
+        let mut outside = Vec::new();
+        let mut budgeted = false;
+        for node in &self.nodes {
+            if let NodeKind::Operator(factory) = &node.kind {
+                if factory.keeps_to_state_memory() {
+                    budgeted = true;
+                } else if factory.is_stateful() {
+                    outside.push(&node.id);
+                }
+            }
+        }
+        (outside, budgeted)
+    }
+
     /// Every sink by its id.
     pub fn sinks(&self) -> std::collections::HashMap<String, Arc<dyn SinkFactory>> {
         self.nodes

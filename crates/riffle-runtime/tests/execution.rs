@@ -476,3 +476,98 @@ fn a_second_sink_into_the_same_directory_is_refused() {
         other => panic!("not refused: {:?}", other.map(|_| ())),
     }
 }
+
+/// Passes rows through; a stateful operator that notes the share of `--state-memory`
+/// each of its subtasks was given.
+struct BudgetNoter {
+    schema: StreamSchema,
+    keeps_to_budget: bool,
+    shares: Arc<std::sync::Mutex<Vec<Option<u64>>>>,
+}
+
+impl OperatorFactory for BudgetNoter {
+    fn describe(&self) -> String {
+        "budget noter".into()
+    }
+    fn output_schema(&self) -> &StreamSchema {
+        &self.schema
+    }
+    fn is_stateful(&self) -> bool {
+        true
+    }
+    fn keeps_to_state_memory(&self) -> bool {
+        self.keeps_to_budget
+    }
+    fn key_columns(&self, _: usize) -> Option<Vec<usize>> {
+        Some(vec![0])
+    }
+    fn create(&self, ctx: &OperatorContext) -> Result<Box<dyn Operator>> {
+        let share = ctx.state_memory.as_ref().map(|m| m.bytes);
+        self.shares.lock().unwrap().push(share);
+        Ok(Box::new(PassThrough))
+    }
+}
+
+struct PassThrough;
+
+impl Operator for PassThrough {
+    fn on_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
+        out.push(batch);
+        Ok(())
+    }
+    fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
+        Ok(OperatorState::default())
+    }
+    fn restore(&mut self, _: OperatorState) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn the_state_budget_is_shared_by_the_operators_that_keep_to_it() {
+    let rt = runtime();
+    let mut g = JobGraph::new("budget");
+    let src = g
+        .source(
+            "peer",
+            Arc::new(PeerSourceFactory::new(10_000, 1000)),
+            1,
+            no_delay(),
+        )
+        .unwrap();
+    let noter = |keeps_to_budget| {
+        let shares = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let factory = BudgetNoter {
+            schema: g.schema(src).clone(),
+            keeps_to_budget,
+            shares: shares.clone(),
+        };
+        (factory, shares)
+    };
+    let (spills, spilling_shares) = noter(true);
+    let (holds, holding_shares) = noter(false);
+    let a = g.operator("spills", Arc::new(spills), 2, &[src]).unwrap();
+    let b = g.operator("holds", Arc::new(holds), 2, &[a]).unwrap();
+    g.sink("sink", Arc::new(CollectSinkFactory::new()), 2, b)
+        .unwrap();
+    assert_eq!(
+        g.state_outside_budget(),
+        (vec![&riffle_core::OperatorId("holds".into())], true)
+    );
+    let budget = riffle_core::StateMemory {
+        bytes: 1000,
+        spill_dir: std::env::temp_dir(),
+    };
+    rt.block_on(async {
+        let config = JobConfig {
+            state_memory: Some(budget),
+            ..JobConfig::default()
+        };
+        job::start(&g, &config, false).unwrap().wait().await
+    })
+    .unwrap();
+    // The two subtasks that keep to the budget share it; the two that hold their state
+    // in memory anyway are given none of it.
+    assert_eq!(*spilling_shares.lock().unwrap(), [Some(500), Some(500)]);
+    assert_eq!(*holding_shares.lock().unwrap(), [None, None]);
+}

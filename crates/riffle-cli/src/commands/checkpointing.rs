@@ -90,15 +90,17 @@ pub struct CheckpointArgs {
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub restart_delay: Duration,
     /// Memory for operator state in this process (each worker's own), e.g. 512MiB or
-    /// 8GiB, shared evenly by the stateful operator subtasks. An unbounded GROUP BY
-    /// moves its coldest groups beyond it to a local spill tier (--spill-dir) and takes
-    /// them back when their keys return; checkpoints still hold every group. A first
-    /// step: the budget bounds the GROUP BY's group table (the tier is on disk), not
-    /// yet the whole process (a snapshot that writes the whole tier at once, the first
-    /// after a start or restore, and a restore are still in memory), and other
-    /// operators keep all their state in memory (docs/engine.md, "State beyond
-    /// memory"). Spilling is slow: several times the unlimited run's time. Default:
-    /// `unlimited`.
+    /// 8GiB, shared evenly by the subtasks of the unbounded GROUP BYs, the operators
+    /// that keep to it today: each moves its coldest groups beyond its share to a local
+    /// spill tier (--spill-dir) and takes them back when their keys return, and a
+    /// restore larger than the share goes into the tier; checkpoints still hold every
+    /// group. Other stateful operators (windows, joins, Top-N) keep their state in
+    /// memory outside the budget, and the run names them at its start. The budget
+    /// bounds the group tables, not yet the whole process: the first snapshot after a
+    /// failed checkpoint, a rescale or a start from a savepoint writes the whole tier
+    /// at once, from memory
+    /// (docs/engine.md, "State beyond memory"). Spilling is slow: several times the
+    /// unlimited run's time. Default: `unlimited`.
     #[arg(long, value_name = "SIZE")]
     pub state_memory: Option<String>,
     /// Where the spill tier of --state-memory lives: a local directory, best on the

@@ -36,9 +36,43 @@ pub fn check_restore_options(checkpoints: &CheckpointArgs) -> Result<()> {
     Ok(())
 }
 
+/// What `--state-memory size` bounds in `graph`, for a line at the start: which
+/// stateful operators hold their state outside it; `None` when every one keeps to it.
+fn budget_notice(size: &str, graph: &JobGraph) -> Option<String> {
+    let (outside, budgeted) = graph.state_outside_budget();
+    let names = |ids: &[&riffle_core::OperatorId]| {
+        ids.iter()
+            .map(|id| format!("`{id}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (budgeted, outside.as_slice()) {
+        (true, []) => None,
+        (false, []) => Some(format!(
+            "riffle: --state-memory {size}: this job has no unbounded GROUP BY, the one operator that keeps to it today; it bounds nothing here"
+        )),
+        (false, ids) => Some(format!(
+            "riffle: --state-memory {size}: this job has no unbounded GROUP BY, the one operator that keeps to it today; the state of {} stays in memory",
+            names(ids)
+        )),
+        (true, ids) => Some(format!(
+            "riffle: --state-memory {size} is shared by the unbounded GROUP BYs; the state of {} stays in memory outside it",
+            names(ids)
+        )),
+    }
+}
+
 /// Runs the job to its end (or its stop) and prints the summary.
 pub fn run(job: Job<'_>) -> Result<()> {
     let label = job.label;
+    if let Some(size) = job.checkpoints.state_memory.as_deref() {
+        if let Some(notice) = (size != "unlimited")
+            .then(|| budget_notice(size, job.graph))
+            .flatten()
+        {
+            eprintln!("{notice}");
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

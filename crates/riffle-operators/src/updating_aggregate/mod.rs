@@ -126,6 +126,9 @@ impl OperatorFactory for UpdatingAggregateFactory {
     fn is_stateful(&self) -> bool {
         true
     }
+    fn keeps_to_state_memory(&self) -> bool {
+        true // cold groups move to the spill tier (spill/mod.rs)
+    }
     fn stable_state(&self) -> bool {
         true // earlier snapshot batches are handed back unchanged (delta snapshots)
     }

@@ -87,20 +87,22 @@ impl Spawning<'_> {
         Ok(spawned)
     }
 
-    /// Each stateful operator subtask's share of the process's `--state-memory`: the
-    /// budget split evenly over the stateful subtasks `tasks` run here.
+    /// Each budgeted operator subtask's share of the process's `--state-memory`: the
+    /// budget split evenly over the subtasks `tasks` run here of operators that keep to
+    /// it ([`OperatorFactory::keeps_to_state_memory`]); the others hold their state
+    /// outside it, and a share given to them would be memory no one uses.
     fn state_memory_share(&self, tasks: &[(usize, usize)]) -> Option<StateMemory> {
         let budget = self.config.state_memory.as_ref()?;
-        let stateful = tasks
+        let budgeted = tasks
             .iter()
             .flat_map(|&(c, _)| &self.plan.chains[c].nodes)
             .filter(|id| match &self.graph.nodes()[id.0].kind {
-                NodeKind::Operator(factory) => factory.is_stateful(),
+                NodeKind::Operator(factory) => factory.keeps_to_state_memory(),
                 _ => false,
             })
             .count();
         Some(StateMemory {
-            bytes: budget.bytes / stateful.max(1) as u64,
+            bytes: budget.bytes / budgeted.max(1) as u64,
             spill_dir: budget.spill_dir.clone(),
         })
     }
@@ -199,7 +201,7 @@ impl Spawning<'_> {
                 NodeKind::Source { .. } => {}
                 NodeKind::Operator(factory) => {
                     let mut ctx = self.operator_context(&node.id, subtask, chain.parallelism);
-                    if factory.is_stateful() {
+                    if factory.keeps_to_state_memory() {
                         ctx.state_memory = state_memory.cloned();
                     }
                     // Only an operator whose files the writer reuses may hand over
