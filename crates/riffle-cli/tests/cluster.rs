@@ -355,6 +355,8 @@ fn a_job_killed_on_three_workers_resumes_on_two() {
     killed_after_checkpoints("q5", dir.path(), "600K", 3, 3);
     let text = finished(&mut run("q5", dir.path(), "600K", 2, 2));
     assert!(text.contains("all 2 workers finished"), "{text}");
+    // Each worker's summary says how long its restore took.
+    assert_eq!(text.matches("  state restored   in ").count(), 2, "{text}");
     // Each worker holds its share of the state, not the whole checkpoint.
     let shares = restored_shares(&text);
     eprintln!("state shares on 2 workers, (held, checkpoint) bytes: {shares:?}");

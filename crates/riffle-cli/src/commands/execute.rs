@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use riffle_runtime::job::{self, JobConfig};
 use riffle_runtime::readout::human;
 use riffle_runtime::resources::{cpu_time, peak_rss_bytes};
-use riffle_runtime::JobGraph;
+use riffle_runtime::{JobGraph, JobSummary};
 use std::time::Instant;
 
 /// What to run and how to report it.
@@ -62,17 +62,36 @@ fn budget_notice(size: &str, graph: &JobGraph) -> Option<String> {
     }
 }
 
+/// Prints, for a run with a `--state-memory` budget, which stateful operators of
+/// `graph` hold their state outside it (one process, or each worker).
+pub fn print_budget_notice(checkpoints: &CheckpointArgs, graph: &JobGraph) {
+    let Some(size) = (checkpoints.state_memory.as_deref()).filter(|s| *s != "unlimited") else {
+        return;
+    };
+    if let Some(notice) = budget_notice(size, graph) {
+        eprintln!("{notice}");
+    }
+}
+
+/// Prints how long a resumed run's restore took: its slowest operator subtask's (they
+/// restore in parallel, and rows wait behind one that has not finished). Nothing for a
+/// run that restored nothing.
+pub fn print_restore_time(summary: &JobSummary) {
+    let slowest = (summary.operators.iter())
+        .filter_map(|o| o.restore_time.map(|t| (t, &o.operator)))
+        .max();
+    if let Some((took, operator)) = slowest {
+        eprintln!(
+            "  state restored   in {:.2}s (slowest: a subtask of `{operator}`)",
+            took.as_secs_f64()
+        );
+    }
+}
+
 /// Runs the job to its end (or its stop) and prints the summary.
 pub fn run(job: Job<'_>) -> Result<()> {
     let label = job.label;
-    if let Some(size) = job.checkpoints.state_memory.as_deref() {
-        if let Some(notice) = (size != "unlimited")
-            .then(|| budget_notice(size, job.graph))
-            .flatten()
-        {
-            eprintln!("{notice}");
-        }
-    }
+    print_budget_notice(job.checkpoints, job.graph);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -140,17 +159,7 @@ pub fn run(job: Job<'_>) -> Result<()> {
         summary.source_rows, summary.sink_rows
     );
     eprintln!("  late rows dropped {}", summary.late_rows_dropped());
-    // How long a resumed run's restore took: its slowest operator subtask's (they
-    // restore in parallel, and rows wait behind one that has not finished).
-    let slowest_restore = (summary.operators.iter())
-        .filter_map(|o| o.restore_time.map(|t| (t, &o.operator)))
-        .max();
-    if let Some((took, operator)) = slowest_restore {
-        eprintln!(
-            "  state restored   in {:.2}s (slowest: a subtask of `{operator}`)",
-            took.as_secs_f64()
-        );
-    }
+    print_restore_time(&summary);
     if summary.records_skipped() > 0 {
         eprintln!(
             "  malformed records skipped {} (the source's 'on_malformed' = 'skip')",

@@ -163,6 +163,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
         args.sql.file.display(),
         args.sql.parallelism
     );
+    super::execute::print_budget_notice(&args.checkpoints, graph);
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(threads) = args.threads {
         runtime.worker_threads(usize::from(threads));
@@ -242,6 +243,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
         streams: streams as u64,
     };
     eprintln!("{}", finished.line());
+    super::execute::print_restore_time(&outcome.summary);
     if let Some(report) = &outcome.report {
         print_report(report);
         if let Some(stopped) = &report.stopped {
