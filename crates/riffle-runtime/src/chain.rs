@@ -226,42 +226,7 @@ impl Chain {
                 continue;
             };
             let started = std::time::Instant::now();
-            let unreadable = |message| Error::State {
-                operator: link.id.0.clone(),
-                message,
-            };
-            if !link.operator.restores_in_parts() {
-                let whole = state.decode().map_err(unreadable).map_err(at(&link.id))?;
-                link.operator.restore(whole).map_err(at(&link.id))?;
-                link.counters.set_restore_time(started.elapsed());
-                continue;
-            }
-            let mut restored_any = false;
-            // Its own files as written: what it restored, handed over, file by file.
-            let mut chain = state.seed().map(|_| Vec::<ChainFile>::new());
-            for (file, batch) in state.batches_in_files() {
-                let batch = batch.map_err(unreadable).map_err(at(&link.id))?;
-                if !chain
-                    .as_mut()
-                    .is_none_or(|files| note_in_chain(files, file, &batch))
-                {
-                    chain = None; // a batch from no file: nothing to reference
-                }
-                let part = OperatorState {
-                    batches: vec![batch],
-                };
-                link.operator.restore(part).map_err(at(&link.id))?;
-                restored_any = true;
-            }
-            if !restored_any {
-                // Restored, from nothing: as after a restore of an empty state.
-                let nothing = OperatorState::default();
-                link.operator.restore(nothing).map_err(at(&link.id))?;
-            }
-            link.operator.finish_restore().map_err(at(&link.id))?;
-            if let (Some(seed), Some(files)) = (state.seed(), chain) {
-                offer_restored_files(link.operator.as_mut(), seed, files);
-            }
+            restore_link(link, &state)?;
             link.counters.set_restore_time(started.elapsed());
         }
         Ok(())
@@ -293,6 +258,47 @@ impl Chain {
         let payload = sink.sink.pre_commit(epoch).map_err(at(&sink.id))?;
         Ok(payload.map(|p| (sink.id.clone(), p)))
     }
+}
+
+/// Restores `link`'s operator from `state`: whole, or in parts, one decoded batch at a
+/// time, ended by [`Operator::finish_restore`] and offering the operator the chain of
+/// its own files.
+fn restore_link(link: &mut ChainLink, state: &RestoredState) -> ChainResult<()> {
+    let unreadable = |message| Error::State {
+        operator: link.id.0.clone(),
+        message,
+    };
+    if !link.operator.restores_in_parts() {
+        let whole = state.decode().map_err(unreadable).map_err(at(&link.id))?;
+        return link.operator.restore(whole).map_err(at(&link.id));
+    }
+    let mut restored_any = false;
+    // Its own files as written: what it restored, handed over, file by file.
+    let mut chain = state.seed().map(|_| Vec::<ChainFile>::new());
+    for (file, batch) in state.batches_in_files() {
+        let batch = batch.map_err(unreadable).map_err(at(&link.id))?;
+        if !chain
+            .as_mut()
+            .is_none_or(|files| note_in_chain(files, file, &batch))
+        {
+            chain = None; // a batch from no file: nothing to reference
+        }
+        let part = OperatorState {
+            batches: vec![batch],
+        };
+        link.operator.restore(part).map_err(at(&link.id))?;
+        restored_any = true;
+    }
+    if !restored_any {
+        // Restored, from nothing: as after a restore of an empty state.
+        let nothing = OperatorState::default();
+        link.operator.restore(nothing).map_err(at(&link.id))?;
+    }
+    link.operator.finish_restore().map_err(at(&link.id))?;
+    if let (Some(seed), Some(files)) = (state.seed(), chain) {
+        offer_restored_files(link.operator.as_mut(), seed, files);
+    }
+    Ok(())
 }
 
 /// Notes `batch`, restored from `file`, in the list of state files a subtask restored;

@@ -98,9 +98,8 @@ pub struct CheckpointArgs {
     /// memory outside the budget, and the run names them at its start. The budget
     /// bounds the group tables, not yet the whole process: the first snapshot after a
     /// failed checkpoint, a rescale or a start from a savepoint writes the whole tier
-    /// at once, from memory
-    /// (docs/engine.md, "State beyond memory"). Spilling is slow: several times the
-    /// unlimited run's time. Default: `unlimited`.
+    /// at once, from memory (docs/engine.md, "State beyond memory"). Spilling is slow:
+    /// several times the unlimited run's time. Default: `unlimited`.
     #[arg(long, value_name = "SIZE")]
     pub state_memory: Option<String>,
     /// Where the spill tier of --state-memory lives: a local directory, best on the
@@ -151,15 +150,20 @@ impl CheckpointArgs {
     /// # Errors
     /// --state-memory is not an amount of memory.
     pub fn state_memory(&self) -> Result<Option<riffle_core::StateMemory>> {
-        let bytes = match self.state_memory.as_deref() {
-            None | Some("unlimited") => return Ok(None),
-            Some(size) => parse_size(size).map_err(|e| anyhow::anyhow!("--state-memory: {e}"))?,
+        let Some(size) = self.state_budget() else {
+            return Ok(None);
         };
+        let bytes = parse_size(size).map_err(|e| anyhow::anyhow!("--state-memory: {e}"))?;
         let spill_dir =
             (self.spill_dir.clone()).unwrap_or_else(|| std::env::temp_dir().join("riffle-spill"));
         riffle_operators::spill::sweep_abandoned(&spill_dir);
         crate::allocator::return_large_blocks();
         Ok(Some(riffle_core::StateMemory { bytes, spill_dir }))
+    }
+
+    /// `--state-memory` as given, unless it is `unlimited` (or not given).
+    pub fn state_budget(&self) -> Option<&str> {
+        self.state_memory.as_deref().filter(|s| *s != "unlimited")
     }
 
     /// Whether checkpoints are on.

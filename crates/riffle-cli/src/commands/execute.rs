@@ -65,7 +65,7 @@ fn budget_notice(size: &str, graph: &JobGraph) -> Option<String> {
 /// Prints, for a run with a `--state-memory` budget, which stateful operators of
 /// `graph` hold their state outside it (one process, or each worker).
 pub fn print_budget_notice(checkpoints: &CheckpointArgs, graph: &JobGraph) {
-    let Some(size) = (checkpoints.state_memory.as_deref()).filter(|s| *s != "unlimited") else {
+    let Some(size) = checkpoints.state_budget() else {
         return;
     };
     if let Some(notice) = budget_notice(size, graph) {
