@@ -7,7 +7,8 @@
 //! most once, its value null or of the field's own JSON type (a number for a number
 //! column, a string for a VARCHAR one; an integer or a boolean for a VARCHAR is taken as
 //! its text, as Arrow takes it; a TIMESTAMP column is handed over as text, an integer's
-//! digits or a string that is not digits). It hands any other batch back, and the strict
+//! digits or a string that is not digits; a DECIMAL column takes a number where its f64
+//! tells the value its text rounds to, and a decimal string). It hands any other batch back, and the strict
 //! check (`json_check.rs`) and Arrow's decoder decode it or name the error, so a record
 //! decodes alike on either path (the tests below hold the two to that).
 //!
@@ -19,12 +20,14 @@
 //! which the tests below check.
 
 use crate::json_check::is_signed_digits;
+use crate::json_numbers::{decimal, decimal_of_double, decimal_of_integer};
 use crate::simd_json_gaps::{
     has_a_key_twice, has_control_byte, has_lone_surrogate, long_numbers_end_cleanly,
     may_end_unchecked,
 };
 use riffle_core::arrow::array::{
-    ArrayBuilder, ArrayRef, ArrowPrimitiveType, BooleanBuilder, PrimitiveBuilder, StringBuilder,
+    ArrayBuilder, ArrayRef, ArrowPrimitiveType, BooleanBuilder, Decimal128Builder,
+    PrimitiveBuilder, StringBuilder,
 };
 use riffle_core::arrow::datatypes::{
     DataType, Date32Type, Field, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
@@ -285,6 +288,16 @@ enum Column {
     Float32(PrimitiveBuilder<Float32Type>),
     Boolean(BooleanBuilder),
     Utf8(StringBuilder),
+    /// A DECIMAL: a number's value rounded half-up to the scale, as `json_numbers.rs`
+    /// reads the text, where the tape tells it ([`decimal_of_double`]); a string read as
+    /// its text is.
+    Decimal {
+        builder: Decimal128Builder,
+        precision: u8,
+        scale: i8,
+        /// A double's shortest text, written for each value.
+        scratch: String,
+    },
     /// A DATE: a string parsed by Arrow's own parser (as its decoder parses it), or an
     /// integer (days since 1970-01-01, as Arrow's decoder takes a number).
     Date32(PrimitiveBuilder<Date32Type>),
@@ -311,6 +324,14 @@ impl Column {
             DataType::Boolean => Column::Boolean(BooleanBuilder::with_capacity(rows)),
             DataType::Utf8 => Column::Utf8(StringBuilder::with_capacity(rows, rows * 16)),
             DataType::Date32 => Column::Date32(PrimitiveBuilder::with_capacity(rows)),
+            &DataType::Decimal128(precision, scale) if scale >= 0 => Column::Decimal {
+                builder: Decimal128Builder::with_capacity(rows)
+                    .with_precision_and_scale(precision, scale)
+                    .ok()?,
+                precision,
+                scale,
+                scratch: String::new(),
+            },
             DataType::Timestamp(..) => {
                 Column::DateTime(StringBuilder::with_capacity(rows, rows * 24))
             }
@@ -332,6 +353,7 @@ impl Column {
             Column::Float32(b) => b,
             Column::Boolean(b) => b,
             Column::Date32(b) => b,
+            Column::Decimal { builder, .. } => builder,
             Column::Utf8(b) | Column::DateTime(b) => b,
         }
     }
@@ -354,6 +376,7 @@ impl Column {
             Column::Float32(b) => b.append_null(),
             Column::Boolean(b) => b.append_null(),
             Column::Date32(b) => b.append_null(),
+            Column::Decimal { builder, .. } => builder.append_null(),
             Column::Utf8(b) | Column::DateTime(b) => b.append_null(),
         }
     }
@@ -391,6 +414,21 @@ impl Column {
                 }
                 _ => false,
             },
+            Column::Decimal {
+                builder,
+                precision,
+                scale,
+                scratch,
+            } => {
+                let (p, s) = (*precision, *scale);
+                let value = match *value {
+                    StaticNode::I64(v) => decimal_of_integer(v.into(), p, s),
+                    StaticNode::U64(v) => decimal_of_integer(v.into(), p, s),
+                    StaticNode::F64(v) => decimal_of_double(v, p, s, scratch),
+                    _ => None,
+                };
+                value.map(|v| builder.append_value(v)).is_some()
+            }
             // A JSON integer has one spelling (no sign but `-`, no leading zero), so
             // its value's digits are its text.
             Column::Utf8(b) | Column::DateTime(b) => {
@@ -420,6 +458,14 @@ impl Column {
                 b.append_value(text);
                 true
             }
+            Column::Decimal {
+                builder,
+                precision,
+                scale,
+                ..
+            } => decimal(text, *precision, *scale)
+                .map(|v| builder.append_value(v))
+                .is_some(),
             Column::Date32(b) => {
                 use riffle_core::arrow::compute::kernels::cast_utils::Parser;
                 Date32Type::parse(text).map(|d| b.append_value(d)).is_some()
@@ -709,7 +755,7 @@ mod tests {
     fn schemas_with_other_types_are_left_to_arrow() {
         assert!(takes(&schema()));
         for other in [
-            DataType::Decimal128(10, 2),
+            DataType::Decimal128(10, -2),
             DataType::LargeUtf8,
             DataType::List(Arc::new(Field::new("item", DataType::Int64, true))),
         ] {
@@ -752,6 +798,61 @@ mod tests {
         ] {
             agrees_with_arrow(&schema, line);
         }
+    }
+
+    #[test]
+    fn decimals_decode_as_their_text_reads_and_midpoints_are_handed_back() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("d", DataType::Decimal128(10, 2), true),
+            Field::new("n", DataType::Int64, true),
+        ]));
+        for line in [
+            r#"{"d":12.34,"n":1}"#,
+            r#"{"d":-0.5}"#,
+            r#"{"d":7}"#,
+            r#"{"d":-0}"#,
+            r#"{"d":-0.0}"#,
+            r#"{"d":1.006}"#,
+            r#"{"d":1e3}"#,
+            r#"{"d":99999999.99}"#,
+            r#"{"d":"1.5"}"#,
+            r#"{"d":"-1.005"}"#,
+            r#"{"d":".5"}"#,
+            r#"{"d":null,"n":2}"#,
+            r#"{"n":3}"#,
+        ] {
+            assert!(agrees_with_arrow(&schema, line), "not taken: {line}");
+        }
+        // On or near a midpoint of the scale (the f64 cannot tell which side the text
+        // is), past the precision, past what a double tells apart, or no number: left
+        // to Arrow, which reads the text or names the error.
+        for line in [
+            r#"{"d":1.005}"#,
+            r#"{"d":2.675}"#,
+            r#"{"d":1.00499999999999999999}"#,
+            r#"{"d":99999999.995}"#,
+            r#"{"d":100000000}"#,
+            r#"{"d":1234567890123.25}"#,
+            r#"{"d":true}"#,
+            r#"{"d":"x"}"#,
+            r#"{"d":"1e"}"#,
+        ] {
+            assert!(!agrees_with_arrow(&schema, line), "taken: {line}");
+        }
+        // Seeded prices of two to four places: each taken is decoded as Arrow's reads
+        // its text, and most are taken.
+        let mut taken = 0;
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let places = 2 + (state >> 50) % 3;
+            let cents = state % 10u64.pow(8);
+            let line = format!(r#"{{"d":{cents}e-{places}}}"#);
+            taken += usize::from(agrees_with_arrow(&schema, &line));
+        }
+        assert!(taken > 17_000, "{taken} of 20000 taken");
     }
 
     #[test]

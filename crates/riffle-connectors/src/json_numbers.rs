@@ -128,9 +128,64 @@ fn integer(text: &str) -> Option<i128> {
 
 /// `text` as the unscaled value of a DECIMAL(`precision`, `scale`): rounded half-up,
 /// `None` when it is no number or has more than `precision` digits after rounding.
-fn decimal(text: &str, precision: u8, scale: i8) -> Option<i128> {
+pub(crate) fn decimal(text: &str, precision: u8, scale: i8) -> Option<i128> {
     let value = DecimalText::parse(text)?.scaled(i64::from(scale), Rounding::HalfUp)?;
+    within_precision(value, precision)
+}
+
+fn within_precision(value: i128, precision: u8) -> Option<i128> {
     (value.unsigned_abs() < 10u128.checked_pow(u32::from(precision))?).then_some(value)
+}
+
+/// The integer `value` as the unscaled value of a DECIMAL(`precision`, `scale`), as
+/// [`decimal`] reads its text; `None` past the precision.
+pub(crate) fn decimal_of_integer(value: i128, precision: u8, scale: i8) -> Option<i128> {
+    let unit = 10i128.checked_pow(u32::try_from(scale).ok()?)?;
+    within_precision(value.checked_mul(unit)?, precision)
+}
+
+/// Below this many significant digits every decimal number is told apart by the f64
+/// nearest it (IEEE 754's 15 decimal digits of a double, for normal values).
+const DIGITS_A_DOUBLE_KEEPS: i32 = 15;
+
+/// The unscaled value of a DECIMAL(`precision`, `scale`) that [`decimal`] reads from a
+/// JSON number's text, from `nearest` alone, the f64 nearest that number (JSON's fast
+/// path has the number only so); `None` where `nearest` cannot tell, for the number to
+/// be read from its text. `scratch` holds the f64's shortest text.
+///
+/// The text and the f64's shortest text `shortest` (which reads back as the same f64)
+/// round to the same value unless a midpoint between two values of the scale lies
+/// between them or is one of them. Below 10^(14 − scale) a midpoint has at most 15
+/// significant digits, so if the f64 nearest it were `nearest`, it would be the shortest
+/// text of `nearest`: no midpoint lies between them unless `shortest` is one, and then
+/// `None`. Larger numbers, and scales past 14, are left to the text.
+pub(crate) fn decimal_of_double(
+    nearest: f64,
+    precision: u8,
+    scale: i8,
+    scratch: &mut String,
+) -> Option<i128> {
+    use std::fmt::Write;
+    let places = i32::from(scale);
+    if !(0..DIGITS_A_DOUBLE_KEEPS).contains(&places)
+        || !nearest.is_finite()
+        || nearest.abs() >= 10f64.powi(DIGITS_A_DOUBLE_KEEPS - 1 - places)
+    {
+        return None;
+    }
+    scratch.clear();
+    write!(scratch, "{nearest:e}").ok()?;
+    let shortest = DecimalText::parse(scratch)?;
+    // (Shortest texts end in a digit other than 0, but for 0 itself.)
+    let last = shortest.fraction.last().or(shortest.whole.last());
+    let shortest_places = shortest.fraction.len() as i64 - shortest.exponent;
+    if shortest_places == i64::from(scale) + 1 && last == Some(&b'5') {
+        return None; // a midpoint: the text may lie on either side of it
+    }
+    within_precision(
+        shortest.scaled(i64::from(scale), Rounding::HalfUp)?,
+        precision,
+    )
 }
 
 /// Whether [`number_column`] converts a text column to `target`.
@@ -290,6 +345,85 @@ mod tests {
         for text in ["99999999.995", "100000000", "1e8", "-1e8"] {
             assert_eq!(decimal(text, 10, 2), None, "{text}");
         }
+    }
+
+    #[test]
+    fn a_decimal_from_the_nearest_double_is_the_texts_or_none() {
+        let mut scratch = String::new();
+        let mut from_double =
+            |text: &str, p, s| decimal_of_double(text.parse().unwrap(), p, s, &mut scratch);
+        for (text, value) in [
+            ("1.5", 150),
+            ("-1.5", -150),
+            ("0.1", 10),
+            ("1.004", 100),
+            ("1.006", 101),
+            ("0.0049", 0),
+            ("-0.0", 0),
+            ("0", 0),
+            ("12.34e1", 12340),
+            ("99999999.994", 9_999_999_999),
+            // Not the f64's shortest text, but no midpoint lies between the two.
+            ("1.10000000000000000000001", 110),
+        ] {
+            assert_eq!(from_double(text, 10, 2), decimal(text, 10, 2), "{text}");
+            assert_eq!(from_double(text, 10, 2), Some(value), "{text}");
+        }
+        // A midpoint, or a number whose f64 is one's: the text decides, not the f64.
+        for text in [
+            "1.005",
+            "-1.005",
+            "1.00499999999999999999",
+            "1.00500000000000000001",
+            "0.125",
+            "2.675",
+        ] {
+            assert_eq!(from_double(text, 10, 2), None, "{text}");
+        }
+        // Past the digits a double tells apart, past the precision, a scale past 14.
+        assert_eq!(from_double("1234567890123.5", 38, 2), None);
+        assert_eq!(
+            from_double("123456789012.5", 38, 2),
+            Some(12_345_678_901_250)
+        );
+        assert_eq!(from_double("99999999.995", 10, 2), None);
+        assert_eq!(from_double("1e8", 10, 2), None);
+        assert_eq!(from_double("0.5", 38, 15), None);
+        assert_eq!(from_double("0.25", 38, 14), Some(25 * 10i128.pow(12)));
+        assert_eq!(from_double("1.25", 38, 14), None);
+    }
+
+    /// Seeded numbers of up to 17 significant digits, scales 0 to 6: where the f64
+    /// gives a value, it is the one the text gives.
+    #[test]
+    fn decimals_from_doubles_agree_with_their_texts() {
+        let mut scratch = String::new();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut given = 0;
+        for _ in 0..200_000 {
+            let digits = 1 + next() % 17;
+            let mantissa = next() % 10u64.pow(digits as u32);
+            let point = next() % (digits + 3);
+            let scale = (next() % 7) as i8;
+            let text = format!("{mantissa}e-{point}");
+            let Some(value) = decimal_of_double(text.parse().unwrap(), 38, scale, &mut scratch)
+            else {
+                continue;
+            };
+            given += 1;
+            assert_eq!(
+                Some(value),
+                decimal(&text, 38, scale),
+                "{text} at scale {scale}"
+            );
+        }
+        assert!(given > 100_000, "only {given} of 200000");
     }
 
     #[test]
