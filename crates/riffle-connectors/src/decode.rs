@@ -4,7 +4,7 @@
 
 use crate::date_time_text::timestamp_from_text;
 use crate::flat_json::{FlatDecoded, FlatJsonDecoder};
-use crate::json_check::{JsonLineCheck, TextRule};
+use crate::json_check::{rewritten, JsonLineCheck, TextRule};
 use crate::json_numbers::{number_column, read_as_text};
 use crate::sinks::FileFormat;
 use riffle_core::arrow::array::{new_null_array, ArrayRef, AsArray};
@@ -133,6 +133,7 @@ impl RecordDecoder {
             .filter_map(|(_, f)| match f.data_type() {
                 DataType::Timestamp(..) => Some((f.name().clone(), TextRule::DateTime)),
                 DataType::Decimal128(..) => None,
+                DataType::Utf8 => Some((f.name().clone(), TextRule::Text)),
                 t if read_as_text(t) => Some((f.name().clone(), TextRule::Integer)),
                 _ => None,
             })
@@ -347,13 +348,19 @@ impl RecordDecoder {
         rows: usize,
     ) -> std::result::Result<Option<RecordBatch>, String> {
         let json = self.format == FileFormat::Jsonl;
+        let mut with_strings = None;
         if json {
             // (One record is a whole text: a Kafka value's JSON may span lines.)
-            match rows {
+            let rewrites = match rows {
                 1 => self.check.check_record(text)?,
                 _ => self.check.check_lines(text)?,
+            };
+            // Objects and arrays in VARCHAR columns become strings of their text.
+            if !rewrites.is_empty() {
+                with_strings = Some(rewritten(text, &rewrites));
             }
         }
+        let text = with_strings.as_deref().unwrap_or(text);
         let mut arrow = match self.arrow.take() {
             Some(arrow) if rows <= self.capacity => arrow,
             _ => {
@@ -713,8 +720,11 @@ mod tests {
                     "2025-01-31T12:00:00",
                 ],
             ),
-            (r#"{"a":1}"#, [bad, bad, bad, bad, bad, bad]),
-            ("[1]", [bad, bad, bad, bad, bad, bad]),
+            (
+                r#"{ "a" : 1.50 }"#,
+                [bad, bad, bad, bad, r#"{"a":1.5}"#, bad],
+            ),
+            ("[1, -0]", [bad, bad, bad, bad, "[1,0]", bad]),
         ];
         let mut wrong = Vec::new();
         for (value, expected) in table {

@@ -6,7 +6,8 @@
 //! decoder takes only the common form of a record: one object per line, each key at
 //! most once, its value null or of the field's own JSON type (a number for a number
 //! column, a string for a VARCHAR one; an integer or a boolean for a VARCHAR is taken as
-//! its text, as Arrow takes it; a TIMESTAMP column is handed over as text, an integer's
+//! its text, as Arrow takes it, and an object or array as its text, as `json_text.rs`
+//! writes it; a TIMESTAMP column is handed over as text, an integer's
 //! digits or a string that is not digits; a DECIMAL column takes a number where its f64
 //! tells the value its text rounds to, and a decimal string). It hands any other batch back, and the strict
 //! check (`json_check.rs`) and Arrow's decoder decode it or name the error, so a record
@@ -21,6 +22,7 @@
 
 use crate::json_check::is_signed_digits;
 use crate::json_numbers::{decimal, decimal_of_double, decimal_of_integer};
+use crate::json_text::write_from_tape;
 use crate::simd_json_gaps::{
     has_a_key_twice, has_control_byte, has_lone_surrogate, long_numbers_end_cleanly,
     may_end_unchecked,
@@ -60,6 +62,8 @@ pub(crate) struct FlatJsonDecoder {
     /// fields a record named, for any number of fields, without clearing per record.
     named_by: Vec<u32>,
     records_seen: u32,
+    /// The text of an object or array read into a VARCHAR column.
+    nested: String,
 }
 
 impl FlatJsonDecoder {
@@ -92,6 +96,7 @@ impl FlatJsonDecoder {
             unchecked_number: false,
             named_by: vec![0; fields.len()],
             records_seen: 0,
+            nested: String::new(),
         })
     }
 
@@ -239,7 +244,13 @@ impl FlatJsonDecoder {
                 }
                 Node::Static(value) => columns[i].append(value),
                 Node::String(text) => columns[i].append_text(text),
-                _ => false,
+                Node::Object { count, .. } | Node::Array { count, .. } => {
+                    let nested = nodes.get(at - 1..at + count).unwrap_or_default();
+                    at += count;
+                    self.nested.clear();
+                    write_from_tape(nested, &mut self.nested)
+                        && columns[i].append_nested_text(&self.nested)
+                }
             };
             if !appended {
                 return false;
@@ -446,6 +457,18 @@ impl Column {
         }
     }
 
+    /// Appends the text of a JSON object or array (`json_text.rs`); false when this
+    /// column is no VARCHAR.
+    fn append_nested_text(&mut self, text: &str) -> bool {
+        match self {
+            Column::Utf8(b) => {
+                b.append_value(text);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Appends a JSON string; false when this column does not take one (Arrow parses a
     /// string in a number column; that is left to it).
     fn append_text(&mut self, text: &str) -> bool {
@@ -591,6 +614,8 @@ mod tests {
             r#"  {"must":10 , "f" : 2.2250738585072014e-308 }  "#,
             "{\"must\":11,\"f\":4.9e-324}\r",
             r#"{"must":12,"f":1.7976931348623157e308,"x":null,"y":"z"}"#,
+            r#"{"must":13,"s":{ "a" : [1, {"b":null}, -0.5e1], "c":"\u00e9\n" },"i":2}"#,
+            r#"{"must":14,"s":[]}"#,
         ] {
             assert!(agrees_with_arrow(&schema, line), "not taken: {line}");
         }
@@ -610,7 +635,6 @@ mod tests {
             r#"{"must":1,"small":128}"#,
             r#"{"must":1,"u":-1}"#,
             r#"{"must":1,"b":"true"}"#,
-            r#"{"must":1,"s":{"a":1}}"#,
             r#"{"must":1,"f":123456789012345678901234567890}"#,
             r#"{"must":null}"#,
             r#"{}"#,
@@ -671,6 +695,9 @@ mod tests {
             r#"{"must":1,"x":1,"x":2}"#,
             r#"{"must":1,"x":1,"y":{"x":3},"z":[],"x":2}"#,
             r#"{"must":1,"i":1,"i":2}"#,
+            r#"{"must":1,"s":{"a":1,"a":2}}"#,
+            r#"{"must":1,"s":[{"b":[],"b":{}}]}"#,
+            r#"{"must":1,"i":{"a":1}}"#,
             r#"{"must":1,"s":"a""#,
             r#"}{"must":2}"#,
             r#"{"must":1} x"#,
@@ -929,6 +956,7 @@ mod tests {
         let seeds = [
             r#"{"i":1,"s":"a\"b","f":1.5e3,"b":true,"small":-3,"u":7,"must":1,"x":[{"y":null}]}"#,
             r#"{"must":-2,"s":"\u00e9 x","f":-0.25,"b":false}"#,
+            r#"{"must":3,"s":{"k":[1,2.5e-3,"x\"y",true],"e":{},"n":null},"i":-1}"#,
         ];
         let alphabet = b"{}[]\":,.-+0123456789eEtrufalsn \\/u\t\rdDcbA";
         let mut state: u64 = 0x9e37_79b9_7f4a_7c15;

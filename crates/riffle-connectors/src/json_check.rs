@@ -10,14 +10,20 @@
 //! column (text must be a date-time; epoch milliseconds are a JSON number), and a string
 //! in an integer column that is not a JSON integer's spelling (`"1.5"`, `"007"`).
 //!
+//! A JSON object or array in a VARCHAR column is read as its text, as Flink reads it
+//! (`json_text.rs`): the check hands back where such values are, and the string that
+//! stands for each, for Arrow's decoder to read a string there.
+//!
 //! JSON's fast path (`flat_json.rs`) holds itself to the same rules and hands back any
 //! line it doubts, so both paths refuse alike.
 
+use crate::json_text::nested_text;
 use serde::de::{self, Deserializer, Error as _, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Range;
 
 /// What the check looks at in a column's values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +32,29 @@ pub(crate) enum TextRule {
     DateTime,
     /// An integer type: a string is a JSON integer (`"12"`, `"-3"`).
     Integer,
+    /// VARCHAR: an object or array is read as its text.
+    Text,
+}
+
+/// An object or array in a VARCHAR column, read as its text: where it is in the text
+/// checked, and the JSON string that stands for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rewrite {
+    pub(crate) at: Range<usize>,
+    pub(crate) string: String,
+}
+
+/// `text` with each of `rewrites` (in order, apart) in place of what it stands for.
+pub(crate) fn rewritten(text: &[u8], rewrites: &[Rewrite]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + rewrites.len() * 16);
+    let mut from = 0;
+    for rewrite in rewrites {
+        out.extend_from_slice(&text[from..rewrite.at.start]);
+        out.extend_from_slice(rewrite.string.as_bytes());
+        from = rewrite.at.end;
+    }
+    out.extend_from_slice(&text[from..]);
+    out
 }
 
 /// Checks lines of JSON records of one schema.
@@ -43,59 +72,77 @@ impl JsonLineCheck {
         }
     }
 
-    /// Checks every line of `text` that is not blank.
+    /// Checks every line of `text` that is not blank; the objects and arrays in its
+    /// VARCHAR columns, by their place in `text`.
     ///
     /// # Errors
     /// The first line that is not one strict JSON object of this schema: its number in
     /// `text` (from 1) and what is wrong, naming the field (`field '…'`) where one is.
-    pub(crate) fn check_lines(&self, text: &[u8]) -> std::result::Result<(), String> {
+    pub(crate) fn check_lines(&self, text: &[u8]) -> std::result::Result<Vec<Rewrite>, String> {
         // (One record is named by its caller; only a batch's lines are numbered here.)
         let one = !text.trim_ascii().contains(&b'\n');
+        let mut rewrites = Vec::new();
+        let mut line_start = 0;
         for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+            let start = line_start;
+            line_start += line.len() + 1;
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            self.check_record(line).map_err(|e| match one {
+            let found = self.check_record(line).map_err(|e| match one {
                 true => e,
                 false => format!("{e} (line {} of the batch)", i + 1),
             })?;
+            rewrites.extend(found.into_iter().map(|r| Rewrite {
+                at: start + r.at.start..start + r.at.end,
+                string: r.string,
+            }));
         }
-        Ok(())
+        Ok(rewrites)
     }
 
     /// Checks `text` as one record: one line of a file, or one Kafka value, whose JSON
     /// may span lines (a pretty-printed value).
     ///
+    /// Returns the objects and arrays in its VARCHAR columns, by their place in `line`.
+    ///
     /// # Errors
     /// What is wrong with it.
-    pub(crate) fn check_record(&self, line: &[u8]) -> std::result::Result<(), String> {
+    pub(crate) fn check_record(&self, line: &[u8]) -> std::result::Result<Vec<Rewrite>, String> {
         let mut parser = serde_json::Deserializer::from_slice(line);
-        parser
-            .deserialize_map(Record { rules: &self.rules })
+        let rewrites = parser
+            .deserialize_map(Record {
+                rules: &self.rules,
+                line,
+            })
             .map_err(|e| match e.classify() {
                 serde_json::error::Category::Data => e.to_string(),
                 _ => format!("not JSON: {e}"),
             })?;
         parser
             .end()
-            .map_err(|e| format!("text after the record, from column {}", e.column()))
+            .map_err(|e| format!("text after the record, from column {}", e.column()))?;
+        Ok(rewrites)
     }
 }
 
 /// The record's object: each key once, each value checked by its column's rule.
 struct Record<'a> {
     rules: &'a HashMap<String, TextRule>,
+    /// The record's text (a value's place in it is where its raw text lies).
+    line: &'a [u8],
 }
 
 impl<'de> Visitor<'de> for Record<'_> {
-    type Value = ();
+    type Value = Vec<Rewrite>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON object (one record per line)")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<Rewrite>, A::Error> {
         let mut keys: Vec<Cow<'de, str>> = Vec::new();
+        let mut rewrites = Vec::new();
         while let Some(Key(key)) = map.next_key()? {
             if keys.contains(&key) {
                 return Err(A::Error::custom(format!(
@@ -104,12 +151,20 @@ impl<'de> Visitor<'de> for Record<'_> {
             }
             let value: &'de RawValue = map.next_value()?;
             if let Some(rule) = self.rules.get(&*key) {
-                check_value(*rule, value.get())
+                let text = check_value(*rule, value.get())
                     .map_err(|e| A::Error::custom(format!("field '{key}': {e}")))?;
+                if let Some(text) = text {
+                    // (The raw value borrows from the line: its address tells its place.)
+                    let start = value.get().as_ptr() as usize - self.line.as_ptr() as usize;
+                    rewrites.push(Rewrite {
+                        at: start..start + value.get().len(),
+                        string: serde_json::to_string(&text).map_err(A::Error::custom)?,
+                    });
+                }
             }
             keys.push(key);
         }
-        Ok(())
+        Ok(rewrites)
     }
 }
 
@@ -140,10 +195,14 @@ impl<'de> Visitor<'de> for KeyVisitor {
     }
 }
 
-/// Checks a value's JSON text (as serde_json validated it) against `rule`.
-fn check_value(rule: TextRule, raw: &str) -> std::result::Result<(), String> {
+/// Checks a value's JSON text (as serde_json validated it) against `rule`; the text of
+/// an object or array in a VARCHAR column.
+fn check_value(rule: TextRule, raw: &str) -> std::result::Result<Option<String>, String> {
+    if rule == TextRule::Text && raw.starts_with(['{', '[']) {
+        return nested_text(raw).map(Some);
+    }
     if !raw.starts_with('"') {
-        return Ok(()); // a number, literal, object or array: the column decides
+        return Ok(None); // a number, literal, object or array: the column decides
     }
     let text: Cow<'_, str> = if raw.contains('\\') {
         Cow::Owned(serde_json::from_str::<String>(raw).map_err(|e| e.to_string())?)
@@ -157,7 +216,7 @@ fn check_value(rule: TextRule, raw: &str) -> std::result::Result<(), String> {
         TextRule::Integer if !is_json_integer(&text) => Err(format!(
             "the text `{text}` is not an integer (a string in an integer column holds a JSON integer: no fraction, sign `+` or leading zero)"
         )),
-        _ => Ok(()),
+        _ => Ok(None),
     }
 }
 

@@ -16,6 +16,7 @@ mod flat_json;
 pub mod io_runtime;
 mod json_check;
 mod json_numbers;
+mod json_text;
 pub mod kafka;
 pub mod lookup;
 pub mod nexmark;
