@@ -158,7 +158,8 @@ const DIGITS_A_DOUBLE_KEEPS: i32 = 15;
 /// between them or is one of them. Below 10^(14 − scale) a midpoint has at most 15
 /// significant digits, so if the f64 nearest it were `nearest`, it would be the shortest
 /// text of `nearest`: no midpoint lies between them unless `shortest` is one, and then
-/// `None`. Larger numbers, and scales past 14, are left to the text.
+/// `None`. Larger numbers, and scales past 14, are left to the text. (Numbers far from a
+/// midpoint are rounded in f64 arithmetic, which cannot reach across one.)
 pub(crate) fn decimal_of_double(
     nearest: f64,
     precision: u8,
@@ -172,6 +173,13 @@ pub(crate) fn decimal_of_double(
         || nearest.abs() >= 10f64.powi(DIGITS_A_DOUBLE_KEEPS - 1 - places)
     {
         return None;
+    }
+    // Most values are far from a midpoint: `nearest` × 10^scale is within 1.5 of its
+    // last place (below 2^47, at most 2^-6) of the text's value × 10^scale, so where its
+    // fraction is 0.1 or more from one half, both round to the same integer.
+    let scaled = nearest * 10f64.powi(places);
+    if (scaled.abs().fract() - 0.5).abs() > 0.1 {
+        return within_precision(scaled.round() as i128, precision);
     }
     scratch.clear();
     write!(scratch, "{nearest:e}").ok()?;

@@ -125,16 +125,21 @@ fn write_node(nodes: &[Node<'_>], out: &mut String) -> Option<usize> {
     match *nodes.first()? {
         Node::Object { len, .. } => {
             out.push('{');
-            let mut keys: Vec<&str> = Vec::with_capacity(len);
+            // (The keys so far, on the stack for objects of up to 16 members.)
+            let mut few: [&str; 16] = [""; 16];
+            let mut many: Vec<&str> = Vec::new();
             let mut at = 1;
             for member in 0..len {
                 let Node::String(key) = *nodes.get(at)? else {
                     return None;
                 };
-                if keys.contains(&key) {
+                if few[..member.min(few.len())].contains(&key) || many.contains(&key) {
                     return None;
                 }
-                keys.push(key);
+                match few.get_mut(member) {
+                    Some(slot) => *slot = key,
+                    None => many.push(key),
+                }
                 if member > 0 {
                     out.push(',');
                 }
@@ -217,25 +222,33 @@ pub(crate) fn write_java_double(value: f64, out: &mut String) {
     }
     // Rust writes the same shortest digits: `d.ddde±x`. Where one digit is enough, Java
     // writes the two-digit decimal nearest the value that reads back as it (this
-    // differs only for the smallest subnormals: 4.9E-324, not 5e-324).
-    let mut scientific = format!("{:e}", value.abs());
-    if !scientific.contains('.') {
-        let two_digits = format!("{:.1e}", value.abs());
-        if two_digits.parse::<f64>() == Ok(value.abs()) {
+    // differs only for the smallest subnormals: 4.9E-324, not 5e-324). (Written on the
+    // stack: a double's text is at most 24 bytes.)
+    let mut scientific = ShortText::default();
+    let _ = write!(scientific, "{:e}", value.abs());
+    if !scientific.as_str().contains('.') {
+        let mut two_digits = ShortText::default();
+        let _ = write!(two_digits, "{:.1e}", value.abs());
+        if two_digits.as_str().parse::<f64>() == Ok(value.abs()) {
             scientific = two_digits;
         }
     }
-    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let text = scientific.as_str();
+    let (mantissa, exponent) = text.split_once('e').unwrap_or((text, "0"));
     let exponent: i32 = exponent.parse().unwrap_or(0);
-    let mut digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    while digits.len() > 1 && digits.ends_with('0') {
-        digits.pop();
+    let mut digits = ShortText::default();
+    for c in mantissa.chars().filter(char::is_ascii_digit) {
+        let _ = digits.write_char(c);
     }
+    while digits.len > 1 && digits.as_str().ends_with('0') {
+        digits.len -= 1;
+    }
+    let digits = digits.as_str();
     if (-3..7).contains(&exponent) {
         if exponent >= 0 {
             let whole = exponent as usize + 1;
             if digits.len() <= whole {
-                out.push_str(&digits);
+                out.push_str(digits);
                 out.extend(std::iter::repeat_n('0', whole - digits.len()));
                 out.push_str(".0");
             } else {
@@ -246,13 +259,38 @@ pub(crate) fn write_java_double(value: f64, out: &mut String) {
         } else {
             out.push_str("0.");
             out.extend(std::iter::repeat_n('0', (-exponent - 1) as usize));
-            out.push_str(&digits);
+            out.push_str(digits);
         }
     } else {
         out.push_str(&digits[..1]);
         out.push('.');
         out.push_str(if digits.len() > 1 { &digits[1..] } else { "0" });
         let _ = write!(out, "E{exponent}");
+    }
+}
+
+/// A short ASCII text on the stack (a double's digits and exponent).
+#[derive(Default)]
+struct ShortText {
+    bytes: [u8; 32],
+    len: usize,
+}
+
+impl ShortText {
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
+    }
+}
+
+impl Write for ShortText {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        self.bytes
+            .get_mut(self.len..end)
+            .ok_or(fmt::Error)?
+            .copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
     }
 }
 
@@ -437,6 +475,12 @@ mod tests {
         }
     }
 
+    /// An object of 20 members `k0`…`k19`, then `again` a second time.
+    fn wide_object_with(again: &str) -> String {
+        let members: Vec<String> = (0..20).map(|i| format!("\"k{i}\":{i}")).collect();
+        format!("{{{},\"{again}\":0}}", members.join(","))
+    }
+
     #[test]
     fn the_tape_gives_the_same_text_or_declines() {
         let from_tape = |raw: &str| {
@@ -451,6 +495,7 @@ mod tests {
             r#"[[],{},[{"a":[null,false]}],-0,0.0001]"#,
             r#"{"a":"\u00e9\/\n\u0001\b\f\"\\","b":{"c":1},"d":2}"#,
             r#"[18446744073709551615,-9223372036854775808,1.5e-300,9.2e18]"#,
+            &wide_object_with("k20"),
         ] {
             assert_eq!(from_tape(raw), nested_text(raw).ok(), "{raw}");
         }
@@ -460,6 +505,8 @@ mod tests {
             r#"[9.3e18]"#,
             r#"{"a":1,"a":2}"#,
             r#"[{"b":{},"c":[1],"b":0}]"#,
+            &wide_object_with("k3"),
+            &wide_object_with("k19"),
         ] {
             assert_eq!(from_tape(raw), None, "{raw}");
         }
