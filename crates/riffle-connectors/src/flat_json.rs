@@ -24,8 +24,8 @@ use crate::json_check::is_signed_digits;
 use crate::json_numbers::{decimal, decimal_of_double, decimal_of_integer};
 use crate::json_text::write_from_tape;
 use crate::simd_json_gaps::{
-    has_a_key_twice, has_control_byte, has_lone_surrogate, long_numbers_end_cleanly,
-    may_end_unchecked,
+    exponents_are_short, has_a_key_twice, has_control_byte, has_lone_surrogate,
+    long_numbers_end_cleanly, may_end_unchecked,
 };
 use riffle_core::arrow::array::{
     ArrayBuilder, ArrayRef, ArrowPrimitiveType, BooleanBuilder, Decimal128Builder,
@@ -159,7 +159,8 @@ impl FlatJsonDecoder {
                 && !has_lone_surrogate(line)
                 && simd_json::fill_tape(line, &mut self.buffers, &mut line_tape).is_ok()
                 && self.record(&line_tape.0, &mut columns)
-                && (!self.unchecked_number || long_numbers_end_cleanly(original));
+                && (!self.unchecked_number
+                    || (long_numbers_end_cleanly(original) && exponents_are_short(original)));
             tape = line_tape.reset();
             if !taken {
                 odd = Some(line_start);
@@ -636,6 +637,10 @@ mod tests {
             r#"{"must":1,"u":-1}"#,
             r#"{"must":1,"b":"true"}"#,
             r#"{"must":1,"f":123456789012345678901234567890}"#,
+            r#"{"must":1,"f":1e4294967296}"#,
+            r#"{"must":1,"f":12e-4294967295}"#,
+            r#"{"must":1,"s":[1e4294967296]}"#,
+            r#"{"must":1,"s":"x","y":[1E+4294967297]}"#,
             r#"{"must":null}"#,
             r#"{}"#,
             r#"{"i":1}"#,
@@ -860,6 +865,8 @@ mod tests {
             r#"{"d":99999999.995}"#,
             r#"{"d":100000000}"#,
             r#"{"d":1234567890123.25}"#,
+            r#"{"d":1e4294967296}"#,
+            r#"{"d":-1.5e4294967297}"#,
             r#"{"d":true}"#,
             r#"{"d":"x"}"#,
             r#"{"d":"1e"}"#,

@@ -198,8 +198,12 @@ impl<'de> Visitor<'de> for KeyVisitor {
 /// Checks a value's JSON text (as serde_json validated it) against `rule`; the text of
 /// an object or array in a VARCHAR column.
 fn check_value(rule: TextRule, raw: &str) -> std::result::Result<Option<String>, String> {
-    if rule == TextRule::Text && raw.starts_with(['{', '[']) {
-        return nested_text(raw).map(Some);
+    if rule == TextRule::Text {
+        // (A string is text as it is; other values the column decides.)
+        return match raw.starts_with(['{', '[']) {
+            true => nested_text(raw).map(Some),
+            false => Ok(None),
+        };
     }
     if !raw.starts_with('"') {
         return Ok(None); // a number, literal, object or array: the column decides

@@ -5,8 +5,9 @@
 //! digits (`-0` is `0`), and a number with a fraction or exponent is a double written as
 //! Java writes one (`1.5`, `1000.0`, `1.0E-4`, `1.2345678912345679E8`).
 //!
-//! riffle differs from Flink in one place: an object that names a key twice is refused
-//! (Flink keeps the last value), as a record that names a key twice is.
+//! riffle differs from Flink in two places: an object that names a key twice is refused
+//! (Flink keeps the last value), as a record that names a key twice is; and a value
+//! nested deeper than [`DEPTH_MAX`] levels is refused (Flink's Jackson takes 1000).
 //!
 //! Two writers give the same text: [`nested_text`] from the value's JSON text (the strict
 //! path, `json_check.rs`), and [`write_from_tape`] from simd-json's tape (the fast path,
@@ -25,16 +26,24 @@ use std::fmt::{self, Write};
 /// An object in `raw` names a key twice: the message names the key.
 pub(crate) fn nested_text(raw: &str) -> Result<String, String> {
     let mut out = String::with_capacity(raw.len());
-    write_raw(raw, &mut out)?;
+    write_raw(raw, &mut out, 1)?;
     Ok(out)
 }
 
-fn write_raw(raw: &str, out: &mut String) -> Result<(), String> {
+/// The deepest nesting read into a VARCHAR (the writers recurse once a level; serde_json
+/// holds its own parsing to the same depth).
+pub(crate) const DEPTH_MAX: usize = 128;
+
+/// Writes `raw`, the value at nesting level `depth` (the column's value is level 1).
+fn write_raw(raw: &str, out: &mut String, depth: usize) -> Result<(), String> {
     match raw.as_bytes().first() {
+        Some(b'{' | b'[') if depth > DEPTH_MAX => Err(format!(
+            "the value is nested deeper than {DEPTH_MAX} levels"
+        )),
         Some(b'{' | b'[') => {
             let mut parser = serde_json::Deserializer::from_str(raw);
             parser
-                .deserialize_any(Nested { out })
+                .deserialize_any(Nested { out, depth })
                 .map_err(|e| e.to_string())
         }
         Some(b'"') => {
@@ -54,7 +63,12 @@ fn write_raw(raw: &str, out: &mut String) -> Result<(), String> {
 fn write_number(raw: &str, out: &mut String) -> Result<(), String> {
     if raw.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
         let value: f64 = raw.parse().map_err(|_| format!("`{raw}` is no number"))?;
-        write_java_double(value, out);
+        match value.is_finite() {
+            true => write_java_double(value, out),
+            // (Jackson writes a double past its range as a string.)
+            false if value > 0.0 => out.push_str("\"Infinity\""),
+            false => out.push_str("\"-Infinity\""),
+        }
     } else if raw == "-0" {
         out.push('0');
     } else {
@@ -66,6 +80,8 @@ fn write_number(raw: &str, out: &mut String) -> Result<(), String> {
 /// Writes each member of an object or array, from its own JSON text.
 struct Nested<'o> {
     out: &'o mut String,
+    /// The level of this object or array.
+    depth: usize,
 }
 
 impl<'de> Visitor<'de> for Nested<'_> {
@@ -90,7 +106,7 @@ impl<'de> Visitor<'de> for Nested<'_> {
             }
             write_string(&key, self.out);
             self.out.push(':');
-            write_raw(value.get(), self.out).map_err(de::Error::custom)?;
+            write_raw(value.get(), self.out, self.depth + 1).map_err(de::Error::custom)?;
             keys.push(key);
         }
         self.out.push('}');
@@ -105,7 +121,7 @@ impl<'de> Visitor<'de> for Nested<'_> {
                 self.out.push(',');
             }
             first = false;
-            write_raw(value.get(), self.out).map_err(de::Error::custom)?;
+            write_raw(value.get(), self.out, self.depth + 1).map_err(de::Error::custom)?;
         }
         self.out.push(']');
         Ok(())
@@ -117,12 +133,13 @@ impl<'de> Visitor<'de> for Nested<'_> {
 /// Flink gives (a double of 2^63 or more may have been an integer's digits) or an
 /// object names a key twice.
 pub(crate) fn write_from_tape(nodes: &[Node<'_>], out: &mut String) -> bool {
-    write_node(nodes, out).is_some()
+    write_node(nodes, out, 1).is_some()
 }
 
 /// Writes the value at the start of `nodes`; how many nodes it took.
-fn write_node(nodes: &[Node<'_>], out: &mut String) -> Option<usize> {
+fn write_node(nodes: &[Node<'_>], out: &mut String, depth: usize) -> Option<usize> {
     match *nodes.first()? {
+        Node::Object { .. } | Node::Array { .. } if depth > DEPTH_MAX => None,
         Node::Object { len, .. } => {
             out.push('{');
             // (The keys so far, on the stack for objects of up to 16 members.)
@@ -145,7 +162,7 @@ fn write_node(nodes: &[Node<'_>], out: &mut String) -> Option<usize> {
                 }
                 write_string(key, out);
                 out.push(':');
-                at += 1 + write_node(nodes.get(at + 1..)?, out)?;
+                at += 1 + write_node(nodes.get(at + 1..)?, out, depth + 1)?;
             }
             out.push('}');
             Some(at)
@@ -157,7 +174,7 @@ fn write_node(nodes: &[Node<'_>], out: &mut String) -> Option<usize> {
                 if element > 0 {
                     out.push(',');
                 }
-                at += write_node(nodes.get(at..)?, out)?;
+                at += write_node(nodes.get(at..)?, out, depth + 1)?;
             }
             out.push(']');
             Some(at)
@@ -172,7 +189,9 @@ fn write_node(nodes: &[Node<'_>], out: &mut String) -> Option<usize> {
                 StaticNode::Bool(v) => write!(out, "{v}").ok()?,
                 StaticNode::I64(v) => write!(out, "{v}").ok()?,
                 StaticNode::U64(v) => write!(out, "{v}").ok()?,
-                StaticNode::F64(v) if v.abs() < TWO_TO_63 => write_java_double(v, out),
+                StaticNode::F64(v) if v.is_finite() && v.abs() < TWO_TO_63 => {
+                    write_java_double(v, out)
+                }
                 StaticNode::F64(_) => return None,
             }
             Some(1)
@@ -357,6 +376,11 @@ mod tests {
         ] {
             assert_eq!(nested_text(raw).as_deref(), Ok(text), "{raw}");
         }
+        // Past a double's range, as Jackson writes it (Flink 2.3: `"Infinity"`).
+        assert_eq!(
+            nested_text("[1e400,-1e400,1e4294967296,1e-400]").as_deref(),
+            Ok(r#"["Infinity","-Infinity","Infinity",0.0]"#)
+        );
         let twice = nested_text(r#"{"a":{"b":1,"b":2}}"#).unwrap_err();
         assert!(twice.contains("`b` appears twice"), "{twice}");
     }
@@ -479,6 +503,29 @@ mod tests {
     fn wide_object_with(again: &str) -> String {
         let members: Vec<String> = (0..20).map(|i| format!("\"k{i}\":{i}")).collect();
         format!("{{{},\"{again}\":0}}", members.join(","))
+    }
+
+    /// `levels` arrays one inside the other.
+    fn nested(levels: usize) -> String {
+        format!("{}{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn values_nested_past_the_limit_are_refused_without_deep_recursion() {
+        assert_eq!(nested_text(&nested(DEPTH_MAX)), Ok(nested(DEPTH_MAX)));
+        let deep = nested_text(&nested(DEPTH_MAX + 1)).unwrap_err();
+        assert!(deep.contains("nested deeper than 128 levels"), "{deep}");
+        // (A million levels would overflow the stack were each written.)
+        assert!(nested_text(&nested(1_000_000)).is_err());
+        let from_tape = |raw: &str| {
+            let mut bytes = raw.as_bytes().to_vec();
+            let tape = simd_json::to_tape(&mut bytes).ok()?;
+            let mut out = String::new();
+            write_from_tape(&tape.0, &mut out).then_some(out)
+        };
+        assert_eq!(from_tape(&nested(DEPTH_MAX)), Some(nested(DEPTH_MAX)));
+        assert_eq!(from_tape(&nested(DEPTH_MAX + 1)), None);
+        assert_eq!(from_tape(&nested(100_000)), None);
     }
 
     #[test]

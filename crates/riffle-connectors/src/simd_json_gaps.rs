@@ -9,7 +9,9 @@
 //! - a key twice among those outside the schema (the decoder sees the schema's own):
 //!   [`has_a_key_twice`];
 //! - a long number followed by text that is no JSON (`1234567890123456789x`):
-//!   [`may_end_unchecked`], [`long_numbers_end_cleanly`].
+//!   [`may_end_unchecked`], [`long_numbers_end_cleanly`];
+//! - an exponent of many digits, which simd-json narrows to 32 bits (`1e4294967296` was
+//!   read as 1.0): [`exponents_are_short`].
 //!
 //! Its number grammar is otherwise JSON's (no leading zero, no `1.`, no bare `-`), which
 //! `flat_json.rs`'s tests check.
@@ -174,6 +176,29 @@ fn json_number_length(text: &[u8]) -> Option<usize> {
 }
 
 /// Whether two of the keys at `at` (positions on the record's tape) are the same.
+/// Whether no number in `line` has an exponent of four digits or more (nor does text
+/// that looks like one). simd-json 0.17 reads an exponent of up to about 10^10 and
+/// narrows it to 32 bits, so `1e4294967296` was read as 1.0 and `12e-4294967295` as 120;
+/// such a number is outside a double's range anyway, and its line is left to the strict
+/// path. Looked at only on lines whose tape holds a double or a nested value.
+pub(crate) fn exponents_are_short(line: &[u8]) -> bool {
+    memchr::memchr2_iter(b'e', b'E', line).all(|at| {
+        let after_digit = at > 0 && line[at - 1].is_ascii_digit();
+        let rest = &line[at + 1..];
+        let rest = match rest.first() {
+            Some(b'+' | b'-') => &rest[1..],
+            _ => rest,
+        };
+        !after_digit
+            || rest
+                .iter()
+                .take(4)
+                .take_while(|b| b.is_ascii_digit())
+                .count()
+                < 4
+    })
+}
+
 pub(crate) fn has_a_key_twice(nodes: &[Node<'_>], at: &[usize]) -> bool {
     let key = |i: usize| match nodes.get(i) {
         Some(Node::String(key)) => *key,
