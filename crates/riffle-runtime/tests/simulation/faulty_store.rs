@@ -179,8 +179,15 @@ impl ObjectStore for FaultyStore {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
-        self.turn("multipart", short(location), &[Fault::Fail])
-            .await;
+        // (Nothing riffle writes goes up in parts today; were it to, its failure is
+        // injected like any other's.)
+        if self
+            .turn("multipart", short(location), &[Fault::Fail])
+            .await
+            == Fault::Fail
+        {
+            return Err(simulated("multipart upload failed to start"));
+        }
         self.inner.put_multipart_opts(location, opts).await
     }
 
