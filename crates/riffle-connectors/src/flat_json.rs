@@ -307,8 +307,6 @@ enum Column {
         builder: Decimal128Builder,
         precision: u8,
         scale: i8,
-        /// A double's shortest text, written for each value.
-        scratch: String,
     },
     /// A DATE: a string parsed by Arrow's own parser (as its decoder parses it), or an
     /// integer (days since 1970-01-01, as Arrow's decoder takes a number).
@@ -342,7 +340,6 @@ impl Column {
                     .ok()?,
                 precision,
                 scale,
-                scratch: String::new(),
             },
             DataType::Timestamp(..) => {
                 Column::DateTime(StringBuilder::with_capacity(rows, rows * 24))
@@ -430,13 +427,12 @@ impl Column {
                 builder,
                 precision,
                 scale,
-                scratch,
             } => {
                 let (p, s) = (*precision, *scale);
                 let value = match *value {
                     StaticNode::I64(v) => decimal_of_integer(v.into(), p, s),
                     StaticNode::U64(v) => decimal_of_integer(v.into(), p, s),
-                    StaticNode::F64(v) => decimal_of_double(v, p, s, scratch),
+                    StaticNode::F64(v) => decimal_of_double(v, p, s),
                     _ => None,
                 };
                 value.map(|v| builder.append_value(v)).is_some()

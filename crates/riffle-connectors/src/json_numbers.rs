@@ -35,11 +35,11 @@ enum Rounding {
 }
 
 /// A decimal number's text: `-12.5e3` has sign `-`, digits `12` and `5`, exponent 3.
-struct DecimalText<'a> {
+pub(crate) struct DecimalText<'a> {
     negative: bool,
-    whole: &'a [u8],
-    fraction: &'a [u8],
-    exponent: i64,
+    pub(crate) whole: &'a [u8],
+    pub(crate) fraction: &'a [u8],
+    pub(crate) exponent: i64,
 }
 
 /// Exponents past this are out of any column's range (and keep the arithmetic small).
@@ -48,7 +48,7 @@ const EXPONENT_MAX: i64 = 1 << 20;
 impl<'a> DecimalText<'a> {
     /// `text` as an optional sign, digits with an optional `.` (a digit on at least one
     /// side), and an optional exponent; `None` for anything else.
-    fn parse(text: &'a str) -> Option<Self> {
+    pub(crate) fn parse(text: &'a str) -> Option<Self> {
         let bytes = text.as_bytes();
         let (negative, rest) = match bytes.first() {
             Some(b'-') => (true, &bytes[1..]),
@@ -151,7 +151,7 @@ const DIGITS_A_DOUBLE_KEEPS: i32 = 15;
 /// The unscaled value of a DECIMAL(`precision`, `scale`) that [`decimal`] reads from a
 /// JSON number's text, from `nearest` alone, the f64 nearest that number (JSON's fast
 /// path has the number only so); `None` where `nearest` cannot tell, for the number to
-/// be read from its text. `scratch` holds the f64's shortest text.
+/// be read from its text.
 ///
 /// The text and the f64's shortest text `shortest` (which reads back as the same f64)
 /// round to the same value unless a midpoint between two values of the scale lies
@@ -160,13 +160,7 @@ const DIGITS_A_DOUBLE_KEEPS: i32 = 15;
 /// text of `nearest`: no midpoint lies between them unless `shortest` is one, and then
 /// `None`. Larger numbers, and scales past 14, are left to the text. (Numbers far from a
 /// midpoint are rounded in f64 arithmetic, which cannot reach across one.)
-pub(crate) fn decimal_of_double(
-    nearest: f64,
-    precision: u8,
-    scale: i8,
-    scratch: &mut String,
-) -> Option<i128> {
-    use std::fmt::Write;
+pub(crate) fn decimal_of_double(nearest: f64, precision: u8, scale: i8) -> Option<i128> {
     let places = i32::from(scale);
     if !(0..DIGITS_A_DOUBLE_KEEPS).contains(&places)
         || !nearest.is_finite()
@@ -181,9 +175,8 @@ pub(crate) fn decimal_of_double(
     if (scaled.abs().fract() - 0.5).abs() > 0.1 {
         return within_precision(scaled.round() as i128, precision);
     }
-    scratch.clear();
-    write!(scratch, "{nearest:e}").ok()?;
-    let shortest = DecimalText::parse(scratch)?;
+    let mut text = ryu::Buffer::new();
+    let shortest = DecimalText::parse(text.format_finite(nearest))?;
     // (Shortest texts end in a digit other than 0, but for 0 itself.)
     let last = shortest.fraction.last().or(shortest.whole.last());
     let shortest_places = shortest.fraction.len() as i64 - shortest.exponent;
@@ -357,9 +350,7 @@ mod tests {
 
     #[test]
     fn a_decimal_from_the_nearest_double_is_the_texts_or_none() {
-        let mut scratch = String::new();
-        let mut from_double =
-            |text: &str, p, s| decimal_of_double(text.parse().unwrap(), p, s, &mut scratch);
+        let from_double = |text: &str, p, s| decimal_of_double(text.parse().unwrap(), p, s);
         for (text, value) in [
             ("1.5", 150),
             ("-1.5", -150),
@@ -405,7 +396,6 @@ mod tests {
     /// gives a value, it is the one the text gives.
     #[test]
     fn decimals_from_doubles_agree_with_their_texts() {
-        let mut scratch = String::new();
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let mut next = || {
             state ^= state << 13;
@@ -420,8 +410,7 @@ mod tests {
             let point = next() % (digits + 3);
             let scale = (next() % 7) as i8;
             let text = format!("{mantissa}e-{point}");
-            let Some(value) = decimal_of_double(text.parse().unwrap(), 38, scale, &mut scratch)
-            else {
+            let Some(value) = decimal_of_double(text.parse().unwrap(), 38, scale) else {
                 continue;
             };
             given += 1;

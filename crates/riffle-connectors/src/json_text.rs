@@ -14,6 +14,7 @@
 //! `flat_json.rs`), which declines what the tape cannot tell: an integer past 2^63,
 //! which simd-json reads as a double.
 
+use crate::json_numbers::DecimalText;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use simd_json::{Node, StaticNode};
@@ -282,15 +283,15 @@ pub(crate) fn write_java_double(value: f64, out: &mut String) {
 /// leading or trailing zeros (`0` for zero), and the exponent of the first in scientific
 /// notation (`25`, -2).
 fn digits_and_exponent(text: &str) -> (ShortText, i32) {
-    let (mantissa, exponent) = match text.split_once(['e', 'E']) {
-        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
-        None => (text, 0),
-    };
-    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let all = whole.bytes().chain(fraction.bytes());
-    let leading_zeros = all.clone().take_while(|&b| b == b'0').count();
     let mut digits = ShortText::default();
-    for b in all.skip(leading_zeros) {
+    let Some(decimal) = DecimalText::parse(text) else {
+        let _ = digits.write_char('0');
+        return (digits, 0);
+    };
+    let (whole, fraction) = (decimal.whole, decimal.fraction);
+    let all = whole.iter().chain(fraction);
+    let leading_zeros = all.clone().take_while(|&&b| b == b'0').count();
+    for &b in all.skip(leading_zeros) {
         let _ = digits.write_char(char::from(b));
     }
     while digits.len > 1 && digits.as_str().ends_with('0') {
@@ -299,6 +300,8 @@ fn digits_and_exponent(text: &str) -> (ShortText, i32) {
     if digits.len == 0 {
         let _ = digits.write_char('0');
     }
+    // (Exponents of doubles' texts are within ±400: the cast cannot wrap.)
+    let exponent = decimal.exponent as i32;
     (
         digits,
         exponent + whole.len() as i32 - 1 - leading_zeros as i32,
@@ -555,6 +558,15 @@ mod tests {
         format!("{{{},\"{again}\":0}}", members.join(","))
     }
 
+    /// The fast path's text of `raw`, or `None` where simd-json refuses it (an integer
+    /// past 2^64: that line goes to the strict path) or the tape's writer declines.
+    fn from_tape(raw: &str) -> Option<String> {
+        let mut bytes = raw.as_bytes().to_vec();
+        let tape = simd_json::to_tape(&mut bytes).ok()?;
+        let mut out = String::new();
+        write_from_tape(&tape.0, &mut out).then_some(out)
+    }
+
     /// `levels` arrays one inside the other.
     fn nested(levels: usize) -> String {
         format!("{}{}", "[".repeat(levels), "]".repeat(levels))
@@ -567,12 +579,6 @@ mod tests {
         assert!(deep.contains("nested deeper than 128 levels"), "{deep}");
         // (A million levels would overflow the stack were each written.)
         assert!(nested_text(&nested(1_000_000)).is_err());
-        let from_tape = |raw: &str| {
-            let mut bytes = raw.as_bytes().to_vec();
-            let tape = simd_json::to_tape(&mut bytes).ok()?;
-            let mut out = String::new();
-            write_from_tape(&tape.0, &mut out).then_some(out)
-        };
         assert_eq!(from_tape(&nested(DEPTH_MAX)), Some(nested(DEPTH_MAX)));
         assert_eq!(from_tape(&nested(DEPTH_MAX + 1)), None);
         assert_eq!(from_tape(&nested(100_000)), None);
@@ -580,13 +586,6 @@ mod tests {
 
     #[test]
     fn the_tape_gives_the_same_text_or_declines() {
-        let from_tape = |raw: &str| {
-            let mut bytes = raw.as_bytes().to_vec();
-            // (simd-json refuses an integer past 2^64: that line goes to the strict path.)
-            let tape = simd_json::to_tape(&mut bytes).ok()?;
-            let mut out = String::new();
-            write_from_tape(&tape.0, &mut out).then_some(out)
-        };
         for raw in [
             r#"{ "a" : 1 , "b" : [ 1, 2.50, "x" ] }"#,
             r#"[[],{},[{"a":[null,false]}],-0,0.0001]"#,
