@@ -107,13 +107,11 @@ mod tests {
         let key_group = Arc::new(riffle_core::arrow::array::UInt16Array::from(
             values.iter().map(|_| 0u16).collect::<Vec<_>>(),
         )) as _;
-        OperatorState {
-            batches: vec![RecordBatch::try_from_iter([
-                (riffle_core::state::KEY_GROUP_FIELD, key_group),
-                ("v", column),
-            ])
-            .unwrap()],
-        }
+        OperatorState::of(vec![RecordBatch::try_from_iter([
+            (riffle_core::state::KEY_GROUP_FIELD, key_group),
+            ("v", column),
+        ])
+        .unwrap()])
     }
 
     #[tokio::test]

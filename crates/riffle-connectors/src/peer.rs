@@ -191,9 +191,7 @@ impl Source for PeerSource {
                 Arc::new(UInt64Array::from(vec![self.next])),
             ],
         )?;
-        Ok(OperatorState {
-            batches: vec![batch],
-        })
+        Ok(OperatorState::of(vec![batch]))
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {

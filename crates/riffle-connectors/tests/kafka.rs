@@ -101,9 +101,7 @@ fn read(
 }
 
 fn merge(states: Vec<OperatorState>) -> OperatorState {
-    OperatorState {
-        batches: states.into_iter().flat_map(|s| s.batches).collect(),
-    }
+    OperatorState::of(states.into_iter().flat_map(|s| s.batches).collect())
 }
 
 #[test]

@@ -44,5 +44,8 @@ pub use sink::{
     SinkFactory, SinkSummary, StagedOutput, Unpublished,
 };
 pub use source::{Source, SourceFactory, SourcePoll, TimeBounds};
-pub use state::{hand_over, is_handed, may_reference_previous, CommittedEpoch, OperatorState};
+pub use state::{
+    hand_over, is_handed, may_reference_previous, BatchSource, CommittedEpoch, OperatorState,
+    StreamedBatches,
+};
 pub use time::{EventTime, Watermark};

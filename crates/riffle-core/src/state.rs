@@ -1,6 +1,9 @@
 //! Operator state as Arrow batches.
 
+use crate::arrow::array::{ArrayRef, UInt16Array};
+use crate::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use crate::{Epoch, RecordBatch};
+use std::sync::{Arc, Mutex};
 
 /// Name of the key-group column (UInt16) that leads every state batch.
 pub const KEY_GROUP_FIELD: &str = "_key_group";
@@ -22,12 +25,132 @@ pub struct OperatorState {
     /// The state rows. Batches of one schema (metadata included) are stored in one file;
     /// an operator that gives parts of its state distinct schemas keeps them apart.
     pub batches: Vec<RecordBatch>,
+    /// Rows too many to hold at once, each standing in `batches` as its
+    /// [`placeholder`](StreamedBatches::placeholder), in order.
+    pub streamed: Vec<StreamedBatches>,
 }
 
 impl OperatorState {
-    /// Total rows over all batches.
+    /// The state of `batches`, all held in memory.
+    pub fn of(batches: Vec<RecordBatch>) -> Self {
+        Self {
+            batches,
+            streamed: Vec::new(),
+        }
+    }
+
+    /// Total rows over all batches (a streamed part counts as its placeholder's one row).
     pub fn rows(&self) -> usize {
         self.batches.iter().map(|b| b.num_rows()).sum()
+    }
+
+    /// The streamed part `batch` stands in for, if it is a placeholder.
+    pub fn streamed_for(&self, batch: &RecordBatch) -> Option<&StreamedBatches> {
+        self.streamed.iter().find(|s| s.stands_for(batch))
+    }
+
+    /// The same state with every streamed part read into memory in its place: for a
+    /// reader that needs the rows themselves (tests, small states), not the writer of
+    /// checkpoints.
+    ///
+    /// # Errors
+    /// A streamed part was read already, or its source failed.
+    pub fn into_held(self) -> crate::Result<Self> {
+        let mut batches = Vec::with_capacity(self.batches.len());
+        for batch in self.batches {
+            match self.streamed.iter().find(|s| s.stands_for(&batch)) {
+                Some(streamed) => {
+                    for streamed_batch in streamed.take_source()? {
+                        batches.push(streamed_batch?);
+                    }
+                }
+                None => batches.push(batch),
+            }
+        }
+        Ok(Self::of(batches))
+    }
+}
+
+/// Where a [`StreamedBatches`] part's rows come from, one batch at a time.
+pub type BatchSource = Box<dyn Iterator<Item = crate::Result<RecordBatch>> + Send>;
+
+/// State rows an operator gives as a source of batches of one schema, not in memory (a
+/// spill tier's groups, read from a snapshot of its store): the writer of checkpoints
+/// pulls them a batch at a time into files of bounded size, so a snapshot of state
+/// larger than memory never holds it whole (docs/engine.md, "State beyond memory").
+///
+/// In the snapshot, and in the operator's chain afterwards, the rows are stood for by
+/// a [`placeholder`](Self::placeholder): a handed-over batch ([`hand_over`]) whose
+/// identity names, to the writer, the files they went to. Clones share the one source,
+/// which can be read once.
+#[derive(Clone)]
+pub struct StreamedBatches {
+    schema: SchemaRef,
+    placeholder: RecordBatch,
+    source: Arc<Mutex<Option<BatchSource>>>,
+}
+
+impl std::fmt::Debug for StreamedBatches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamedBatches")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StreamedBatches {
+    /// Rows of `schema` (whose first column is [`KEY_GROUP_FIELD`]) that `source` gives.
+    pub fn new(schema: SchemaRef, source: BatchSource) -> Self {
+        // One row of its own allocation: a placeholder's identity is its buffer's
+        // address, unique while the placeholder lives.
+        let column: ArrayRef = Arc::new(UInt16Array::from(vec![0u16]));
+        let mut metadata = schema.metadata().clone();
+        metadata.insert(HANDED_METADATA.to_string(), scope_of(&schema).to_string());
+        let key_group = Field::new(KEY_GROUP_FIELD, DataType::UInt16, false);
+        let handed = Schema::new_with_metadata(vec![key_group], metadata);
+        // A UInt16 column of one row under a schema of that one field: cannot fail.
+        let placeholder = RecordBatch::try_new(Arc::new(handed), vec![column])
+            .unwrap_or_else(|_| RecordBatch::new_empty(schema.clone()));
+        Self {
+            schema,
+            placeholder,
+            source: Arc::new(Mutex::new(Some(source))),
+        }
+    }
+
+    /// The schema of the rows.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// The batch that stands for these rows in the snapshot's batches and, once
+    /// written, in the operator's chain.
+    pub fn placeholder(&self) -> &RecordBatch {
+        &self.placeholder
+    }
+
+    /// Whether `batch` is this part's placeholder (or what [`hand_over`] left of it).
+    pub fn stands_for(&self, batch: &RecordBatch) -> bool {
+        match (batch.columns().first(), self.placeholder.columns().first()) {
+            (Some(a), Some(b)) => {
+                let (a, b) = (a.to_data(), b.to_data());
+                a.buffers().first().map(|x| x.as_ptr()) == b.buffers().first().map(|x| x.as_ptr())
+                    && a.offset() == b.offset()
+                    && a.len() == b.len()
+            }
+            _ => false,
+        }
+    }
+
+    /// The rows' source, taken: the one reader of them.
+    ///
+    /// # Errors
+    /// It was taken already.
+    pub fn take_source(&self) -> crate::Result<BatchSource> {
+        self.source
+            .lock()
+            .map_or(None, |mut source| source.take())
+            .ok_or_else(|| crate::Error::Spill("a streamed state part was read twice".into()))
     }
 }
 
@@ -64,14 +187,19 @@ pub fn hand_over(batch: &RecordBatch) -> RecordBatch {
 /// batch keeps its schema's (in its [`HANDED_METADATA`]). The value holds within one
 /// process only.
 pub fn order_scope(batch: &RecordBatch) -> u64 {
-    use std::hash::{Hash, Hasher};
     if let Some(scope) = batch.schema().metadata().get(HANDED_METADATA) {
         if let Ok(scope) = scope.parse() {
             return scope;
         }
     }
+    scope_of(&batch.schema())
+}
+
+/// The [`order_scope`] of batches of `schema`.
+fn scope_of(schema: &SchemaRef) -> u64 {
+    use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    batch.schema().hash(&mut hasher);
+    schema.hash(&mut hasher);
     hasher.finish()
 }
 

@@ -216,6 +216,13 @@ impl DeltaLog {
         self.batches.push(batch);
     }
 
+    /// Adds a streamed part's placeholder, standing for `groups` groups held outside the
+    /// ids, to the new chain ([`riffle_core::StreamedBatches`]).
+    pub(crate) fn push_streamed(&mut self, placeholder: RecordBatch, groups: usize) {
+        self.chain_groups += groups;
+        self.batches.push(placeholder);
+    }
+
     /// Whether the chain holds group `g` as it is now: it is in the chain and unchanged
     /// since, or the next snapshot starts a new chain anyway (none was taken since the
     /// start). A group that leaves the ids otherwise must reach the next snapshot by
@@ -261,9 +268,7 @@ impl DeltaLog {
         if let Some(batch) = batch {
             self.push(batch, len);
         }
-        OperatorState {
-            batches: self.batches.clone(),
-        }
+        OperatorState::of(self.batches.clone())
     }
 }
 

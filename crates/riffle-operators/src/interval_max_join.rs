@@ -480,7 +480,7 @@ impl Operator for IntervalMaxJoin {
                 columns,
             )?);
         }
-        Ok(OperatorState { batches })
+        Ok(OperatorState::of(batches))
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {

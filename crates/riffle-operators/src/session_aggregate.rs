@@ -271,9 +271,7 @@ impl Operator for SessionAggregate {
             columns.push(c);
         }
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-        Ok(OperatorState {
-            batches: vec![batch],
-        })
+        Ok(OperatorState::of(vec![batch]))
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {

@@ -258,9 +258,7 @@ impl UpsertMaterialize {
             Vec::new(),
             self.max_parallelism,
         )?;
-        Ok(OperatorState {
-            batches: vec![batch],
-        })
+        Ok(OperatorState::of(vec![batch]))
     }
 
     fn restore_state(&mut self, state: OperatorState) -> Result<()> {

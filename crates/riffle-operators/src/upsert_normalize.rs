@@ -175,9 +175,7 @@ impl Operator for UpsertNormalize {
             .iter()
             .map(|&i| self.rows.schema.field(i).name().as_str())
             .collect();
-        Ok(OperatorState {
-            batches: vec![with_row_key(batch, &key_names)?],
-        })
+        Ok(OperatorState::of(vec![with_row_key(batch, &key_names)?]))
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {

@@ -431,7 +431,7 @@ impl Operator for WindowAggregate {
         self.panes = windows;
         result?;
         batches.extend(self.fired_batch()?);
-        Ok(OperatorState { batches })
+        Ok(OperatorState::of(batches))
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {

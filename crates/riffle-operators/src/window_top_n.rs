@@ -102,7 +102,7 @@ impl Operator for WindowTopN {
             .values()
             .map(TopN::full_state)
             .collect::<Result<_>>()?;
-        Ok(OperatorState { batches })
+        Ok(OperatorState::of(batches))
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {

@@ -283,9 +283,7 @@ fn restore_link(link: &mut ChainLink, state: &RestoredState) -> ChainResult<()> 
         {
             chain = None; // a batch from no file: nothing to reference
         }
-        let part = OperatorState {
-            batches: vec![batch],
-        };
+        let part = OperatorState::of(vec![batch]);
         link.operator.restore(part).map_err(at(&link.id))?;
         restored_any = true;
     }

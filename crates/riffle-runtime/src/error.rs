@@ -95,8 +95,10 @@ impl CheckpointFailure {
             StateError::Storage { .. }
             | StateError::Io { .. }
             | StateError::ManifestExists { .. }
-            // The operator writes its state whole at the next epoch.
-            | StateError::NotHeld { .. } => CheckpointFailure::Transient,
+            // The operator writes its state whole at the next epoch (a streamed part
+            // from a new snapshot of its tier).
+            | StateError::NotHeld { .. }
+            | StateError::Read { .. } => CheckpointFailure::Transient,
             StateError::Root { .. }
             | StateError::Corrupt { .. }
             | StateError::StaleGeneration { .. }

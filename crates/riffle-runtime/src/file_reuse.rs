@@ -10,15 +10,19 @@ use riffle_core::{
     hand_over, is_handed, may_reference_previous, Epoch, OperatorState, RecordBatch,
 };
 use riffle_state::manifest::FileEntry;
-use riffle_state::state_file::file_groups;
-use riffle_state::{CheckpointStore, StateError};
+use riffle_state::{CheckpointStore, StateError, WrittenFiles};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// State files that hold exactly some snapshot batches, per (operator, subtask); of
-/// each batch only its first column is kept ([`hand_over`]): holding it keeps that
-/// array's memory alive, so its pointer seen again in a later snapshot is the same,
-/// unchanged array, never a new one at a freed address, while the rest is freed.
-type ReuseCache = HashMap<(String, usize), Vec<(FileEntry, Vec<RecordBatch>)>>;
+/// State files that hold exactly some snapshot batches, per (operator, subtask): one
+/// file of held batches, or the files of a streamed part, which its placeholder names
+/// ([`riffle_core::StreamedBatches`]). Of each batch only its first column is kept
+/// ([`hand_over`]): holding it keeps that array's memory alive, so its pointer seen
+/// again in a later snapshot is the same, unchanged array, never a new one at a freed
+/// address, while the rest is freed.
+type ReuseCache = HashMap<(String, usize), Vec<FileSet>>;
+
+/// Files that together hold exactly these batches.
+type FileSet = (Vec<FileEntry>, Vec<RecordBatch>);
 
 /// A batch's identity: where its first column's values live, and its extent.
 fn batch_identity(batch: &RecordBatch) -> Option<(usize, usize, usize)> {
@@ -36,13 +40,7 @@ fn batch_identity(batch: &RecordBatch) -> Option<(usize, usize, usize)> {
 /// written: a chain that lost batches from a file (a rolling restart dropping the old
 /// chain) has the file's remaining batches, and every one after them, written again,
 /// never listed out of order.
-fn reuse_files(
-    previous: &[(FileEntry, Vec<RecordBatch>)],
-    state: riffle_core::OperatorState,
-) -> (
-    Vec<(FileEntry, Vec<RecordBatch>)>,
-    riffle_core::OperatorState,
-) {
+fn reuse_files(previous: &[FileSet], state: OperatorState) -> (Vec<FileSet>, OperatorState) {
     let ids: HashMap<(usize, usize, usize), usize> = state
         .batches
         .iter()
@@ -94,34 +92,44 @@ fn reuse_files(
             break;
         }
     }
-    let reused: Vec<(FileEntry, Vec<RecordBatch>)> = reused
+    let reused: Vec<FileSet> = reused
         .into_iter()
         .map(|(entry, batches, _)| (entry, batches))
         .collect();
-    let fresh = state
-        .batches
+    let OperatorState { batches, streamed } = state;
+    let fresh: Vec<RecordBatch> = batches
         .into_iter()
         .zip(covered)
         .filter_map(|(b, c)| (!c).then_some(b))
         .collect();
-    (reused, riffle_core::OperatorState { batches: fresh })
+    // A streamed part whose placeholder a file set holds is not read again.
+    let streamed = streamed
+        .into_iter()
+        .filter(|s| fresh.iter().any(|b| s.stands_for(b)))
+        .collect();
+    (
+        reused,
+        OperatorState {
+            batches: fresh,
+            streamed,
+        },
+    )
 }
 
 /// The files a stable-state snapshot consists of, each with the batches it holds: those
-/// it `reused`, then those `written` for its `fresh` batches (grouped into files as
-/// `write_state` grouped them). The next epoch's snapshot may reuse any of them.
+/// it `reused`, then those `written` for its `fresh` batches. The next epoch's snapshot
+/// may reuse any of them.
 fn snapshot_files<'a>(
-    reused: Vec<(FileEntry, Vec<RecordBatch>)>,
-    written: &'a [FileEntry],
-    fresh: &OperatorState,
-) -> impl Iterator<Item = (FileEntry, Vec<RecordBatch>)> + 'a {
-    let groups: Vec<Vec<RecordBatch>> = file_groups(&fresh.batches)
-        .into_iter()
-        .map(|(_, batches)| batches.into_iter().map(hand_over).collect())
-        .collect();
-    reused
-        .into_iter()
-        .chain(written.iter().cloned().zip(groups))
+    reused: Vec<FileSet>,
+    written: &'a [WrittenFiles],
+    fresh: &'a OperatorState,
+) -> impl Iterator<Item = FileSet> + 'a {
+    reused.into_iter().chain(written.iter().map(|w| {
+        let batches = (w.batches.iter())
+            .filter_map(|&i| fresh.batches.get(i).map(hand_over))
+            .collect();
+        (w.files.clone(), batches)
+    }))
 }
 
 /// Whether a snapshot for `epoch` may reuse files of the epoch before it, given the
@@ -202,7 +210,12 @@ impl FileReuse {
         let continued = restored.take();
         if reusable == Some(restored.epoch()) {
             let files = self.by_epoch.entry(restored.epoch().0).or_default();
-            files.extend(continued);
+            for (subtask, chain) in continued {
+                let sets = chain
+                    .into_iter()
+                    .map(|(file, batches)| (vec![file], batches));
+                files.entry(subtask).or_default().extend(sets);
+            }
         } else {
             self.restored = None;
         }
@@ -216,7 +229,7 @@ impl FileReuse {
         (operator, subtask, _epoch): (&str, usize, Epoch),
         reusable: Option<Epoch>,
         state: OperatorState,
-    ) -> (Vec<(FileEntry, Vec<RecordBatch>)>, OperatorState) {
+    ) -> (Vec<FileSet>, OperatorState) {
         let previous = reusable
             .filter(|_| self.stable.contains(operator))
             .and_then(|e| self.by_epoch.get(&e.0))
@@ -232,8 +245,8 @@ impl FileReuse {
     pub fn record(
         &mut self,
         (operator, subtask, epoch): (&str, usize, Epoch),
-        reused: Vec<(FileEntry, Vec<RecordBatch>)>,
-        written: &[FileEntry],
+        reused: Vec<FileSet>,
+        written: &[WrittenFiles],
         fresh: &OperatorState,
     ) {
         if !self.stable.contains(operator) {
@@ -262,13 +275,15 @@ impl FileReuse {
 
 /// Refuses batches among those to be written that their operator handed over
 /// ([`hand_over`]): no file of the epoch the snapshot may reference holds them, and
-/// written they would be empty.
+/// written they would be empty. (A streamed part's placeholder is handed over too, and
+/// written from its source.)
 fn refuse_not_held(
     operator: &str,
     subtask: usize,
     fresh: &OperatorState,
 ) -> Result<(), StateError> {
-    match fresh.batches.iter().filter(|b| is_handed(b)).count() {
+    let not_held = |b: &&RecordBatch| is_handed(b) && fresh.streamed_for(b).is_none();
+    match fresh.batches.iter().filter(not_held).count() {
         0 => Ok(()),
         batches => Err(StateError::NotHeld {
             operator: operator.to_string(),
@@ -298,13 +313,15 @@ pub async fn write_ack_state(
         let at = (operator.0.as_str(), ack.subtask, ack.epoch);
         let (reused, fresh) = reuse.split(at, reusable, state);
         refuse_not_held(&operator.0, ack.subtask, &fresh)?;
-        let files = store
+        let written = store
             .write_state(ack.epoch, generation, &operator.0, ack.subtask, &fresh)
             .await?;
-        bytes += files.iter().map(|f| f.bytes).sum::<u64>();
-        let mut entries: Vec<FileEntry> = reused.iter().map(|(f, _)| f.clone()).collect();
-        entries.extend(files.iter().cloned());
-        reuse.record(at, reused, &files, &fresh);
+        let mut entries: Vec<FileEntry> = reused.iter().flat_map(|(f, _)| f.clone()).collect();
+        let written_entries = written.iter().flat_map(|w| w.files.iter().cloned());
+        let start = entries.len();
+        entries.extend(written_entries);
+        bytes += entries[start..].iter().map(|f| f.bytes).sum::<u64>();
+        reuse.record(at, reused, &written, &fresh);
         ack.written.push((operator, entries));
     }
     Ok(bytes)
@@ -330,9 +347,9 @@ mod tests {
 
     fn snapshot() -> OperatorState {
         let values = std::sync::Arc::new(riffle_core::arrow::array::Int64Array::from(vec![1, 2]));
-        OperatorState {
-            batches: vec![RecordBatch::try_from_iter([("v", values as _)]).unwrap()],
-        }
+        OperatorState::of(vec![
+            RecordBatch::try_from_iter([("v", values as _)]).unwrap()
+        ])
     }
 
     fn file(epoch: u64) -> FileEntry {
@@ -344,14 +361,20 @@ mod tests {
         }
     }
 
+    /// One file of epoch `epoch` holding a snapshot's first `batches` batches.
+    fn written(epoch: u64, batches: usize) -> Vec<WrittenFiles> {
+        vec![WrittenFiles {
+            files: vec![file(epoch)],
+            batches: (0..batches).collect(),
+        }]
+    }
+
     #[test]
     fn a_handed_over_batch_is_found_in_the_file_that_holds_it_and_refused_elsewhere() {
         let mut reuse = FileReuse::for_operators(["agg".to_string()]);
         let state = snapshot();
-        reuse.record(("agg", 0, Epoch(5)), Vec::new(), &[file(5)], &state);
-        let handed = OperatorState {
-            batches: state.batches.iter().map(hand_over).collect(),
-        };
+        reuse.record(("agg", 0, Epoch(5)), Vec::new(), &written(5, 1), &state);
+        let handed = OperatorState::of(state.batches.iter().map(hand_over).collect());
         assert!(handed.batches.iter().all(is_handed));
         let (reused, fresh) = reuse.split(("agg", 0, Epoch(6)), Some(Epoch(5)), handed.clone());
         assert_eq!(reused.len(), 1, "named by its first column, the same array");
@@ -370,6 +393,40 @@ mod tests {
     }
 
     #[test]
+    fn a_streamed_part_once_written_is_referenced_by_all_its_files() {
+        let mut reuse = FileReuse::for_operators(["agg".to_string()]);
+        let schema = snapshot().batches[0].schema();
+        let part = riffle_core::StreamedBatches::new(schema, Box::new(std::iter::empty()));
+        let placeholder = part.placeholder().clone();
+        let state = OperatorState {
+            batches: vec![placeholder.clone()],
+            streamed: vec![part],
+        };
+        assert!(is_handed(&placeholder), "it holds no rows");
+        assert!(
+            refuse_not_held("agg", 0, &state).is_ok(),
+            "written from its source"
+        );
+        let written = vec![WrittenFiles {
+            files: vec![file(5), file(6)],
+            batches: vec![0],
+        }];
+        reuse.record(("agg", 0, Epoch(5)), Vec::new(), &written, &state);
+        // The operator's next snapshot names the part by its placeholder alone.
+        let next = OperatorState::of(vec![placeholder]);
+        let (reused, fresh) = reuse.split(("agg", 0, Epoch(6)), Some(Epoch(5)), next.clone());
+        assert_eq!(reused.len(), 1);
+        assert_eq!(reused[0].0, vec![file(5), file(6)], "all of its files");
+        assert!(fresh.batches.is_empty() && fresh.streamed.is_empty());
+        // Where that epoch may not be referenced, it is refused, not written empty.
+        let (_, fresh) = reuse.split(("agg", 0, Epoch(6)), None, next);
+        assert!(matches!(
+            refuse_not_held("agg", 0, &fresh),
+            Err(StateError::NotHeld { batches: 1, .. })
+        ));
+    }
+
+    #[test]
     fn files_continued_from_the_restored_epoch_are_referenced_only_by_the_epoch_after_it() {
         let state = snapshot();
         let handed: Vec<RecordBatch> = state.batches.iter().map(hand_over).collect();
@@ -380,9 +437,7 @@ mod tests {
                 FileReuse::for_operators(["agg".to_string()]).continuing(Some(chains.clone()));
             (chains, reuse)
         };
-        let handed_state = OperatorState {
-            batches: handed.clone(),
-        };
+        let handed_state = OperatorState::of(handed.clone());
         let (_, mut reuse) = continued();
         assert_eq!(reuse.committed_or_restored(None), Some(Epoch(5)));
         assert_eq!(reuse.committed_or_restored(Some(Epoch(7))), Some(Epoch(7)));
@@ -417,27 +472,19 @@ mod tests {
         // a later delta.
         let (old, first, delta) = (batch(&[1]), batch(&[2]), batch(&[3]));
         let mut reuse = FileReuse::for_operators(["agg".to_string()]);
-        let a = OperatorState {
-            batches: vec![old, first.clone()],
-        };
-        reuse.record(("agg", 0, Epoch(5)), Vec::new(), &[file(4)], &a);
-        let b = OperatorState {
-            batches: vec![delta.clone()],
-        };
-        reuse.record(("agg", 0, Epoch(5)), Vec::new(), &[file(5)], &b);
+        let a = OperatorState::of(vec![old, first.clone()]);
+        reuse.record(("agg", 0, Epoch(5)), Vec::new(), &written(4, 2), &a);
+        let b = OperatorState::of(vec![delta.clone()]);
+        reuse.record(("agg", 0, Epoch(5)), Vec::new(), &written(5, 1), &b);
         // The old batch left: A cannot be listed, so `first` is written, and B, which
         // a restore must apply after it, is written again after it rather than listed
         // before it.
-        let state = OperatorState {
-            batches: vec![first, delta.clone()],
-        };
+        let state = OperatorState::of(vec![first, delta.clone()]);
         let (reused, fresh) = reuse.split(("agg", 0, Epoch(6)), Some(Epoch(5)), state);
         assert!(reused.is_empty(), "{reused:?}");
         assert_eq!(fresh.batches.len(), 2);
         // B alone, at the front, is still listed.
-        let state = OperatorState {
-            batches: vec![delta, batch(&[4])],
-        };
+        let state = OperatorState::of(vec![delta, batch(&[4])]);
         let (reused, fresh) = reuse.split(("agg", 0, Epoch(6)), Some(Epoch(5)), state);
         assert_eq!(reused.len(), 1);
         assert_eq!(fresh.batches.len(), 1);
@@ -447,7 +494,7 @@ mod tests {
     fn a_snapshot_references_only_the_epoch_its_writer_names_and_only_until_forgotten() {
         let mut reuse = FileReuse::for_operators(["agg".to_string()]);
         let state = snapshot();
-        reuse.record(("agg", 0, Epoch(5)), Vec::new(), &[file(5)], &state);
+        reuse.record(("agg", 0, Epoch(5)), Vec::new(), &written(5, 1), &state);
         let (reused, fresh) = reuse.split(("agg", 0, Epoch(7)), Some(Epoch(5)), state.clone());
         assert_eq!(reused.len(), 1, "the unchanged batch is epoch 5's file");
         assert!(fresh.batches.is_empty());
@@ -455,7 +502,7 @@ mod tests {
         assert!(reused.is_empty(), "epoch 6 recorded nothing");
         let (reused, _) = reuse.split(("other", 0, Epoch(7)), Some(Epoch(5)), state.clone());
         assert!(reused.is_empty(), "not a stable-state operator");
-        reuse.record(("agg", 0, Epoch(6)), Vec::new(), &[file(6)], &state);
+        reuse.record(("agg", 0, Epoch(6)), Vec::new(), &written(6, 1), &state);
         reuse.keep_only(&[Epoch(5), Epoch(7)]);
         let (reused, _) = reuse.split(("agg", 0, Epoch(7)), Some(Epoch(6)), state.clone());
         assert!(reused.is_empty(), "a failed epoch's files are forgotten");

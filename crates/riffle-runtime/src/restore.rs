@@ -340,8 +340,11 @@ mod tests {
 
     /// A source at parallelism 2 with one state batch per subtask and both watermarks.
     fn two_positioned_subtasks() -> (RestoredJob, OperatorId) {
-        let positions = |rows| OperatorState {
-            batches: vec![RecordBatch::new_empty(Arc::new(Schema::empty())); rows],
+        let positions = |rows| {
+            OperatorState::of(vec![
+                RecordBatch::new_empty(Arc::new(Schema::empty()));
+                rows
+            ])
         };
         let id = OperatorId("files".into());
         let source = RestoredOperator {

@@ -67,9 +67,7 @@ impl StateFiles {
     /// # Errors
     /// A file that does not decode, named.
     pub fn decode(&self) -> Result<OperatorState, String> {
-        Ok(OperatorState {
-            batches: self.batches().collect::<Result<_, _>>()?,
-        })
+        Ok(OperatorState::of(self.batches().collect::<Result<_, _>>()?))
     }
 }
 
@@ -200,9 +198,7 @@ impl RestoredState {
     /// # Errors
     /// A file that does not decode, or a batch without key groups after a rescale.
     pub fn decode(&self) -> Result<OperatorState, String> {
-        Ok(OperatorState {
-            batches: self.batches().collect::<Result<_, _>>()?,
-        })
+        Ok(OperatorState::of(self.batches().collect::<Result<_, _>>()?))
     }
 }
 
@@ -231,7 +227,7 @@ mod tests {
 
     /// A state file as a checkpoint holds it: encoded, with its manifest entry.
     fn file(batches: Vec<RecordBatch>) -> (FileEntry, Bytes) {
-        let mut encoded = state_file::encode("op", &OperatorState { batches }).unwrap();
+        let mut encoded = state_file::encode("op", &OperatorState::of(batches)).unwrap();
         assert_eq!(encoded.len(), 1, "one schema, one file");
         let encoded = encoded.remove(0);
         let entry = FileEntry {

@@ -206,9 +206,7 @@ impl Operator for CounterOp {
         )]));
         let batch =
             RecordBatch::try_new(schema, vec![Arc::new(UInt64Array::from(vec![self.rows]))])?;
-        Ok(OperatorState {
-            batches: vec![batch],
-        })
+        Ok(OperatorState::of(vec![batch]))
     }
 }
 

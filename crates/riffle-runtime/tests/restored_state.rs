@@ -106,9 +106,7 @@ impl Operator for KeeperOp {
                 Arc::new(Int64Array::from(vec![self.rows; STATE_ROWS])),
             ],
         )?;
-        Ok(OperatorState {
-            batches: vec![batch],
-        })
+        Ok(OperatorState::of(vec![batch]))
     }
 
     fn restores_in_parts(&self) -> bool {
@@ -257,9 +255,7 @@ impl Operator for TripwireOp {
             false,
         )]));
         let batch = RecordBatch::try_new(schema, vec![Arc::new(UInt16Array::from(vec![0]))])?;
-        Ok(OperatorState {
-            batches: vec![batch],
-        })
+        Ok(OperatorState::of(vec![batch]))
     }
 
     fn restore(&mut self, _: OperatorState) -> Result<()> {

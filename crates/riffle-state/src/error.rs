@@ -54,6 +54,14 @@ pub enum StateError {
         source: riffle_core::parquet::errors::ParquetError,
     },
 
+    /// Reading the rows of a streamed state part, to write them, failed.
+    #[error("cannot read state of `{operator}` to write it: {source}")]
+    Read {
+        operator: String,
+        #[source]
+        source: riffle_core::Error,
+    },
+
     /// A snapshot names state batches its operator no longer holds, which no file of
     /// the epoch it may reference holds: the epoch fails (the operator writes its state
     /// whole at the next one) rather than write them empty.

@@ -29,4 +29,4 @@ pub use counting::{RequestCounts, RequestTally};
 pub use error::{StateError, StateResult};
 pub use manifest::{FileEntry, Manifest, ManifestStatus, OperatorEntry, FORMAT_VERSION};
 pub use root::StateRoot;
-pub use store::{CheckpointStore, StateIdentity};
+pub use store::{CheckpointStore, StateIdentity, WrittenFiles, STREAMED_PART_BYTES};

@@ -9,9 +9,10 @@ use riffle_core::parquet::arrow::ArrowWriter;
 use riffle_core::parquet::basic::{Compression, Encoding};
 use riffle_core::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use riffle_core::parquet::schema::types::ColumnPath;
-use riffle_core::{OperatorState, RecordBatch};
+use riffle_core::{BatchSource, OperatorState, RecordBatch};
+use std::sync::Arc;
 
-/// One encoded file: all batches of one schema.
+/// One encoded state file: batches of one schema.
 pub struct EncodedFile {
     /// The Parquet bytes.
     pub bytes: Bytes,
@@ -78,52 +79,171 @@ fn delta_encodable(data_type: &DataType) -> bool {
         )
 }
 
-/// The batches of each file [`encode`] writes for `batches`: grouped by schema, groups
-/// in first-seen order, batches in their order.
-pub fn file_groups(batches: &[RecordBatch]) -> Vec<(SchemaRef, Vec<&RecordBatch>)> {
-    let mut groups: Vec<(SchemaRef, Vec<&RecordBatch>)> = Vec::new();
-    for batch in batches {
-        match groups.iter_mut().find(|(s, _)| *s == batch.schema()) {
-            Some((_, list)) => list.push(batch),
-            None => groups.push((batch.schema(), vec![batch])),
-        }
-    }
-    groups
+/// The files a snapshot's state is written to, in the manifest's order: batches are
+/// grouped by schema (groups in first-seen order, a streamed part counting as its
+/// rows' schema); within a group, each run of held batches is one file, and each
+/// streamed part its own files, so a restore applies every batch in its order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilePlan {
+    /// One file of the held batches at these positions in `state.batches`.
+    Held(Vec<usize>),
+    /// The files of the streamed part whose placeholder is at this position.
+    Streamed(usize),
 }
 
-/// Encodes `state` as one Parquet file per distinct batch schema ([`file_groups`]).
+/// The [`FilePlan`]s of `state`.
+pub fn file_plan(state: &OperatorState) -> Vec<FilePlan> {
+    let mut groups: Vec<(SchemaRef, Vec<FilePlan>)> = Vec::new();
+    for (i, batch) in state.batches.iter().enumerate() {
+        let streamed = state.streamed_for(batch);
+        let schema = streamed.map_or_else(|| batch.schema(), |s| s.schema().clone());
+        let plans = match groups.iter_mut().find(|(s, _)| *s == schema) {
+            Some((_, plans)) => plans,
+            None => {
+                groups.push((schema, Vec::new()));
+                match groups.last_mut() {
+                    Some((_, plans)) => plans,
+                    None => continue, // just pushed
+                }
+            }
+        };
+        match (streamed, plans.last_mut()) {
+            (Some(_), _) => plans.push(FilePlan::Streamed(i)),
+            (None, Some(FilePlan::Held(run))) => run.push(i),
+            (None, _) => plans.push(FilePlan::Held(vec![i])),
+        }
+    }
+    groups.into_iter().flat_map(|(_, plans)| plans).collect()
+}
+
+/// Encodes `state`, all of it held in memory, as its [`file_plan`]'s files: one
+/// Parquet file per distinct batch schema.
+///
+/// # Errors
+/// Parquet cannot encode a column type; the state has a streamed part (only
+/// [`crate::CheckpointStore::write_state`] writes those).
+pub fn encode(operator: &str, state: &OperatorState) -> StateResult<Vec<EncodedFile>> {
+    file_plan(state)
+        .into_iter()
+        .map(|plan| match plan {
+            FilePlan::Held(positions) => {
+                encode_held(operator, positions.iter().map(|&i| &state.batches[i]))
+            }
+            FilePlan::Streamed(_) => Err(StateError::Read {
+                operator: operator.to_string(),
+                source: riffle_core::Error::Spill("a streamed part is written by the store".into()),
+            }),
+        })
+        .collect()
+}
+
+/// Encodes `batches` (of one schema, at least one) as one Parquet file.
 ///
 /// # Errors
 /// Parquet cannot encode a column type.
-pub fn encode(operator: &str, state: &OperatorState) -> StateResult<Vec<EncodedFile>> {
-    let groups = file_groups(&state.batches);
-    let encode_error = |source| StateError::Encode {
-        operator: operator.to_string(),
-        source,
+pub fn encode_held<'a>(
+    operator: &str,
+    batches: impl IntoIterator<Item = &'a RecordBatch>,
+) -> StateResult<EncodedFile> {
+    let mut batches = batches.into_iter().peekable();
+    let schema = match batches.peek() {
+        Some(first) => first.schema(),
+        None => Arc::new(Schema::empty()),
     };
-    let mut files = Vec::with_capacity(groups.len());
-    for (schema, batches) in groups {
-        let mut buffer = Vec::new();
-        let mut writer = ArrowWriter::try_new(
-            &mut buffer,
-            schema.clone(),
-            Some(writer_properties(&schema)),
-        )
-        .map_err(encode_error)?;
-        let mut rows = 0u64;
-        for b in batches {
-            writer.write(b).map_err(encode_error)?;
-            rows += b.num_rows() as u64;
-        }
-        writer.close().map_err(encode_error)?;
-        let crc32c = crc32c::crc32c(&buffer);
-        files.push(EncodedFile {
-            bytes: Bytes::from(buffer),
-            rows,
-            crc32c,
-        });
+    let mut file = PartWriter::new(operator, &schema)?;
+    for batch in batches {
+        file.write(batch)?;
     }
-    Ok(files)
+    file.finish()
+}
+
+/// Encodes the rows `source` gives (of `schema`) as Parquet files of about
+/// `part_bytes` each, handing each to `each` as soon as it is complete: what is held
+/// at once is one file and one batch, however many rows there are. No rows, no file.
+///
+/// # Errors
+/// Parquet cannot encode a column type, the source failed, or `each` did.
+pub fn encode_streamed(
+    operator: &str,
+    schema: &SchemaRef,
+    source: BatchSource,
+    part_bytes: usize,
+    mut each: impl FnMut(EncodedFile) -> StateResult<()>,
+) -> StateResult<()> {
+    let mut file: Option<PartWriter> = None;
+    for batch in source {
+        let batch = batch.map_err(|source| StateError::Read {
+            operator: operator.to_string(),
+            source,
+        })?;
+        let writer = match &mut file {
+            Some(writer) => writer,
+            None => file.insert(PartWriter::new(operator, schema)?),
+        };
+        writer.write(&batch)?;
+        if writer.size() >= part_bytes {
+            if let Some(full) = file.take() {
+                each(full.finish()?)?;
+            }
+        }
+    }
+    match file {
+        Some(last) if last.rows > 0 => each(last.finish()?),
+        _ => Ok(()),
+    }
+}
+
+/// One state file being written.
+struct PartWriter {
+    operator: String,
+    writer: ArrowWriter<Vec<u8>>,
+    rows: u64,
+}
+
+impl PartWriter {
+    fn new(operator: &str, schema: &SchemaRef) -> StateResult<Self> {
+        let writer =
+            ArrowWriter::try_new(Vec::new(), schema.clone(), Some(writer_properties(schema)))
+                .map_err(|source| StateError::Encode {
+                    operator: operator.to_string(),
+                    source,
+                })?;
+        Ok(Self {
+            operator: operator.to_string(),
+            writer,
+            rows: 0,
+        })
+    }
+
+    fn encode_error(
+        &self,
+    ) -> impl FnOnce(riffle_core::parquet::errors::ParquetError) -> StateError {
+        let operator = self.operator.clone();
+        move |source| StateError::Encode { operator, source }
+    }
+
+    fn write(&mut self, batch: &RecordBatch) -> StateResult<()> {
+        let error = self.encode_error();
+        self.writer.write(batch).map_err(error)?;
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    /// Bytes written so far and buffered for the row group in progress.
+    fn size(&self) -> usize {
+        self.writer.bytes_written() + self.writer.in_progress_size()
+    }
+
+    fn finish(self) -> StateResult<EncodedFile> {
+        let error = self.encode_error();
+        let buffer = self.writer.into_inner().map_err(error)?;
+        let crc32c = crc32c::crc32c(&buffer);
+        Ok(EncodedFile {
+            bytes: Bytes::from(buffer),
+            rows: self.rows,
+            crc32c,
+        })
+    }
 }
 
 /// Checks a state file's size and CRC32C against `entry` (not its Parquet content).
@@ -247,7 +367,6 @@ mod tests {
     use super::*;
     use riffle_core::arrow::array::UInt16Array;
     use riffle_core::arrow::datatypes::{DataType, Field};
-    use std::sync::Arc;
 
     #[test]
     fn schema_metadata_survives_a_state_file() {
@@ -258,9 +377,7 @@ mod tests {
         );
         let batch =
             RecordBatch::try_new(schema, vec![Arc::new(UInt16Array::from(vec![1u16]))]).unwrap();
-        let state = OperatorState {
-            batches: vec![batch],
-        };
+        let state = OperatorState::of(vec![batch]);
         let file = encode("op", &state).unwrap().remove(0);
         let entry = FileEntry {
             path: "x".into(),
@@ -285,14 +402,9 @@ mod tests {
         )]));
         let batch =
             RecordBatch::try_new(schema, vec![Arc::new(UInt16Array::from(vec![1u16, 2]))]).unwrap();
-        let file = encode(
-            "op",
-            &OperatorState {
-                batches: vec![batch],
-            },
-        )
-        .unwrap()
-        .remove(0);
+        let file = encode("op", &OperatorState::of(vec![batch]))
+            .unwrap()
+            .remove(0);
         let mut entry = FileEntry {
             path: "x".into(),
             rows: file.rows,

@@ -10,7 +10,7 @@ use crate::error::{StateError, StateResult};
 use crate::layout::Layout;
 use crate::manifest::FileEntry;
 use crate::root::StateRoot;
-use crate::state_file;
+use crate::state_file::{self, encode_streamed, file_plan, EncodedFile, FilePlan};
 use bytes::Bytes;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
@@ -35,6 +35,22 @@ pub struct CheckpointStore {
     /// until its epoch is deleted, so reading a manifest of such an epoch needs no
     /// second request for the marker (GC reads every retained manifest each epoch).
     committed: Arc<std::sync::Mutex<std::collections::BTreeSet<Epoch>>>,
+    /// About how large a file of a streamed state part grows ([`STREAMED_PART_BYTES`]).
+    part_bytes: usize,
+}
+
+/// About how large a file of a streamed state part grows before the next begins: the
+/// writer holds one such file at a time, and one more on its way to storage.
+pub const STREAMED_PART_BYTES: usize = 64 << 20;
+
+/// The files a snapshot's batches went to, in the manifest's order: one file of held
+/// batches, or the files of one streamed part (none if it had no rows).
+#[derive(Debug, Clone)]
+pub struct WrittenFiles {
+    /// The files.
+    pub files: Vec<FileEntry>,
+    /// Positions in the snapshot's `batches` of the batches they hold.
+    pub batches: Vec<usize>,
 }
 
 fn storage(path: &ObjectPath) -> impl FnOnce(object_store::Error) -> StateError + '_ {
@@ -52,7 +68,16 @@ impl CheckpointStore {
             root,
             layout,
             committed: Arc::default(),
+            part_bytes: STREAMED_PART_BYTES,
         }
+    }
+
+    /// This store writing the files of a streamed state part at about `bytes` each
+    /// (tests make them small, to see a part split).
+    #[must_use]
+    pub fn with_streamed_part_bytes(mut self, bytes: usize) -> Self {
+        self.part_bytes = bytes.max(1);
+        self
     }
 
     /// The paths this store uses.
@@ -250,10 +275,13 @@ impl CheckpointStore {
         self.sync(std::slice::from_ref(path)).await
     }
 
-    /// Writes one subtask's state for `epoch`; returns the manifest entries of its files.
+    /// Writes one subtask's state for `epoch`: the files of its [`file_plan`], held
+    /// batches encoded here, a streamed part's rows pulled and encoded on a blocking
+    /// thread a file at a time while the one before is stored. Returns what each file
+    /// (or part's files) holds, in the manifest's order.
     ///
     /// # Errors
-    /// Encoding or storage failures.
+    /// Encoding, reading a streamed part, or storage failures.
     pub async fn write_state(
         &self,
         epoch: Epoch,
@@ -261,25 +289,79 @@ impl CheckpointStore {
         operator: &str,
         subtask: usize,
         state: &OperatorState,
-    ) -> StateResult<Vec<FileEntry>> {
-        let mut entries = Vec::new();
+    ) -> StateResult<Vec<WrittenFiles>> {
+        let mut written = Vec::new();
         let mut paths = Vec::new();
-        for (part, file) in state_file::encode(operator, state)?.into_iter().enumerate() {
+        let mut put = |file: EncodedFile| {
             let path = self
                 .layout
-                .state_file(epoch, generation, operator, subtask, part);
-            let bytes = file.bytes.len() as u64;
-            Self::put_to(&self.root.bulk, &path, file.bytes, PutMode::Overwrite).await?;
-            entries.push(FileEntry {
+                .state_file(epoch, generation, operator, subtask, paths.len());
+            paths.push(path.clone());
+            let entry = FileEntry {
                 path: self.layout.relative(&path),
                 rows: file.rows,
-                bytes,
+                bytes: file.bytes.len() as u64,
                 crc32c: file.crc32c,
-            });
-            paths.push(path);
+            };
+            let bulk = self.root.bulk.clone();
+            async move {
+                Self::put_to(&bulk, &path, file.bytes, PutMode::Overwrite).await?;
+                Ok::<_, StateError>(entry)
+            }
+        };
+        for plan in file_plan(state) {
+            match plan {
+                FilePlan::Held(positions) => {
+                    let file = state_file::encode_held(
+                        operator,
+                        positions.iter().map(|&i| &state.batches[i]),
+                    )?;
+                    let entry = put(file).await?;
+                    written.push(WrittenFiles {
+                        files: vec![entry],
+                        batches: positions,
+                    });
+                }
+                FilePlan::Streamed(i) => {
+                    let Some(streamed) = state.streamed_for(&state.batches[i]) else {
+                        continue; // a plan names only placeholders as streamed
+                    };
+                    let source = streamed.take_source().map_err(|source| StateError::Read {
+                        operator: operator.to_string(),
+                        source,
+                    })?;
+                    let (files_tx, mut files_rx) = tokio::sync::mpsc::channel(1);
+                    let (name, schema, part_bytes) = (
+                        operator.to_string(),
+                        streamed.schema().clone(),
+                        self.part_bytes,
+                    );
+                    let encoder = tokio::task::spawn_blocking(move || {
+                        encode_streamed(&name, &schema, source, part_bytes, |file| {
+                            // The writer gave up (a failed upload): stop reading.
+                            files_tx.blocking_send(file).map_err(|_| StateError::Read {
+                                operator: name.clone(),
+                                source: riffle_core::Error::Spill("the writer stopped".into()),
+                            })
+                        })
+                    });
+                    let mut files = Vec::new();
+                    while let Some(file) = files_rx.recv().await {
+                        files.push(put(file).await?);
+                    }
+                    encoder.await.map_err(|e| StateError::Io {
+                        path: format!("state of `{operator}`"),
+                        source: std::io::Error::other(e),
+                    })??;
+                    written.push(WrittenFiles {
+                        files,
+                        batches: vec![i],
+                    });
+                }
+            }
         }
         self.sync(&paths).await?;
-        Ok(entries)
+        Ok(written)
     }
 
     /// Writes the control record of a running job: `_control.json` for a job in one

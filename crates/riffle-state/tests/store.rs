@@ -45,18 +45,17 @@ fn state(rows: i64) -> OperatorState {
         ],
     )
     .unwrap();
-    OperatorState {
-        batches: vec![batch_a, batch_b],
-    }
+    OperatorState::of(vec![batch_a, batch_b])
 }
 
 async fn write_epoch(store: &CheckpointStore, epoch: u64) -> Manifest {
     let epoch = Epoch(epoch);
-    let files = store
+    let written = store
         .write_state(epoch, 1, "window", 0, &state(1000))
         .await
         .unwrap();
-    assert_eq!(files.len(), 2, "one file per state schema");
+    assert_eq!(written.len(), 2, "one file per state schema");
+    let files: Vec<_> = written.into_iter().flat_map(|w| w.files).collect();
     let mut manifest = Manifest::prepared("p", 1, epoch, 0);
     manifest.operators.push(OperatorEntry {
         operator: "window".into(),
@@ -72,6 +71,84 @@ async fn write_epoch(store: &CheckpointStore, epoch: u64) -> Manifest {
     });
     store.prepare(&manifest).await.unwrap();
     manifest
+}
+
+/// A state of `held` rows in memory, then `streamed` rows of the same schema from a
+/// source, 500 rows a batch, that counts the batches it gave.
+fn state_with_streamed_part(
+    held: i64,
+    streamed: i64,
+    given: Arc<std::sync::atomic::AtomicUsize>,
+) -> OperatorState {
+    let mut state = state(held);
+    state.batches.truncate(1);
+    let schema = state.batches[0].schema();
+    let of = schema.clone();
+    let rows = move |from: i64, to: i64| {
+        RecordBatch::try_new(
+            of.clone(),
+            vec![
+                Arc::new(UInt16Array::from(
+                    (from..to).map(|i| (i % 128) as u16).collect::<Vec<_>>(),
+                )),
+                Arc::new(Int64Array::from((from..to).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(
+                    (from..to).map(|i| format!("row {i}")).collect::<Vec<_>>(),
+                )),
+            ],
+        )
+        .map_err(riffle_core::Error::from)
+    };
+    let source = (held..held + streamed).step_by(500).map(move |from| {
+        given.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        rows(from, (from + 500).min(held + streamed))
+    });
+    let part = riffle_core::StreamedBatches::new(schema, Box::new(source));
+    state.batches.push(part.placeholder().clone());
+    state.streamed.push(part);
+    state
+}
+
+#[test]
+fn a_streamed_part_is_written_as_files_of_bounded_size_that_restore_every_row_in_order() {
+    rt().block_on(async {
+        for (root, _dir) in roots() {
+            let given = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let state = state_with_streamed_part(100, 20_000, given.clone());
+            let part_bytes = 16 << 10;
+            let store = CheckpointStore::new(root, "p").with_streamed_part_bytes(part_bytes);
+            let written = store
+                .write_state(Epoch(1), 1, "agg", 0, &state)
+                .await
+                .unwrap();
+            assert_eq!(given.load(std::sync::atomic::Ordering::Relaxed), 40);
+            assert_eq!(written.len(), 2, "the held batch's file, then the part's");
+            assert_eq!((written[0].files.len(), &written[0].batches), (1, &vec![0]));
+            let part = &written[1];
+            assert_eq!(part.batches, vec![1]);
+            assert!(part.files.len() > 3, "{} files", part.files.len());
+            let mut next = 0i64;
+            for file in written.iter().flat_map(|w| &w.files) {
+                // At most one batch (500 rows, under 8 KiB here) past the bound.
+                assert!(file.bytes < (part_bytes + (8 << 10)) as u64, "{file:?}");
+                for batch in store.read_state(file).await.unwrap() {
+                    let k = batch
+                        .column(1)
+                        .as_any()
+                        .downcast_ref::<Int64Array>()
+                        .unwrap();
+                    for value in k.iter() {
+                        assert_eq!(value, Some(next), "every row once, in order");
+                        next += 1;
+                    }
+                }
+            }
+            assert_eq!(next, 20_100);
+            // Its source is read once: a second write of the same snapshot fails, typed.
+            let again = store.write_state(Epoch(2), 1, "agg", 0, &state).await;
+            assert!(matches!(again, Err(StateError::Read { .. })), "{again:?}");
+        }
+    });
 }
 
 /// What keeps a root alive: its directory or its server (held only to be dropped).

@@ -376,9 +376,7 @@ fn read_across_restore(
     for s in 0..new {
         let ctx = OperatorContext::detached("files", s, new);
         let mut source = after.create(&ctx).unwrap();
-        let state = riffle_core::OperatorState {
-            batches: offsets.clone(),
-        };
+        let state = riffle_core::OperatorState::of(offsets.clone());
         source.restore(state).unwrap();
         all.extend(ids(&drain(source.as_mut())));
     }

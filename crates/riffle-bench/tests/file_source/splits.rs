@@ -139,9 +139,7 @@ fn an_earlier_versions_line_positions_restore() {
             let mut source = factory
                 .create(&OperatorContext::detached("files", s, 2))
                 .unwrap();
-            let state = riffle_core::OperatorState {
-                batches: vec![offsets.clone()],
-            };
+            let state = riffle_core::OperatorState::of(vec![offsets.clone()]);
             source.restore(state).unwrap();
             all.extend(ids(&drain(source.as_mut())));
         }

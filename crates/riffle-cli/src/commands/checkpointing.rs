@@ -96,10 +96,10 @@ pub struct CheckpointArgs {
     /// restore larger than the share goes into the tier; checkpoints still hold every
     /// group. Other stateful operators (windows, joins, Top-N) keep their state in
     /// memory outside the budget, and the run names them at its start. The budget
-    /// bounds the group tables, not yet the whole process: the first snapshot after a
-    /// failed checkpoint, a rescale or a start from a savepoint writes the whole tier
-    /// at once, from memory (docs/engine.md, "State beyond memory"). Spilling is slow:
-    /// several times the unlimited run's time. Default: `unlimited`.
+    /// bounds the group tables, not yet the whole process (the tier's own memtables and
+    /// cache, and a snapshot's files on their way to storage, come on top:
+    /// docs/engine.md, "State beyond memory"). Spilling is slow: several times the
+    /// unlimited run's time. Default: `unlimited`.
     #[arg(long, value_name = "SIZE")]
     pub state_memory: Option<String>,
     /// Where the spill tier of --state-memory lives: a local directory, best on the

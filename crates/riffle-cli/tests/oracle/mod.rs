@@ -332,6 +332,37 @@ fn generated_pipelines_on_workers_agree_with_duckdb_through_crashes_and_rescales
     }
 }
 
+/// A GROUP BY of thousands of keys, each seen a few times, under a 1KiB budget: most
+/// groups sit in the spill tier at every snapshot. Killed at p2, resumed at p1 (its
+/// first snapshot cannot go on from the p2 chain, so it streams the whole tier into
+/// the checkpoint, docs/engine.md "State beyond memory"), killed again, and finished at
+/// p3 from that checkpoint: a group the streamed files lost would start counting again.
+#[test]
+fn a_tier_streamed_whole_at_a_rescale_restores_every_group() {
+    use schedule::{Attempt, Disruption};
+    let case = Case {
+        seed: 4242,
+        shape: InputShape {
+            files: 3,
+            rows_per_file: 3000,
+            keys: 4000,
+            jitter_ms: 0,
+        },
+        query: Query::Updating { filter_mod: None },
+        schedule: Schedule {
+            attempts: vec![
+                Attempt::single(2, Some(Disruption::Kill { after_ms: 600 })),
+                Attempt::single(1, Some(Disruption::Kill { after_ms: 900 })),
+                Attempt::single(3, None),
+            ],
+            state_memory: Some("1KiB"),
+        },
+    };
+    if let Err(e) = case.check() {
+        panic!("{}\n{e}", case.describe());
+    }
+}
+
 /// `scripts/soak`: random seeds for `RIFFLE_SOAK_SECONDS` (default 600).
 #[test]
 #[ignore = "long-running; scripts/soak runs it"]

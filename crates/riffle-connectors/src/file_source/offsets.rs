@@ -57,9 +57,7 @@ pub(super) fn offsets_state(splits: &[(&Split, SplitPosition)]) -> Result<Operat
             )),
         ],
     )?;
-    Ok(OperatorState {
-        batches: vec![batch],
-    })
+    Ok(OperatorState::of(vec![batch]))
 }
 
 /// What a checkpoint says about the source's files.
@@ -197,9 +195,7 @@ mod tests {
             ("done", Arc::new(BooleanArray::from(vec![false, true])) as _),
         ])
         .unwrap();
-        let state = OperatorState {
-            batches: vec![batch],
-        };
+        let state = OperatorState::of(vec![batch]);
         let saved = read_saved_offsets(&state, "files").unwrap();
         let at = |position, done| SplitPosition { position, done };
         assert_eq!(

@@ -152,12 +152,12 @@ mod tests {
         let reader = BTreeMap::from([(1, position(90)), (0, position(7))]);
         let stale = BTreeMap::from([(1, position(40)), (0, position(3))]);
         for order in [[&reader, &stale], [&stale, &reader]] {
-            let state = OperatorState {
-                batches: order
+            let state = OperatorState::of(
+                order
                     .iter()
                     .map(|p| encode_positions("bids", p).unwrap())
                     .collect(),
-            };
+            );
             let merged = decode_positions(&state, "bids").unwrap();
             assert_eq!(merged[&1].next, 90);
             assert_eq!(merged[&1].newest, 900);

@@ -205,9 +205,7 @@ impl Source for NexmarkSource {
                 )),
             ],
         )?;
-        Ok(OperatorState {
-            batches: vec![batch],
-        })
+        Ok(OperatorState::of(vec![batch]))
     }
 
     /// At the checkpoint's parallelism the state is this subtask's own; at another, it
@@ -435,9 +433,7 @@ mod tests {
             ],
         )
         .unwrap();
-        OperatorState {
-            batches: vec![batch],
-        }
+        OperatorState::of(vec![batch])
     }
 
     #[test]
@@ -453,12 +449,12 @@ mod tests {
         // for this subtask's (some produced twice, some never).
         let refused = at(1, 3).restore(old_state(9, 2));
         assert!(matches!(refused, Err(Error::State { .. })), "{refused:?}");
-        let two = OperatorState {
-            batches: [old_state(10, 2), old_state(6, 2)]
+        let two = OperatorState::of(
+            [old_state(10, 2), old_state(6, 2)]
                 .into_iter()
                 .flat_map(|s| s.batches)
                 .collect(),
-        };
+        );
         assert!(at(0, 2).restore(two).is_err(), "two old subtasks' rows");
     }
 

@@ -66,9 +66,7 @@ impl ChangelogJoin {
         let batches = (0..2)
             .map(|side| self.side_state(side))
             .collect::<Result<Vec<_>>>()?;
-        let state = OperatorState {
-            batches: batches.into_iter().flatten().collect(),
-        };
+        let state = OperatorState::of(batches.into_iter().flatten().collect());
         let empty = self.keyed.iter().filter(|k| k.is_empty()).count();
         if crate::aggregate::worth_rebuilding(empty, self.keyed.len()) {
             self.table = crate::aggregate::GroupKeys::for_matchable(&self.key_schema)?;

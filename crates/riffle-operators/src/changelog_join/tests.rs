@@ -164,11 +164,11 @@ fn a_restored_join_withdraws_the_pairs_its_predecessor_emitted_at_another_parall
     let mut t = BTreeMap::new();
     apply(&mut t, &out);
     for subtask in 0..2 {
-        let mine = OperatorState {
-            batches: (state.batches.iter())
+        let mine = OperatorState::of(
+            (state.batches.iter())
                 .map(|b| only_key_groups_of(b, subtask, 2))
                 .collect(),
-        };
+        );
         let mut op = operator(&f);
         op.restore(mine).unwrap();
         let mut out = Vec::new();

@@ -392,7 +392,7 @@ impl Operator for AppendOver {
                 columns,
             )?);
         }
-        Ok(OperatorState { batches })
+        Ok(OperatorState::of(batches))
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {

@@ -333,28 +333,44 @@ impl SpillStore {
         self.changed.clear().map_err(|e| failed(&self.path, e))
     }
 
-    /// Every group, in chunks of at most `chunk`, to `each` (key bytes, encoded state).
-    ///
-    /// # Errors
-    /// The store failed, or `each` did.
-    pub(crate) fn for_each_chunk(
-        &self,
-        chunk: usize,
-        mut each: impl FnMut(&[(Vec<u8>, Vec<u8>)]) -> Result<()>,
-    ) -> Result<()> {
-        let mut held = Vec::with_capacity(chunk.min(self.len));
-        for guard in self.keys.iter() {
-            let (key, value) = guard.into_inner().map_err(|e| failed(&self.path, e))?;
-            held.push((key.to_vec(), value.to_vec()));
-            if held.len() == chunk {
-                each(&held)?;
-                held.clear();
+    /// Every group as it is now, in key order and chunks of at most `chunk`, read later
+    /// and on any thread: a snapshot of the tier that later writes do not change. It
+    /// keeps the tier's files (and the tier) until dropped.
+    pub(crate) fn snapshot_chunks(&self, chunk: usize) -> GroupChunks {
+        use fjall::Readable;
+        GroupChunks {
+            groups: self.db.snapshot().iter(&self.keys),
+            chunk: chunk.max(1),
+            path: self.path.clone(),
+            _db: self.db.clone(),
+        }
+    }
+}
+
+/// The tier's groups as of a [`SpillStore::snapshot_chunks`], a chunk at a time.
+pub(crate) struct GroupChunks {
+    // Field order: the iterator (and its snapshot) goes before its database.
+    groups: fjall::Iter,
+    chunk: usize,
+    path: PathBuf,
+    _db: fjall::Database,
+}
+
+impl Iterator for GroupChunks {
+    type Item = Result<Vec<(Vec<u8>, Vec<u8>)>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut held = Vec::with_capacity(self.chunk);
+        for guard in self.groups.by_ref() {
+            match guard.into_inner() {
+                Ok((key, value)) => held.push((key.to_vec(), value.to_vec())),
+                Err(e) => return Some(Err(failed(&self.path, e))),
+            }
+            if held.len() == self.chunk {
+                break;
             }
         }
-        if !held.is_empty() {
-            each(&held)?;
-        }
-        Ok(())
+        (!held.is_empty()).then_some(Ok(held))
     }
 }
 

@@ -61,7 +61,7 @@ impl StreamJoin {
                 .flat_map(|side| (0..self.stored[side].len()).map(move |b| (side, b)))
                 .map(|(side, b)| self.state_batch(side, b))
                 .collect::<Result<Vec<_>>>()?;
-            return Ok(OperatorState { batches });
+            return Ok(OperatorState::of(batches));
         }
         let mut batches = Vec::new();
         for side in 0..2 {
@@ -81,7 +81,7 @@ impl StreamJoin {
             batches.extend(made.batches.iter().cloned());
             self.snapshots[side] = made;
         }
-        Ok(OperatorState { batches })
+        Ok(OperatorState::of(batches))
     }
 
     /// Rebuilds the state a snapshot made (see [`Operator::restore`]).

@@ -190,9 +190,7 @@ impl Operator for RetractTopN {
     }
 
     fn snapshot(&mut self, _: Epoch) -> Result<OperatorState> {
-        Ok(OperatorState {
-            batches: vec![self.state_batch()?],
-        })
+        Ok(OperatorState::of(vec![self.state_batch()?]))
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {

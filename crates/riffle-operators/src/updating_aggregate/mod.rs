@@ -298,10 +298,11 @@ impl Operator for UpdatingAggregate {
         }
         // A new chain holds every group: the spilled ones are read from the tier, at
         // once or, rolling, in pieces.
-        self.write_spilled()?;
+        let streamed = self.write_spilled()?;
         // Groups that left memory since the last snapshot, changed: from the tier.
         self.write_left_changed()?;
-        let state = self.delta.state_after(batch, len);
+        let mut state = self.delta.state_after(batch, len);
+        state.streamed.extend(streamed);
         // Every group is in the checkpoint now: any may leave memory.
         self.spill_if_over()?;
         self.report_state_bytes();

@@ -530,7 +530,7 @@ impl Operator for WindowJoin {
         }
         self.windows = windows;
         result?;
-        Ok(OperatorState { batches })
+        Ok(OperatorState::of(batches))
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {

@@ -376,7 +376,7 @@ impl Operator for Global {
         restore_rows(
             &self.shape,
             &mut self.windows,
-            OperatorState { batches: rows },
+            OperatorState::of(rows),
             &self.operator,
         )
     }
@@ -408,7 +408,7 @@ fn rows_state(shape: &Shape, windows: &BTreeMap<EventTime, Open>) -> Result<Oper
             batches.push(row_state_batch(&schema, *start, rows, vec![at_end])?);
         }
     }
-    Ok(OperatorState { batches })
+    Ok(OperatorState::of(batches))
 }
 
 fn restore_rows(

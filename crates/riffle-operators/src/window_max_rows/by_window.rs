@@ -150,7 +150,7 @@ impl Operator for WindowMaxRows {
                 batches.push(row_state_batch(&schema, *start, rows, Vec::new())?);
             }
         }
-        Ok(OperatorState { batches })
+        Ok(OperatorState::of(batches))
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {

@@ -207,7 +207,7 @@ fn local_states_merged_at_a_lower_parallelism_keep_the_largest_maximum() {
     let mut merged = by_window(false);
     let batches = b.batches.into_iter().chain(a.batches).collect();
     merged
-        .restore(riffle_core::OperatorState { batches })
+        .restore(riffle_core::OperatorState::of(batches))
         .unwrap();
     merged
         .on_batch(0, batch(&[(3, Some(150), 3)]), &mut out)

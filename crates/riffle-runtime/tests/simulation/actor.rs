@@ -91,9 +91,7 @@ fn offset_state(offset: u64) -> OperatorState {
         ],
     )
     .expect("offset batch");
-    OperatorState {
-        batches: vec![batch],
-    }
+    OperatorState::of(vec![batch])
 }
 
 fn restored_offset(state: Option<RestoredState>) -> u64 {
@@ -172,7 +170,8 @@ pub async fn run_actor(
             .await
         {
             Err(e) => Err((EpochOutcome::Retry, e.to_string())),
-            Ok(files) => {
+            Ok(written) => {
+                let files = written.into_iter().flat_map(|w| w.files).collect();
                 let manifest = manifest(&graph, generation, epoch, files, committables.clone());
                 committer
                     .commit_epoch(&manifest)

@@ -525,9 +525,7 @@ impl Source for KafkaSource {
         while self.snapshots.len() > 16 {
             self.snapshots.pop_front();
         }
-        Ok(OperatorState {
-            batches: vec![batch],
-        })
+        Ok(OperatorState::of(vec![batch]))
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {

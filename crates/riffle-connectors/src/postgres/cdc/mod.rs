@@ -478,9 +478,10 @@ impl Source for PostgresCdcSource {
         while self.checkpoints.len() > 64 {
             self.checkpoints.pop_front();
         }
-        Ok(OperatorState {
-            batches: vec![encode(&Origin::of(&self.config), position)?],
-        })
+        Ok(OperatorState::of(vec![encode(
+            &Origin::of(&self.config),
+            position,
+        )?]))
     }
 
     fn restore(&mut self, state: OperatorState) -> Result<()> {

@@ -137,9 +137,7 @@ mod tests {
             lsn: 0x16_B374_D848,
             skip: 3,
         };
-        let state = OperatorState {
-            batches: vec![encode(&origin("orders_slot"), position).unwrap()],
-        };
+        let state = OperatorState::of(vec![encode(&origin("orders_slot"), position).unwrap()]);
         let read = decode(&state, &origin("orders_slot")).unwrap();
         assert_eq!(read, Some(position));
         let empty = decode(&OperatorState::default(), &origin("orders_slot")).unwrap();
@@ -148,9 +146,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_of_another_slot_table_or_publication_is_refused() {
-        let state = OperatorState {
-            batches: vec![encode(&origin("a"), CdcPosition::fresh(5)).unwrap()],
-        };
+        let state = OperatorState::of(vec![encode(&origin("a"), CdcPosition::fresh(5)).unwrap()]);
         let refused = decode(&state, &origin("b")).unwrap_err().to_string();
         assert!(refused.contains("`a`"), "{refused}");
         let other_table = Origin {

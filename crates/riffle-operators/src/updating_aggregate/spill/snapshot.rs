@@ -1,11 +1,15 @@
 //! How snapshots write the tier's groups (docs/engine.md, "State beyond memory"): all
-//! of them into a chain started afresh; in pieces, in key order, while a rolling
-//! restart keeps the old chain; and, into every delta, the groups that left memory
-//! changed since the last snapshot.
+//! of them into a chain started afresh, streamed from a snapshot of the tier by the
+//! checkpoint's writer; in pieces, in key order, while a rolling restart keeps the old
+//! chain; and, into every delta, the groups that left memory changed since the last
+//! snapshot.
 
 use super::{Tier, UpdatingAggregate};
+use crate::aggregate::GroupKeys;
+use crate::spill::ValueCodec;
 use crate::window::keyed_state_batch;
-use riffle_core::{Error, RecordBatch, Result};
+use riffle_core::arrow::datatypes::SchemaRef;
+use riffle_core::{Error, RecordBatch, Result, StreamedBatches};
 
 /// Groups spilled or read back per store pass when a snapshot lists the tier.
 const CHUNK: usize = 8192;
@@ -45,20 +49,26 @@ impl Tier {
 
 impl UpdatingAggregate {
     /// Adds the spilled groups to a snapshot's new chain: all of them when it started
-    /// afresh; while the delta log rolls, the next piece, and once all are in, the old
-    /// chain goes.
-    pub(in crate::updating_aggregate) fn write_spilled(&mut self) -> Result<()> {
+    /// afresh, as a streamed part the snapshot carries (returned), so that they are
+    /// never all in memory; while the delta log rolls, the next piece, and once all
+    /// are in, the old chain goes.
+    pub(in crate::updating_aggregate) fn write_spilled(
+        &mut self,
+    ) -> Result<Option<StreamedBatches>> {
         let Some(tier) = &mut self.tier else {
-            return Ok(());
+            return Ok(None);
         };
         if !self.delta.rolling() {
             tier.rolled = None;
             if self.delta.restarted() {
-                for batch in self.spilled_state()? {
-                    self.delta.push_outside(batch);
+                if let Some(streamed) = self.streamed_tier()? {
+                    let groups = self.tier.as_ref().map_or(0, Tier::spilled);
+                    self.delta
+                        .push_streamed(streamed.placeholder().clone(), groups);
+                    return Ok(Some(streamed));
                 }
             }
-            return Ok(());
+            return Ok(None);
         }
         if self.delta.restarted() || tier.rolled.is_none() {
             tier.rolled = Some(Rolled::Nothing);
@@ -96,7 +106,7 @@ impl UpdatingAggregate {
                 }
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Adds the groups that left memory changed since the last snapshot to this
@@ -126,17 +136,26 @@ impl UpdatingAggregate {
         Ok(())
     }
 
-    /// Every spilled group as state batches, for a snapshot that starts a new chain.
-    fn spilled_state(&self) -> Result<Vec<RecordBatch>> {
-        let Some(store) = self.tier.as_ref().and_then(|t| t.store.as_ref()) else {
-            return Ok(Vec::new());
+    /// Every spilled group, as a streamed part of a snapshot that starts a new chain:
+    /// read from a snapshot of the tier by the writer of the checkpoint, a chunk at a
+    /// time, with key and value decoders of its own. None without a tier.
+    fn streamed_tier(&self) -> Result<Option<StreamedBatches>> {
+        let Some(tier) = &self.tier else {
+            return Ok(None);
         };
-        let mut batches = Vec::new();
-        store.for_each_chunk(CHUNK, |groups| {
-            batches.push(self.spilled_batch(groups)?);
-            Ok(())
-        })?;
-        Ok(batches)
+        let (Some(store), Some(codec)) = (&tier.store, &tier.codec) else {
+            return Ok(None);
+        };
+        let decode = TierDecoder {
+            keys: GroupKeys::new(self.key_schema.clone())?,
+            codec: ValueCodec::new(codec.fields().to_vec())?,
+            key_schema: self.key_schema.clone(),
+            max_parallelism: self.max_parallelism,
+        };
+        let schema = decode.batch(&[])?.schema();
+        let chunks = store.snapshot_chunks(CHUNK);
+        let source = chunks.map(move |groups| decode.batch(&groups?));
+        Ok(Some(StreamedBatches::new(schema, Box::new(source))))
     }
 
     /// Spilled groups (key bytes, encoded state) as a state batch.
@@ -146,19 +165,55 @@ impl UpdatingAggregate {
             .as_ref()
             .and_then(|t| t.codec.as_ref())
             .ok_or_else(|| Error::Spill("no value codec".into()))?;
-        let keys: Vec<&[u8]> = groups.iter().map(|(k, _)| k.as_slice()).collect();
-        let keys = self.table.keys_from_bytes(&keys)?;
-        let state = if codec.fields().is_empty() {
-            Vec::new()
-        } else {
-            let values: Vec<&[u8]> = groups.iter().map(|(_, v)| v.as_slice()).collect();
-            codec
-                .fields()
-                .iter()
-                .cloned()
-                .zip(codec.decode(&values)?)
-                .collect()
-        };
-        keyed_state_batch(keys, &self.key_schema, self.max_parallelism, state)
+        tier_batch(
+            (&self.table, codec),
+            &self.key_schema,
+            self.max_parallelism,
+            groups,
+        )
     }
+}
+
+/// What turns the tier's groups into state batches away from the operator (a streamed
+/// part's source): decoders of its own, the same as the operator's.
+struct TierDecoder {
+    keys: GroupKeys,
+    codec: ValueCodec,
+    key_schema: SchemaRef,
+    max_parallelism: u16,
+}
+
+impl TierDecoder {
+    fn batch(&self, groups: &[(Vec<u8>, Vec<u8>)]) -> Result<RecordBatch> {
+        tier_batch(
+            (&self.keys, &self.codec),
+            &self.key_schema,
+            self.max_parallelism,
+            groups,
+        )
+    }
+}
+
+/// Spilled groups (key bytes, encoded state) as a state batch, the keys read by `keys`
+/// and the state by `codec`.
+fn tier_batch(
+    (keys, codec): (&GroupKeys, &ValueCodec),
+    key_schema: &SchemaRef,
+    max_parallelism: u16,
+    groups: &[(Vec<u8>, Vec<u8>)],
+) -> Result<RecordBatch> {
+    let key_bytes: Vec<&[u8]> = groups.iter().map(|(k, _)| k.as_slice()).collect();
+    let key_columns = keys.keys_from_bytes(&key_bytes)?;
+    let state = if codec.fields().is_empty() {
+        Vec::new()
+    } else {
+        let values: Vec<&[u8]> = groups.iter().map(|(_, v)| v.as_slice()).collect();
+        codec
+            .fields()
+            .iter()
+            .cloned()
+            .zip(codec.decode(&values)?)
+            .collect()
+    };
+    keyed_state_batch(key_columns, key_schema, max_parallelism, state)
 }

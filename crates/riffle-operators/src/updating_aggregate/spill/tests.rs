@@ -80,7 +80,7 @@ fn text(out: &[RecordBatch]) -> String {
 }
 
 /// Feeds batches `steps` to `op`, a snapshot after every `every`; the output and
-/// the last snapshot.
+/// the last snapshot, as the checkpoint's writer reads it ([`Writer`]).
 fn feed(
     op: &mut dyn Operator,
     steps: std::ops::Range<i64>,
@@ -88,10 +88,11 @@ fn feed(
 ) -> (Vec<RecordBatch>, riffle_core::OperatorState) {
     let mut out = Vec::new();
     let mut state = Default::default();
+    let mut writer = Writer::default();
     for step in steps {
         op.on_batch(0, batch(step), &mut out).unwrap();
         if step % every == every - 1 {
-            state = op.snapshot(Epoch(step as u64)).unwrap();
+            state = writer.resolve(op.snapshot(Epoch(step as u64)).unwrap());
         }
     }
     (out, state)
@@ -148,6 +149,42 @@ fn a_checkpoint_taken_with_groups_spilled_restores_every_group() {
 }
 
 #[test]
+fn a_new_chain_streams_the_spilled_groups_as_they_were_at_its_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut op = aggregate(Some((2048, dir.path())));
+    let mut reference = aggregate(None);
+    // No snapshot yet: the first starts a chain, with most of the 400 groups spilled.
+    feed(op.as_mut(), 0..70, 1000);
+    feed(reference.as_mut(), 0..70, 1000);
+    let want_state = reference.snapshot(Epoch(1)).unwrap();
+    let raw = op.snapshot(Epoch(1)).unwrap();
+    assert_eq!(raw.streamed.len(), 1, "the tier's groups, streamed");
+    let placeholder = raw.streamed[0].placeholder();
+    assert!(raw.batches.iter().any(|b| raw.streamed[0].stands_for(b)));
+    assert!(is_handed(placeholder), "it holds no rows of its own");
+    let held: usize = (raw.batches.iter())
+        .filter(|b| raw.streamed_for(b).is_none())
+        .map(RecordBatch::num_rows)
+        .sum();
+    assert!(held < 100, "{held} groups held in memory, the rest spilled");
+    // The subtask goes on, moving groups in and out of the tier, before the writer
+    // reads the part: it reads the groups as they were at the snapshot.
+    feed(op.as_mut(), 70..90, 1000);
+    let mut writer = Writer::default();
+    let state = writer.resolve(raw);
+    assert_eq!(writer.streamed, 1);
+    let go_on = |state: OperatorState| {
+        let mut op = aggregate(None);
+        op.restore(state).unwrap();
+        text(&feed(op.as_mut(), 70..120, 3).0)
+    };
+    assert!(
+        go_on(state) == go_on(want_state),
+        "restored as the reference's"
+    );
+}
+
+#[test]
 fn a_chain_started_with_every_group_spilled_still_notes_what_sets_gain() {
     let dir = tempfile::tempdir().unwrap();
     let mut reference = aggregate(None);
@@ -170,32 +207,43 @@ fn a_chain_started_with_every_group_spilled_still_notes_what_sets_gain() {
     assert_eq!(text(&got), text(&want));
 }
 
-/// What the checkpoint writer makes of snapshots: a handed-over batch is the whole
-/// batch first seen with the same first column (the file that holds it).
+/// What the checkpoint writer makes of snapshots: a streamed part is read from its
+/// source; a handed-over batch is what was first seen with the same first column (the
+/// file, or a streamed part's files, that holds it).
 #[derive(Default)]
 struct Writer {
-    whole: std::collections::HashMap<(usize, usize, usize), RecordBatch>,
+    whole: std::collections::HashMap<(usize, usize, usize), Vec<RecordBatch>>,
+    /// Streamed parts read.
+    streamed: usize,
 }
 
 impl Writer {
     fn resolve(&mut self, state: riffle_core::OperatorState) -> riffle_core::OperatorState {
-        let batches = state.batches.into_iter().map(|b| {
+        let mut batches = Vec::new();
+        for b in &state.batches {
             let data = b.column(0).to_data();
             let id = (
                 data.buffers()[0].as_ptr() as usize,
                 data.offset(),
                 b.num_rows(),
             );
-            if riffle_core::is_handed(&b) {
-                self.whole[&id].clone()
+            if let Some(streamed) = state.streamed_for(b) {
+                let rows: Vec<RecordBatch> = streamed
+                    .take_source()
+                    .unwrap()
+                    .collect::<riffle_core::Result<_>>()
+                    .unwrap();
+                self.streamed += 1;
+                batches.extend(rows.iter().cloned());
+                self.whole.insert(id, rows);
+            } else if riffle_core::is_handed(b) {
+                batches.extend(self.whole[&id].iter().cloned());
             } else {
-                self.whole.insert(id, b.clone());
-                b
+                self.whole.insert(id, vec![b.clone()]);
+                batches.push(b.clone());
             }
-        });
-        riffle_core::OperatorState {
-            batches: batches.collect(),
         }
+        riffle_core::OperatorState::of(batches)
     }
 }
 
@@ -295,9 +343,7 @@ fn without_checkpoints_groups_are_spilled_as_they_cool() {
 /// chain as if `state` were the checkpoint of `restored`.
 fn restore_and_continue(op: &mut dyn Operator, state: &OperatorState, restored: Epoch) {
     for batch in &state.batches {
-        let part = OperatorState {
-            batches: vec![batch.clone()],
-        };
+        let part = OperatorState::of(vec![batch.clone()]);
         op.restore(part).unwrap();
     }
     let chain = state.batches.iter().map(hand_over).collect();
@@ -334,11 +380,7 @@ fn a_restored_chain_goes_on_and_the_next_snapshot_holds_only_what_changed() {
         let mut checkpoint = restored.batches.clone();
         checkpoint.extend(fresh.iter().cloned());
         let mut again = aggregate(None);
-        again
-            .restore(OperatorState {
-                batches: checkpoint,
-            })
-            .unwrap();
+        again.restore(OperatorState::of(checkpoint)).unwrap();
         let (got, _) = feed(again.as_mut(), 33..80, 7);
         assert_eq!(text(&got), text(&want), "budget {budget:?}");
     }
@@ -398,11 +440,12 @@ fn feed_maybe_long(
 ) -> (Vec<RecordBatch>, OperatorState) {
     let mut out = Vec::new();
     let mut state = Default::default();
+    let mut writer = Writer::default();
     for step in steps {
         op.on_batch(0, batch_maybe_long(step, long), &mut out)
             .unwrap();
         if step % every == every - 1 {
-            state = op.snapshot(Epoch(step as u64)).unwrap();
+            state = writer.resolve(op.snapshot(Epoch(step as u64)).unwrap());
         }
     }
     (out, state)
@@ -429,9 +472,7 @@ fn a_restore_beyond_the_budget_goes_into_the_tier_and_loses_nothing() {
         let mut op = replacing(Some((budget, dir.path())), &counted);
         // In parts, as the runtime restores.
         for batch in &state.batches {
-            let part = OperatorState {
-                batches: vec![batch.clone()],
-            };
+            let part = OperatorState::of(vec![batch.clone()]);
             op.restore(part).unwrap();
         }
         let bytes = counted.counters.state_bytes();
@@ -484,11 +525,7 @@ fn a_chain_restored_into_the_tier_goes_on_and_the_next_snapshot_holds_only_what_
     let mut checkpoint = restored.batches.clone();
     checkpoint.extend(fresh.iter().cloned());
     let mut again = replacing(None, &ctx);
-    again
-        .restore(OperatorState {
-            batches: checkpoint,
-        })
-        .unwrap();
+    again.restore(OperatorState::of(checkpoint)).unwrap();
     let (got, _) = feed_maybe_long(again.as_mut(), 33..80, 7, false);
     assert_eq!(text(&got), text(&want));
 }
