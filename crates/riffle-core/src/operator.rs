@@ -310,8 +310,9 @@ pub trait Operator: Send {
 
     /// After a restore in parts from this subtask's own files, as the job's own
     /// checkpoint wrote them (same parallelism): `chain` holds the batches just
-    /// restored, in order and [handed over](crate::hand_over), from `files` files, each
-    /// of which the checkpoint writer can reference as it is. An operator whose
+    /// restored, in order and [handed over](crate::hand_over), from files written by
+    /// `snapshots` snapshots (epochs), each of which the checkpoint writer can
+    /// reference as it is. An operator whose
     /// snapshots extend a chain of batches may go on from this one, so that its next
     /// snapshot holds only what changed, not its whole state; it returns whether it
     /// did. It must then count epoch `restored` as committed, as the writer does: the
@@ -321,7 +322,7 @@ pub trait Operator: Send {
         &mut self,
         _chain: Vec<RecordBatch>,
         _restored: Epoch,
-        _files: usize,
+        _snapshots: usize,
     ) -> bool {
         false
     }

@@ -70,15 +70,15 @@ pub(crate) struct DeltaLog {
 
 impl DeltaLog {
     /// Goes on from `chain`, the batches a restore applied in order (handed over: the
-    /// restored checkpoint's files hold them) from `files` files, which now hold the
-    /// unit's `len` groups as they are: the next snapshot is a delta.
-    pub(crate) fn continue_chain(&mut self, chain: Vec<RecordBatch>, len: usize, files: usize) {
+    /// restored checkpoint's files hold them), written by `snapshots` snapshots, which
+    /// now hold the unit's `len` groups as they are: the next snapshot is a delta.
+    pub(crate) fn continue_chain(&mut self, chain: Vec<RecordBatch>, len: usize, snapshots: usize) {
         *self = Self {
             chain_groups: chain.iter().map(RecordBatch::num_rows).sum(),
             batches: chain,
             written: len,
             dirty: vec![false; len],
-            snapshots: files,
+            snapshots,
             ..Self::default()
         };
     }

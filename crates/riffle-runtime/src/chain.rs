@@ -316,6 +316,16 @@ fn note_in_chain(
     true
 }
 
+/// The snapshots that wrote a subtask's `files`: one per epoch directory, since a
+/// snapshot may write several files (a streamed part's), all in its epoch's.
+fn snapshots_of(files: &[ChainFile]) -> usize {
+    let directories: std::collections::HashSet<&str> = files
+        .iter()
+        .map(|(file, _)| file.path.rsplit_once('/').map_or("", |(dir, _)| dir))
+        .collect();
+    directories.len()
+}
+
 /// Offers `operator` the chain of `files` it restored, and notes it for the writer of
 /// its acks if the operator goes on from it ([`crate::restored_chains`]).
 fn offer_restored_files(operator: &mut dyn Operator, seed: &ChainSeed, files: Vec<ChainFile>) {
@@ -323,13 +333,33 @@ fn offer_restored_files(operator: &mut dyn Operator, seed: &ChainSeed, files: Ve
         return;
     }
     let batches = files.iter().flat_map(|(_, b)| b.iter().cloned()).collect();
-    if operator.continue_chain(batches, seed.chains.epoch(), files.len()) {
+    if operator.continue_chain(batches, seed.chains.epoch(), snapshots_of(&files)) {
         seed.chains.continued(&seed.operator, seed.subtask, files);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_snapshot_that_wrote_several_files_counts_once_in_a_restored_chain() {
+        let file = |path: &str| {
+            let entry = riffle_state::manifest::FileEntry {
+                path: path.into(),
+                rows: 1,
+                bytes: 1,
+                crc32c: 0,
+            };
+            (entry, Vec::new())
+        };
+        let files = [
+            file("checkpoints/epoch=000004/agg/000-g1-0.parquet"),
+            file("checkpoints/epoch=000004/agg/000-g1-1.parquet"),
+            file("checkpoints/epoch=000004/agg/000-g1-2.parquet"),
+            file("checkpoints/epoch=000005/agg/000-g1-0.parquet"),
+        ];
+        assert_eq!(super::snapshots_of(&files), 2);
+    }
+
     use super::*;
     use std::sync::Mutex;
 

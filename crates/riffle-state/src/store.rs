@@ -40,7 +40,8 @@ pub struct CheckpointStore {
 }
 
 /// About how large a file of a streamed state part grows before the next begins: the
-/// writer holds one such file at a time, and one more on its way to storage.
+/// writer holds at most three such files at a time (one being encoded, one queued, one
+/// on its way to storage).
 pub const STREAMED_PART_BYTES: usize = 64 << 20;
 
 /// The files a snapshot's batches went to, in the manifest's order: one file of held

@@ -321,10 +321,16 @@ impl Operator for UpdatingAggregate {
         self.report_state_bytes();
         Ok(())
     }
-    fn continue_chain(&mut self, chain: Vec<RecordBatch>, restored: Epoch, files: usize) -> bool {
+    fn continue_chain(
+        &mut self,
+        chain: Vec<RecordBatch>,
+        restored: Epoch,
+        snapshots: usize,
+    ) -> bool {
         // Every group, in memory or spilled, is as the chain holds it: none is noted as
         // changed (the delta log held no batches while restoring).
-        self.delta.continue_chain(chain, self.table.len(), files);
+        self.delta
+            .continue_chain(chain, self.table.len(), snapshots);
         // Count DISTINCT sets note their gains from here: the next delta holds them.
         self.accumulators.note_snapshot_taken();
         self.restored = Some(restored);
