@@ -143,9 +143,10 @@ impl UpdatingAggregate {
         let Some(tier) = &self.tier else {
             return Ok(None);
         };
-        let (Some(store), Some(codec)) = (&tier.store, &tier.codec) else {
-            return Ok(None);
+        let Some(store) = tier.store.as_ref().filter(|s| s.len() > 0) else {
+            return Ok(None); // (a count after a restore's runs is a bound: 0 is empty)
         };
+        let codec = (tier.codec.as_ref()).ok_or_else(|| Error::Spill("no value codec".into()))?;
         let decode = TierDecoder {
             keys: GroupKeys::new(self.key_schema.clone())?,
             codec: ValueCodec::new(codec.fields().to_vec())?,
