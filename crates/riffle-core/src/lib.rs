@@ -45,7 +45,7 @@ pub use sink::{
 };
 pub use source::{Source, SourceFactory, SourcePoll, TimeBounds};
 pub use state::{
-    hand_over, is_handed, may_reference_previous, BatchSource, CommittedEpoch, OperatorState,
-    StreamedBatches,
+    batch_identity, hand_over, is_handed, may_reference_previous, BatchSource, CommittedEpoch,
+    OperatorState, StreamedBatches,
 };
 pub use time::{EventTime, Watermark};

@@ -48,27 +48,6 @@ impl OperatorState {
     pub fn streamed_for(&self, batch: &RecordBatch) -> Option<&StreamedBatches> {
         self.streamed.iter().find(|s| s.stands_for(batch))
     }
-
-    /// The same state with every streamed part read into memory in its place: for a
-    /// reader that needs the rows themselves (tests, small states), not the writer of
-    /// checkpoints.
-    ///
-    /// # Errors
-    /// A streamed part was read already, or its source failed.
-    pub fn into_held(self) -> crate::Result<Self> {
-        let mut batches = Vec::with_capacity(self.batches.len());
-        for batch in self.batches {
-            match self.streamed.iter().find(|s| s.stands_for(&batch)) {
-                Some(streamed) => {
-                    for streamed_batch in streamed.take_source()? {
-                        batches.push(streamed_batch?);
-                    }
-                }
-                None => batches.push(batch),
-            }
-        }
-        Ok(Self::of(batches))
-    }
 }
 
 /// Where a [`StreamedBatches`] part's rows come from, one batch at a time.
@@ -104,10 +83,8 @@ impl StreamedBatches {
         // One row of its own allocation: a placeholder's identity is its buffer's
         // address, unique while the placeholder lives.
         let column: ArrayRef = Arc::new(UInt16Array::from(vec![0u16]));
-        let mut metadata = schema.metadata().clone();
-        metadata.insert(HANDED_METADATA.to_string(), scope_of(&schema).to_string());
         let key_group = Field::new(KEY_GROUP_FIELD, DataType::UInt16, false);
-        let handed = Schema::new_with_metadata(vec![key_group], metadata);
+        let handed = handed_schema(&schema, scope_of(&schema), key_group);
         // A UInt16 column of one row under a schema of that one field: cannot fail.
         let placeholder = RecordBatch::try_new(Arc::new(handed), vec![column])
             .unwrap_or_else(|_| RecordBatch::new_empty(schema.clone()));
@@ -131,15 +108,8 @@ impl StreamedBatches {
 
     /// Whether `batch` is this part's placeholder (or what [`hand_over`] left of it).
     pub fn stands_for(&self, batch: &RecordBatch) -> bool {
-        match (batch.columns().first(), self.placeholder.columns().first()) {
-            (Some(a), Some(b)) => {
-                let (a, b) = (a.to_data(), b.to_data());
-                a.buffers().first().map(|x| x.as_ptr()) == b.buffers().first().map(|x| x.as_ptr())
-                    && a.offset() == b.offset()
-                    && a.len() == b.len()
-            }
-            _ => false,
-        }
+        let mine = batch_identity(&self.placeholder);
+        mine.is_some() && batch_identity(batch) == mine
     }
 
     /// The rows' source, taken: the one reader of them.
@@ -171,15 +141,31 @@ pub fn hand_over(batch: &RecordBatch) -> RecordBatch {
     let Some(first) = batch.columns().first() else {
         return batch.clone();
     };
-    let mut metadata = batch.schema().metadata().clone();
-    metadata.insert(HANDED_METADATA.to_string(), order_scope(batch).to_string());
-    let field = batch.schema().field(0).clone();
-    let schema = crate::arrow::datatypes::Schema::new_with_metadata(vec![field], metadata);
-    match RecordBatch::try_new(std::sync::Arc::new(schema), vec![first.clone()]) {
+    let schema = batch.schema();
+    let schema = handed_schema(&schema, order_scope(batch), schema.field(0).clone());
+    match RecordBatch::try_new(Arc::new(schema), vec![first.clone()]) {
         Ok(handed) => handed,
         // One column of the batch's own type and length: cannot fail; keep it whole.
         Err(_) => batch.clone(),
     }
+}
+
+/// The schema of a handed-over batch of `schema`, in order scope `scope`: `first`
+/// (its `_key_group` field) alone, with `schema`'s metadata and the scope in
+/// [`HANDED_METADATA`].
+fn handed_schema(schema: &SchemaRef, scope: u64, first: Field) -> Schema {
+    let mut metadata = schema.metadata().clone();
+    metadata.insert(HANDED_METADATA.to_string(), scope.to_string());
+    Schema::new_with_metadata(vec![first], metadata)
+}
+
+/// A batch's identity, as the writer of checkpoints knows it: where its first column's
+/// values live, and its extent. The same array, kept alive, keeps it; a handed-over
+/// batch ([`hand_over`]) keeps its batch's.
+pub fn batch_identity(batch: &RecordBatch) -> Option<(usize, usize, usize)> {
+    let data = batch.columns().first()?.to_data();
+    let buffer = data.buffers().first()?;
+    Some((buffer.as_ptr() as usize, data.offset(), batch.num_rows()))
 }
 
 /// Which batches of a snapshot a restore applies in order against each other: those of

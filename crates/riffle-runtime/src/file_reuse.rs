@@ -7,7 +7,7 @@ use crate::protocol::SnapshotAck;
 use crate::restored_chains::RestoredChains;
 use riffle_core::state::order_scope;
 use riffle_core::{
-    hand_over, is_handed, may_reference_previous, Epoch, OperatorState, RecordBatch,
+    batch_identity, hand_over, is_handed, may_reference_previous, Epoch, OperatorState, RecordBatch,
 };
 use riffle_state::manifest::FileEntry;
 use riffle_state::{CheckpointStore, StateError, WrittenFiles};
@@ -23,13 +23,6 @@ type ReuseCache = HashMap<(String, usize), Vec<FileSet>>;
 
 /// Files that together hold exactly these batches.
 type FileSet = (Vec<FileEntry>, Vec<RecordBatch>);
-
-/// A batch's identity: where its first column's values live, and its extent.
-fn batch_identity(batch: &RecordBatch) -> Option<(usize, usize, usize)> {
-    let data = batch.columns().first()?.to_data();
-    let buffer = data.buffers().first()?;
-    Some((buffer.as_ptr() as usize, data.offset(), batch.num_rows()))
-}
 
 /// Splits a stable-state snapshot into files of the previous epoch whose batches are all
 /// still present (reused as they are) and the batches that need writing.
@@ -316,11 +309,10 @@ pub async fn write_ack_state(
         let written = store
             .write_state(ack.epoch, generation, &operator.0, ack.subtask, &fresh)
             .await?;
+        let written_files = written.iter().flat_map(|w| &w.files);
+        bytes += written_files.clone().map(|f| f.bytes).sum::<u64>();
         let mut entries: Vec<FileEntry> = reused.iter().flat_map(|(f, _)| f.clone()).collect();
-        let written_entries = written.iter().flat_map(|w| w.files.iter().cloned());
-        let start = entries.len();
-        entries.extend(written_entries);
-        bytes += entries[start..].iter().map(|f| f.bytes).sum::<u64>();
+        entries.extend(written_files.cloned());
         reuse.record(at, reused, &written, &fresh);
         ack.written.push((operator, entries));
     }

@@ -97,16 +97,14 @@ pub fn file_plan(state: &OperatorState) -> Vec<FilePlan> {
     for (i, batch) in state.batches.iter().enumerate() {
         let streamed = state.streamed_for(batch);
         let schema = streamed.map_or_else(|| batch.schema(), |s| s.schema().clone());
-        let plans = match groups.iter_mut().find(|(s, _)| *s == schema) {
-            Some((_, plans)) => plans,
+        let at = match groups.iter().position(|(s, _)| *s == schema) {
+            Some(at) => at,
             None => {
                 groups.push((schema, Vec::new()));
-                match groups.last_mut() {
-                    Some((_, plans)) => plans,
-                    None => continue, // just pushed
-                }
+                groups.len() - 1
             }
         };
+        let plans = &mut groups[at].1;
         match (streamed, plans.last_mut()) {
             (Some(_), _) => plans.push(FilePlan::Streamed(i)),
             (None, Some(FilePlan::Held(run))) => run.push(i),

@@ -221,12 +221,7 @@ impl Writer {
     fn resolve(&mut self, state: riffle_core::OperatorState) -> riffle_core::OperatorState {
         let mut batches = Vec::new();
         for b in &state.batches {
-            let data = b.column(0).to_data();
-            let id = (
-                data.buffers()[0].as_ptr() as usize,
-                data.offset(),
-                b.num_rows(),
-            );
+            let id = riffle_core::batch_identity(b).unwrap();
             if let Some(streamed) = state.streamed_for(b) {
                 let rows: Vec<RecordBatch> = streamed
                     .take_source()
